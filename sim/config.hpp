@@ -1,0 +1,40 @@
+// How one optical iteration is configured: the twin's switches plus the loop coefficients.
+// Hardware facts live in Hardware; this is what a user or a compiled program chooses per run.
+#pragma once
+#include <optional>
+#include <vector>
+
+#include "sim/hardware.hpp"
+
+namespace aoc {
+
+enum class Nonlinearity { Twin, Tanh };  // the electronics' fitted sigmoid, or an exact tanh
+enum class LedModel { Twin, Linear };    // the fitted microLED cubics, or drive = signal
+// How the photocurrent is scaled back to a state: the twin's normalise_matrix=True (s/N with s =
+// beta or scale), its normalise_matrix=False (max|W|), or an exact gain beta (effective W' = beta*W).
+enum class GainMode { ScaleOverN, MaxAbs, Explicit };
+
+struct CoreConfig {
+  Switches switches;
+  GainMode gain = GainMode::ScaleOverN;
+  double scale = 18.6;        // s when no beta is given (the twin's trainable scale)
+  std::vector<double> beta;   // empty: use scale; one value or one per output channel
+  std::vector<double> alpha;  // empty: no alpha*z term; one value or one per channel
+  std::optional<double> gamma;  // momentum gamma*(z - z_prev), z_prev starts at zero
+  Nonlinearity nonlinearity = Nonlinearity::Twin;
+  LedModel led = LedModel::Twin;
+  bool closed_loop = true;  // the twin always applies it where the hardware has one
+  bool input_clip = true;   // the twin always clips x + b
+
+  // The twin's AOCCell.from_parameters defaults for this machine (alpha from create_default_aoc_model).
+  static CoreConfig twin_defaults(const Hardware& hw);
+  // The twin with every non-ideality switch off (closed loop and clip stay on, as in the twin).
+  static CoreConfig twin_all_off(const Hardware& hw);
+  // The ideal loop z' = alpha*z + beta*tanh(z) W + x + b: no calibration is used at all.
+  static CoreConfig ideal(double alpha, double beta);
+};
+
+// Per-channel value of a coefficient list that is empty, one value, or one per channel.
+double coeff_at(const std::vector<double>& v, int j, double if_empty);
+
+}  // namespace aoc

@@ -1,0 +1,219 @@
+#include "sim/core.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "sim/error.hpp"
+
+namespace aoc {
+
+FoldedChain fold_optical_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& W) {
+  // The chain is affine in the LED drives, so probing it with zero and unit drives gives it exactly:
+  // c = chain(0, 0), rows of F = chain(e_i, 0) - c and chain(0, e_i) - c. One implementation of the
+  // twin's maths (sim/stages.cpp) serves both the readable path and the fast one.
+  const Eigen::Index N = W.cols();
+  const MatrixXdR zero = MatrixXdR::Zero(N, N), eye = MatrixXdR::Identity(N, N);
+  FoldedChain f;
+  const MatrixXdR c0 = optical_chain(hw, cfg, W, MatrixXdR::Zero(1, N), MatrixXdR::Zero(1, N));
+  f.c = c0.row(0).transpose();
+  f.F.resize(2 * N, N);
+  f.F.topRows(N) = optical_chain(hw, cfg, W, eye, zero).rowwise() - c0.row(0);
+  f.F.bottomRows(N) = optical_chain(hw, cfg, W, zero, eye).rowwise() - c0.row(0);
+  return f;
+}
+
+namespace {
+
+// GCC vector extensions: one 64-byte vector (an AVX-512 register; two AVX2 registers elsewhere).
+template <class T> struct Vec;
+template <> struct Vec<float> { typedef float type __attribute__((vector_size(64))); };
+template <> struct Vec<double> { typedef double type __attribute__((vector_size(64))); };
+
+#ifdef __AVX512F__
+constexpr int kMR = 4, kNV = 4;  // register tile: rows x vectors (16 accumulators of 32)
+#else
+constexpr int kMR = 2, kNV = 2;
+#endif
+constexpr int kTileRows = 64;  // rows per thread task: L (64 x 2N) stays in L1/L2
+
+template <class T>
+inline typename Vec<T>::type load(const T* p) {
+  typename Vec<T>::type v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <class T>
+inline void store(T* p, typename Vec<T>::type v) { std::memcpy(p, &v, sizeof v); }
+
+// out[i, j] = sum_k L[i, k] F[k, j] + epilogue, for MR rows and NV vectors of columns starting at j0.
+// Every output element is one FMA chain over k in order, whichever instantiation computes it.
+template <class T, int MR, int NV>
+inline void gemm_tile(const T* L, int ldl, const T* F, int ld, int K, int j0, const T* c, const T* alpha,
+                      T gamma, bool has_gamma, const T* z, const T* inj, const T* zprev, T* out) {
+  using V = typename Vec<T>::type;
+  constexpr int W = kLanes<T>;
+  V acc[MR][NV];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) acc[i][v] = V{} ;
+  for (int k = 0; k < K; ++k) {
+    V b[NV];
+    for (int v = 0; v < NV; ++v) b[v] = load(F + static_cast<size_t>(k) * ld + j0 + v * W);
+    for (int i = 0; i < MR; ++i) {
+      const T a = L[static_cast<size_t>(i) * ldl + k];
+      for (int v = 0; v < NV; ++v) acc[i][v] += a * b[v];
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    const size_t r = static_cast<size_t>(i) * ld;
+    for (int v = 0; v < NV; ++v) {
+      const int j = j0 + v * W;
+      const V zv = load(z + r + j);
+      V g = acc[i][v] + load(c + j);
+      g += load(alpha + j) * zv;
+      g += load(inj + r + j);
+      if (has_gamma) g += gamma * (zv - (zprev ? load(zprev + r + j) : V{}));
+      store(out + r + j, g);
+    }
+  }
+}
+
+template <class T, int MR>
+inline void gemm_rows(const T* L, int ldl, const T* F, int ld, int K, const T* c, const T* alpha, T gamma,
+                      bool has_gamma, const T* z, const T* inj, const T* zprev, T* out) {
+  constexpr int W = kLanes<T>;
+  const int nvec = ld / W;
+  int v0 = 0;
+  for (; v0 + kNV <= nvec; v0 += kNV)
+    gemm_tile<T, MR, kNV>(L, ldl, F, ld, K, v0 * W, c, alpha, gamma, has_gamma, z, inj, zprev, out);
+  switch (nvec - v0) {
+    case 0: break;
+    case 1: gemm_tile<T, MR, 1>(L, ldl, F, ld, K, v0 * W, c, alpha, gamma, has_gamma, z, inj, zprev, out); break;
+    case 2: gemm_tile<T, MR, 2>(L, ldl, F, ld, K, v0 * W, c, alpha, gamma, has_gamma, z, inj, zprev, out); break;
+    case 3: gemm_tile<T, MR, 3>(L, ldl, F, ld, K, v0 * W, c, alpha, gamma, has_gamma, z, inj, zprev, out); break;
+  }
+}
+
+}  // namespace
+
+template <class T>
+OpticalCore<T>::OpticalCore(const Hardware& hw, CoreConfig cfg) : hw_(hw), cfg_(std::move(cfg)) {}
+
+template <class T>
+void OpticalCore<T>::load_weights(const MatrixXdR& W, const Eigen::VectorXd& bias) {
+  if (W.rows() != W.cols()) throw Error("weights: the matrix must be square, got " + std::to_string(W.rows()) + "x" + std::to_string(W.cols()));
+  if (bias.size() != W.cols()) throw Error("bias: expected " + std::to_string(W.cols()) + " values, got " + std::to_string(bias.size()));
+  if (!W.allFinite()) throw Error("weights: contains NaN or infinity");
+  if (!bias.allFinite()) throw Error("bias: contains NaN or infinity");
+  for (const auto* v : {&cfg_.alpha, &cfg_.beta})
+    if (v->size() > 1 && static_cast<Eigen::Index>(v->size()) != W.cols())
+      throw Error(std::string(v == &cfg_.alpha ? "alpha" : "beta") + ": expected 1 or " + std::to_string(W.cols()) + " values, got " + std::to_string(v->size()));
+  n_ = static_cast<int>(W.cols());
+  ld_ = padded<T>(n_);
+  const FoldedChain f = fold_optical_chain(hw_, cfg_, W);
+  F_.assign(static_cast<size_t>(2 * ld_) * ld_, T(0));
+  c_.assign(ld_, T(0));
+  alpha_.assign(ld_, T(0));
+  bias_.assign(ld_, T(0));
+  for (int j = 0; j < n_; ++j) {
+    for (int i = 0; i < n_; ++i) {
+      F_[static_cast<size_t>(i) * ld_ + j] = static_cast<T>(f.F(i, j));
+      F_[static_cast<size_t>(ld_ + i) * ld_ + j] = static_cast<T>(f.F(n_ + i, j));
+    }
+    c_[j] = static_cast<T>(f.c(j));
+    alpha_[j] = static_cast<T>(coeff_at(cfg_.alpha, j, 0.0));
+    bias_[j] = static_cast<T>(bias(j));
+  }
+  has_gamma_ = cfg_.gamma.has_value();
+  gamma_ = static_cast<T>(cfg_.gamma.value_or(0.0));
+}
+
+template <class T>
+Batch<T> OpticalCore<T>::injection(const Batch<T>& x) const {
+  if (x.n != n_) throw Error("inputs: expected " + std::to_string(n_) + " channels, got " + std::to_string(x.n));
+  Batch<T> inj(x.rows, x.n);
+  const T lo = static_cast<T>(hw_.clip_lo), hi = static_cast<T>(hw_.clip_hi);
+  for (int r = 0; r < x.rows; ++r)
+    for (int j = 0; j < n_; ++j) {
+      const T v = x.row(r)[j] + bias_[j];
+      inj.row(r)[j] = cfg_.input_clip ? std::min(std::max(v, lo), hi) : v;
+    }
+  return inj;
+}
+
+template <class T>
+void OpticalCore<T>::step_tile(const T* z, const T* inj, const T* zprev, T* out, int rows, T* scratch) const {
+  using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
+  const Eigen::Index len = static_cast<Eigen::Index>(rows) * ld_;
+  Eigen::Map<const Arr, Eigen::AlignedMax> zt(z, len);
+  Eigen::Map<Arr, Eigen::AlignedMax> t(scratch, len);
+  // 1. electronics nonlinearity, vectorised: |u|^c and (.)^(-1/c) as exp/log so Eigen's packet
+  // math handles them (std::pow does not vectorise).
+  if (cfg_.nonlinearity == Nonlinearity::Tanh) {
+    t = zt.tanh();
+  } else {
+    const auto& k = hw_.tanh;
+    const T a = T(k[0]), b = T(k[1]), c = T(k[2]), d = T(k[3]), f = T(k[4]), g = T(k[5]);
+    const T inv_c = T(-1.0 / k[2]);
+    t = d * (a * zt + b) * (inv_c * (T(1) + (c * (a * zt + b).abs().log()).exp()).log()).exp() + f + g * zt;
+  }
+  // 2. LED drives into L = [LED+(t) | LED-(t)], one row of 2*ld per state row
+  T* L = scratch + len;
+  const int ldl = 2 * ld_;
+  if (cfg_.led == LedModel::Twin) {
+    const T p3 = T(hw_.led_pos[0]), p2 = T(hw_.led_pos[1]), p1 = T(hw_.led_pos[2]), p0 = T(hw_.led_pos[3]);
+    const T n3 = T(hw_.led_neg[0]), n2 = T(hw_.led_neg[1]), n1 = T(hw_.led_neg[2]), n0 = T(hw_.led_neg[3]);
+    for (int r = 0; r < rows; ++r) {
+      const T* tr = scratch + static_cast<size_t>(r) * ld_;
+      T* lp = L + static_cast<size_t>(r) * ldl;
+      T* ln = lp + ld_;
+      for (int j = 0; j < ld_; ++j) {
+        const T x = tr[j];
+        lp[j] = ((p3 * x + p2) * x + p1) * x + p0;
+        ln[j] = ((n3 * x + n2) * x + n1) * x + n0;
+      }
+    }
+  } else {
+    for (int r = 0; r < rows; ++r) {
+      const T* tr = scratch + static_cast<size_t>(r) * ld_;
+      T* lp = L + static_cast<size_t>(r) * ldl;
+      std::memcpy(lp, tr, sizeof(T) * ld_);
+      std::memcpy(lp + ld_, tr, sizeof(T) * ld_);
+    }
+  }
+  // 3-14. one fused matrix product with the folded chain, plus alpha*z, injection and momentum
+  const int K = ldl;
+  int r = 0;
+  for (; r + kMR <= rows; r += kMR) {
+    const size_t o = static_cast<size_t>(r) * ld_;
+    gemm_rows<T, kMR>(L + static_cast<size_t>(r) * ldl, ldl, F_.data(), ld_, K, c_.data(), alpha_.data(), gamma_,
+                      has_gamma_, z + o, inj + o, zprev ? zprev + o : nullptr, out + o);
+  }
+  for (; r < rows; ++r) {
+    const size_t o = static_cast<size_t>(r) * ld_;
+    gemm_rows<T, 1>(L + static_cast<size_t>(r) * ldl, ldl, F_.data(), ld_, K, c_.data(), alpha_.data(), gamma_,
+                    has_gamma_, z + o, inj + o, zprev ? zprev + o : nullptr, out + o);
+  }
+}
+
+template <class T>
+void OpticalCore<T>::step(const Batch<T>& z, const Batch<T>& inj, const Batch<T>* z_prev, Batch<T>& out) const {
+  if (z.n != n_ || inj.n != n_ || inj.rows != z.rows) throw Error("step: batch shapes do not match the core");
+  if (out.rows != z.rows || out.n != n_) out = Batch<T>(z.rows, n_);
+  const int tiles = (z.rows + kTileRows - 1) / kTileRows;
+  const size_t scratch_len = static_cast<size_t>(kTileRows) * ld_ * 3;
+#pragma omp parallel if (tiles > 1)
+  {
+    AlignedVector<T> scratch(scratch_len);
+#pragma omp for schedule(static)
+    for (int tile = 0; tile < tiles; ++tile) {
+      const int r0 = tile * kTileRows;
+      const int rows = std::min(kTileRows, z.rows - r0);
+      step_tile(z.row(r0), inj.row(r0), z_prev ? z_prev->row(r0) : nullptr, out.row(r0), rows, scratch.data());
+    }
+  }
+}
+
+template class OpticalCore<float>;
+template class OpticalCore<double>;
+
+}  // namespace aoc

@@ -1,0 +1,855 @@
+// Loading, validating and describing hardware files (docs/hardware.md).
+//
+// Every check goes through Reader, which knows the file name and builds the one-line message
+// "<file>: <field path>: <what is wrong>"; the typed readers (number, numbers, rows3, ...) are the
+// only places that look at JSON types, lengths and ranges.
+#include "sim/hardware.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/error.hpp"
+
+namespace aoc {
+namespace {
+
+// ordered_json keeps the file's key order, so describe() lists provenance as written.
+using json = nlohmann::ordered_json;
+namespace fs = std::filesystem;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr const char* kFormat = "aoc-hardware";
+constexpr int kVersion = 1;
+constexpr long long kMaxChannels = 4096;
+
+// ---------------------------------------------------------------------------------------------
+// Text helpers
+
+// Shortest text that reads back as the same double: "1.7", "0.65", "1e+300".
+std::string num(double v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+// Four significant digits, for summaries.
+std::string g4(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+// Messages are one line whatever ends up in them (paths, parser text, keys from the file).
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+  return s;
+}
+
+std::string join(const std::vector<std::string>& v, const std::string& sep) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
+  return s;
+}
+
+std::string sub(const std::string& field, const std::string& key) {
+  return field.empty() ? key : field + "." + key;
+}
+
+std::string elem(const std::string& field, std::size_t i) {
+  return field + "[" + std::to_string(i) + "]";
+}
+
+// What a JSON value is, for "expected X, got Y".
+std::string got(const json& j) {
+  switch (j.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::object: return "an object";
+    case json::value_t::array: return "an array of " + std::to_string(j.size());
+    case json::value_t::boolean: return j.get<bool>() ? "true" : "false";
+    case json::value_t::string: {
+      std::string s = j.dump();
+      if (s.size() > 42) s = s.substr(0, 40) + "...\"";
+      return "the string " + s;
+    }
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned:
+    case json::value_t::number_float: return "the number " + j.dump();
+    default: return std::string("a ") + j.type_name();
+  }
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ranges of allowed numbers
+
+struct Range {
+  double lo = -kInf, hi = kInf;
+  bool lo_closed = false, hi_closed = false;
+
+  bool contains(double v) const {
+    return (lo_closed ? v >= lo : v > lo) && (hi_closed ? v <= hi : v < hi);
+  }
+  // "<v> must be > 0", "<v> is out of range [0, 1)"
+  std::string complaint(double v) const {
+    if (hi == kInf) return num(v) + " must be " + (lo_closed ? ">= " : "> ") + num(lo);
+    if (lo == -kInf) return num(v) + " must be " + (hi_closed ? "<= " : "< ") + num(hi);
+    return num(v) + " is out of range " + (lo_closed ? "[" : "(") + num(lo) + ", " + num(hi) +
+           (hi_closed ? "]" : ")");
+  }
+};
+
+const Range kAny{};
+const Range kPositive{0, kInf, false, false};     // > 0
+const Range kNonNegative{0, kInf, true, false};   // >= 0
+const Range kUnitRatio{0, 1, true, false};        // [0, 1): a fraction of a signal that leaks
+
+// ---------------------------------------------------------------------------------------------
+// The typed readers
+
+class Reader {
+ public:
+  explicit Reader(std::string file) : file_(std::move(file)) {}
+
+  [[noreturn]] void fail(const std::string& field, const std::string& what) const {
+    throw Error(one_line(file_ + ": " + (field.empty() ? "top level" : field) + ": " + what));
+  }
+
+  void object(const json& j, const std::string& field) const {
+    if (!j.is_object()) fail(field, "expected an object, got " + got(j));
+  }
+
+  const json* find(const json& obj, const std::string& key) const {
+    const auto it = obj.find(key);
+    return it == obj.end() ? nullptr : &*it;
+  }
+
+  const json& need(const json& obj, const std::string& field, const std::string& key) const {
+    const json* j = find(obj, key);
+    if (!j) fail(sub(field, key), "missing required field");
+    return *j;
+  }
+
+  // Every key of obj must be in `allowed`: unknown keys are typos until a format version says
+  // otherwise.
+  void only_keys(const json& obj, const std::string& field,
+                 const std::vector<std::string>& allowed) const {
+    for (const auto& [key, value] : obj.items()) {
+      if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
+      std::string best;
+      std::size_t best_d = std::max<std::size_t>(2, key.size() / 4) + 1;
+      for (const auto& a : allowed) {
+        const std::size_t d = edit_distance(key, a);
+        if (d < best_d) best_d = d, best = a;
+      }
+      if (!best.empty()) fail(sub(field, key), "unknown key (did you mean " + best + "?)");
+      if (allowed.size() <= 8) fail(sub(field, key), "unknown key (expected one of " + join(allowed, ", ") + ")");
+      fail(sub(field, key), "unknown key (see docs/hardware.md for the fields)");
+    }
+  }
+
+  // Keys that belong to another variant (the other PBS model, the other readout fit).
+  void reject(const json& obj, const std::string& field, const std::vector<std::string>& keys,
+              const std::string& why) const {
+    for (const auto& k : keys)
+      if (obj.contains(k)) fail(sub(field, k), why);
+  }
+
+  double number(const json& j, const std::string& field, const Range& r = kAny) const {
+    if (!j.is_number()) fail(field, "expected a number, got " + got(j));
+    const double v = j.get<double>();
+    if (!std::isfinite(v)) fail(field, num(v) + " is not a finite number");
+    if (!r.contains(v)) fail(field, r.complaint(v));
+    return v;
+  }
+
+  // Exactly n finite numbers in r.
+  std::vector<double> numbers(const json& j, const std::string& field, std::size_t n,
+                              const Range& r = kAny) const {
+    if (!j.is_array()) fail(field, "expected an array of " + std::to_string(n) + " numbers, got " + got(j));
+    if (j.size() != n)
+      fail(field, "expected " + std::to_string(n) + " numbers, got " + std::to_string(j.size()));
+    std::vector<double> v;
+    v.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) v.push_back(number(j[i], elem(field, i), r));
+    return v;
+  }
+
+  // At least one finite number (polynomial coefficients of any degree).
+  std::vector<double> some_numbers(const json& j, const std::string& field) const {
+    if (!j.is_array() || j.empty()) fail(field, "expected a non-empty array of numbers, got " + got(j));
+    return numbers(j, field, j.size());
+  }
+
+  // Exactly n rows of three finite numbers [q2, q1, q0].
+  std::vector<Quad> rows3(const json& j, const std::string& field, std::size_t n) const {
+    const std::string want = std::to_string(n) + " rows of 3 numbers";
+    if (!j.is_array()) fail(field, "expected an array of " + want + ", got " + got(j));
+    if (j.size() != n) fail(field, "expected " + want + ", got " + std::to_string(j.size()) + " rows");
+    std::vector<Quad> rows(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const auto v = numbers(j[i], elem(field, i), 3);
+      rows[i] = {v[0], v[1], v[2]};
+    }
+    return rows;
+  }
+
+  // [lo, hi] with lo < hi.
+  std::array<double, 2> interval(const json& j, const std::string& field, const char* lo,
+                                 const char* hi) const {
+    const auto v = numbers(j, field, 2);
+    if (!(v[0] < v[1]))
+      fail(field, std::string("expected [") + lo + ", " + hi + "] with " + lo + " < " + hi + ", got [" +
+                      num(v[0]) + ", " + num(v[1]) + "]");
+    return {v[0], v[1]};
+  }
+
+  std::string text(const json& j, const std::string& field, bool non_empty) const {
+    if (!j.is_string()) fail(field, "expected a string, got " + got(j));
+    std::string s = j.get<std::string>();
+    if (non_empty && s.empty()) fail(field, "must not be empty");
+    return s;
+  }
+
+  // One of a fixed set of strings.
+  std::string choice(const json& j, const std::string& field,
+                     const std::vector<std::string>& options) const {
+    if (!j.is_string()) fail(field, "expected one of " + join(options, ", ") + ", got " + got(j));
+    std::string s = j.get<std::string>();
+    if (std::find(options.begin(), options.end(), s) == options.end())
+      fail(field, j.dump() + " is not one of " + join(options, ", "));
+    return s;
+  }
+
+  bool boolean(const json& j, const std::string& field) const {
+    if (!j.is_boolean()) fail(field, "expected true or false, got " + got(j));
+    return j.get<bool>();
+  }
+
+  long long integer(const json& j, const std::string& field, long long lo, long long hi) const {
+    if (!j.is_number_integer()) fail(field, "expected an integer, got " + got(j));
+    const bool too_big = j.is_number_unsigned() &&
+                         j.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<long long>::max());
+    const long long v = too_big ? std::numeric_limits<long long>::max() : j.get<long long>();
+    if (too_big || v < lo || v > hi)
+      fail(field, j.dump() + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return v;
+  }
+
+ private:
+  std::string file_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Reading the file
+
+std::string read_text(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (st.type() == fs::file_type::not_found)
+    throw Error(one_line(path + ": cannot read hardware file: no such file"));
+  if (st.type() == fs::file_type::directory)
+    throw Error(one_line(path + ": cannot read hardware file: it is a directory"));
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw Error(one_line(path + ": cannot read hardware file: " +
+                         (errno ? std::strerror(errno) : "cannot open")));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw Error(one_line(path + ": cannot read hardware file: read error"));
+  return ss.str();
+}
+
+// Where the parser is, kept by the parse callback, so that errors found while parsing (duplicate
+// keys, numbers too large for a double) can name the field like every other error.
+struct Frame {
+  bool is_object = false;
+  std::string field;
+  std::set<std::string> keys;  // objects: seen so far
+  std::string key;             // objects: the current key
+  std::size_t index = 0;       // arrays: the current element
+};
+
+std::string child_field(const std::vector<Frame>& stack) {
+  if (stack.empty()) return "";
+  const Frame& f = stack.back();
+  return f.is_object ? sub(f.field, f.key) : elem(f.field, f.index);
+}
+
+json parse(const Reader& r, const std::string& path, const std::string& text) {
+  std::vector<Frame> stack;
+  const json::parser_callback_t track = [&](int, json::parse_event_t ev, json& parsed) {
+    using E = json::parse_event_t;
+    switch (ev) {
+      case E::object_start:
+      case E::array_start: {
+        Frame f;
+        f.is_object = ev == E::object_start;
+        f.field = child_field(stack);
+        if (!stack.empty() && !stack.back().is_object) ++stack.back().index;
+        stack.push_back(std::move(f));
+        break;
+      }
+      case E::object_end:
+      case E::array_end: stack.pop_back(); break;
+      case E::key: {
+        Frame& f = stack.back();
+        f.key = parsed.get<std::string>();
+        if (!f.keys.insert(f.key).second) r.fail(sub(f.field, f.key), "duplicate key");
+        break;
+      }
+      case E::value:
+        if (!stack.empty() && !stack.back().is_object) ++stack.back().index;
+        break;
+    }
+    return true;
+  };
+  try {
+    return json::parse(text, track);
+  } catch (const json::parse_error& e) {
+    // "[json.exception.parse_error.101] parse error at line 2, column 1: syntax error ..."
+    std::string s = e.what();
+    if (const auto p = s.find("] "); s.rfind("[json.exception", 0) == 0 && p != std::string::npos)
+      s.erase(0, p + 2);
+    const std::string at = "parse error at ";
+    if (s.rfind(at, 0) == 0) {
+      s.erase(0, at.size());
+      const auto colon = s.find(": ");
+      if (colon != std::string::npos)
+        throw Error(one_line(path + ": " + s.substr(0, colon) + ": malformed JSON: " + s.substr(colon + 2)));
+    }
+    throw Error(one_line(path + ": malformed JSON: " + s));
+  } catch (const json::out_of_range& e) {
+    // "number overflow parsing '1e999'": a literal beyond the range of a double.
+    std::string s = e.what();
+    const auto q1 = s.find('\''), q2 = s.rfind('\'');
+    if (q1 != std::string::npos && q2 > q1)
+      r.fail(child_field(stack), s.substr(q1 + 1, q2 - q1 - 1) + " is not a finite number (too large for a double)");
+    throw Error(one_line(path + ": malformed JSON: " + s));
+  } catch (const json::exception& e) {
+    throw Error(one_line(path + ": malformed JSON: " + e.what()));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sections
+
+const std::vector<std::string> kPerChannelKeys = {"pbs_neg_to_pos", "pbs_pos_to_neg"};
+const std::vector<std::string> kQuadraticLeakKeys = {"pbs_leak_coeffs_pos", "pbs_leak_coeffs_neg",
+                                                     "pbs_leak_norm_pos", "pbs_leak_norm_neg"};
+const std::vector<std::string> kClosedLoopKeys = {"closed_loop_dc_offset", "closed_loop_linear_offset",
+                                                  "closed_loop_scaling", "closed_loop_solution_to_adc_ratio"};
+const std::vector<std::string> kCalibrationKeys = {
+    "tanh_coeffs", "led_poly_pos", "led_poly_neg", "fan_in_pos", "fan_in_neg",
+    "slm_distortion_pos", "slm_distortion_neg", "output_gain_pos", "output_gain_neg",
+    "pd_crosstalk_to_earlier_pos", "pd_crosstalk_to_later_pos", "pd_crosstalk_to_earlier_neg",
+    "pd_crosstalk_to_later_neg", "input_clip", "pbs_model", "pbs_neg_to_pos", "pbs_pos_to_neg",
+    "pbs_leak_coeffs_pos", "pbs_leak_coeffs_neg", "pbs_leak_norm_pos", "pbs_leak_norm_neg",
+    "crosstalk_order", "closed_loop_dc_offset", "closed_loop_linear_offset", "closed_loop_scaling",
+    "closed_loop_solution_to_adc_ratio", "readout_saturation"};
+
+const std::vector<std::string> kSat48Keys = {
+    "negative_saturation", "piece0_start_stop", "piece0_constant", "piece0_cosine_coeff",
+    "piece1_start_stop", "piece1_polynomials", "piece3_start_stop", "piece3_polynomials",
+    "piece4_start_stop", "piece4_first_constant", "piece4_second_constant", "positive_saturation"};
+const std::vector<std::string> kSat16Keys = {
+    "negative_saturation", "piece0_start_stop", "piece0_constant", "piece0_cosine_coeff",
+    "piece1_start_stop", "piece1_multiplier", "piece1_sine_coeff", "positive_saturation"};
+
+std::vector<std::string> minus(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  std::vector<std::string> out;
+  for (const auto& k : a)
+    if (std::find(b.begin(), b.end(), k) == b.end()) out.push_back(k);
+  return out;
+}
+
+// The calibration section: entries {"value": ..., "source": "..."}.
+class Calibration {
+ public:
+  Calibration(const Reader& r, const json& cal, Hardware& hw) : r_(r), cal_(cal), hw_(hw) {}
+
+  static std::string field(const std::string& key) { return "calibration." + key + ".value"; }
+  bool has(const std::string& key) const { return cal_.contains(key); }
+
+  // The value of entry `key`, after checking the entry's shape and recording its source.
+  const json& value(const std::string& key) const {
+    const std::string f = "calibration." + key;
+    const json& e = r_.need(cal_, "calibration", key);
+    r_.object(e, f);
+    r_.only_keys(e, f, {"value", "source"});
+    hw_.sources[f] = r_.text(r_.need(e, f, "source"), f + ".source", true);
+    return r_.need(e, f, "value");
+  }
+
+  std::vector<double> numbers(const std::string& key, const Range& range = kAny) const {
+    return r_.numbers(value(key), field(key), n(), range);
+  }
+  std::vector<Quad> rows3(const std::string& key, std::size_t rows) const {
+    return r_.rows3(value(key), field(key), rows);
+  }
+  double number(const std::string& key, const Range& range = kAny) const {
+    return r_.number(value(key), field(key), range);
+  }
+  template <std::size_t N>
+  std::array<double, N> fixed(const std::string& key) const {
+    const auto v = r_.numbers(value(key), field(key), N);
+    std::array<double, N> a{};
+    std::copy(v.begin(), v.end(), a.begin());
+    return a;
+  }
+  // One number for every channel, or one per channel.
+  std::vector<double> scalar_or_numbers(const std::string& key, const Range& range) const {
+    const json& v = value(key);
+    if (v.is_number()) return std::vector<double>(n(), r_.number(v, field(key), range));
+    if (!v.is_array())
+      r_.fail(field(key), "expected a number or an array of " + std::to_string(n()) + " numbers, got " + got(v));
+    return r_.numbers(v, field(key), n(), range);
+  }
+  std::string choice(const std::string& key, const std::vector<std::string>& options) const {
+    return r_.choice(value(key), field(key), options);
+  }
+
+  std::size_t n() const { return static_cast<std::size_t>(hw_.channels); }
+  const Reader& reader() const { return r_; }
+  const json& raw() const { return cal_; }
+  Hardware& hw() const { return hw_; }
+
+ private:
+  const Reader& r_;
+  const json& cal_;
+  Hardware& hw_;
+};
+
+void read_tanh(const Calibration& c) {
+  const std::string key = "tanh_coeffs", f = Calibration::field(key);
+  const json& v = c.value(key);
+  if (!v.is_array() || (v.size() != 5 && v.size() != 6))
+    c.reader().fail(f, "expected 5 or 6 numbers (a, b, c, d, f[, g]), got " +
+                           (v.is_array() ? std::to_string(v.size()) : got(v)));
+  const auto t = c.reader().numbers(v, f, v.size());
+  c.reader().number(v[2], elem(f, 2), kPositive);  // the exponent c
+  auto& out = c.hw().tanh;
+  out.fill(0.0);
+  std::copy(t.begin(), t.end(), out.begin());
+}
+
+void read_pbs(const Calibration& c) {
+  Hardware& hw = c.hw();
+  const std::string model = c.choice("pbs_model", {"per_channel", "quadratic_leak"});
+  if (model == "per_channel") {
+    c.reader().reject(c.raw(), "calibration", kQuadraticLeakKeys,
+                      "not a field of pbs_model per_channel (it belongs to quadratic_leak)");
+    hw.pbs_model = PbsModel::PerChannel;
+    hw.pbs_neg_to_pos = c.numbers("pbs_neg_to_pos", kUnitRatio);
+    hw.pbs_pos_to_neg = c.numbers("pbs_pos_to_neg", kUnitRatio);
+  } else {
+    c.reader().reject(c.raw(), "calibration", kPerChannelKeys,
+                      "not a field of pbs_model quadratic_leak (it belongs to per_channel)");
+    hw.pbs_model = PbsModel::QuadraticLeak;
+    hw.pbs_leak_pos = c.rows3("pbs_leak_coeffs_pos", c.n() - 1);
+    hw.pbs_leak_neg = c.rows3("pbs_leak_coeffs_neg", c.n() - 1);
+    hw.pbs_leak_norm_pos = c.number("pbs_leak_norm_pos", kPositive);
+    hw.pbs_leak_norm_neg = c.number("pbs_leak_norm_neg", kPositive);
+  }
+}
+
+void read_closed_loop(const Calibration& c) {
+  std::vector<std::string> given, missing;
+  for (const auto& k : kClosedLoopKeys) (c.has(k) ? given : missing).push_back(k);
+  if (given.empty()) return;
+  if (!missing.empty())
+    c.reader().fail("calibration." + missing.front(),
+                    "missing required field (the closed-loop correction needs all four closed_loop_* "
+                    "fields or none, and " + given.front() + " is given)");
+  ClosedLoop cl;
+  cl.dc_offset = c.numbers("closed_loop_dc_offset");
+  cl.linear_offset = c.numbers("closed_loop_linear_offset");
+  cl.scaling = c.numbers("closed_loop_scaling", kPositive);
+  cl.solution_to_adc_ratio = c.number("closed_loop_solution_to_adc_ratio", kPositive);
+  c.hw().closed_loop = std::move(cl);
+}
+
+void read_readout(const Reader& r, const json& cal, Hardware& hw) {
+  const std::string F = "calibration.readout_saturation";
+  const json& j = r.need(cal, "calibration", "readout_saturation");
+  r.object(j, F);
+  const std::string model = r.choice(r.need(j, F, "model"), F + ".model", {"piecewise48", "piecewise16"});
+  const bool is48 = model == "piecewise48";
+  const auto& mine = is48 ? kSat48Keys : kSat16Keys;
+  r.reject(j, F, minus(is48 ? kSat16Keys : kSat48Keys, mine),
+           "not a field of model " + model + " (it belongs to " + (is48 ? "piecewise16" : "piecewise48") + ")");
+  std::vector<std::string> allowed = {"model", "source"};
+  allowed.insert(allowed.end(), mine.begin(), mine.end());
+  r.only_keys(j, F, allowed);
+  hw.sources[F] = r.text(r.need(j, F, "source"), F + ".source", true);
+
+  ReadoutSaturation& s = hw.readout;
+  auto number = [&](const char* k) { return r.number(r.need(j, F, k), F + "." + k); };
+  auto piece = [&](const char* k) { return r.interval(r.need(j, F, k), F + "." + k, "start", "stop"); };
+  s.model = is48 ? ReadoutSaturation::Model::Piecewise48 : ReadoutSaturation::Model::Piecewise16;
+  s.negative_saturation = number("negative_saturation");
+  s.positive_saturation = number("positive_saturation");
+  if (!(s.negative_saturation < s.positive_saturation))
+    r.fail(F + ".positive_saturation", num(s.positive_saturation) + " must be greater than negative_saturation " +
+                                           num(s.negative_saturation));
+  s.piece0 = piece("piece0_start_stop");
+  s.piece0_constant = number("piece0_constant");
+  s.piece0_cosine_coeff = number("piece0_cosine_coeff");
+  s.piece1 = piece("piece1_start_stop");
+  std::vector<std::pair<std::string, std::array<double, 2>>> order = {{"piece0_start_stop", s.piece0},
+                                                                      {"piece1_start_stop", s.piece1}};
+  if (is48) {
+    s.piece1_poly = r.some_numbers(r.need(j, F, "piece1_polynomials"), F + ".piece1_polynomials");
+    s.piece3 = piece("piece3_start_stop");
+    s.piece3_poly = r.some_numbers(r.need(j, F, "piece3_polynomials"), F + ".piece3_polynomials");
+    s.piece4 = piece("piece4_start_stop");
+    s.piece4_first_constant = number("piece4_first_constant");
+    s.piece4_second_constant = number("piece4_second_constant");
+    order.push_back({"piece3_start_stop", s.piece3});
+    order.push_back({"piece4_start_stop", s.piece4});
+  } else {
+    s.piece1_multiplier = number("piece1_multiplier");
+    s.piece1_sine_coeff = number("piece1_sine_coeff");
+  }
+  for (std::size_t i = 1; i < order.size(); ++i) {
+    const auto& [prev, p] = order[i - 1];
+    const auto& [name, q] = order[i];
+    if (q[0] < p[1])
+      r.fail(F + "." + name, "starts at " + num(q[0]) + ", before " + prev + " stops at " + num(p[1]) +
+                                 " (pieces must be in increasing order)");
+  }
+}
+
+void read_calibration(const Reader& r, const json& cal, Hardware& hw) {
+  r.object(cal, "calibration");
+  r.only_keys(cal, "calibration", kCalibrationKeys);
+  const Calibration c(r, cal, hw);
+  read_tanh(c);
+  hw.led_pos = c.fixed<4>("led_poly_pos");
+  hw.led_neg = c.fixed<4>("led_poly_neg");
+  hw.fan_in_pos = c.numbers("fan_in_pos", kNonNegative);
+  hw.fan_in_neg = c.numbers("fan_in_neg", kNonNegative);
+  hw.slm_pos = c.rows3("slm_distortion_pos", c.n());
+  hw.slm_neg = c.rows3("slm_distortion_neg", c.n());
+  hw.gain_pos = c.scalar_or_numbers("output_gain_pos", kPositive);
+  hw.gain_neg = c.scalar_or_numbers("output_gain_neg", kPositive);
+  hw.pd_earlier_pos = c.numbers("pd_crosstalk_to_earlier_pos", kUnitRatio);
+  hw.pd_later_pos = c.numbers("pd_crosstalk_to_later_pos", kUnitRatio);
+  hw.pd_earlier_neg = c.numbers("pd_crosstalk_to_earlier_neg", kUnitRatio);
+  hw.pd_later_neg = c.numbers("pd_crosstalk_to_later_neg", kUnitRatio);
+  const auto clip = r.interval(c.value("input_clip"), Calibration::field("input_clip"), "lo", "hi");
+  hw.clip_lo = clip[0];
+  hw.clip_hi = clip[1];
+  read_pbs(c);
+  hw.crosstalk_order = c.choice("crosstalk_order", {"pbs_then_pd", "pd_then_pbs"}) == "pbs_then_pd"
+                           ? CrosstalkOrder::PbsThenPd
+                           : CrosstalkOrder::PdThenPbs;
+  read_closed_loop(c);
+  read_readout(r, cal, hw);
+}
+
+void read_defaults(const Reader& r, const json& j, Hardware& hw) {
+  const std::string F = "defaults";
+  r.object(j, F);
+  r.only_keys(j, F, {"source", "scale", "alpha", "normalise_matrix", "switches"});
+  hw.sources[F] = r.text(r.need(j, F, "source"), F + ".source", true);
+  TwinDefaults& d = hw.defaults;
+  d.scale = r.number(r.need(j, F, "scale"), F + ".scale", kPositive);
+  d.alpha = r.number(r.need(j, F, "alpha"), F + ".alpha");
+  d.normalise_matrix = r.boolean(r.need(j, F, "normalise_matrix"), F + ".normalise_matrix");
+
+  const std::string S = F + ".switches";
+  const json& s = r.need(j, F, "switches");
+  r.object(s, S);
+  const std::vector<std::pair<std::string, bool*>> fields = {
+      {"weight_distortion", &d.switches.weight_distortion},
+      {"input_efficiencies", &d.switches.input_efficiencies},
+      {"output_efficiencies", &d.switches.output_efficiencies},
+      {"pd_crosstalk", &d.switches.pd_crosstalk},
+      {"pbs_crosstalk", &d.switches.pbs_crosstalk},
+      {"slm_darkness", &d.switches.slm_darkness}};
+  std::vector<std::string> names;
+  for (const auto& f : fields) names.push_back(f.first);
+  r.only_keys(s, S, names);
+  for (const auto& [name, out] : fields) *out = r.boolean(r.need(s, S, name), S + "." + name);
+}
+
+void read_provenance(const Reader& r, const json& j, Hardware& hw) {
+  r.object(j, "provenance");
+  for (const auto& [key, v] : j.items()) {
+    const std::string f = sub("provenance", key);
+    if (v.is_string()) {
+      hw.provenance.emplace_back(key, v.get<std::string>());
+    } else if (v.is_number()) {
+      r.number(v, f);
+      hw.provenance.emplace_back(key, v.dump());
+    } else {
+      r.fail(f, "expected a string or a number, got " + got(v));
+    }
+  }
+}
+
+// Values the twin loads but never uses: shape only, the value can be anything.
+void read_unused(const Reader& r, const json& j, Hardware& hw) {
+  r.object(j, "unused");
+  for (const auto& [key, e] : j.items()) {
+    const std::string f = sub("unused", key);
+    r.object(e, f);
+    r.only_keys(e, f, {"value", "source"});
+    r.need(e, f, "value");
+    hw.sources[f] = r.text(r.need(e, f, "source"), f + ".source", true);
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+Hardware load_hardware(const std::string& path) {
+  const Reader r(path);
+  const json doc = parse(r, path, read_text(path));
+  r.object(doc, "");
+
+  // Format and version first: a file of another kind gets one clear error, not a cascade.
+  const json& format = r.need(doc, "", "format");
+  if (!format.is_string() || format.get<std::string>() != kFormat)
+    r.fail("format", std::string("expected \"") + kFormat + "\", got " + got(format));
+  const json& version = r.need(doc, "", "version");
+  if (!version.is_number_integer()) r.fail("version", "expected an integer, got " + got(version));
+  if (version.get<long long>() != kVersion)
+    r.fail("version", "unsupported version " + version.dump() + " (this build reads version " +
+                          std::to_string(kVersion) + ")");
+  r.only_keys(doc, "", {"format", "version", "name", "description", "provenance", "channels",
+                        "calibration", "unused", "defaults"});
+
+  Hardware hw;
+  hw.path = path;
+  hw.name = r.text(r.need(doc, "", "name"), "name", true);
+  if (const json* d = r.find(doc, "description")) hw.description = r.text(*d, "description", false);
+  if (const json* p = r.find(doc, "provenance")) read_provenance(r, *p, hw);
+  hw.channels = static_cast<int>(r.integer(r.need(doc, "", "channels"), "channels", 1, kMaxChannels));
+  read_calibration(r, r.need(doc, "", "calibration"), hw);
+  read_defaults(r, r.need(doc, "", "defaults"), hw);
+  if (const json* u = r.find(doc, "unused")) read_unused(r, *u, hw);
+  return hw;
+}
+
+std::string resolve_hardware_path(const std::string& name_or_path) {
+  std::error_code ec;
+  if (!name_or_path.empty() && fs::exists(name_or_path, ec) && !fs::is_directory(name_or_path, ec))
+    return name_or_path;
+
+  fs::path dir;
+  if (const char* env = std::getenv("AOC_DATA_DIR"); env && *env) {
+    dir = env;
+  } else {
+#ifdef AOC_SOURCE_DIR
+    dir = AOC_SOURCE_DIR;
+#endif
+  }
+  dir /= "scenarios/hardware";
+
+  const bool bare = !name_or_path.empty() && name_or_path.find('/') == std::string::npos &&
+                    name_or_path != "." && name_or_path != "..";
+  if (bare) {
+    std::string stem = name_or_path;
+    if (stem.size() > 5 && stem.ends_with(".json")) stem.resize(stem.size() - 5);
+    const fs::path candidate = dir / (stem + ".json");
+    if (fs::is_regular_file(candidate, ec)) return candidate.string();
+  }
+
+  std::vector<std::string> bundled;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().extension() == ".json") bundled.push_back(it->path().stem().string());
+  std::sort(bundled.begin(), bundled.end());
+  const std::string list = bundled.empty() ? "none found in " + dir.string() : join(bundled, ", ");
+  throw Error(one_line(name_or_path + ": no such hardware file (bundled: " + list + ")"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// describe
+
+namespace {
+
+// "0 (channel 8)", "0 (channels 0, 1, 2, 4, 6 and 3 more)"
+std::string at_channels(const std::vector<double>& v, double x) {
+  std::vector<std::string> where;
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (v[i] == x) where.push_back(std::to_string(i));
+  const std::size_t shown = std::min<std::size_t>(where.size(), 5);
+  std::string s = g4(x) + (where.size() == 1 ? " (channel " : " (channels ");
+  s += join(std::vector<std::string>(where.begin(), where.begin() + shown), ", ");
+  if (where.size() > shown) s += " and " + std::to_string(where.size() - shown) + " more";
+  return s + ")";
+}
+
+std::string list(const double* v, std::size_t n) {
+  std::vector<std::string> parts;
+  for (std::size_t i = 0; i < n; ++i) parts.push_back(g4(v[i]));
+  return "[" + join(parts, ", ") + "]";
+}
+
+std::string vector_summary(const std::vector<double>& v) {
+  if (v.empty()) return "empty";
+  if (std::all_of(v.begin(), v.end(), [&](double x) { return x == v[0]; })) return "all " + g4(v[0]);
+  if (v.size() <= 4) return list(v.data(), v.size());
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  double sum = 0;
+  for (double x : v) sum += x;
+  return "min " + at_channels(v, *lo) + ", mean " + g4(sum / static_cast<double>(v.size())) + ", max " +
+         at_channels(v, *hi);
+}
+
+std::string rows_summary(const std::vector<Quad>& rows) {
+  if (rows.empty()) return "empty";
+  static const char* names[3] = {"q2", "q1", "q0"};
+  std::vector<std::string> parts;
+  for (int k = 0; k < 3; ++k) {
+    double lo = rows[0][k], hi = rows[0][k];
+    for (const auto& q : rows) lo = std::min(lo, q[k]), hi = std::max(hi, q[k]);
+    parts.push_back(std::string(names[k]) + " " + g4(lo) + ".." + g4(hi));
+  }
+  return join(parts, ", ");
+}
+
+std::string pad(const std::string& s, std::size_t w) {
+  return s.size() >= w ? s : s + std::string(w - s.size(), ' ');
+}
+
+struct Row {
+  std::string name, shape, summary;
+};
+
+}  // namespace
+
+std::string describe(const Hardware& hw) {
+  const std::string n = std::to_string(hw.channels);
+  const std::string vec = n, mat = n + "x3";
+  std::vector<Row> rows;
+  auto add = [&](const std::string& name, const std::string& shape, const std::string& summary) {
+    rows.push_back({name, shape, summary});
+  };
+  const auto& t = hw.tanh;
+  add("tanh_coeffs", "6", "a " + g4(t[0]) + ", b " + g4(t[1]) + ", c " + g4(t[2]) + ", d " + g4(t[3]) +
+                              ", f " + g4(t[4]) + ", g " + g4(t[5]));
+  add("led_poly_pos", "4", list(hw.led_pos.data(), 4));
+  add("led_poly_neg", "4", list(hw.led_neg.data(), 4));
+  add("fan_in_pos", vec, vector_summary(hw.fan_in_pos));
+  add("fan_in_neg", vec, vector_summary(hw.fan_in_neg));
+  add("slm_distortion_pos", mat, rows_summary(hw.slm_pos));
+  add("slm_distortion_neg", mat, rows_summary(hw.slm_neg));
+  add("output_gain_pos", vec, vector_summary(hw.gain_pos));
+  add("output_gain_neg", vec, vector_summary(hw.gain_neg));
+  add("pd_crosstalk_to_earlier_pos", vec, vector_summary(hw.pd_earlier_pos));
+  add("pd_crosstalk_to_later_pos", vec, vector_summary(hw.pd_later_pos));
+  add("pd_crosstalk_to_earlier_neg", vec, vector_summary(hw.pd_earlier_neg));
+  add("pd_crosstalk_to_later_neg", vec, vector_summary(hw.pd_later_neg));
+  add("input_clip", "2", "[" + g4(hw.clip_lo) + ", " + g4(hw.clip_hi) + "]");
+  if (hw.pbs_model == PbsModel::PerChannel) {
+    add("pbs_model", "-", "per_channel");
+    add("pbs_neg_to_pos", vec, vector_summary(hw.pbs_neg_to_pos));
+    add("pbs_pos_to_neg", vec, vector_summary(hw.pbs_pos_to_neg));
+  } else {
+    const std::string leak = std::to_string(std::max(hw.channels - 1, 0)) + "x3";
+    add("pbs_model", "-", "quadratic_leak");
+    add("pbs_leak_coeffs_pos", leak, rows_summary(hw.pbs_leak_pos));
+    add("pbs_leak_coeffs_neg", leak, rows_summary(hw.pbs_leak_neg));
+    add("pbs_leak_norm_pos", "1", g4(hw.pbs_leak_norm_pos));
+    add("pbs_leak_norm_neg", "1", g4(hw.pbs_leak_norm_neg));
+  }
+  add("crosstalk_order", "-", hw.crosstalk_order == CrosstalkOrder::PbsThenPd ? "pbs_then_pd" : "pd_then_pbs");
+  if (hw.closed_loop) {
+    const ClosedLoop& cl = *hw.closed_loop;
+    add("closed_loop_dc_offset", vec, vector_summary(cl.dc_offset));
+    add("closed_loop_linear_offset", vec, vector_summary(cl.linear_offset));
+    add("closed_loop_scaling", vec, vector_summary(cl.scaling));
+    add("closed_loop_solution_to_adc_ratio", "1", g4(cl.solution_to_adc_ratio));
+  }
+  {
+    const ReadoutSaturation& s = hw.readout;
+    const bool is48 = s.model == ReadoutSaturation::Model::Piecewise48;
+    const double stop = is48 ? s.piece4[1] : s.piece1[1];
+    add("readout_saturation", "-",
+        std::string(is48 ? "piecewise48, 4 pieces" : "piecewise16, 2 pieces") + " over [" + g4(s.piece0[0]) +
+            ", " + g4(stop) + "], saturates at " + g4(s.negative_saturation) + " / " +
+            g4(s.positive_saturation));
+  }
+
+  std::size_t wn = 4, ws = 5, wv = 7;
+  for (const auto& r : rows) {
+    wn = std::max(wn, r.name.size());
+    ws = std::max(ws, r.shape.size());
+    wv = std::max(wv, r.summary.size());
+  }
+  auto source = [&](const std::string& key) {
+    const auto it = hw.sources.find(key);
+    return it == hw.sources.end() ? std::string("-") : it->second;
+  };
+
+  std::ostringstream o;
+  o << "name         " << hw.name << "\n";
+  if (!hw.description.empty()) o << "description  " << hw.description << "\n";
+  if (!hw.path.empty()) o << "file         " << hw.path << "\n";
+  o << "channels     " << hw.channels << "\n";
+  if (!hw.provenance.empty()) {
+    std::size_t wk = 0;
+    for (const auto& [k, v] : hw.provenance) wk = std::max(wk, k.size());
+    o << "\nprovenance\n";
+    for (const auto& [k, v] : hw.provenance) o << "  " << pad(k, wk) << "  " << v << "\n";
+  }
+
+  o << "\ncalibration\n";
+  o << "  " << pad("item", wn) << "  " << pad("shape", ws) << "  " << pad("summary", wv) << "  source\n";
+  for (const auto& r : rows)
+    o << "  " << pad(r.name, wn) << "  " << pad(r.shape, ws) << "  " << pad(r.summary, wv) << "  "
+      << source("calibration." + r.name) << "\n";
+
+  const TwinDefaults& d = hw.defaults;
+  const Switches& sw = d.switches;
+  auto on = [](bool b) { return b ? "on" : "off"; };
+  o << "\ntwin defaults  (" << source("defaults") << ")\n";
+  o << "  scale " << g4(d.scale) << ", alpha " << g4(d.alpha) << ", normalise_matrix "
+    << (d.normalise_matrix ? "true" : "false") << "\n";
+  o << "  switches: weight_distortion " << on(sw.weight_distortion) << ", input_efficiencies "
+    << on(sw.input_efficiencies) << ", output_efficiencies " << on(sw.output_efficiencies)
+    << ", pd_crosstalk " << on(sw.pd_crosstalk) << ", pbs_crosstalk " << on(sw.pbs_crosstalk)
+    << ", slm_darkness " << on(sw.slm_darkness) << "\n";
+
+  std::size_t unused = 0;
+  for (const auto& [k, v] : hw.sources)
+    if (k.rfind("unused.", 0) == 0) ++unused;
+  o << "\nunused       " << unused << (unused == 1 ? " entry" : " entries")
+    << " (values the twin loads but never uses; kept with their source)\n";
+  return o.str();
+}
+
+}  // namespace aoc

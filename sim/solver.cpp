@@ -1,0 +1,163 @@
+#include "sim/solver.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "sim/error.hpp"
+
+namespace aoc {
+
+namespace {
+
+template <class T>
+double l2_diff(const T* a, const T* b, int n) {
+  double s = 0;
+  for (int j = 0; j < n; ++j) {
+    const double d = static_cast<double>(a[j]) - static_cast<double>(b[j]);
+    s += d * d;
+  }
+  return std::sqrt(s);
+}
+
+template <class T>
+double l2(const T* a, int n) {
+  double s = 0;
+  for (int j = 0; j < n; ++j) s += static_cast<double>(a[j]) * static_cast<double>(a[j]);
+  return std::sqrt(s);
+}
+
+template <class T>
+void copy_row(const Batch<T>& from, int rf, Batch<T>& to, int rt) {
+  std::copy(from.row(rf), from.row(rf) + from.ld, to.row(rt));
+}
+
+template <class T>
+void write_row(const T* src, int n, RowMatrix<double>& dst, int r) {
+  for (int j = 0; j < n; ++j) dst(r, j) = static_cast<double>(src[j]);
+}
+
+void trace_step(SolveResult& res, bool trace, int B) {
+  res.max_residual.push_back(0.0);
+  if (trace) {
+    res.residual_trace.conservativeResize(res.steps, B);
+    res.residual_trace.row(res.steps - 1).setConstant(std::numeric_limits<double>::quiet_NaN());
+  }
+}
+
+// Twin rule and fixed count: every sample steps together.
+template <class T>
+void solve_together(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z0, const SolverOptions& opt,
+                    SolveResult& res) {
+  const int B = z0.rows, N = z0.n;
+  const bool twin = opt.rule == StopRule::Twin;
+  Batch<T> z = z0, fz(B, N), prev(B, N);
+  std::vector<double> best(B, std::numeric_limits<double>::infinity());
+  for (int k = 0; k < opt.max_iter; ++k) {
+    f(z, inj, k == 0 ? nullptr : &prev, fz);
+    ++res.steps;
+    trace_step(res, opt.trace, B);
+    double worst = 0;
+    for (int r = 0; r < B; ++r) {
+      const double d = l2_diff(fz.row(r), z.row(r), N);
+      worst = std::max(worst, d);
+      if (opt.trace) res.residual_trace(k, r) = d;
+      if (!twin || d < best[r]) {
+        best[r] = d;
+        res.iterations[r] = k + 1;
+        write_row(fz.row(r), N, res.z, r);
+      }
+    }
+    res.max_residual.back() = worst;
+    std::swap(prev, z);
+    std::swap(z, fz);
+    if (twin && worst < opt.tol) break;
+  }
+  for (int r = 0; r < B; ++r) {
+    res.residual[r] = best[r];
+    res.converged[r] = best[r] < opt.tol;
+  }
+}
+
+// Per-sample relative rule: converged samples leave the active set, which is kept compact.
+template <class T>
+void solve_per_sample(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z0, const SolverOptions& opt,
+                      SolveResult& res) {
+  const int B = z0.rows, N = z0.n;
+  std::vector<int> idx(B);
+  for (int r = 0; r < B; ++r) idx[r] = r;
+  Batch<T> z = z0, in = inj, prev(B, N), fz(B, N);
+  const T tau = static_cast<T>(opt.damping);
+  for (int k = 0; k < opt.max_iter && !idx.empty(); ++k) {
+    const int A = static_cast<int>(idx.size());
+    f(z, in, k == 0 ? nullptr : &prev, fz);
+    ++res.steps;
+    trace_step(res, opt.trace, B);
+    std::vector<int> keep;
+    keep.reserve(A);
+    double worst = 0;
+    for (int a = 0; a < A; ++a) {
+      const int r = idx[a];
+      const double d = l2_diff(fz.row(a), z.row(a), N);
+      const double rel = d / (l2(fz.row(a), N) + 1e-9);
+      worst = std::max(worst, d);
+      if (opt.trace) res.residual_trace(k, r) = d;
+      // damped update, written into fz so that fz holds the next iterate
+      T* nz = fz.row(a);
+      const T* oz = z.row(a);
+      if (tau != T(1))
+        for (int j = 0; j < N; ++j) nz[j] = (T(1) - tau) * oz[j] + tau * nz[j];
+      res.iterations[r] = k + 1;
+      res.residual[r] = d;
+      if (rel < opt.tol) {
+        res.converged[r] = 1;
+        write_row(nz, N, res.z, r);
+      } else {
+        keep.push_back(a);
+      }
+    }
+    res.max_residual.back() = worst;
+    if (static_cast<int>(keep.size()) != A) {  // compact the active set, in order
+      Batch<T> z2(static_cast<int>(keep.size()), N), p2(z2.rows, N), in2(z2.rows, N), f2(z2.rows, N);
+      std::vector<int> idx2;
+      for (int a2 = 0; a2 < static_cast<int>(keep.size()); ++a2) {
+        const int a = keep[a2];
+        copy_row(fz, a, f2, a2);
+        copy_row(z, a, p2, a2);
+        copy_row(in, a, in2, a2);
+        idx2.push_back(idx[a]);
+      }
+      fz = std::move(f2);
+      z = std::move(p2);
+      in = std::move(in2);
+      idx = std::move(idx2);
+      prev = Batch<T>(z.rows, N);
+    }
+    std::swap(prev, z);
+    std::swap(z, fz);
+  }
+  for (int a = 0; a < static_cast<int>(idx.size()); ++a) write_row(z.row(a), N, res.z, idx[a]);
+}
+
+}  // namespace
+
+template <class T>
+SolveResult solve_fixed_point(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z0, const SolverOptions& opt) {
+  if (opt.max_iter < 1) throw Error("solver: max_iter must be at least 1");
+  if (!(opt.damping > 0 && opt.damping <= 1)) throw Error("solver: damping must be in (0, 1]");
+  if (inj.rows != z0.rows || inj.n != z0.n) throw Error("solver: inputs and initial state differ in shape");
+  SolveResult res;
+  const int B = z0.rows;
+  res.z.resize(B, z0.n);
+  res.iterations.assign(B, 0);
+  res.converged.assign(B, 0);
+  res.residual.assign(B, std::numeric_limits<double>::infinity());
+  if (opt.rule == StopRule::Relative) solve_per_sample(f, inj, z0, opt, res);
+  else solve_together(f, inj, z0, opt, res);
+  return res;
+}
+
+template SolveResult solve_fixed_point<float>(const StepFn<float>&, const Batch<float>&, const Batch<float>&, const SolverOptions&);
+template SolveResult solve_fixed_point<double>(const StepFn<double>&, const Batch<double>&, const Batch<double>&, const SolverOptions&);
+
+}  // namespace aoc

@@ -1,0 +1,58 @@
+// Fixed-point loop executor: iterates a step function z <- f(z) under one of three stop rules and
+// reports iterations, convergence and residuals. Works for the simulated core and for the digital
+// reference alike (both are step functions over a Batch).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "sim/batch.hpp"
+
+namespace aoc {
+
+enum class StopRule {
+  // The twin as it actually runs (torchdeq fixed_point_iter with its defaults): at most max_iter
+  // steps; stop when the batch maximum of the per-sample L2 residual ||f(z)-z|| is below tol;
+  // return, per sample, the iterate f(z) with the lowest residual seen.
+  Twin,
+  // Per sample: z <- (1-damping) z + damping f(z) until ||f(z)-z|| / (||f(z)|| + 1e-9) < tol or
+  // max_iter. A converged sample stops being iterated, so results do not depend on the batch.
+  Relative,
+  // Exactly `max_iter` steps for every sample; returns the last iterate.
+  FixedCount,
+};
+
+struct SolverOptions {
+  StopRule rule = StopRule::Twin;
+  int max_iter = 40;
+  double tol = 1e-3;
+  double damping = 1.0;
+  bool trace = false;  // keep every sample's residual at every step
+
+  static SolverOptions twin() { return {}; }
+  static SolverOptions relative(double tol, int max_iter, double damping) { return {StopRule::Relative, max_iter, tol, damping, false}; }
+  static SolverOptions fixed(int count, double tol = 1e-3) { return {StopRule::FixedCount, count, tol, 1.0, false}; }
+};
+
+struct SolveResult {
+  RowMatrix<double> z;                 // B x N fixed points (the returned iterates)
+  std::vector<int> iterations;         // per sample: steps until its stop (twin: step of the kept iterate)
+  std::vector<std::uint8_t> converged; // per sample: its residual met the tolerance
+  std::vector<double> residual;        // per sample: residual of the returned iterate
+  int steps = 0;                       // steps run on the batch (the longest sample)
+  std::vector<double> max_residual;    // per step: max over the samples still iterating
+  RowMatrix<double> residual_trace;    // steps x B when options.trace (NaN once a sample stopped)
+};
+
+// One iteration of every row of z: out = f(z). z_prev is the previous iterate (nullptr on the first
+// step: zeros), for momentum; inj is the per-sample injection, constant over the solve.
+template <class T>
+using StepFn = std::function<void(const Batch<T>& z, const Batch<T>& inj, const Batch<T>* z_prev, Batch<T>& out)>;
+
+template <class T>
+SolveResult solve_fixed_point(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z0, const SolverOptions& opt);
+
+extern template SolveResult solve_fixed_point<float>(const StepFn<float>&, const Batch<float>&, const Batch<float>&, const SolverOptions&);
+extern template SolveResult solve_fixed_point<double>(const StepFn<double>&, const Batch<double>&, const Batch<double>&, const SolverOptions&);
+
+}  // namespace aoc

@@ -1,0 +1,237 @@
+#include "sim/stages.hpp"
+
+#include <cmath>
+
+#include "sim/error.hpp"
+
+namespace aoc {
+
+double coeff_at(const std::vector<double>& v, int j, double if_empty) {
+  if (v.empty()) return if_empty;
+  return v.size() == 1 ? v[0] : v[static_cast<size_t>(j)];
+}
+
+CoreConfig CoreConfig::twin_defaults(const Hardware& hw) {
+  CoreConfig c;
+  c.switches = hw.defaults.switches;
+  c.gain = hw.defaults.normalise_matrix ? GainMode::ScaleOverN : GainMode::MaxAbs;
+  c.scale = hw.defaults.scale;
+  c.alpha = {hw.defaults.alpha};
+  return c;
+}
+
+CoreConfig CoreConfig::twin_all_off(const Hardware& hw) {
+  CoreConfig c = twin_defaults(hw);
+  c.switches = Switches{false, false, false, false, false, false};
+  return c;
+}
+
+CoreConfig CoreConfig::ideal(double alpha, double beta) {
+  CoreConfig c;
+  c.switches = Switches{false, false, false, false, false, false};
+  c.gain = GainMode::Explicit;
+  c.beta = {beta};
+  c.alpha = {alpha};
+  c.nonlinearity = Nonlinearity::Tanh;
+  c.led = LedModel::Linear;
+  c.closed_loop = false;
+  c.input_clip = false;
+  return c;
+}
+
+double twin_sigmoid(const std::array<double, 6>& k, double z) {
+  const double u = k[0] * z + k[1];
+  return k[3] * u / std::pow(1.0 + std::pow(std::abs(u), k[2]), 1.0 / k[2]) + k[4] + k[5] * z;
+}
+
+double cubic(const std::array<double, 4>& p, double t) { return ((p[0] * t + p[1]) * t + p[2]) * t + p[3]; }
+
+namespace {
+
+// The twin's "mean fallback": a calibration vector is used per channel only when the matrix has
+// exactly as many channels as the machine; otherwise every channel gets its mean.
+Eigen::VectorXd per_channel(const std::vector<double>& v, int N, int n) {
+  Eigen::Map<const Eigen::VectorXd> m(v.data(), static_cast<Eigen::Index>(v.size()));
+  if (N == n) return m;
+  return Eigen::VectorXd::Constant(N, m.mean());
+}
+
+Eigen::VectorXd quad_column(const std::vector<Quad>& q, int col, int N, int n) {
+  std::vector<double> v(q.size());
+  for (size_t i = 0; i < q.size(); ++i) v[i] = q[i][static_cast<size_t>(col)];
+  return per_channel(v, N, n);
+}
+
+Eigen::VectorXd coeff_vector(const std::vector<double>& v, int N, double if_empty) {
+  Eigen::VectorXd out(N);
+  for (int j = 0; j < N; ++j) out(j) = coeff_at(v, j, if_empty);
+  return out;
+}
+
+// 3-tap photodetector crosstalk: y'[j] = y[j] + E[j+1]*r[j+1] + L[j-1]*r[j-1], with the source term
+// r = y - darkness when the darkness switch is on and the calibration applies per channel (with the
+// mean fallback the twin uses r = y: a quirk we follow).
+MatrixXdR pd_crosstalk(const MatrixXdR& y, const Eigen::VectorXd& earlier, const Eigen::VectorXd& later,
+                       const Eigen::VectorXd* darkness) {
+  MatrixXdR r = y;
+  if (darkness) r.rowwise() -= darkness->transpose();
+  MatrixXdR out = y;
+  const Eigen::Index N = y.cols();
+  for (Eigen::Index j = 0; j < N; ++j) {
+    if (j + 1 < N) out.col(j) += earlier(j + 1) * r.col(j + 1);
+    if (j > 0) out.col(j) += later(j - 1) * r.col(j - 1);
+  }
+  return out;
+}
+
+// The 16-variable machine's polarising-beam-splitter leak: a quadratic of the undistorted
+// normalised weights, columns 1..N-1 filled left-right flipped and scaled by sqrt(2).
+MatrixXdR pbs16_pattern(const MatrixXdR& w_norm, const std::vector<Quad>& coeffs, int n) {
+  const Eigen::Index N = w_norm.cols();
+  MatrixXdR mod(w_norm.rows(), N - 1);
+  Quad mean{0, 0, 0};
+  for (const auto& q : coeffs)
+    for (int k = 0; k < 3; ++k) mean[k] += q[k] / static_cast<double>(coeffs.size());
+  for (Eigen::Index c = 0; c + 1 < N; ++c) {
+    const Quad& q = (N == n) ? coeffs[static_cast<size_t>(c)] : mean;
+    for (Eigen::Index i = 0; i < w_norm.rows(); ++i) {
+      const double w = w_norm(i, c + 1);
+      mod(i, c) = q[0] * w * w + q[1] * w + q[2];
+    }
+  }
+  MatrixXdR pattern = MatrixXdR::Zero(w_norm.rows(), N);
+  for (Eigen::Index m = 0; m + 1 < N; ++m) pattern.col(1 + m) = mod.col(N - 2 - m) * std::sqrt(2.0);
+  return pattern;
+}
+
+}  // namespace
+
+MatrixXdR optical_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& W, const MatrixXdR& led_pos,
+                        const MatrixXdR& led_neg, StepStages* stages) {
+  const int N = static_cast<int>(W.cols());
+  const int n = hw.channels;
+  if (W.rows() != N) throw Error("weights: the matrix must be square, got " + std::to_string(W.rows()) + "x" + std::to_string(N));
+  const Switches& sw = cfg.switches;
+  StepStages local;
+  StepStages& s = stages ? *stages : local;
+
+  // 3. optical fan-in profile
+  s.after_fanin_pos = led_pos;
+  s.after_fanin_neg = led_neg;
+  if (sw.input_efficiencies) {
+    s.after_fanin_pos *= per_channel(hw.fan_in_pos, N, n).asDiagonal();
+    s.after_fanin_neg *= per_channel(hw.fan_in_neg, N, n).asDiagonal();
+  }
+  // 4. signed split, normalisation by max|W|, per-column SLM distortion (q0 leaks everywhere)
+  const double m = W.cwiseAbs().maxCoeff();
+  if (!(m > 0)) throw Error("weights: the matrix is all zeros");
+  const MatrixXdR wp = W.cwiseMax(0.0) / m, wn = (-W).cwiseMax(0.0) / m;
+  s.W_pos_distorted_norm = wp;
+  s.W_neg_distorted_norm = wn;
+  if (sw.weight_distortion) {
+    for (int side = 0; side < 2; ++side) {
+      const auto& q = side == 0 ? hw.slm_pos : hw.slm_neg;
+      MatrixXdR& d = side == 0 ? s.W_pos_distorted_norm : s.W_neg_distorted_norm;
+      const Eigen::VectorXd q2 = quad_column(q, 0, N, n), q1 = quad_column(q, 1, N, n), q0 = quad_column(q, 2, N, n);
+      for (int j = 0; j < N; ++j)
+        d.col(j) = (q2(j) * d.col(j).array().square() + q1(j) * d.col(j).array() + q0(j)).matrix();
+    }
+  }
+  // 5. optical vector-matrix products
+  MatrixXdR yp = s.after_fanin_pos * s.W_pos_distorted_norm;
+  MatrixXdR yn = s.after_fanin_neg * s.W_neg_distorted_norm;
+  // 6. output (TIA) gains
+  const Eigen::VectorXd eta_p = per_channel(hw.gain_pos, N, n), eta_n = per_channel(hw.gain_neg, N, n);
+  if (sw.output_efficiencies) {
+    yp *= eta_p.asDiagonal();
+    yn *= eta_n.asDiagonal();
+  }
+  // 7-8. crosstalk, in the machine's own order
+  auto apply_pd = [&] {
+    if (!sw.pd_crosstalk) return;
+    const bool dark = sw.slm_darkness && N == n;
+    const Eigen::VectorXd dp = quad_column(hw.slm_pos, 2, N, n), dn = quad_column(hw.slm_neg, 2, N, n);
+    yp = pd_crosstalk(yp, per_channel(hw.pd_earlier_pos, N, n), per_channel(hw.pd_later_pos, N, n), dark ? &dp : nullptr);
+    yn = pd_crosstalk(yn, per_channel(hw.pd_earlier_neg, N, n), per_channel(hw.pd_later_neg, N, n), dark ? &dn : nullptr);
+  };
+  auto apply_pbs = [&] {
+    if (!sw.pbs_crosstalk) return;
+    if (hw.pbs_model == PbsModel::PerChannel) {
+      // Leak of the source light of channel j into output j; the TIA gain is applied whatever the
+      // output-efficiency switch says (twin behaviour).
+      const Eigen::VectorXd kp = per_channel(hw.pbs_neg_to_pos, N, n), kn = per_channel(hw.pbs_pos_to_neg, N, n);
+      yp += s.after_fanin_pos * (eta_p.cwiseProduct(kp)).asDiagonal();
+      yn += s.after_fanin_neg * (eta_n.cwiseProduct(kn)).asDiagonal();
+    } else {
+      yn += s.after_fanin_pos * pbs16_pattern(wp, hw.pbs_leak_neg, n) / hw.pbs_leak_norm_neg;
+      yp -= s.after_fanin_neg * pbs16_pattern(wn, hw.pbs_leak_pos, n) / hw.pbs_leak_norm_pos;
+    }
+  };
+  if (hw.crosstalk_order == CrosstalkOrder::PbsThenPd) {
+    apply_pbs();
+    apply_pd();
+  } else {
+    apply_pd();
+    apply_pbs();
+  }
+  // 9. power conservation and gain
+  Eigen::VectorXd gain(N), s_cl(N);
+  for (int j = 0; j < N; ++j) {
+    const double sj = coeff_at(cfg.beta, j, cfg.scale);
+    switch (cfg.gain) {
+      case GainMode::ScaleOverN: gain(j) = sj / N; s_cl(j) = sj; break;
+      case GainMode::MaxAbs: gain(j) = m; s_cl(j) = m; break;
+      case GainMode::Explicit: gain(j) = sj * m; s_cl(j) = sj; break;
+    }
+  }
+  s.after_vmm_chain_pos = yp * gain.asDiagonal();
+  s.after_vmm_chain_neg = yn * gain.asDiagonal();
+  // 10. balanced detection
+  MatrixXdR g = s.after_vmm_chain_pos - s.after_vmm_chain_neg;
+  // 11. closed-loop correction
+  if (cfg.closed_loop && hw.closed_loop) {
+    const ClosedLoop& cl = *hw.closed_loop;
+    const Eigen::VectorXd dc = per_channel(cl.dc_offset, N, n), lin = per_channel(cl.linear_offset, N, n),
+                          k = per_channel(cl.scaling, N, n);
+    const Eigen::VectorXd off = cl.solution_to_adc_ratio * (dc + s_cl.cwiseProduct(lin));
+    g.rowwise() += off.transpose();
+    g *= k.asDiagonal();
+  }
+  s.after_closed_loop = g;
+  return g;
+}
+
+StepStages twin_step_stages(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& W,
+                            const Eigen::VectorXd& bias, const MatrixXdR& z, const MatrixXdR& x,
+                            const MatrixXdR* z_prev) {
+  const int N = static_cast<int>(W.cols());
+  StepStages s;
+  // 1. electronics nonlinearity
+  s.after_tanh = z.unaryExpr([&](double v) {
+    return cfg.nonlinearity == Nonlinearity::Tanh ? std::tanh(v) : twin_sigmoid(hw.tanh, v);
+  });
+  // 2. microLED drive of the two optical paths
+  if (cfg.led == LedModel::Twin) {
+    s.after_led_pos = s.after_tanh.unaryExpr([&](double t) { return cubic(hw.led_pos, t); });
+    s.after_led_neg = s.after_tanh.unaryExpr([&](double t) { return cubic(hw.led_neg, t); });
+  } else {
+    s.after_led_pos = s.after_led_neg = s.after_tanh;
+  }
+  // 3-11. the optical and analog chain
+  MatrixXdR g = optical_chain(hw, cfg, W, s.after_led_pos, s.after_led_neg, &s);
+  // 12. leak / feedback
+  if (!cfg.alpha.empty()) g += z * coeff_vector(cfg.alpha, N, 0).asDiagonal();
+  // 13. input injection with the joint clip of x + b
+  MatrixXdR inj = x.rowwise() + bias.transpose();
+  if (cfg.input_clip) inj = inj.cwiseMax(hw.clip_lo).cwiseMin(hw.clip_hi);
+  g += inj;
+  // 14. momentum
+  if (cfg.gamma) {
+    if (z_prev) g += *cfg.gamma * (z - *z_prev);
+    else g += *cfg.gamma * z;
+  }
+  s.step_output = g;
+  return s;
+}
+
+}  // namespace aoc

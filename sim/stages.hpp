@@ -1,0 +1,39 @@
+// One optical iteration written out stage by stage, in double, in the order the twin computes it
+// (docs/twin.md). This is the readable specification: the fast core (sim/core.hpp) folds the same
+// maths into one matrix product and is tested against it; verify-dt compares these stages with
+// the twin's golden intermediate values.
+#pragma once
+#include <Eigen/Dense>
+
+#include "sim/config.hpp"
+#include "sim/hardware.hpp"
+
+namespace aoc {
+
+using MatrixXdR = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+struct StepStages {
+  MatrixXdR after_tanh, after_led_pos, after_led_neg, after_fanin_pos, after_fanin_neg;
+  MatrixXdR W_pos_distorted_norm, W_neg_distorted_norm;  // N x N, what the SLM transmits
+  MatrixXdR after_vmm_chain_pos, after_vmm_chain_neg;    // after gains, crosstalk and s/N
+  MatrixXdR after_closed_loop;                           // balanced and corrected, before alpha*z
+  MatrixXdR step_output;                                 // z_{t+1}
+};
+
+// W is in AOC convention (out = a @ W, W(i_in, j_out)), square N x N; z, x: B x N; bias: N.
+// z_prev is used only when cfg.gamma is set (nullptr means zeros, as on the twin's first call).
+StepStages twin_step_stages(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& W,
+                            const Eigen::VectorXd& bias, const MatrixXdR& z, const MatrixXdR& x,
+                            const MatrixXdR* z_prev = nullptr);
+
+// Steps 3-11 of the iteration, from the two microLED drives (B x N each) to the corrected balanced
+// photocurrent g (B x N), before alpha*z, injection and momentum. Linear plus a constant in the
+// drives, which is what lets the fast core fold it into one matrix. Fills the stages if given.
+MatrixXdR optical_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& W, const MatrixXdR& led_pos,
+                        const MatrixXdR& led_neg, StepStages* stages = nullptr);
+
+// Elementwise pieces shared with the fast core.
+double twin_sigmoid(const std::array<double, 6>& c, double z);
+double cubic(const std::array<double, 4>& p, double t);
+
+}  // namespace aoc
