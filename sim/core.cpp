@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "sim/error.hpp"
+#include "sim/fastmath.hpp"
+#include <type_traits>
 
 namespace aoc {
 
@@ -140,22 +142,59 @@ Batch<T> OpticalCore<T>::injection(const Batch<T>& x) const {
   return inj;
 }
 
+namespace {
+
+// t = sigma(z) over len elements (a multiple of 16, 64-byte aligned). The twin's sigmoid needs
+// |u|^c and (1+|u|^c)^(-1/c); std::pow does not vectorise, so both go through log and exp.
+void nonlinearity(const Hardware& hw_, const CoreConfig& cfg_, const float* z, float* t, int len) {
+  using fastmath::f32x16;
+  constexpr int U = 4;  // independent packets in flight: the polynomial chains are latency-bound
+  const int packets = len / 16;
+  if (cfg_.nonlinearity == Nonlinearity::Tanh) {
+    Eigen::Map<const Eigen::ArrayXf, Eigen::AlignedMax> zt(z, len);
+    Eigen::Map<Eigen::ArrayXf, Eigen::AlignedMax>(t, len) = zt.tanh();
+    return;
+  }
+  const auto& k = hw_.tanh;
+  const float a = float(k[0]), b = float(k[1]), c = float(k[2]), d = float(k[3]), f = float(k[4]), g = float(k[5]);
+  const float inv_c = float(-1.0 / k[2]);
+  auto block = [&](int p0, auto u_count) {
+    constexpr int n = decltype(u_count)::value;
+    f32x16 zz[n], u[n], q[n];
+    for (int i = 0; i < n; ++i) {
+      std::memcpy(&zz[i], z + 16 * (p0 + i), 64);
+      u[i] = a * zz[i] + b;
+      q[i] = c * fastmath::log_nonneg(u[i] < 0 ? -u[i] : u[i]);
+    }
+    for (int i = 0; i < n; ++i) q[i] = inv_c * fastmath::log_nonneg(1.0f + fastmath::exp(q[i]));
+    for (int i = 0; i < n; ++i) {
+      const f32x16 r = d * u[i] * fastmath::exp(q[i]) + f + g * zz[i];
+      std::memcpy(t + 16 * (p0 + i), &r, 64);
+    }
+  };
+  int p = 0;
+  for (; p + U <= packets; p += U) block(p, std::integral_constant<int, U>{});
+  for (; p < packets; ++p) block(p, std::integral_constant<int, 1>{});
+}
+
+void nonlinearity(const Hardware& hw_, const CoreConfig& cfg_, const double* z, double* t, int len) {
+  Eigen::Map<const Eigen::ArrayXd, Eigen::AlignedMax> zt(z, len);
+  Eigen::Map<Eigen::ArrayXd, Eigen::AlignedMax> out(t, len);
+  if (cfg_.nonlinearity == Nonlinearity::Tanh) {
+    out = zt.tanh();
+    return;
+  }
+  const auto& k = hw_.tanh;
+  out = k[3] * (k[0] * zt + k[1]) * ((-1.0 / k[2]) * (1.0 + (k[2] * (k[0] * zt + k[1]).abs().log()).exp()).log()).exp() + k[4] + k[5] * zt;
+}
+
+}  // namespace
+
 template <class T>
 void OpticalCore<T>::step_tile(const T* z, const T* inj, const T* zprev, T* out, int rows, T* scratch) const {
-  using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
-  const Eigen::Index len = static_cast<Eigen::Index>(rows) * ld_;
-  Eigen::Map<const Arr, Eigen::AlignedMax> zt(z, len);
-  Eigen::Map<Arr, Eigen::AlignedMax> t(scratch, len);
-  // 1. electronics nonlinearity, vectorised: |u|^c and (.)^(-1/c) as exp/log so Eigen's packet
-  // math handles them (std::pow does not vectorise).
-  if (cfg_.nonlinearity == Nonlinearity::Tanh) {
-    t = zt.tanh();
-  } else {
-    const auto& k = hw_.tanh;
-    const T a = T(k[0]), b = T(k[1]), c = T(k[2]), d = T(k[3]), f = T(k[4]), g = T(k[5]);
-    const T inv_c = T(-1.0 / k[2]);
-    t = d * (a * zt + b) * (inv_c * (T(1) + (c * (a * zt + b).abs().log()).exp()).log()).exp() + f + g * zt;
-  }
+  const size_t len = static_cast<size_t>(rows) * ld_;
+  // 1. electronics nonlinearity
+  nonlinearity(hw_, cfg_, z, scratch, static_cast<int>(len));
   // 2. LED drives into L = [LED+(t) | LED-(t)], one row of 2*ld per state row
   T* L = scratch + len;
   const int ldl = 2 * ld_;
@@ -201,16 +240,19 @@ void OpticalCore<T>::step(const Batch<T>& z, const Batch<T>& inj, const Batch<T>
   if (out.rows != z.rows || out.n != n_) out = Batch<T>(z.rows, n_);
   const int tiles = (z.rows + kTileRows - 1) / kTileRows;
   const size_t scratch_len = static_cast<size_t>(kTileRows) * ld_ * 3;
-#pragma omp parallel if (tiles > 1)
-  {
-    AlignedVector<T> scratch(scratch_len);
-#pragma omp for schedule(static)
-    for (int tile = 0; tile < tiles; ++tile) {
-      const int r0 = tile * kTileRows;
-      const int rows = std::min(kTileRows, z.rows - r0);
-      step_tile(z.row(r0), inj.row(r0), z_prev ? z_prev->row(r0) : nullptr, out.row(r0), rows, scratch.data());
-    }
+  auto run_tile = [&](int tile) {
+    thread_local AlignedVector<T> scratch;  // reused across steps: no allocation in the loop
+    if (scratch.size() < scratch_len) scratch.resize(scratch_len);
+    const int r0 = tile * kTileRows;
+    const int rows = std::min(kTileRows, z.rows - r0);
+    step_tile(z.row(r0), inj.row(r0), z_prev ? z_prev->row(r0) : nullptr, out.row(r0), rows, scratch.data());
+  };
+  if (tiles == 1) {
+    run_tile(0);
+    return;
   }
+#pragma omp parallel for schedule(static)
+  for (int tile = 0; tile < tiles; ++tile) run_tile(tile);
 }
 
 template class OpticalCore<float>;

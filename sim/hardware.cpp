@@ -171,7 +171,7 @@ class Reader {
         if (d < best_d) best_d = d, best = a;
       }
       if (!best.empty()) fail(sub(field, key), "unknown key (did you mean " + best + "?)");
-      if (allowed.size() <= 8) fail(sub(field, key), "unknown key (expected one of " + join(allowed, ", ") + ")");
+      if (allowed.size() <= 10) fail(sub(field, key), "unknown key (expected one of " + join(allowed, ", ") + ")");
       fail(sub(field, key), "unknown key (see docs/hardware.md for the fields)");
     }
   }

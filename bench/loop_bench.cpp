@@ -1,0 +1,169 @@
+#include "bench/loop_bench.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include "sim/core.hpp"
+#include "sim/reference.hpp"
+
+namespace aoc {
+
+namespace {
+
+// The twin's figures on this kind of machine (2-vCPU x86, Debian PyTorch 1.13 CPU, 1 thread, best
+// of 15 runs of 100 iterations): ../shared/research/aoc_dt.md section 10, copied in docs/bench.md.
+const std::map<std::string, std::map<int, double>> kTwin = {
+    {"twin default", {{1, 3.0e3}, {64, 1.26e5}, {1024, 2.30e5}}},
+    {"twin all-off", {{1, 4.3e3}, {64, 1.60e5}, {1024, 3.20e5}}},
+    {"ideal tanh", {{1, 8.8e4}, {64, 8.5e5}, {1024, 9.8e5}}},  // the twin's SimpleCell48
+};
+
+using Clock = std::chrono::steady_clock;
+
+// Times fn (one run of opt.iterations iterations) repeatedly; returns sample-iterations/s (best, median).
+std::pair<double, double> time_runs(const BenchOptions& opt, int batch, const std::function<void()>& fn) {
+  fn();  // warm-up
+  std::vector<double> rates;
+  const auto start = Clock::now();
+  while (rates.size() < 5 || std::chrono::duration<double>(Clock::now() - start).count() < opt.min_seconds) {
+    const auto t0 = Clock::now();
+    fn();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    rates.push_back(static_cast<double>(batch) * opt.iterations / s);
+    if (rates.size() >= 200) break;
+  }
+  std::sort(rates.begin(), rates.end());
+  return {rates.back(), rates[rates.size() / 2]};
+}
+
+template <class T>
+std::vector<BenchRow> bench_batch(const BenchOptions& opt, const Hardware& hw, int batch) {
+  const int N = hw.channels;
+  std::mt19937_64 rng(opt.seed);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  MatrixXdR W(N, N), x(batch, N);
+  for (auto& v : W.reshaped()) v = u(rng) / std::sqrt(static_cast<double>(N));
+  for (auto& v : x.reshaped()) v = 1.3 * u(rng);
+  const Eigen::VectorXd bias = Eigen::VectorXd::Zero(N);
+  std::vector<BenchRow> rows;
+
+  auto core_run = [&](const std::string& name, const CoreConfig& cfg) {
+    OpticalCore<T> core(hw, cfg);
+    core.load_weights(W, bias);
+    const Batch<T> inj = core.injection(Batch<T>::from(x));
+    Batch<T> a(batch, N), b(batch, N);
+    auto [best, med] = time_runs(opt, batch, [&] {
+      std::fill(a.data.begin(), a.data.end(), T(0));
+      for (int i = 0; i < opt.iterations; ++i) {
+        core.step(a, inj, nullptr, b);
+        std::swap(a, b);
+      }
+    });
+    rows.push_back({name, batch, best, med, 0, 0});
+  };
+  core_run("twin default", CoreConfig::twin_defaults(hw));
+  core_run("twin all-off", CoreConfig::twin_all_off(hw));
+  core_run("ideal tanh", CoreConfig::ideal(0.5, 1.0));
+
+  {  // the digital reference (double, plain Eigen)
+    ReferenceLoop ref(W, bias, {0.5}, {1.0});
+    const Batch<double> inj = ref.injection(Batch<double>::from(x));
+    Batch<double> a(batch, N), b(batch, N);
+    auto [best, med] = time_runs(opt, batch, [&] {
+      std::fill(a.data.begin(), a.data.end(), 0.0);
+      for (int i = 0; i < opt.iterations; ++i) {
+        ref.step(a, inj, b);
+        std::swap(a, b);
+      }
+    });
+    rows.push_back({"reference f64", batch, best, med, 0, 0});
+  }
+  {  // only the two matrix products of one iteration's shapes, chained so that neither is dead code
+    using M = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    const Eigen::JacobiSVD<MatrixXdR> svd(W);
+    const M Wp = (W / svd.singularValues()(0)).cast<T>(), Wn = (W.transpose() / svd.singularValues()(0)).cast<T>();
+    const M z0 = x.cast<T>();
+    M z(batch, N), p(batch, N);
+    auto [best, med] = time_runs(opt, batch, [&] {
+      z = z0;
+      for (int i = 0; i < opt.iterations; ++i) {
+        p.noalias() = z * Wp;
+        z.noalias() = p * Wn;
+      }
+    });
+    rows.push_back({"matmul only", batch, best, med, 0, 0});
+  }
+  const double mm = rows.back().best;
+  for (auto& r : rows) {
+    r.ratio_to_matmul = r.best / mm;
+    if (auto it = kTwin.find(r.cell); it != kTwin.end() && it->second.count(batch)) r.twin = it->second.at(batch);
+  }
+  return rows;
+}
+
+}  // namespace
+
+std::vector<BenchRow> run_loop_bench(const BenchOptions& opt, bool progress) {
+  const Hardware hw = load_hardware(resolve_hardware_path(opt.hardware));
+  omp_set_num_threads(opt.threads);
+  Eigen::setNbThreads(opt.threads);
+  std::vector<BenchRow> all;
+  for (int b : opt.batches) {
+    if (progress) std::fprintf(stderr, "bench: batch %d ...\n", b);
+    auto rows = opt.f64 ? bench_batch<double>(opt, hw, b) : bench_batch<float>(opt, hw, b);
+    all.insert(all.end(), rows.begin(), rows.end());
+  }
+  return all;
+}
+
+nlohmann::json bench_json(const BenchOptions& opt, const std::vector<BenchRow>& rows) {
+  nlohmann::json j;
+  j["tool"] = "aoc bench";
+  j["version"] = AOC_VERSION;
+  j["hardware"] = opt.hardware;
+  j["precision"] = opt.f64 ? "f64" : "f32";
+  j["threads"] = opt.threads;
+  j["iterations_per_run"] = opt.iterations;
+  j["seed"] = opt.seed;
+  j["unit"] = "sample-iterations per second";
+  j["twin_source"] = "microsoft/aoc twin timed on a 2-vCPU x86 machine, torch 1.13 CPU, 1 thread (docs/bench.md)";
+  for (const auto& r : rows) {
+    nlohmann::json e{{"cell", r.cell}, {"batch", r.batch}, {"best", r.best}, {"median", r.median},
+                     {"ratio_to_matmul_only", r.ratio_to_matmul}};
+    if (r.twin > 0) {
+      e["twin"] = r.twin;
+      e["speedup_vs_twin"] = r.best / r.twin;
+    }
+    j["rows"].push_back(e);
+  }
+  return j;
+}
+
+std::string bench_table(const BenchOptions& opt, const std::vector<BenchRow>& rows) {
+  std::ostringstream o;
+  char line[256];
+  std::snprintf(line, sizeof line, "%s, %s, %d thread(s), %d iterations per run; sample-iterations/s (best, median)\n\n",
+                opt.hardware.c_str(), opt.f64 ? "f64" : "f32", opt.threads, opt.iterations);
+  o << line;
+  std::snprintf(line, sizeof line, "%-14s %6s %11s %11s %9s %10s %9s\n", "cell", "batch", "best", "median", "/matmul", "twin", "x twin");
+  o << line;
+  for (const auto& r : rows) {
+    std::snprintf(line, sizeof line, "%-14s %6d %11.3e %11.3e %9.2f", r.cell.c_str(), r.batch, r.best, r.median, r.ratio_to_matmul);
+    o << line;
+    if (r.twin > 0) {
+      std::snprintf(line, sizeof line, " %10.2e %8.1fx", r.twin, r.best / r.twin);
+      o << line;
+    }
+    o << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace aoc

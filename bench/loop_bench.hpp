@@ -1,0 +1,32 @@
+// `aoc bench`: iteration throughput of the 48-variable machine, next to an Eigen loop that does
+// only the two matrix products of the same shapes, and the twin's own figures.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace aoc {
+
+struct BenchOptions {
+  std::string hardware = "aoc-48";
+  std::vector<int> batches{1, 64, 1024};
+  int iterations = 100;    // iterations per timed run
+  double min_seconds = 0.3;  // repeat runs until this much time is spent (at least 5 runs)
+  int threads = 1;
+  bool f64 = false;
+  unsigned long long seed = 1;
+};
+
+struct BenchRow {
+  std::string cell;  // what was timed
+  int batch = 0;
+  double best = 0, median = 0;      // sample-iterations per second
+  double ratio_to_matmul = 0;       // best / best of the matrix-product-only loop at this batch
+  double twin = 0;                  // the twin's figure for this cell and batch (0: none)
+};
+
+std::vector<BenchRow> run_loop_bench(const BenchOptions& opt, bool progress);
+nlohmann::json bench_json(const BenchOptions& opt, const std::vector<BenchRow>& rows);
+std::string bench_table(const BenchOptions& opt, const std::vector<BenchRow>& rows);
+
+}  // namespace aoc

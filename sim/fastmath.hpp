@@ -1,0 +1,62 @@
+// Vectorised log and exp for 16 floats at a time (GCC vector extensions), for the electronics
+// nonlinearity in the hot loop. Eigen's packet log handles every special case (negative, NaN,
+// denormal inputs) and costs as much as the whole matrix product here; our inputs are
+// non-negative, so a lean version of the same Cephes polynomials does. Accuracy: within a few
+// float ulps (tests/test_fastmath.cpp).
+#pragma once
+#include <cstdint>
+
+namespace aoc::fastmath {
+
+typedef float f32x16 __attribute__((vector_size(64)));
+typedef std::int32_t i32x16 __attribute__((vector_size(64)));
+
+// Natural log of x >= 0. log(0) and denormals give about -88 (finite), which is what the caller
+// wants: exp(c * log 0) must be 0, not NaN.
+inline f32x16 log_nonneg(f32x16 x) {
+  i32x16 bits = reinterpret_cast<i32x16&>(x);
+  i32x16 e = (bits >> 23) - 126;
+  i32x16 mb = (bits & 0x007fffff) | 0x3f000000;  // mantissa in [0.5, 1)
+  f32x16 m = reinterpret_cast<f32x16&>(mb);
+  const i32x16 small = m < 0.707106781186547524f;  // -1 where true
+  e += small;
+  m = small ? m + m : m;
+  const f32x16 t = m - 1.0f;
+  const f32x16 z = t * t;
+  f32x16 y = f32x16{} + 7.0376836292e-2f;
+  y = y * t - 1.1514610310e-1f;
+  y = y * t + 1.1676998740e-1f;
+  y = y * t - 1.2420140846e-1f;
+  y = y * t + 1.4249322787e-1f;
+  y = y * t - 1.6668057665e-1f;
+  y = y * t + 2.0000714765e-1f;
+  y = y * t - 2.4999993993e-1f;
+  y = y * t + 3.3333331174e-1f;
+  y = y * t * z;
+  const f32x16 ef = __builtin_convertvector(e, f32x16);
+  y += ef * -2.12194440e-4f;
+  y += -0.5f * z;
+  return t + y + ef * 0.693359375f;
+}
+
+// exp(x); inputs below -87.3 give 2^-126 (not 0), above 88.3 are clamped.
+inline f32x16 exp(f32x16 x) {
+  x = x < -87.3f ? f32x16{} - 87.3f : x;
+  x = x > 88.3f ? f32x16{} + 88.3f : x;
+  const f32x16 magic = f32x16{} + 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const f32x16 n = (x * 1.44269504088896341f + magic) - magic;
+  x -= n * 0.693359375f;
+  x -= n * -2.12194440e-4f;
+  const f32x16 z = x * x;
+  f32x16 y = f32x16{} + 1.9875691500e-4f;
+  y = y * x + 1.3981999507e-3f;
+  y = y * x + 8.3334519073e-3f;
+  y = y * x + 4.1665795894e-2f;
+  y = y * x + 1.6666665459e-1f;
+  y = y * x + 5.0000001201e-1f;
+  y = y * z + x + 1.0f;
+  const i32x16 pow2 = (__builtin_convertvector(n, i32x16) + 127) << 23;
+  return y * reinterpret_cast<const f32x16&>(pow2);
+}
+
+}  // namespace aoc::fastmath
