@@ -14,10 +14,10 @@ typedef std::int32_t i32x16 __attribute__((vector_size(64)));
 // Natural log of x >= 0. log(0) and denormals give about -88 (finite), which is what the caller
 // wants: exp(c * log 0) must be 0, not NaN.
 inline f32x16 log_nonneg(f32x16 x) {
-  i32x16 bits = reinterpret_cast<i32x16&>(x);
+  i32x16 bits = (i32x16)x;  // GCC vector casts reinterpret the bits
   i32x16 e = (bits >> 23) - 126;
   i32x16 mb = (bits & 0x007fffff) | 0x3f000000;  // mantissa in [0.5, 1)
-  f32x16 m = reinterpret_cast<f32x16&>(mb);
+  f32x16 m = (f32x16)mb;
   const i32x16 small = m < 0.707106781186547524f;  // -1 where true
   e += small;
   m = small ? m + m : m;
@@ -56,7 +56,7 @@ inline f32x16 exp(f32x16 x) {
   y = y * x + 5.0000001201e-1f;
   y = y * z + x + 1.0f;
   const i32x16 pow2 = (__builtin_convertvector(n, i32x16) + 127) << 23;
-  return y * reinterpret_cast<const f32x16&>(pow2);
+  return y * (f32x16)pow2;
 }
 
 }  // namespace aoc::fastmath

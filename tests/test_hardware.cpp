@@ -478,7 +478,7 @@ TEST_CASE("hardware: a matrix with the wrong number of rows or columns is an err
   expect_error(j, "calibration.slm_distortion_neg.value", "expected 48 rows of 3 numbers, got 47 rows");
 }
 
-TEST_CASE("hardware: the channel count must be an integer in [1, 4096]") {
+TEST_CASE("hardware: the channel count must be an integer from 1 to 4096") {
   json j = bundled("aoc-48");
   j["channels"] = 0;
   expect_error(j, "channels", "0 is out of range [1, 4096]");
@@ -497,7 +497,7 @@ TEST_CASE("hardware: calibration lengths follow the channel count") {
 // ---------------------------------------------------------------------------------------------
 // Errors: ranges
 
-TEST_CASE("hardware: a crosstalk ratio outside [0, 1) is an error naming the element") {
+TEST_CASE("hardware: a crosstalk ratio below 0 or from 1 up is an error naming the element") {
   json j = bundled("aoc-48");
   cal(j, "pd_crosstalk_to_later_pos")[3] = 1.7;
   const auto [file, msg] = load_text(j.dump(1));

@@ -1,0 +1,18 @@
+// The subcommands of the `aoc` executable; each file registers one.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace aoc::cli {
+
+void add_hw(CLI::App& app);
+void add_verify_dt(CLI::App& app);
+void add_loop(CLI::App& app);
+void add_bench(CLI::App& app);
+
+// The process exit status a subcommand asks for (0 unless it sets it: e.g. verify-dt on a failure).
+int& exit_status();
+
+// Prints JSON to stdout, or writes it atomically to `path` when given.
+void emit_json(const std::string& json_text, const std::string& path);
+
+}  // namespace aoc::cli

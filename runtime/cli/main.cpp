@@ -1,0 +1,53 @@
+// aoc: simulator and compiler for analog optical computers. One executable, one subcommand per job.
+#include <cstdio>
+#include <iostream>
+
+#include "runtime/cli/commands.hpp"
+#include "runtime/output.hpp"
+#include "sim/error.hpp"
+
+namespace aoc::cli {
+
+int& exit_status() {
+  static int status = 0;
+  return status;
+}
+
+void emit_json(const std::string& json_text, const std::string& path) {
+  if (path.empty()) std::cout << json_text << "\n";
+  else write_file_atomic(path, json_text + "\n");
+}
+
+}  // namespace aoc::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "aoc " AOC_VERSION ": simulator and compiler for analog optical computers (AOC).\n"
+      "Simulates the optical fixed-point loop z' = alpha*z + beta*W f(z) + x + b of the 16- and\n"
+      "48-variable machines with their measured calibration (Microsoft's digital twin), fast."};
+  app.set_version_flag("--version", "aoc " AOC_VERSION);
+  app.require_subcommand(1);
+  app.footer(
+      "Examples:\n"
+      "  aoc hw show aoc-48                 what the 48-variable machine's description holds\n"
+      "  aoc verify-dt                      reproduce the twin's golden cases\n"
+      "  aoc loop --hw aoc-48 --batch 64    a fixed-point run on seeded random weights\n"
+      "  aoc bench                          iteration throughput vs a matrix-product-only loop\n"
+      "Run 'aoc SUBCOMMAND --help' for each one's options.");
+  aoc::cli::add_hw(app);
+  aoc::cli::add_verify_dt(app);
+  aoc::cli::add_loop(app);
+  aoc::cli::add_bench(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const aoc::Error& e) {
+    std::fprintf(stderr, "aoc: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "aoc: internal error: %s\n", e.what());
+    return 2;
+  }
+  return aoc::cli::exit_status();
+}

@@ -1,0 +1,397 @@
+// The fixed-point loop executor (sim/solver.hpp): the twin's stop rule, the per-sample relative
+// rule, the fixed count, the residual bookkeeping, option checks, and a real solve of the
+// 48-variable core.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "sim/batch.hpp"
+#include "sim/config.hpp"
+#include "sim/core.hpp"
+#include "sim/error.hpp"
+#include "sim/hardware.hpp"
+#include "sim/solver.hpp"
+
+namespace {
+
+using namespace aoc;
+
+const Hardware& hw48() {
+  static const Hardware hw = load_hardware(resolve_hardware_path("aoc-48"));
+  return hw;
+}
+
+RowMatrix<double> uniform(int rows, int cols, double lo, double hi, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> d(lo, hi);
+  RowMatrix<double> m(rows, cols);
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) m(r, c) = d(rng);
+  return m;
+}
+
+// f(z) = q*z + inj: a contraction with fixed point inj/(1-q), row by row.
+template <class T>
+StepFn<T> linear_map(double q) {
+  return [q](const Batch<T>& z, const Batch<T>& inj, const Batch<T>*, Batch<T>& out) {
+    if (out.rows != z.rows || out.n != z.n) out = Batch<T>(z.rows, z.n);
+    for (int r = 0; r < z.rows; ++r)
+      for (int j = 0; j < z.n; ++j) out.row(r)[j] = static_cast<T>(q) * z.row(r)[j] + inj.row(r)[j];
+  };
+}
+
+double row_norm(const RowMatrix<double>& m, int r) { return m.row(r).norm(); }
+
+bool same_bits(const RowMatrix<double>& a, const RowMatrix<double>& b) {
+  return a.rows() == b.rows() && a.cols() == b.cols() &&
+         std::memcmp(a.data(), b.data(), sizeof(double) * static_cast<size_t>(a.size())) == 0;
+}
+
+// A 48-variable core with the twin's defaults, weights like a torch Linear init.
+struct CoreProblem {
+  OpticalCore<double> core;
+  RowMatrix<double> x;
+  explicit CoreProblem(std::uint64_t seed, int B, CoreConfig cfg = CoreConfig::twin_defaults(hw48()))
+      : core(hw48(), std::move(cfg)) {
+    std::mt19937_64 rng(seed);
+    const double k = 1.0 / std::sqrt(48.0);
+    const RowMatrix<double> W = uniform(48, 48, -k, k, rng);
+    const Eigen::VectorXd bias = uniform(48, 1, -k, k, rng).col(0);
+    core.load_weights(W, bias);
+    x = uniform(B, 48, -1.3, 1.3, rng);
+  }
+  StepFn<double> step() const {
+    return [this](const Batch<double>& z, const Batch<double>& inj, const Batch<double>* prev, Batch<double>& out) {
+      core.step(z, inj, prev, out);
+    };
+  }
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Twin rule
+
+TEST_CASE("solver: the twin rule stops at the first step whose batch-max residual is below tol") {
+  // From z0 = 0 the residual of row r at step k is ||inj_r|| * 0.5^(k-1).
+  std::mt19937_64 rng(1);
+  RowMatrix<double> inj = uniform(5, 8, -1, 1, rng);
+  inj.row(2) *= 0.001;  // a sample that alone would stop much earlier
+  const double biggest = [&] {
+    double b = 0;
+    for (int r = 0; r < 5; ++r) b = std::max(b, row_norm(inj, r));
+    return b;
+  }();
+  int expected = 1;
+  while (biggest * std::pow(0.5, expected - 1) >= 1e-3) ++expected;
+  const SolveResult res = solve_fixed_point<double>(linear_map<double>(0.5), Batch<double>::from(inj),
+                                                    Batch<double>(5, 8), SolverOptions::twin());
+  CHECK(res.steps == expected);
+  REQUIRE(res.max_residual.size() == static_cast<size_t>(res.steps));
+  for (int k = 0; k + 1 < res.steps; ++k) CHECK(res.max_residual[static_cast<size_t>(k)] >= 1e-3);
+  CHECK(res.max_residual.back() < 1e-3);
+  for (int r = 0; r < 5; ++r) {
+    INFO("sample " << r);
+    // the residual decreases monotonically, so every sample keeps the batch's last iterate
+    CHECK(res.iterations[static_cast<size_t>(r)] == expected);
+    CHECK(res.converged[static_cast<size_t>(r)] == 1);
+    CHECK((res.z.row(r) - 2.0 * inj.row(r)).norm() < 2e-3);
+  }
+}
+
+TEST_CASE("solver: the twin rule never runs more than max_iter steps") {
+  // f(z) = z + 1 never converges: its residual is sqrt(N) at every step.
+  const StepFn<double> drift = [](const Batch<double>& z, const Batch<double>&, const Batch<double>*, Batch<double>& out) {
+    out = z;
+    for (int r = 0; r < z.rows; ++r)
+      for (int j = 0; j < z.n; ++j) out.row(r)[j] += 1.0;
+  };
+  int calls = 0;
+  const StepFn<double> counted = [&](const Batch<double>& z, const Batch<double>& i, const Batch<double>* p, Batch<double>& o) {
+    ++calls;
+    drift(z, i, p, o);
+  };
+  const SolveResult res = solve_fixed_point<double>(counted, Batch<double>(3, 4), Batch<double>(3, 4), SolverOptions::twin());
+  CHECK(SolverOptions::twin().max_iter == 40);
+  CHECK(calls == 40);
+  CHECK(res.steps == 40);
+  CHECK(res.max_residual.size() == 40);
+  for (int r = 0; r < 3; ++r) {
+    CHECK(res.converged[static_cast<size_t>(r)] == 0);
+    CHECK(res.iterations[static_cast<size_t>(r)] == 1);  // all residuals tie: the first one is kept
+    CHECK(res.residual[static_cast<size_t>(r)] == Approx(2.0));
+  }
+}
+
+TEST_CASE("solver: the twin rule returns per sample the lowest-residual iterate and reports its step") {
+  // Step k (1-based) adds d_k(r) to every element of row r; the residual is |d_k(r)| * sqrt(N).
+  // Row r's residual falls until step r + 3 and rises after it.
+  const int B = 4, N = 6;
+  auto d = [](int k, int r) { return 0.05 + 0.1 * std::abs(k - (r + 3)); };
+  int call = 0;
+  const StepFn<double> f = [&](const Batch<double>& z, const Batch<double>&, const Batch<double>*, Batch<double>& out) {
+    ++call;
+    out = z;
+    for (int r = 0; r < z.rows; ++r)
+      for (int j = 0; j < z.n; ++j) out.row(r)[j] += d(call, r);
+  };
+  SolverOptions opt = SolverOptions::twin();
+  opt.tol = 1e-6;  // never met
+  const SolveResult res = solve_fixed_point<double>(f, Batch<double>(B, N), Batch<double>(B, N), opt);
+  CHECK(res.steps == 40);
+  for (int r = 0; r < B; ++r) {
+    INFO("sample " << r);
+    const int best = r + 3;
+    double expect_z = 0;
+    for (int k = 1; k <= best; ++k) expect_z += d(k, r);
+    CHECK(res.iterations[static_cast<size_t>(r)] == best);
+    CHECK(res.residual[static_cast<size_t>(r)] == Approx(0.05 * std::sqrt(double(N))).epsilon(1e-12));
+    CHECK(res.converged[static_cast<size_t>(r)] == 0);
+    for (int j = 0; j < N; ++j) CHECK(res.z(r, j) == Approx(expect_z).epsilon(1e-12));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Relative rule
+
+TEST_CASE("solver: under the relative rule each sample stops on its own relative residual") {
+  // f(z) = 0.5 z + inj from z0 = z* + delta_r: the residual of row r at step k is 0.5^k ||delta_r||,
+  // so rows that start closer to the fixed point stop earlier.
+  const int B = 4, N = 5;
+  std::mt19937_64 rng(2);
+  const RowMatrix<double> inj = uniform(B, N, 0.5, 1.0, rng);
+  RowMatrix<double> z0 = 2.0 * inj;
+  const RowMatrix<double> delta = uniform(B, N, -1, 1, rng);
+  for (int r = 0; r < B; ++r) z0.row(r) += delta.row(r) * std::pow(10.0, -2 * r);
+  const double tol = 1e-9;
+  const SolveResult res = solve_fixed_point<double>(linear_map<double>(0.5), Batch<double>::from(inj),
+                                                    Batch<double>::from(z0), SolverOptions::relative(tol, 100, 1.0));
+  std::set<int> counts;
+  int longest = 0;
+  for (int r = 0; r < B; ++r) {
+    INFO("sample " << r);
+    // the step at which the rule stops this sample, iterating it alone by hand
+    int expect = 0;
+    RowMatrix<double> z = z0.row(r);
+    for (int k = 1; k <= 100; ++k) {
+      const RowMatrix<double> fz = 0.5 * z + inj.row(r);
+      const double rel = (fz - z).norm() / (fz.norm() + 1e-9);
+      z = fz;
+      if (rel < tol) {
+        expect = k;
+        break;
+      }
+    }
+    REQUIRE(expect > 0);
+    CHECK(res.iterations[static_cast<size_t>(r)] == expect);
+    CHECK(res.converged[static_cast<size_t>(r)] == 1);
+    counts.insert(expect);
+    longest = std::max(longest, expect);
+  }
+  CHECK(counts.size() == static_cast<size_t>(B));  // the samples really did stop at different steps
+  CHECK(res.steps == longest);
+}
+
+TEST_CASE("solver: under the relative rule a sample's result and iteration count do not depend on the rest of the batch") {
+  const int B = 10;
+  CoreProblem p(3, B);
+  std::mt19937_64 rng(4);
+  const RowMatrix<double> z0 = uniform(B, 48, -2.0, 2.0, rng);
+  const SolverOptions opt = SolverOptions::relative(1e-7, 60, 0.8);
+  const Batch<double> inj = p.core.injection(Batch<double>::from(p.x));
+  const SolveResult all = solve_fixed_point<double>(p.step(), inj, Batch<double>::from(z0), opt);
+  std::set<int> counts;
+  for (int r = 0; r < B; ++r) {
+    INFO("sample " << r);
+    const Batch<double> inj_r = p.core.injection(Batch<double>::from(p.x.middleRows(r, 1)));
+    const SolveResult one = solve_fixed_point<double>(p.step(), inj_r, Batch<double>::from(z0.middleRows(r, 1)), opt);
+    CHECK(same_bits(one.z, all.z.middleRows(r, 1)));
+    CHECK(one.iterations[0] == all.iterations[static_cast<size_t>(r)]);
+    CHECK(one.converged[0] == all.converged[static_cast<size_t>(r)]);
+    CHECK(one.residual[0] == all.residual[static_cast<size_t>(r)]);
+    counts.insert(all.iterations[static_cast<size_t>(r)]);
+  }
+  CHECK(counts.size() > 1);  // samples left the batch at different steps
+}
+
+TEST_CASE("solver: damping below 1 changes the trajectory but reaches the same fixed point of a contraction") {
+  const int B = 3, N = 4;
+  std::mt19937_64 rng(5);
+  const RowMatrix<double> inj = uniform(B, N, -1, 1, rng);
+  const RowMatrix<double> z0 = uniform(B, N, -3, 3, rng);
+  const RowMatrix<double> fixed = 2.0 * inj;
+  const SolveResult plain = solve_fixed_point<double>(linear_map<double>(0.5), Batch<double>::from(inj),
+                                                      Batch<double>::from(z0), SolverOptions::relative(1e-10, 200, 1.0));
+  const SolveResult damped = solve_fixed_point<double>(linear_map<double>(0.5), Batch<double>::from(inj),
+                                                       Batch<double>::from(z0), SolverOptions::relative(1e-10, 200, 0.5));
+  // one step: z0 + 0.5 (f(z0) - z0) instead of f(z0)
+  const SolveResult one_plain = solve_fixed_point<double>(linear_map<double>(0.5), Batch<double>::from(inj),
+                                                          Batch<double>::from(z0), SolverOptions::relative(1e-10, 1, 1.0));
+  const SolveResult one_damped = solve_fixed_point<double>(linear_map<double>(0.5), Batch<double>::from(inj),
+                                                           Batch<double>::from(z0), SolverOptions::relative(1e-10, 1, 0.5));
+  const RowMatrix<double> f0 = 0.5 * z0 + inj;
+  CHECK((one_plain.z - f0).cwiseAbs().maxCoeff() <= 1e-15);
+  CHECK((one_damped.z - (0.5 * z0 + 0.5 * f0)).cwiseAbs().maxCoeff() <= 1e-15);
+  for (int r = 0; r < B; ++r) {
+    INFO("sample " << r);
+    CHECK(plain.converged[static_cast<size_t>(r)] == 1);
+    CHECK(damped.converged[static_cast<size_t>(r)] == 1);
+    // rate 0.75 instead of 0.5: more steps
+    CHECK(damped.iterations[static_cast<size_t>(r)] > plain.iterations[static_cast<size_t>(r)]);
+    CHECK((plain.z.row(r) - fixed.row(r)).norm() <= 1e-8 * (1 + fixed.row(r).norm()));
+    CHECK((damped.z.row(r) - fixed.row(r)).norm() <= 1e-8 * (1 + fixed.row(r).norm()));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fixed count
+
+TEST_CASE("solver: a fixed count runs exactly max_iter steps and equals applying the step function that often") {
+  // With momentum the step function reads the previous iterate: the solver must pass it along.
+  CoreConfig cfg = CoreConfig::twin_defaults(hw48());
+  cfg.gamma = 0.25;
+  const int B = 5, count = 13;
+  CoreProblem p(6, B, cfg);
+  std::mt19937_64 rng(7);
+  const Batch<double> z0 = Batch<double>::from(uniform(B, 48, -1, 1, rng));
+  const Batch<double> inj = p.core.injection(Batch<double>::from(p.x));
+  int calls = 0;
+  const StepFn<double> f = [&](const Batch<double>& z, const Batch<double>& i, const Batch<double>* prev, Batch<double>& out) {
+    ++calls;
+    p.core.step(z, i, prev, out);
+  };
+  SolverOptions opt = SolverOptions::fixed(count);
+  opt.tol = 1e3;  // met at once: the fixed count must not stop early anyway
+  const SolveResult res = solve_fixed_point<double>(f, inj, z0, opt);
+  CHECK(calls == count);
+  CHECK(res.steps == count);
+  CHECK(res.max_residual.size() == static_cast<size_t>(count));
+  for (int r = 0; r < B; ++r) CHECK(res.iterations[static_cast<size_t>(r)] == count);
+  // by hand: z_{k+1} = f(z_k, z_{k-1}), with no previous state on the first step
+  Batch<double> prev, cur = z0, next;
+  for (int k = 0; k < count; ++k) {
+    p.core.step(cur, inj, k == 0 ? nullptr : &prev, next);
+    prev = cur;
+    cur = next;
+  }
+  CHECK(same_bits(res.z, cur.to_double()));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Residual bookkeeping
+
+TEST_CASE("solver: the per-step max residual list has one entry per step and the trace has steps x B entries") {
+  std::mt19937_64 rng(8);
+  const int B = 6, N = 5;
+  const RowMatrix<double> inj = uniform(B, N, -1, 1, rng);
+  SECTION("twin rule") {
+    SolverOptions opt = SolverOptions::twin();
+    opt.trace = true;
+    const SolveResult res = solve_fixed_point<double>(linear_map<double>(0.6), Batch<double>::from(inj), Batch<double>(B, N), opt);
+    REQUIRE(res.steps > 1);
+    CHECK(res.max_residual.size() == static_cast<size_t>(res.steps));
+    REQUIRE(res.residual_trace.rows() == res.steps);
+    REQUIRE(res.residual_trace.cols() == B);
+    for (int k = 0; k < res.steps; ++k) {
+      INFO("step " << k);
+      CHECK(res.residual_trace.row(k).allFinite());
+      CHECK(res.residual_trace.row(k).maxCoeff() == res.max_residual[static_cast<size_t>(k)]);
+    }
+    CHECK(res.residual_trace.row(0).transpose().isApprox(
+        Eigen::VectorXd((inj.rowwise().norm()))));  // first residual: ||inj|| from z0 = 0
+  }
+  SECTION("relative rule: a stopped sample's later entries are NaN") {
+    RowMatrix<double> z0 = 2.5 * inj;
+    z0.row(0) = 2.0 * inj.row(0);  // sample 0 starts at the fixed point and stops at step 1
+    SolverOptions opt = SolverOptions::relative(1e-8, 100, 1.0);
+    opt.trace = true;
+    const SolveResult res = solve_fixed_point<double>(linear_map<double>(0.5), Batch<double>::from(inj), Batch<double>::from(z0), opt);
+    REQUIRE(res.steps > 2);
+    CHECK(res.iterations[0] == 1);
+    CHECK(res.max_residual.size() == static_cast<size_t>(res.steps));
+    REQUIRE(res.residual_trace.rows() == res.steps);
+    REQUIRE(res.residual_trace.cols() == B);
+    CHECK(std::isfinite(res.residual_trace(0, 0)));
+    for (int k = 1; k < res.steps; ++k) CHECK(std::isnan(res.residual_trace(k, 0)));
+    for (int r = 1; r < B; ++r) CHECK(std::isfinite(res.residual_trace(res.iterations[static_cast<size_t>(r)] - 1, r)));
+  }
+  SECTION("without trace no trace is kept") {
+    const SolveResult res = solve_fixed_point<double>(linear_map<double>(0.6), Batch<double>::from(inj), Batch<double>(B, N), SolverOptions::twin());
+    CHECK(res.max_residual.size() == static_cast<size_t>(res.steps));
+    CHECK(res.residual_trace.size() == 0);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A real solve
+
+TEST_CASE("solver: the twin's 48-variable core with its defaults converges under the twin rule in fewer than 40 steps") {
+  const int B = 16;
+  CoreProblem p(9, B);
+  REQUIRE(p.core.config().alpha == std::vector<double>{0.5});
+  const Batch<double> inj = p.core.injection(Batch<double>::from(p.x));
+  const SolveResult res = solve_fixed_point<double>(p.step(), inj, Batch<double>(B, 48), SolverOptions::twin());
+  CHECK(res.steps < 40);
+  CHECK(res.max_residual.back() < 1e-3);
+  for (int r = 0; r < B; ++r) {
+    CHECK(res.converged[static_cast<size_t>(r)] == 1);
+    CHECK(res.residual[static_cast<size_t>(r)] < 1e-3);
+  }
+  // and the result is a fixed point of the core to the tolerance
+  Batch<double> fz;
+  p.core.step(Batch<double>::from(res.z), inj, nullptr, fz);
+  CHECK((fz.to_double() - res.z).rowwise().norm().maxCoeff() < 1e-3);
+}
+
+TEST_CASE("solver: the float core reaches the same fixed point as the double core") {
+  const int B = 8;
+  CoreProblem p(10, B);
+  OpticalCore<float> coref(hw48(), CoreConfig::twin_defaults(hw48()));
+  {
+    std::mt19937_64 rng(10);
+    const double k = 1.0 / std::sqrt(48.0);
+    const RowMatrix<double> W = uniform(48, 48, -k, k, rng);
+    const Eigen::VectorXd bias = uniform(48, 1, -k, k, rng).col(0);
+    coref.load_weights(W, bias);
+  }
+  const StepFn<float> ff = [&](const Batch<float>& z, const Batch<float>& i, const Batch<float>* prev, Batch<float>& o) {
+    coref.step(z, i, prev, o);
+  };
+  const SolveResult rd = solve_fixed_point<double>(p.step(), p.core.injection(Batch<double>::from(p.x)), Batch<double>(B, 48), SolverOptions::fixed(60));
+  const SolveResult rf = solve_fixed_point<float>(ff, coref.injection(Batch<float>::from(p.x)), Batch<float>(B, 48), SolverOptions::fixed(60));
+  REQUIRE(rd.max_residual.back() < 1e-9);  // converged far below float precision
+  const double diff = (rd.z - rf.z).cwiseAbs().maxCoeff();
+  INFO("max abs difference " << diff);
+  CHECK(diff < 1e-4);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Options
+
+TEST_CASE("solver: bad options are rejected: max_iter below 1, damping 0 or above 1") {
+  const Batch<double> z(2, 3), inj(2, 3);
+  const StepFn<double> f = linear_map<double>(0.5);
+  CHECK_THROWS_AS(solve_fixed_point<double>(f, inj, z, SolverOptions::fixed(0)), Error);
+  CHECK_THROWS_AS(solve_fixed_point<double>(f, inj, z, SolverOptions::relative(1e-3, 0, 1.0)), Error);
+  CHECK_THROWS_AS(solve_fixed_point<double>(f, inj, z, SolverOptions::relative(1e-3, -5, 1.0)), Error);
+  CHECK_THROWS_AS(solve_fixed_point<double>(f, inj, z, SolverOptions::relative(1e-3, 10, 0.0)), Error);
+  CHECK_THROWS_AS(solve_fixed_point<double>(f, inj, z, SolverOptions::relative(1e-3, 10, -0.5)), Error);
+  CHECK_THROWS_AS(solve_fixed_point<double>(f, inj, z, SolverOptions::relative(1e-3, 10, 1.5)), Error);
+  CHECK_THROWS_AS(solve_fixed_point<double>(f, inj, z, SolverOptions::relative(1e-3, 10, std::nan(""))), Error);
+  SolverOptions twin = SolverOptions::twin();
+  twin.damping = 2.0;
+  CHECK_THROWS_AS(solve_fixed_point<double>(f, inj, z, twin), Error);
+  CHECK_THROWS_AS(solve_fixed_point<float>(linear_map<float>(0.5), Batch<float>(2, 3), Batch<float>(2, 3), SolverOptions::fixed(0)), Error);
+  // the edges of the valid range are accepted
+  CHECK_NOTHROW(solve_fixed_point<double>(f, inj, z, SolverOptions::relative(1e-3, 1, 1.0)));
+  CHECK_NOTHROW(solve_fixed_point<double>(f, inj, z, SolverOptions::relative(1e-3, 1, 1e-6)));
+}
+
+TEST_CASE("solver: inputs and an initial state of different shapes are rejected") {
+  CHECK_THROWS_AS(solve_fixed_point<double>(linear_map<double>(0.5), Batch<double>(2, 3), Batch<double>(3, 3), SolverOptions::twin()), Error);
+  CHECK_THROWS_AS(solve_fixed_point<double>(linear_map<double>(0.5), Batch<double>(2, 4), Batch<double>(2, 3), SolverOptions::twin()), Error);
+}
