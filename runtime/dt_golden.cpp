@@ -160,7 +160,10 @@ DtCaseReport run_case(const DtCase& c, const Hardware& hw, const DtTolerance& to
         {"after_closed_loop", &s.after_closed_loop}, {"step_output", &s.step_output}};
     for (const auto& [name, ref] : c.stages) {
       auto it = ours.find(name);
-      if (it == ours.end() || it->second->rows() != ref.rows()) continue;  // a stage we do not expose
+      if (it == ours.end() || it->second->rows() != ref.rows() || it->second->cols() != ref.cols()) {
+        r.stages_not_compared.push_back(name);
+        continue;
+      }
       r.stage_errors.emplace_back(name, (*it->second - ref).cwiseAbs().maxCoeff());
     }
   }

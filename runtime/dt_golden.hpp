@@ -30,6 +30,7 @@ struct DtCaseReport {
   int N = 0, B = 0, n_iter = 0;
   double err_one_step = 0, err_n_iter = -1;  // max abs error; -1: not in the case
   std::vector<std::pair<std::string, double>> stage_errors;  // readable staged path vs the twin's stages
+  std::vector<std::string> stages_not_compared;              // stages the file gives that we do not compute
   bool pass = false;
 };
 

@@ -34,6 +34,10 @@ struct CoreConfig {
   static CoreConfig ideal(double alpha, double beta);
 };
 
+// Checks that alpha and beta hold 1 or N values and that W is square, finite and not all zero.
+// Throws aoc::Error naming the field.
+void check_loop_shapes(const CoreConfig& cfg, long rows, long cols, bool finite, double max_abs);
+
 // Per-channel value of a coefficient list that is empty, one value, or one per channel.
 double coeff_at(const std::vector<double>& v, int j, double if_empty);
 

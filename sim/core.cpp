@@ -26,16 +26,21 @@ FoldedChain fold_optical_chain(const Hardware& hw, const CoreConfig& cfg, const 
 
 namespace {
 
-// GCC vector extensions: one 64-byte vector (an AVX-512 register; two AVX2 registers elsewhere).
-template <class T> struct Vec;
-template <> struct Vec<float> { typedef float type __attribute__((vector_size(64))); };
-template <> struct Vec<double> { typedef double type __attribute__((vector_size(64))); };
-
-#ifdef __AVX512F__
-constexpr int kMR = 4, kNV = 4;  // register tile: rows x vectors (16 accumulators of 32)
+// GCC vector extensions, as wide as the target's registers. Rows are padded to 64 bytes whatever
+// the width, so every instantiation sees whole vectors.
+#if defined(__AVX512F__)
+constexpr int kVecBytes = 64, kMR = 4, kNV = 4;  // register tile: rows x vectors (16 accumulators of 32)
+#elif defined(__AVX__)
+constexpr int kVecBytes = 32, kMR = 4, kNV = 2;  // 8 accumulators of 16
 #else
-constexpr int kMR = 2, kNV = 2;
+constexpr int kVecBytes = 16, kMR = 4, kNV = 2;
 #endif
+template <class T> struct Vec;
+template <> struct Vec<float> { typedef float type __attribute__((vector_size(kVecBytes))); };
+template <> struct Vec<double> { typedef double type __attribute__((vector_size(kVecBytes))); };
+template <class T>
+constexpr int kVecLanes = kVecBytes / static_cast<int>(sizeof(T));
+static_assert(64 % kVecBytes == 0, "row padding must hold whole vectors");
 constexpr int kTileRows = 64;  // rows per thread task: L (64 x 2N) stays in L1/L2
 
 template <class T>
@@ -53,7 +58,7 @@ template <class T, int MR, int NV>
 inline void gemm_tile(const T* L, int ldl, const T* F, int ld, int K, int j0, const T* c, const T* alpha,
                       T gamma, bool has_gamma, const T* z, const T* inj, const T* zprev, T* out) {
   using V = typename Vec<T>::type;
-  constexpr int W = kLanes<T>;
+  constexpr int W = kVecLanes<T>;
   V acc[MR][NV];
   for (int i = 0; i < MR; ++i)
     for (int v = 0; v < NV; ++v) acc[i][v] = V{} ;
@@ -82,7 +87,7 @@ inline void gemm_tile(const T* L, int ldl, const T* F, int ld, int K, int j0, co
 template <class T, int MR>
 inline void gemm_rows(const T* L, int ldl, const T* F, int ld, int K, const T* c, const T* alpha, T gamma,
                       bool has_gamma, const T* z, const T* inj, const T* zprev, T* out) {
-  constexpr int W = kLanes<T>;
+  constexpr int W = kVecLanes<T>;
   const int nvec = ld / W;
   int v0 = 0;
   for (; v0 + kNV <= nvec; v0 += kNV)
@@ -102,13 +107,9 @@ OpticalCore<T>::OpticalCore(const Hardware& hw, CoreConfig cfg) : hw_(hw), cfg_(
 
 template <class T>
 void OpticalCore<T>::load_weights(const MatrixXdR& W, const Eigen::VectorXd& bias) {
-  if (W.rows() != W.cols()) throw Error("weights: the matrix must be square, got " + std::to_string(W.rows()) + "x" + std::to_string(W.cols()));
+  check_loop_shapes(cfg_, W.rows(), W.cols(), W.allFinite(), W.allFinite() ? W.cwiseAbs().maxCoeff() : 0.0);
   if (bias.size() != W.cols()) throw Error("bias: expected " + std::to_string(W.cols()) + " values, got " + std::to_string(bias.size()));
-  if (!W.allFinite()) throw Error("weights: contains NaN or infinity");
   if (!bias.allFinite()) throw Error("bias: contains NaN or infinity");
-  for (const auto* v : {&cfg_.alpha, &cfg_.beta})
-    if (v->size() > 1 && static_cast<Eigen::Index>(v->size()) != W.cols())
-      throw Error(std::string(v == &cfg_.alpha ? "alpha" : "beta") + ": expected 1 or " + std::to_string(W.cols()) + " values, got " + std::to_string(v->size()));
   n_ = static_cast<int>(W.cols());
   ld_ = padded<T>(n_);
   const FoldedChain f = fold_optical_chain(hw_, cfg_, W);
@@ -236,7 +237,8 @@ void OpticalCore<T>::step_tile(const T* z, const T* inj, const T* zprev, T* out,
 
 template <class T>
 void OpticalCore<T>::step(const Batch<T>& z, const Batch<T>& inj, const Batch<T>* z_prev, Batch<T>& out) const {
-  if (z.n != n_ || inj.n != n_ || inj.rows != z.rows) throw Error("step: batch shapes do not match the core");
+  if (z.n != n_ || inj.n != n_ || inj.rows != z.rows || (z_prev && (z_prev->n != n_ || z_prev->rows != z.rows)))
+    throw Error("step: batch shapes do not match the core");
   if (out.rows != z.rows || out.n != n_) out = Batch<T>(z.rows, n_);
   const int tiles = (z.rows + kTileRows - 1) / kTileRows;
   const size_t scratch_len = static_cast<size_t>(kTileRows) * ld_ * 3;

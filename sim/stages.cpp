@@ -11,6 +11,17 @@ double coeff_at(const std::vector<double>& v, int j, double if_empty) {
   return v.size() == 1 ? v[0] : v[static_cast<size_t>(j)];
 }
 
+void check_loop_shapes(const CoreConfig& cfg, long rows, long cols, bool finite, double max_abs) {
+  if (rows != cols) throw Error("weights: the matrix must be square, got " + std::to_string(rows) + "x" + std::to_string(cols));
+  if (!finite) throw Error("weights: contains NaN or infinity");
+  if (!(max_abs > 0)) throw Error("weights: the matrix is all zeros");
+  for (const auto* v : {&cfg.alpha, &cfg.beta})
+    if (v->size() > 1 && static_cast<long>(v->size()) != cols)
+      throw Error(std::string(v == &cfg.alpha ? "alpha" : "beta") + ": expected 1 or " + std::to_string(cols) +
+                  " values, got " + std::to_string(v->size()));
+  if (cfg.gamma && !std::isfinite(*cfg.gamma)) throw Error("gamma: not a finite number");
+}
+
 CoreConfig CoreConfig::twin_defaults(const Hardware& hw) {
   CoreConfig c;
   c.switches = hw.defaults.switches;
@@ -110,7 +121,10 @@ MatrixXdR optical_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixX
                         const MatrixXdR& led_neg, StepStages* stages) {
   const int N = static_cast<int>(W.cols());
   const int n = hw.channels;
-  if (W.rows() != N) throw Error("weights: the matrix must be square, got " + std::to_string(W.rows()) + "x" + std::to_string(N));
+  const double m = W.cwiseAbs().maxCoeff();
+  check_loop_shapes(cfg, W.rows(), N, W.allFinite(), m);
+  if (led_pos.cols() != N || led_neg.cols() != N || led_pos.rows() != led_neg.rows())
+    throw Error("optical chain: LED drives must be B x " + std::to_string(N));
   const Switches& sw = cfg.switches;
   StepStages local;
   StepStages& s = stages ? *stages : local;
@@ -123,8 +137,6 @@ MatrixXdR optical_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixX
     s.after_fanin_neg *= per_channel(hw.fan_in_neg, N, n).asDiagonal();
   }
   // 4. signed split, normalisation by max|W|, per-column SLM distortion (q0 leaks everywhere)
-  const double m = W.cwiseAbs().maxCoeff();
-  if (!(m > 0)) throw Error("weights: the matrix is all zeros");
   const MatrixXdR wp = W.cwiseMax(0.0) / m, wn = (-W).cwiseMax(0.0) / m;
   s.W_pos_distorted_norm = wp;
   s.W_neg_distorted_norm = wn;
@@ -205,6 +217,9 @@ StepStages twin_step_stages(const Hardware& hw, const CoreConfig& cfg, const Mat
                             const Eigen::VectorXd& bias, const MatrixXdR& z, const MatrixXdR& x,
                             const MatrixXdR* z_prev) {
   const int N = static_cast<int>(W.cols());
+  if (bias.size() != N) throw Error("bias: expected " + std::to_string(N) + " values, got " + std::to_string(bias.size()));
+  if (z.cols() != N || x.cols() != N || x.rows() != z.rows() || (z_prev && (z_prev->rows() != z.rows() || z_prev->cols() != N)))
+    throw Error("step: z, x (and z_prev) must all be B x " + std::to_string(N));
   StepStages s;
   // 1. electronics nonlinearity
   s.after_tanh = z.unaryExpr([&](double v) {

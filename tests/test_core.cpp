@@ -277,6 +277,28 @@ TEST_CASE("core: the SLM-darkness switch has no effect when photodetector crosst
   }
 }
 
+TEST_CASE("core: the 48-variable PBS leak adds channel j's source light to output j, scaled by the TIA gain even with output efficiencies off") {
+  const Hardware& hw = hw48();
+  CoreConfig cfg = CoreConfig::twin_all_off(hw);
+  cfg.switches.pbs_crosstalk = true;
+  const Problem p = make_problem(48, 4, 310);
+  const StepStages s = twin_step_stages(hw, cfg, p.W, p.bias, p.z, p.x);
+  const double g = cfg.scale / 48.0;
+  Eigen::VectorXd kp(48), kn(48), kp_no_tia(48);
+  for (int j = 0; j < 48; ++j) {
+    kp(j) = hw.gain_pos[j] * hw.pbs_neg_to_pos[j];  // "negative_to_positive" pairs with the positive path
+    kn(j) = hw.gain_neg[j] * hw.pbs_pos_to_neg[j];
+    kp_no_tia(j) = hw.pbs_neg_to_pos[j];
+  }
+  const MatrixXdR pos = (s.after_fanin_pos * s.W_pos_distorted_norm + s.after_fanin_pos * kp.asDiagonal()) * g;
+  const MatrixXdR neg = (s.after_fanin_neg * s.W_neg_distorted_norm + s.after_fanin_neg * kn.asDiagonal()) * g;
+  CHECK(max_abs_diff(s.after_vmm_chain_pos, pos) <= 1e-14);
+  CHECK(max_abs_diff(s.after_vmm_chain_neg, neg) <= 1e-14);
+  // without the TIA gain it would be measurably different
+  const MatrixXdR pos_no_tia = (s.after_fanin_pos * s.W_pos_distorted_norm + s.after_fanin_pos * kp_no_tia.asDiagonal()) * g;
+  CHECK(max_abs_diff(s.after_vmm_chain_pos, pos_no_tia) > 1e-8);
+}
+
 TEST_CASE("core: the SLM darkness is subtracted only when the calibration applies per channel (the twin's mean-fallback quirk)") {
   // 24 variables on the 48-variable machine: the PD crosstalk uses y, not y - darkness.
   CoreConfig on = CoreConfig::twin_defaults(hw48());

@@ -46,6 +46,7 @@ int run(const Opts& o) {
                        {"err_one_step", r.err_one_step}, {"pass", r.pass}};
       if (r.n_iter > 0) e["n_iter"] = r.n_iter, e["err_n_iter"] = r.err_n_iter;
       for (const auto& [name, err] : r.stage_errors) e["stage_errors"][name] = err;
+      if (!r.stages_not_compared.empty()) e["stages_not_compared"] = r.stages_not_compared;
       j["cases"].push_back(e);
       if (o.json) continue;
       char nit[32] = "-";
@@ -54,6 +55,8 @@ int run(const Opts& o) {
                   r.err_one_step, nit, r.pass ? "PASS" : "FAIL");
       if (o.stages)
         for (const auto& [name, err] : r.stage_errors) std::printf("    stage %-28s %10.2e\n", name.c_str(), err);
+      for (const auto& name : r.stages_not_compared)
+        std::printf("    stage %-28s not compared: not a stage aoc computes, or another shape\n", name.c_str());
     }
   }
   j["passed"] = passed;
