@@ -152,12 +152,8 @@ DtCaseReport run_case(const DtCase& c, const Hardware& hw, const DtTolerance& to
   }
   if (!c.stages.empty()) {
     const StepStages s = twin_step_stages(hw, c.cfg, c.W, c.bias, c.z0, c.x);
-    const std::map<std::string, const MatrixXdR*> ours = {
-        {"after_tanh", &s.after_tanh}, {"after_led_pos", &s.after_led_pos}, {"after_led_neg", &s.after_led_neg},
-        {"after_fanin_pos", &s.after_fanin_pos}, {"after_fanin_neg", &s.after_fanin_neg},
-        {"W_pos_distorted_norm", &s.W_pos_distorted_norm}, {"W_neg_distorted_norm", &s.W_neg_distorted_norm},
-        {"after_vmm_chain_pos", &s.after_vmm_chain_pos}, {"after_vmm_chain_neg", &s.after_vmm_chain_neg},
-        {"after_closed_loop", &s.after_closed_loop}, {"step_output", &s.step_output}};
+    const auto named = s.named();
+    const std::map<std::string, const MatrixXdR*> ours(named.begin(), named.end());
     for (const auto& [name, ref] : c.stages) {
       auto it = ours.find(name);
       if (it == ours.end() || it->second->rows() != ref.rows() || it->second->cols() != ref.cols()) {

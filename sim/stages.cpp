@@ -50,6 +50,20 @@ CoreConfig CoreConfig::ideal(double alpha, double beta) {
   return c;
 }
 
+std::vector<std::pair<std::string, const MatrixXdR*>> StepStages::named() const {
+  return {{"after_tanh", &after_tanh},
+          {"after_led_pos", &after_led_pos},
+          {"after_led_neg", &after_led_neg},
+          {"after_fanin_pos", &after_fanin_pos},
+          {"after_fanin_neg", &after_fanin_neg},
+          {"W_pos_distorted_norm", &W_pos_distorted_norm},
+          {"W_neg_distorted_norm", &W_neg_distorted_norm},
+          {"after_vmm_chain_pos", &after_vmm_chain_pos},
+          {"after_vmm_chain_neg", &after_vmm_chain_neg},
+          {"after_closed_loop", &after_closed_loop},
+          {"step_output", &step_output}};
+}
+
 double twin_sigmoid(const std::array<double, 6>& k, double z) {
   const double u = k[0] * z + k[1];
   return k[3] * u / std::pow(1.0 + std::pow(std::abs(u), k[2]), 1.0 / k[2]) + k[4] + k[5] * z;

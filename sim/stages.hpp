@@ -4,6 +4,9 @@
 // the twin's golden intermediate values.
 #pragma once
 #include <Eigen/Dense>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "sim/config.hpp"
 #include "sim/hardware.hpp"
@@ -18,6 +21,9 @@ struct StepStages {
   MatrixXdR after_vmm_chain_pos, after_vmm_chain_neg;    // after gains, crosstalk and s/N
   MatrixXdR after_closed_loop;                           // balanced and corrected, before alpha*z
   MatrixXdR step_output;                                 // z_{t+1}
+
+  // Each stage under the twin's name for it (the keys of its golden files' stages_one_step).
+  std::vector<std::pair<std::string, const MatrixXdR*>> named() const;
 };
 
 // W is in AOC convention (out = a @ W, W(i_in, j_out)), square N x N; z, x: B x N; bias: N.

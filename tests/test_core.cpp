@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support.hpp"
 #include "sim/batch.hpp"
 #include "sim/config.hpp"
 #include "sim/core.hpp"
@@ -24,15 +25,7 @@
 namespace {
 
 using namespace aoc;
-
-const Hardware& hw48() {
-  static const Hardware hw = load_hardware(resolve_hardware_path("aoc-48"));
-  return hw;
-}
-const Hardware& hw16() {
-  static const Hardware hw = load_hardware(resolve_hardware_path("aoc-16"));
-  return hw;
-}
+using namespace aoc::test;
 
 MatrixXdR uniform(int rows, int cols, double lo, double hi, std::mt19937_64& rng) {
   std::uniform_real_distribution<double> d(lo, hi);

@@ -5,21 +5,14 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
+#include "tests/support.hpp"
 #include "sim/hardware.hpp"
 #include "sim/readout.hpp"
 
 namespace {
 
 using namespace aoc;
-
-const Hardware& hw48() {
-  static const Hardware hw = load_hardware(resolve_hardware_path("aoc-48"));
-  return hw;
-}
-const Hardware& hw16() {
-  static const Hardware hw = load_hardware(resolve_hardware_path("aoc-16"));
-  return hw;
-}
+using namespace aoc::test;
 
 double sat48(double z, Piece0Form form = Piece0Form::Documented) { return readout_saturation(hw48().readout, z, form); }
 double sat16(double z) { return readout_saturation(hw16().readout, z); }

@@ -10,6 +10,7 @@
 #include <set>
 #include <vector>
 
+#include "tests/support.hpp"
 #include "sim/batch.hpp"
 #include "sim/config.hpp"
 #include "sim/core.hpp"
@@ -20,11 +21,7 @@
 namespace {
 
 using namespace aoc;
-
-const Hardware& hw48() {
-  static const Hardware hw = load_hardware(resolve_hardware_path("aoc-48"));
-  return hw;
-}
+using namespace aoc::test;
 
 RowMatrix<double> uniform(int rows, int cols, double lo, double hi, std::mt19937_64& rng) {
   std::uniform_real_distribution<double> d(lo, hi);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support.hpp"
 #include "runtime/dt_golden.hpp"
 #include "sim/hardware.hpp"
 #include "sim/stages.hpp"
@@ -14,16 +15,11 @@
 namespace {
 
 using namespace aoc;
+using namespace aoc::test;
 
 const std::vector<DtCase>& golden_cases() {
   static const std::vector<DtCase> cases = load_dt_golden(AOC_TEST_DATA "/dt_golden.json");
   return cases;
-}
-
-const Hardware& machine(int n_variables) {
-  static const Hardware hw48 = load_hardware(resolve_hardware_path("aoc-48"));
-  static const Hardware hw16 = load_hardware(resolve_hardware_path("aoc-16"));
-  return n_variables == 16 ? hw16 : hw48;
 }
 
 void check_case_passes(Precision p) {
@@ -78,12 +74,8 @@ TEST_CASE("golden: every recorded stage of the staged twin iteration is within 1
     if (c.stages.empty()) continue;
     ++cases_with_stages;
     const StepStages s = twin_step_stages(machine(c.hw_n_variables), c.cfg, c.W, c.bias, c.z0, c.x);
-    const std::map<std::string, const MatrixXdR*> ours = {
-        {"after_tanh", &s.after_tanh}, {"after_led_pos", &s.after_led_pos}, {"after_led_neg", &s.after_led_neg},
-        {"after_fanin_pos", &s.after_fanin_pos}, {"after_fanin_neg", &s.after_fanin_neg},
-        {"W_pos_distorted_norm", &s.W_pos_distorted_norm}, {"W_neg_distorted_norm", &s.W_neg_distorted_norm},
-        {"after_vmm_chain_pos", &s.after_vmm_chain_pos}, {"after_vmm_chain_neg", &s.after_vmm_chain_neg},
-        {"after_closed_loop", &s.after_closed_loop}, {"step_output", &s.step_output}};
+    const auto named = s.named();
+    const std::map<std::string, const MatrixXdR*> ours(named.begin(), named.end());
     std::set<std::string> seen;
     for (const auto& [name, ref] : c.stages) {
       INFO("case " << c.name << ", stage " << name);
