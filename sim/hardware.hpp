@@ -8,6 +8,9 @@
 #include <utility>
 #include <vector>
 
+#include "sim/energy.hpp"
+#include "sim/physics_spec.hpp"
+
 namespace aoc {
 
 using Quad = std::array<double, 3>;  // q2, q1, q0: q2*w^2 + q1*w + q0
@@ -76,6 +79,12 @@ struct Hardware {
   double clip_lo = 0, clip_hi = 0;  // joint clip of x + b at injection
   ReadoutSaturation readout;
   TwinDefaults defaults;
+
+  // Physical sections (absent in a file that only holds the twin's calibration).
+  std::optional<NoiseSpec> noise;
+  std::optional<ConverterSpec> converters;
+  std::optional<TimingSpec> timing;
+  std::optional<EnergySpec> energy;
 
   // Field name -> where its value came from (yaml key, file, paper), as the file states it.
   // Keys: "calibration.<key>", "defaults", and "unused.<key>" for each entry of "unused".

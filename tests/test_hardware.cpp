@@ -369,8 +369,8 @@ TEST_CASE("hardware: an unsupported version is an error") {
 
 TEST_CASE("hardware: an unknown top-level key is an error naming the key") {
   json j = bundled("aoc-48");
-  j["noise"] = json::object();
-  expect_error(j, "noise", "unknown key");
+  j["nosie"] = json::object();
+  expect_error(j, "nosie", "unknown key (did you mean noise?)");
 }
 
 TEST_CASE("hardware: an unknown calibration key is an error that suggests the likely intended key") {

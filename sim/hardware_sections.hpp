@@ -1,0 +1,25 @@
+// Parsers of the optional sections of a hardware file, each in the file of its subject; called by
+// load_hardware. Internal to sim/.
+#pragma once
+#include "sim/json_reader.hpp"
+
+namespace aoc {
+
+NoiseSpec read_noise(const jsonr::Reader& r, const jsonr::json& j, Hardware& hw);
+ConverterSpec read_converters(const jsonr::Reader& r, const jsonr::json& j, Hardware& hw);
+TimingSpec read_timing(const jsonr::Reader& r, const jsonr::json& j, Hardware& hw);
+EnergySpec read_energy(const jsonr::Reader& r, const jsonr::json& j, Hardware& hw);
+
+// A table of quantities {"name": {"value": v, "unit": "...", "source": "..."}}: each known name
+// with its unit (checked) and range; unknown names are errors; sources go to hw.sources.
+struct QuantityField {
+  const char* name;
+  const char* unit;
+  jsonr::Range range;
+  double* out;
+  bool required = true;
+};
+void read_quantities(const jsonr::Reader& r, const jsonr::json& j, const std::string& section,
+                     const std::vector<QuantityField>& fields, Hardware& hw);
+
+}  // namespace aoc

@@ -1,0 +1,99 @@
+#include "sim/physics_spec.hpp"
+
+#include <cmath>
+
+#include "sim/hardware_sections.hpp"
+
+namespace aoc {
+
+using namespace jsonr;
+
+double step_fraction(const TimingSpec& t) {
+  if (t.bandwidth_mhz <= 0) return 1.0;
+  // first-order response: after one period T the step is 1 - exp(-2 pi f T) complete
+  return 1.0 - std::exp(-2.0 * M_PI * t.bandwidth_mhz * 1e6 * t.loop_period_ns * 1e-9);
+}
+
+void read_quantities(const Reader& r, const json& j, const std::string& section,
+                     const std::vector<QuantityField>& fields, Hardware& hw) {
+  r.object(j, section);
+  std::vector<std::string> names;
+  for (const auto& f : fields) names.push_back(f.name);
+  r.only_keys(j, section, names);
+  for (const auto& f : fields) {
+    const json* e = r.find(j, f.name);
+    if (!e) {
+      if (f.required) r.fail(sub(section, f.name), "missing required field");
+      continue;
+    }
+    const std::string F = sub(section, f.name);
+    r.object(*e, F);
+    r.only_keys(*e, F, {"value", "unit", "source"});
+    const std::string unit = r.text(r.need(*e, F, "unit"), F + ".unit", false);
+    if (unit != f.unit) r.fail(F + ".unit", "expected \"" + std::string(f.unit) + "\", got \"" + unit + "\"");
+    *f.out = r.number(r.need(*e, F, "value"), F + ".value", f.range);
+    hw.sources[F] = r.text(r.need(*e, F, "source"), F + ".source", true);
+  }
+}
+
+namespace {
+const Range kFraction{0, 1, true, true};
+int bits(const Reader& r, double v, const std::string& field) {
+  if (v != std::floor(v) || v < 1 || v > 24) r.fail(field, num(v) + " is not a whole number of bits from 1 to 24");
+  return static_cast<int>(v);
+}
+}  // namespace
+
+NoiseSpec read_noise(const Reader& r, const json& j, Hardware& hw) {
+  NoiseSpec n;
+  read_quantities(r, j, "noise",
+                  {{"led_bias", "V", kPositive, &n.led_bias},
+                   {"photons_per_sample", "photons", kNonNegative, &n.photons_per_sample},
+                   {"thermal_sigma", "V", kNonNegative, &n.thermal_sigma},
+                   {"rin_sigma", "1", kFraction, &n.rin_sigma},
+                   {"slm_fixed_pattern_sigma", "1", kFraction, &n.slm_fixed_pattern_sigma},
+                   {"drift_sigma", "V", kNonNegative, &n.drift_sigma},
+                   {"drift_time_us", "us", kPositive, &n.drift_time_us},
+                   {"flicker_sigma", "V", kNonNegative, &n.flicker_sigma}},
+                  hw);
+  return n;
+}
+
+ConverterSpec read_converters(const Reader& r, const json& j, Hardware& hw) {
+  ConverterSpec c;
+  double slm = 0, dac = 0, adc = 0;
+  read_quantities(r, j, "converters",
+                  {{"slm_bits", "bit", kPositive, &slm},
+                   {"dac_bits", "bit", kPositive, &dac},
+                   {"dac_min", "V", kAny, &c.dac_range[0]},
+                   {"dac_max", "V", kAny, &c.dac_range[1]},
+                   {"adc_bits", "bit", kPositive, &adc},
+                   {"adc_min", "V", kAny, &c.adc_range[0]},
+                   {"adc_max", "V", kAny, &c.adc_range[1]}},
+                  hw);
+  c.slm_bits = bits(r, slm, "converters.slm_bits.value");
+  if (c.slm_bits < 2) r.fail("converters.slm_bits.value", "signed weight codes need at least 2 bits");
+  c.dac_bits = bits(r, dac, "converters.dac_bits.value");
+  c.adc_bits = bits(r, adc, "converters.adc_bits.value");
+  if (!(c.dac_range[0] < c.dac_range[1])) r.fail("converters.dac_max.value", "must be above dac_min");
+  if (!(c.adc_range[0] < c.adc_range[1])) r.fail("converters.adc_max.value", "must be above adc_min");
+  return c;
+}
+
+TimingSpec read_timing(const Reader& r, const json& j, Hardware& hw) {
+  TimingSpec t;
+  double samples = 0;
+  read_quantities(r, j, "timing",
+                  {{"loop_period_ns", "ns", kPositive, &t.loop_period_ns},
+                   {"bandwidth_mhz", "MHz", kNonNegative, &t.bandwidth_mhz},
+                   {"settle_ns", "ns", kNonNegative, &t.settle_ns},
+                   {"readout_samples", "1", kPositive, &samples},
+                   {"readout_rate_mhz", "MHz", kPositive, &t.readout_rate_mhz},
+                   {"slm_reload_us", "us", kNonNegative, &t.slm_reload_us}},
+                  hw);
+  if (samples != std::floor(samples) || samples > 1e6) r.fail("timing.readout_samples.value", num(samples) + " is not a whole number of samples up to 1e6");
+  t.readout_samples = static_cast<int>(samples);
+  return t;
+}
+
+}  // namespace aoc

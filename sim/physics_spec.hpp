@@ -1,0 +1,44 @@
+// The physical sections of a hardware file beyond the twin's calibration: noise levels,
+// converters and timing (docs/hardware.md). Each value in the file carries a unit, checked on
+// load, and a source (a paper, a datasheet, or "estimate: why").
+#pragma once
+#include <array>
+#include <map>
+#include <string>
+
+namespace aoc {
+
+// Per-iteration noise of the optical loop, in the loop's own units (the twin's volts).
+// A level of 0 switches a source off; noise as a whole is switched per run (RunNoise).
+struct NoiseSpec {
+  double led_bias = 0;            // LED bias light, in the units of the LED drive (signals swing around it)
+  double photons_per_sample = 0;  // photons detected per detector per iteration at the reference power
+  double thermal_sigma = 0;       // receiver (TIA) thermal noise, V rms per channel per iteration
+  double rin_sigma = 0;           // LED relative intensity noise, relative rms per iteration
+  double slm_fixed_pattern_sigma = 0;  // relative rms error of each SLM transmission, per programming
+  double drift_sigma = 0;         // slow per-channel drift, V rms
+  double drift_time_us = 1;       // time over which the drift decorrelates
+  double flicker_sigma = 0;       // 1/f noise per channel, V rms over a solve
+};
+
+struct ConverterSpec {
+  int slm_bits = 9;                            // signed weight codes -2^(b-1) .. 2^(b-1)-1
+  int dac_bits = 8;                            // input injection DAC
+  std::array<double, 2> dac_range{-1.3, 1.3};  // V
+  int adc_bits = 8;                            // fixed-point readout ADC
+  std::array<double, 2> adc_range{-3.3, 3.3};  // V
+};
+
+struct TimingSpec {
+  double loop_period_ns = 20;     // one optical iteration
+  double bandwidth_mhz = 0;       // -3 dB bandwidth of the loop electronics; 0: settles within a period
+  double settle_ns = 0;           // wait before the readout window opens
+  int readout_samples = 1;        // ADC samples averaged per readout
+  double readout_rate_mhz = 1;    // ADC sample rate during readout
+  double slm_reload_us = 0;       // time to program a new weight matrix
+};
+
+// Fraction of its step a state reaches in one period with a first-order response of this bandwidth.
+double step_fraction(const TimingSpec& t);
+
+}  // namespace aoc
