@@ -1,0 +1,36 @@
+// One fixed-point run of the optical core as `aoc run` does it: optional converters (SLM weight
+// codes, input DAC, readout ADC), the core in float or double, the solver, the readout. With
+// quantization and noise off it is exactly the foundation's core + solver, bit for bit.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "runtime/problem.hpp"
+#include "sim/config.hpp"
+#include "sim/hardware.hpp"
+#include "sim/quantize.hpp"
+#include "sim/solver.hpp"
+
+namespace aoc {
+
+struct LoopRunOptions {
+  bool f64 = true;
+  SolverOptions solver;
+  bool quantize = false;   // SLM codes, DAC and ADC from hw.converters (required when on)
+  bool noise = false;      // noise sources from hw.noise (required when on)
+  std::uint64_t seed = 0;  // noise seed
+  int threads = 1;
+};
+
+struct LoopRunResult {
+  SolveResult solve;                      // fixed points, iterations, convergence, residuals (+ trace)
+  RowMatrix<std::int32_t> slm_codes;      // N x N, when quantized
+  double slm_scale = 0;                   // value of one SLM code step
+  RowMatrix<std::int32_t> dac_codes;      // B x N injection codes, when quantized
+  RowMatrix<std::int32_t> adc_codes;      // B x N readout codes, when quantized
+  RowMatrix<double> readout;              // B x N: what leaves the machine (saturation, ADC)
+};
+
+LoopRunResult run_loop(const Hardware& hw, const CoreConfig& cfg, const LoopProblem& p, const LoopRunOptions& o);
+
+}  // namespace aoc

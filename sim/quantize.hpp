@@ -1,0 +1,32 @@
+// Converters between the analog loop and the digital world: SLM weight codes, the input DAC and
+// the readout ADC. Codes are plain integers so that outputs can expose them.
+#pragma once
+#include <cstdint>
+
+#include "sim/batch.hpp"
+#include "sim/stages.hpp"
+
+namespace aoc {
+
+// Signed b-bit SLM codes, the paper's scheme: normalise by max|W|, round to
+// q = clamp(round(W / max|W| * qmax), qmin, qmax) with qmax = 2^(b-1) - 1, qmin = -2^(b-1);
+// the lost scale max|W| comes back through the loop gain, so W is represented as q * max|W| / qmax.
+struct WeightCodes {
+  RowMatrix<std::int32_t> codes;
+  double scale = 0;  // value of one code step: max|W| / qmax
+  int bits = 0;
+  MatrixXdR values() const;  // codes * scale
+};
+WeightCodes quantize_weights(const MatrixXdR& W, int bits);
+
+// A uniform converter over [lo, hi] with 2^bits levels: inputs outside the range clip to its ends.
+struct UniformConverter {
+  double lo = 0, hi = 1;
+  int bits = 8;
+  double step() const;
+  std::int32_t code(double v) const;  // 0 .. 2^bits - 1
+  double value(std::int32_t code) const;
+  double quantize(double v) const { return value(code(v)); }
+};
+
+}  // namespace aoc
