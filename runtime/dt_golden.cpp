@@ -146,8 +146,7 @@ DtCaseReport run_case(const DtCase& c, const Hardware& hw, const DtTolerance& to
   core.step(z0, inj, nullptr, out);
   r.err_one_step = (out.to_double() - c.one_step).cwiseAbs().maxCoeff();
   if (c.n_iter > 0) {
-    const StepFn<T> f = [&core](const Batch<T>& z, const Batch<T>& in, const Batch<T>* prev, Batch<T>& o) { core.step(z, in, prev, o); };
-    const SolveResult res = solve_fixed_point<T>(f, inj, z0, SolverOptions::fixed(c.n_iter));
+    const SolveResult res = solve_fixed_point<T>(core.step_fn(), inj, z0, SolverOptions::fixed(c.n_iter));
     r.err_n_iter = (res.z - c.after_n_iter).cwiseAbs().maxCoeff();
   }
   if (!c.stages.empty()) {

@@ -8,15 +8,31 @@
 
 namespace aoc {
 
+NoiseRun noise_run(const Hardware& hw, std::uint64_t seed, int max_iter) {
+  if (!hw.noise) throw Error(hw.path + ": noise: missing (needed for a noisy run)");
+  NoiseRun n;
+  n.spec = *hw.noise;
+  n.seed = seed;
+  const TimingSpec t = hw.timing.value_or(TimingSpec{});
+  n.loop_period_us = t.loop_period_ns * 1e-3;
+  n.sample_spacing_us = (max_iter * t.loop_period_ns + t.settle_ns) * 1e-3 + t.readout_samples / t.readout_rate_mhz;
+  n.flicker_length = 2;
+  while (n.flicker_length < max_iter) n.flicker_length *= 2;
+  return n;
+}
+
 namespace {
 
 template <class T>
 LoopRunResult run(const Hardware& hw, const CoreConfig& cfg, const LoopProblem& p, const LoopRunOptions& o) {
   if (o.quantize && !hw.converters) throw Error(hw.path + ": converters: missing (needed for quantization)");
-  if (o.noise && !hw.noise) throw Error(hw.path + ": noise: missing (needed for a noisy run)");
+  if (o.bandwidth && !hw.timing) throw Error(hw.path + ": timing: missing (needed for a finite bandwidth)");
   omp_set_num_threads(o.threads);
   LoopRunResult res;
-  OpticalCore<T> core(hw, cfg);
+  CoreConfig c = cfg;
+  if (o.bandwidth) c.step_fraction = step_fraction(*hw.timing);
+  OpticalCore<T> core(hw, c);
+  if (o.noise) core.set_noise(noise_run(hw, o.seed, o.solver.max_iter));
   if (o.quantize) {
     const WeightCodes q = quantize_weights(p.W, hw.converters->slm_bits);
     res.slm_codes = q.codes;
@@ -35,10 +51,7 @@ LoopRunResult run(const Hardware& hw, const CoreConfig& cfg, const LoopProblem& 
         inj.row(r)[j] = static_cast<T>(dac.value(res.dac_codes(r, j)));
       }
   }
-  const StepFn<T> f = [&core](const Batch<T>& z, const Batch<T>& in, const Batch<T>* prev, Batch<T>& out) {
-    core.step(z, in, prev, out);
-  };
-  res.solve = solve_fixed_point<T>(f, inj, Batch<T>::from(p.z0), o.solver);
+  res.solve = solve_fixed_point<T>(core.step_fn(), inj, Batch<T>::from(p.z0), o.solver);
   res.readout = res.solve.z;
   if (o.quantize) {
     const UniformConverter adc{hw.converters->adc_range[0], hw.converters->adc_range[1], hw.converters->adc_bits};

@@ -7,6 +7,7 @@
 
 #include "runtime/problem.hpp"
 #include "sim/config.hpp"
+#include "sim/core.hpp"
 #include "sim/hardware.hpp"
 #include "sim/quantize.hpp"
 #include "sim/solver.hpp"
@@ -20,7 +21,12 @@ struct LoopRunOptions {
   bool noise = false;      // noise sources from hw.noise (required when on)
   std::uint64_t seed = 0;  // noise seed
   int threads = 1;
+  bool bandwidth = false;  // finite loop bandwidth from hw.timing (each iteration reaches part of its step)
 };
+
+// The noise clock and sequence lengths of a run on this machine: iterations last the loop period,
+// consecutive samples start one solve plus one readout apart.
+NoiseRun noise_run(const Hardware& hw, std::uint64_t seed, int max_iter);
 
 struct LoopRunResult {
   SolveResult solve;                      // fixed points, iterations, convergence, residuals (+ trace)

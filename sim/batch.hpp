@@ -59,4 +59,12 @@ struct Batch {
   }
 };
 
+// Where a step happens: the iteration (0-based) and, for each row of the batch, the sample it
+// holds (nullptr: row r holds sample r). Noise draws are keyed by these, not by the row.
+struct StepContext {
+  int iteration = 0;
+  const int* samples = nullptr;
+  int sample(int row) const { return samples ? samples[row] : row; }
+};
+
 }  // namespace aoc

@@ -14,6 +14,15 @@ enum class LedModel { Twin, Linear };    // the fitted microLED cubics, or drive
 // beta or scale), its normalise_matrix=False (max|W|), or an exact gain beta (effective W' = beta*W).
 enum class GainMode { ScaleOverN, MaxAbs, Explicit };
 
+// Annealing of alpha over a solve (the twin has none). Linear: start -> end over `iterations`,
+// then end. Exponential: end + (start - end) exp(-k / iterations).
+struct AlphaSchedule {
+  enum class Kind { Constant, Linear, Exponential } kind = Kind::Constant;
+  double start = 0, end = 0;
+  int iterations = 1;
+  double at(int k) const;
+};
+
 struct CoreConfig {
   Switches switches;
   GainMode gain = GainMode::ScaleOverN;
@@ -25,6 +34,11 @@ struct CoreConfig {
   LedModel led = LedModel::Twin;
   bool closed_loop = true;  // the twin always applies it where the hardware has one
   bool input_clip = true;   // the twin always clips x + b
+  // Iteration physics the twin does not model: the fraction of its step the state reaches in one
+  // loop period (finite electronic bandwidth, 1 = settles fully; see step_fraction() in
+  // sim/physics_spec.hpp) and an annealing schedule that replaces alpha.
+  double step_fraction = 1.0;
+  AlphaSchedule alpha_schedule;
 
   // The twin's AOCCell.from_parameters defaults for this machine (alpha from create_default_aoc_model).
   static CoreConfig twin_defaults(const Hardware& hw);

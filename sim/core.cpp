@@ -5,22 +5,31 @@
 
 #include "sim/error.hpp"
 #include "sim/fastmath.hpp"
+#include "sim/noise.hpp"
 #include <type_traits>
 
 namespace aoc {
 
-FoldedChain fold_optical_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& W) {
+FoldedChain fold_optical_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& W, const SlmPattern* slm) {
   // The chain is affine in the LED drives, so probing it with zero and unit drives gives it exactly:
   // c = chain(0, 0), rows of F = chain(e_i, 0) - c and chain(0, e_i) - c. One implementation of the
   // twin's maths (sim/stages.cpp) serves both the readable path and the fast one.
   const Eigen::Index N = W.cols();
   const MatrixXdR zero = MatrixXdR::Zero(N, N), eye = MatrixXdR::Identity(N, N);
   FoldedChain f;
-  const MatrixXdR c0 = optical_chain(hw, cfg, W, MatrixXdR::Zero(1, N), MatrixXdR::Zero(1, N));
+  StepStages pos, neg;  // the probes' stages: fan-in, SLM transmissions and gains of each path
+  const MatrixXdR c0 = optical_chain(hw, cfg, W, MatrixXdR::Zero(1, N), MatrixXdR::Zero(1, N), nullptr, slm);
   f.c = c0.row(0).transpose();
   f.F.resize(2 * N, N);
-  f.F.topRows(N) = optical_chain(hw, cfg, W, eye, zero).rowwise() - c0.row(0);
-  f.F.bottomRows(N) = optical_chain(hw, cfg, W, zero, eye).rowwise() - c0.row(0);
+  f.F.topRows(N) = optical_chain(hw, cfg, W, eye, zero, &pos, slm).rowwise() - c0.row(0);
+  f.F.bottomRows(N) = optical_chain(hw, cfg, W, zero, eye, &neg, slm).rowwise() - c0.row(0);
+  // Light on channel j's detectors per unit drive of LED i: fan-in (a unit probe's after_fanin is
+  // its diagonal) times the SLM transmission of each path.
+  f.F_light.resize(2 * N, N);
+  f.F_light.topRows(N) = pos.after_fanin_pos.diagonal().asDiagonal() * pos.W_pos_distorted_norm;
+  f.F_light.bottomRows(N) = neg.after_fanin_neg.diagonal().asDiagonal() * neg.W_neg_distorted_norm;
+  f.light_per_bias = f.F_light.colwise().sum().transpose();
+  f.detector_gain = pos.detector_gain;
   return f;
 }
 
@@ -52,16 +61,24 @@ inline typename Vec<T>::type load(const T* p) {
 template <class T>
 inline void store(T* p, typename Vec<T>::type v) { std::memcpy(p, &v, sizeof v); }
 
-// out[i, j] = sum_k L[i, k] F[k, j] + epilogue, for MR rows and NV vectors of columns starting at j0.
+// What the matrix product's epilogue adds to each output: out = kappa*(acc + c + alpha z + inj
+// + gamma (z - z_prev)) + (1 - kappa) z. Without an epilogue (plain) the product is stored as is.
+template <class T>
+struct Epilogue {
+  const T *c = nullptr, *alpha = nullptr, *z = nullptr, *inj = nullptr, *zprev = nullptr;
+  T gamma = 0, kappa = 1;
+  bool has_gamma = false, plain = false;
+};
+
+// out[i, j] = sum_k L[i, k] F[k, j] (+ epilogue), for MR rows and NV vectors of columns from j0.
 // Every output element is one FMA chain over k in order, whichever instantiation computes it.
 template <class T, int MR, int NV>
-inline void gemm_tile(const T* L, int ldl, const T* F, int ld, int K, int j0, const T* c, const T* alpha,
-                      T gamma, bool has_gamma, const T* z, const T* inj, const T* zprev, T* out) {
+inline void gemm_tile(const T* L, int ldl, const T* F, int ld, int K, int j0, const Epilogue<T>& e, size_t row0, T* out) {
   using V = typename Vec<T>::type;
   constexpr int W = kVecLanes<T>;
   V acc[MR][NV];
   for (int i = 0; i < MR; ++i)
-    for (int v = 0; v < NV; ++v) acc[i][v] = V{} ;
+    for (int v = 0; v < NV; ++v) acc[i][v] = V{};
   for (int k = 0; k < K; ++k) {
     V b[NV];
     for (int v = 0; v < NV; ++v) b[v] = load(F + static_cast<size_t>(k) * ld + j0 + v * W);
@@ -74,29 +91,48 @@ inline void gemm_tile(const T* L, int ldl, const T* F, int ld, int K, int j0, co
     const size_t r = static_cast<size_t>(i) * ld;
     for (int v = 0; v < NV; ++v) {
       const int j = j0 + v * W;
-      const V zv = load(z + r + j);
-      V g = acc[i][v] + load(c + j);
-      g += load(alpha + j) * zv;
-      g += load(inj + r + j);
-      if (has_gamma) g += gamma * (zv - (zprev ? load(zprev + r + j) : V{}));
+      if (e.plain) {
+        store(out + r + j, acc[i][v]);
+        continue;
+      }
+      const size_t at = row0 + r + j;
+      const V zv = load(e.z + at);
+      V g = acc[i][v] + load(e.c + j);
+      g += load(e.alpha + j) * zv;
+      g += load(e.inj + at);
+      if (e.has_gamma) g += e.gamma * (zv - (e.zprev ? load(e.zprev + at) : V{}));
+      if (e.kappa != T(1)) g = e.kappa * g + (T(1) - e.kappa) * zv;
       store(out + r + j, g);
     }
   }
 }
 
 template <class T, int MR>
-inline void gemm_rows(const T* L, int ldl, const T* F, int ld, int K, const T* c, const T* alpha, T gamma,
-                      bool has_gamma, const T* z, const T* inj, const T* zprev, T* out) {
+inline void gemm_rows(const T* L, int ldl, const T* F, int ld, int K, const Epilogue<T>& e, size_t row0, T* out) {
   constexpr int W = kVecLanes<T>;
   const int nvec = ld / W;
   int v0 = 0;
-  for (; v0 + kNV <= nvec; v0 += kNV)
-    gemm_tile<T, MR, kNV>(L, ldl, F, ld, K, v0 * W, c, alpha, gamma, has_gamma, z, inj, zprev, out);
+  for (; v0 + kNV <= nvec; v0 += kNV) gemm_tile<T, MR, kNV>(L, ldl, F, ld, K, v0 * W, e, row0, out);
   switch (nvec - v0) {
     case 0: break;
-    case 1: gemm_tile<T, MR, 1>(L, ldl, F, ld, K, v0 * W, c, alpha, gamma, has_gamma, z, inj, zprev, out); break;
-    case 2: gemm_tile<T, MR, 2>(L, ldl, F, ld, K, v0 * W, c, alpha, gamma, has_gamma, z, inj, zprev, out); break;
-    case 3: gemm_tile<T, MR, 3>(L, ldl, F, ld, K, v0 * W, c, alpha, gamma, has_gamma, z, inj, zprev, out); break;
+    case 1: gemm_tile<T, MR, 1>(L, ldl, F, ld, K, v0 * W, e, row0, out); break;
+    case 2: gemm_tile<T, MR, 2>(L, ldl, F, ld, K, v0 * W, e, row0, out); break;
+    case 3: gemm_tile<T, MR, 3>(L, ldl, F, ld, K, v0 * W, e, row0, out); break;
+  }
+}
+
+// rows x ld outputs of L (rows x 2ld) times F (2ld x ld), row blocks of kMR then single rows.
+template <class T>
+void gemm(const T* L, const T* F, int ld, int rows, const Epilogue<T>& e, T* out) {
+  const int ldl = 2 * ld;
+  int r = 0;
+  for (; r + kMR <= rows; r += kMR) {
+    const size_t o = static_cast<size_t>(r) * ld;
+    gemm_rows<T, kMR>(L + static_cast<size_t>(r) * ldl, ldl, F, ld, ldl, e, o, out + o);
+  }
+  for (; r < rows; ++r) {
+    const size_t o = static_cast<size_t>(r) * ld;
+    gemm_rows<T, 1>(L + static_cast<size_t>(r) * ldl, ldl, F, ld, ldl, e, o, out + o);
   }
 }
 
@@ -106,13 +142,51 @@ template <class T>
 OpticalCore<T>::OpticalCore(const Hardware& hw, CoreConfig cfg) : hw_(hw), cfg_(std::move(cfg)) {}
 
 template <class T>
+void OpticalCore<T>::set_noise(const NoiseRun& noise) {
+  if (n_ > 0) throw Error("noise: set it before programming the weights");
+  if (noise.flicker_length < 2) throw Error("noise: the 1/f sequence needs at least 2 iterations");
+  noise_ = noise;
+  noisy_ = true;
+}
+
+template <class T>
 void OpticalCore<T>::load_weights(const MatrixXdR& W, const Eigen::VectorXd& bias) {
   check_loop_shapes(cfg_, W.rows(), W.cols(), W.allFinite(), W.allFinite() ? W.cwiseAbs().maxCoeff() : 0.0);
   if (bias.size() != W.cols()) throw Error("bias: expected " + std::to_string(W.cols()) + " values, got " + std::to_string(bias.size()));
   if (!bias.allFinite()) throw Error("bias: contains NaN or infinity");
   n_ = static_cast<int>(W.cols());
   ld_ = padded<T>(n_);
-  const FoldedChain f = fold_optical_chain(hw_, cfg_, W);
+  // SLM fixed-pattern error: one draw per transmission per programming
+  SlmPattern pattern;
+  const bool fixed_pattern = noisy_ && noise_.spec.slm_fixed_pattern_sigma > 0;
+  if (fixed_pattern) {
+    const double sd = noise_.spec.slm_fixed_pattern_sigma;
+    const auto prog = static_cast<std::uint32_t>(programmings_);
+    pattern.pos.resize(n_, n_);
+    pattern.neg.resize(n_, n_);
+    for (int i = 0; i < n_; ++i)
+      for (int j = 0; j < n_; ++j) {
+        pattern.pos(i, j) = 1 + sd * noise::normal(noise_.seed, noise::Source::SlmPattern, 2 * prog, i, j);
+        pattern.neg(i, j) = 1 + sd * noise::normal(noise_.seed, noise::Source::SlmPattern, 2 * prog + 1, i, j);
+      }
+  }
+  ++programmings_;
+  const FoldedChain f = fold_optical_chain(hw_, cfg_, W, fixed_pattern ? &pattern : nullptr);
+  F_light_.assign(static_cast<size_t>(2 * ld_) * ld_, T(0));
+  light_bias_.assign(ld_, T(0));
+  detector_gain_.assign(ld_, T(0));
+  for (int j = 0; j < n_; ++j) {
+    for (int i = 0; i < n_; ++i) {
+      F_light_[static_cast<size_t>(i) * ld_ + j] = static_cast<T>(f.F_light(i, j));
+      F_light_[static_cast<size_t>(ld_ + i) * ld_ + j] = static_cast<T>(f.F_light(n_ + i, j));
+    }
+    light_bias_[j] = static_cast<T>(f.light_per_bias(j));
+    detector_gain_[j] = static_cast<T>(f.detector_gain(j));
+  }
+  {
+    std::lock_guard<std::mutex> lock(flicker_mutex_);
+    flicker_.clear();
+  }
   F_.assign(static_cast<size_t>(2 * ld_) * ld_, T(0));
   c_.assign(ld_, T(0));
   alpha_.assign(ld_, T(0));
@@ -192,7 +266,8 @@ void nonlinearity(const Hardware& hw_, const CoreConfig& cfg_, const double* z, 
 }  // namespace
 
 template <class T>
-void OpticalCore<T>::step_tile(const T* z, const T* inj, const T* zprev, T* out, int rows, T* scratch) const {
+void OpticalCore<T>::step_tile(const T* z, const T* inj, const T* zprev, T* out, int rows, T* scratch,
+                               const T* alpha, const StepContext& ctx, int tile_row0) const {
   const size_t len = static_cast<size_t>(rows) * ld_;
   // 1. electronics nonlinearity
   nonlinearity(hw_, cfg_, z, scratch, static_cast<int>(len));
@@ -221,33 +296,120 @@ void OpticalCore<T>::step_tile(const T* z, const T* inj, const T* zprev, T* out,
     }
   }
   // 3-14. one fused matrix product with the folded chain, plus alpha*z, injection and momentum
-  const int K = ldl;
-  int r = 0;
-  for (; r + kMR <= rows; r += kMR) {
-    const size_t o = static_cast<size_t>(r) * ld_;
-    gemm_rows<T, kMR>(L + static_cast<size_t>(r) * ldl, ldl, F_.data(), ld_, K, c_.data(), alpha_.data(), gamma_,
-                      has_gamma_, z + o, inj + o, zprev ? zprev + o : nullptr, out + o);
+  if (noisy_ && noise_.spec.rin_sigma > 0) add_rin(L, rows, ctx, tile_row0);
+  Epilogue<T> e;
+  e.c = c_.data();
+  e.alpha = alpha;
+  e.z = z;
+  e.inj = inj;
+  e.zprev = zprev;
+  e.gamma = gamma_;
+  e.has_gamma = has_gamma_;
+  e.kappa = static_cast<T>(cfg_.step_fraction);
+  gemm(L, F_.data(), ld_, rows, e, out);
+  if (noisy_) add_output_noise(L, z, out, rows, ctx, tile_row0, scratch);
+}
+
+// LED relative intensity noise: each LED's light (bias + drive) fluctuates by rin * eps; the same
+// LED feeds both optical paths, so one draw per (sample, iteration, LED).
+template <class T>
+void OpticalCore<T>::add_rin(T* L, int rows, const StepContext& ctx, int row0) const {
+  const double rin = noise_.spec.rin_sigma, bias = noise_.spec.led_bias;
+  for (int r = 0; r < rows; ++r) {
+    const auto sample = static_cast<std::uint32_t>(ctx.sample(row0 + r));
+    T* lp = L + static_cast<size_t>(r) * 2 * ld_;
+    T* ln = lp + ld_;
+    for (int i = 0; i < n_; ++i) {
+      const double e = rin * noise::normal(noise_.seed, noise::Source::Rin, sample, ctx.iteration, i);
+      lp[i] += static_cast<T>((bias + lp[i]) * e);
+      ln[i] += static_cast<T>((bias + ln[i]) * e);
+    }
   }
-  for (; r < rows; ++r) {
-    const size_t o = static_cast<size_t>(r) * ld_;
-    gemm_rows<T, 1>(L + static_cast<size_t>(r) * ldl, ldl, F_.data(), ld_, K, c_.data(), alpha_.data(), gamma_,
-                    has_gamma_, z + o, inj + o, zprev ? zprev + o : nullptr, out + o);
+}
+
+// Noise that arrives after the optics, per output channel: detector shot noise (from the light
+// each detector receives), receiver thermal noise, slow drift and 1/f noise. It enters the update
+// like the signal, so a finite bandwidth filters it the same way.
+template <class T>
+void OpticalCore<T>::add_output_noise(const T* L, const T* z, T* out, int rows, const StepContext& ctx, int row0,
+                                      T* scratch) const {
+  const NoiseSpec& ns = noise_.spec;
+  const double kappa = cfg_.step_fraction;
+  T* light = scratch + static_cast<size_t>(kTileRows) * ld_ * 3;
+  const bool shot = ns.photons_per_sample > 0;
+  if (shot) {
+    Epilogue<T> plain;
+    plain.plain = true;
+    gemm(L, F_light_.data(), ld_, rows, plain, light);
+  }
+  // photons on a detector = photons_per_sample * light / reference light (every LED at its bias
+  // through full transmission, unit fan-in: n * bias)
+  const double ref = ns.led_bias * n_;
+  for (int r = 0; r < rows; ++r) {
+    const int sample = ctx.sample(row0 + r);
+    const auto s32 = static_cast<std::uint32_t>(sample);
+    const double t = (sample * noise_.sample_spacing_us + ctx.iteration * noise_.loop_period_us) / ns.drift_time_us;
+    // read without the lock: prepare_flicker filled the map before the tiles started
+    const std::vector<float>* fl = ns.flicker_sigma > 0 ? &flicker_.at(sample) : nullptr;
+    T* o = out + static_cast<size_t>(r) * ld_;
+    const T* lr = light + static_cast<size_t>(r) * ld_;
+    for (int j = 0; j < n_; ++j) {
+      double v = 0;
+      if (shot) {
+        const double detected = std::max(0.0, static_cast<double>(lr[j]) + ns.led_bias * light_bias_[j]);
+        v += detector_gain_[j] * std::sqrt(detected * ref / ns.photons_per_sample) *
+             noise::normal(noise_.seed, noise::Source::Shot, s32, ctx.iteration, j);
+      }
+      if (ns.thermal_sigma > 0) v += ns.thermal_sigma * noise::normal(noise_.seed, noise::Source::Thermal, s32, ctx.iteration, j);
+      if (ns.drift_sigma > 0) v += noise::drift(noise_.seed, j, t, ns.drift_sigma);
+      if (fl) v += (*fl)[static_cast<size_t>(j) * noise_.flicker_length + ctx.iteration % noise_.flicker_length];
+      o[j] += static_cast<T>(kappa * v);
+    }
+  }
+  (void)z;
+}
+
+// 1/f sequences are whole-solve objects: made once per sample (FFT), then read per iteration.
+template <class T>
+void OpticalCore<T>::prepare_flicker(int rows, const StepContext& ctx) const {
+  std::lock_guard<std::mutex> lock(flicker_mutex_);
+  for (int r = 0; r < rows; ++r) {
+    const int sample = ctx.sample(r);
+    if (flicker_.count(sample)) continue;
+    std::vector<float> seq(static_cast<size_t>(n_) * noise_.flicker_length);
+    for (int j = 0; j < n_; ++j) {
+      const auto x = noise::flicker(noise_.seed, static_cast<std::uint32_t>(sample), j, noise_.flicker_length, noise_.spec.flicker_sigma);
+      std::copy(x.begin(), x.end(), seq.begin() + static_cast<std::ptrdiff_t>(j) * noise_.flicker_length);
+    }
+    flicker_.emplace(sample, std::move(seq));
   }
 }
 
 template <class T>
-void OpticalCore<T>::step(const Batch<T>& z, const Batch<T>& inj, const Batch<T>* z_prev, Batch<T>& out) const {
+void OpticalCore<T>::step(const Batch<T>& z, const Batch<T>& inj, const Batch<T>* z_prev, Batch<T>& out,
+                          const StepContext& ctx) const {
   if (z.n != n_ || inj.n != n_ || inj.rows != z.rows || (z_prev && (z_prev->n != n_ || z_prev->rows != z.rows)))
     throw Error("step: batch shapes do not match the core");
   if (out.rows != z.rows || out.n != n_) out = Batch<T>(z.rows, n_);
+  // annealing: this iteration's alpha for every channel
+  AlignedVector<T> scheduled;
+  const T* alpha = alpha_.data();
+  if (cfg_.alpha_schedule.kind != AlphaSchedule::Kind::Constant) {
+    scheduled.assign(ld_, T(0));
+    const T a = static_cast<T>(cfg_.alpha_schedule.at(ctx.iteration));
+    std::fill(scheduled.begin(), scheduled.begin() + n_, a);
+    alpha = scheduled.data();
+  }
+  if (noisy_ && noise_.spec.flicker_sigma > 0) prepare_flicker(z.rows, ctx);
   const int tiles = (z.rows + kTileRows - 1) / kTileRows;
-  const size_t scratch_len = static_cast<size_t>(kTileRows) * ld_ * 3;
+  const size_t scratch_len = static_cast<size_t>(kTileRows) * ld_ * 4;
   auto run_tile = [&](int tile) {
     thread_local AlignedVector<T> scratch;  // reused across steps: no allocation in the loop
     if (scratch.size() < scratch_len) scratch.resize(scratch_len);
     const int r0 = tile * kTileRows;
     const int rows = std::min(kTileRows, z.rows - r0);
-    step_tile(z.row(r0), inj.row(r0), z_prev ? z_prev->row(r0) : nullptr, out.row(r0), rows, scratch.data());
+    step_tile(z.row(r0), inj.row(r0), z_prev ? z_prev->row(r0) : nullptr, out.row(r0), rows, scratch.data(), alpha,
+              ctx, r0);
   };
   if (tiles == 1) {
     run_tile(0);
@@ -255,6 +417,13 @@ void OpticalCore<T>::step(const Batch<T>& z, const Batch<T>& inj, const Batch<T>
   }
 #pragma omp parallel for schedule(static)
   for (int tile = 0; tile < tiles; ++tile) run_tile(tile);
+}
+
+template <class T>
+StepFn<T> OpticalCore<T>::step_fn() const {
+  return [this](const Batch<T>& z, const Batch<T>& inj, const Batch<T>* prev, Batch<T>& out, const StepContext& ctx) {
+    step(z, inj, prev, out, ctx);
+  };
 }
 
 template class OpticalCore<float>;

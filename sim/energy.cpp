@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "sim/error.hpp"
 #include "sim/hardware_sections.hpp"
 
 namespace aoc {
@@ -31,15 +32,51 @@ const std::map<std::string, Kind>& kinds() {
   return k;
 }
 
+// The order of the report: the loop, the weights, the conversions, the rest.
+const char* const kOrder[] = {"led_drive", "photodetector_receiver", "analog_electronics", "slm_static",
+                              "slm_reload", "dac", "adc", "digital", "control"};
+
+const Range kEfficiency{0, 1, false, true};  // (0, 1]
+
+// Physical constants (SI, exact since 2019).
+constexpr double kPlanck = 6.62607015e-34;  // J s
+constexpr double kLight = 299792458.0;      // m / s
+
+// The GPU the analog work is compared with (docs/energy.md).
+constexpr double kGpuFlops = 989.4e12, kGpuWatts = 700.0;
+const char* const kGpuName = "NVIDIA H100 SXM, BF16 dense";
+const char* const kGpuSource =
+    "NVIDIA H100 SXM datasheet: 989.4 TFLOPS dense BF16 at 700 W board power, as quoted in the "
+    "project's research notes (../shared/research/physics.md section 3.5)";
+
 }  // namespace
+
+const EnergyComponent* EnergySpec::find(const std::string& name) const {
+  for (const auto& c : components)
+    if (c.name == name) return &c;
+  return nullptr;
+}
 
 EnergySpec read_energy(const Reader& r, const json& j, Hardware& hw) {
   EnergySpec e;
   r.object(j, "energy");
   std::vector<std::string> names;
   for (const auto& [name, kind] : kinds()) names.push_back(name);
+  names.push_back("photon_budget");
   r.only_keys(j, "energy", names);
   for (const auto& [name, c] : j.items()) {
+    if (name == "photon_budget") {
+      PhotonBudget p;
+      read_quantities(r, c, "energy.photon_budget",
+                      {{"wavelength_nm", "nm", kPositive, &p.wavelength_nm},
+                       {"optical_path_efficiency", "1", kEfficiency, &p.optical_path_efficiency},
+                       {"detector_quantum_efficiency", "1", kEfficiency, &p.detector_quantum_efficiency},
+                       {"led_wall_plug_efficiency", "1", kEfficiency, &p.led_wall_plug_efficiency},
+                       {"photons_per_sample", "photons", kPositive, &p.photons_per_sample, false}},
+                      hw);
+      e.photon_budget = p;
+      continue;
+    }
     const std::string F = sub("energy", name);
     const Kind& kind = kinds().at(name);
     r.object(c, F);
@@ -59,6 +96,144 @@ EnergySpec read_energy(const Reader& r, const json& j, Hardware& hw) {
     e.components.push_back(comp);
   }
   return e;
+}
+
+Workload inference_workload(const Hardware& hw, int n, long long fixed_points, double iterations) {
+  if (!hw.timing) throw Error(hw.path + ": timing: missing (needed for the readout samples of the estimate)");
+  Workload w;
+  w.n = n;
+  w.fixed_points = fixed_points;
+  w.iterations_per_fixed_point = iterations;
+  w.weight_writes = static_cast<long long>(n) * n;
+  w.weight_reloads = 1;
+  w.dac_conversions = n * fixed_points;
+  w.adc_conversions = n * fixed_points * hw.timing->readout_samples;
+  return w;
+}
+
+EnergyReport estimate(const Hardware& hw, const Workload& w) {
+  const auto missing = [&](const std::string& field, const std::string& why) {
+    return Error(hw.path + ": " + field + ": missing (needed " + why + ")");
+  };
+  const auto source = [&](const std::string& key) {
+    const auto it = hw.sources.find(key);
+    return it == hw.sources.end() ? std::string("-") : it->second;
+  };
+  if (w.n < 1) throw Error("estimate: n must be at least 1, got " + std::to_string(w.n));
+  if (w.fixed_points < 1) throw Error("estimate: fixed points must be at least 1, got " + std::to_string(w.fixed_points));
+  if (!(w.iterations_per_fixed_point >= 0 && std::isfinite(w.iterations_per_fixed_point)))
+    throw Error("estimate: iterations per fixed point must be finite and >= 0, got " + num(w.iterations_per_fixed_point));
+  if (w.weight_writes < 0 || w.weight_reloads < 0 || w.dac_conversions < 0 || w.adc_conversions < 0 || w.digital_macs < 0)
+    throw Error("estimate: action counts must be >= 0");
+  if (!hw.timing) throw missing("timing", "for the latency of the estimate");
+  if (!hw.energy) throw missing("energy", "for the estimate");
+  const TimingSpec& t = *hw.timing;
+  const EnergySpec& e = *hw.energy;
+
+  EnergyReport rep;
+  rep.machine = hw.name;
+  rep.work = w;
+  const double F = static_cast<double>(w.fixed_points), K = w.iterations_per_fixed_point, n = w.n;
+
+  // Latency: the fixed points run one after another; each loops K periods, settles, then reads out.
+  const std::string per_fp = num(F) + " fixed points x ";
+  rep.latency = {
+      {"loop", F * K * t.loop_period_ns * 1e-9, per_fp + num(K) + " iterations x " + num(t.loop_period_ns) + " ns",
+       "timing.loop_period_ns: " + source("timing.loop_period_ns")},
+      {"settle", F * t.settle_ns * 1e-9, per_fp + num(t.settle_ns) + " ns", "timing.settle_ns: " + source("timing.settle_ns")},
+      {"readout", F * t.readout_samples / (t.readout_rate_mhz * 1e6),
+       per_fp + std::to_string(t.readout_samples) + " samples / " + num(t.readout_rate_mhz) + " MHz",
+       "timing.readout_samples: " + source("timing.readout_samples") + "; timing.readout_rate_mhz: " + source("timing.readout_rate_mhz")},
+      {"conversions", 0, "one DAC and one ADC conversion time per fixed point (parallel over channels) x 0 s",
+       "no conversion time in the hardware file (converters give bits and ranges): counted as 0; the ADC's "
+       "sampling is inside the readout window"},
+      {"weight_reload", static_cast<double>(w.weight_reloads) * t.slm_reload_us * 1e-6,
+       std::to_string(w.weight_reloads) + " reloads x " + num(t.slm_reload_us) + " us",
+       "timing.slm_reload_us: " + source("timing.slm_reload_us")},
+  };
+  for (const auto& l : rep.latency) rep.total_seconds += l.seconds;
+  rep.notes.push_back("conversion latency counted as 0: the hardware file gives no conversion time");
+
+  // Photon budget: from the workload, else the noise section, else the energy section's design point.
+  double photons = 0;
+  std::string photons_from;
+  if (w.photons_per_sample) {
+    if (!(*w.photons_per_sample > 0 && std::isfinite(*w.photons_per_sample)))
+      throw Error("estimate: photons per sample must be > 0, got " + num(*w.photons_per_sample));
+    photons = *w.photons_per_sample, photons_from = "the workload (--photons)";
+  } else if (hw.noise && hw.noise->photons_per_sample > 0) {
+    photons = hw.noise->photons_per_sample, photons_from = "noise.photons_per_sample";
+  } else if (e.photon_budget && e.photon_budget->photons_per_sample > 0) {
+    photons = e.photon_budget->photons_per_sample, photons_from = "energy.photon_budget.photons_per_sample";
+  }
+  if (photons > 0) {
+    if (!e.photon_budget) throw missing("energy.photon_budget", "for the photon budget of " + num(photons) + " photons per sample");
+    const PhotonBudget& p = *e.photon_budget;
+    const double photon_j = kPlanck * kLight / (p.wavelength_nm * 1e-9);
+    const double optical_pj = photons * photon_j / (p.detector_quantum_efficiency * p.optical_path_efficiency) * 1e12;
+    rep.photon_budget = true;
+    rep.led_pj_photon = optical_pj / p.led_wall_plug_efficiency;
+    const EnergyComponent* file_led = e.find("led_drive");
+    rep.notes.push_back("photon budget: " + num(photons) + " photons per sample (from " + photons_from + ") x h c / " +
+                        num(p.wavelength_nm) + " nm / (quantum efficiency " + num(p.detector_quantum_efficiency) +
+                        " x optical path " + num(p.optical_path_efficiency) + ") / wall-plug " +
+                        num(p.led_wall_plug_efficiency) + " = " + g4(rep.led_pj_photon) +
+                        " pJ per channel_iteration: replaces " +
+                        (file_led ? "the file's led_drive figure (typ " + num(file_led->value.typ) + " pJ)" : std::string("led_drive (the file has none)")));
+  }
+
+  // Energy: count of each component's action over the workload times its figure.
+  for (const char* name : kOrder) {
+    const Kind& kind = kinds().at(name);
+    const std::string action = kind.action;
+    double count = 0;
+    if (action == "channel_iteration") count = n * K * F;
+    else if (action == "second") count = rep.total_seconds;
+    else if (action == "weight_write") count = static_cast<double>(w.weight_writes);
+    else if (action == "conversion") count = static_cast<double>(std::string(name) == "dac" ? w.dac_conversions : w.adc_conversions);
+    else if (action == "mac") count = static_cast<double>(w.digital_macs);
+    else if (action == "fixed_point") count = F;
+    const double scale = std::string(kind.unit) == "W" ? 1.0 : 1e-12;
+    EnergyLine l{name, action, count, 0, {}, ""};
+    const EnergyComponent* c = e.find(name);
+    if (rep.photon_budget && l.name == "led_drive") {
+      l.per_action = rep.led_pj_photon;
+      const double j = count * rep.led_pj_photon * scale;
+      l.joules = {j, j, j};
+      l.source = "photon budget (computed; energy.photon_budget sources: wavelength: " +
+                 source("energy.photon_budget.wavelength_nm") + "; path: " + source("energy.photon_budget.optical_path_efficiency") +
+                 "; detector: " + source("energy.photon_budget.detector_quantum_efficiency") +
+                 "; LED: " + source("energy.photon_budget.led_wall_plug_efficiency") + ")";
+    } else if (c) {
+      l.per_action = c->value.typ;
+      l.joules = {count * c->value.min * scale, count * c->value.typ * scale, count * c->value.max * scale};
+      l.source = c->source;
+    } else if (count == 0) {
+      l.source = "not in the file; not needed (count 0)";
+    } else {
+      throw missing("energy." + l.name, "for " + g4(count) + " " + action + (count == 1 ? "" : "s") + " of the estimate");
+    }
+    rep.total_joules.min += l.joules.min;
+    rep.total_joules.typ += l.joules.typ;
+    rep.total_joules.max += l.joules.max;
+    rep.energy.push_back(l);
+  }
+
+  rep.analog_macs = n * n * K * F;
+  rep.ops = 2 * rep.analog_macs;
+  rep.tops_per_watt = {rep.ops / rep.total_joules.max * 1e-12, rep.ops / rep.total_joules.typ * 1e-12,
+                       rep.ops / rep.total_joules.min * 1e-12};
+
+  GpuComparison& g = rep.gpu;
+  g.name = kGpuName;
+  g.flops = kGpuFlops;
+  g.watts = kGpuWatts;
+  g.pj_per_mac = 2 * kGpuWatts / kGpuFlops * 1e12;
+  g.joules = rep.analog_macs * 2 * kGpuWatts / kGpuFlops;
+  g.seconds = rep.ops / kGpuFlops;
+  g.tops_per_watt = kGpuFlops / kGpuWatts * 1e-12;
+  g.source = kGpuSource;
+  return rep;
 }
 
 }  // namespace aoc

@@ -41,7 +41,8 @@ void ReferenceLoop::step(const Batch<double>& z, const Batch<double>& inj, Batch
 }
 
 StepFn<double> ReferenceLoop::step_fn() const {
-  return [this](const Batch<double>& z, const Batch<double>& inj, const Batch<double>*, Batch<double>& out) {
+  return [this](const Batch<double>& z, const Batch<double>& inj, const Batch<double>*, Batch<double>& out,
+                const StepContext&) {
     step(z, inj, out);
   };
 }

@@ -54,7 +54,7 @@ void solve_together(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z0,
   Batch<T> z = z0, fz(B, N), prev(B, N);
   std::vector<double> best(B, std::numeric_limits<double>::infinity());
   for (int k = 0; k < opt.max_iter; ++k) {
-    f(z, inj, k == 0 ? nullptr : &prev, fz);
+    f(z, inj, k == 0 ? nullptr : &prev, fz, StepContext{k, nullptr});
     ++res.steps;
     trace_step(res, opt.trace, B);
     double worst = 0;
@@ -90,7 +90,7 @@ void solve_per_sample(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z
   const T tau = static_cast<T>(opt.damping);
   for (int k = 0; k < opt.max_iter && !idx.empty(); ++k) {
     const int A = static_cast<int>(idx.size());
-    f(z, in, k == 0 ? nullptr : &prev, fz);
+    f(z, in, k == 0 ? nullptr : &prev, fz, StepContext{k, idx.data()});
     ++res.steps;
     trace_step(res, opt.trace, B);
     std::vector<int> keep;

@@ -45,9 +45,11 @@ struct SolveResult {
 };
 
 // One iteration of every row of z: out = f(z). z_prev is the previous iterate (nullptr on the first
-// step: zeros), for momentum; inj is the per-sample injection, constant over the solve.
+// step: zeros), for momentum; inj is the per-sample injection, constant over the solve; ctx says
+// which iteration this is and which sample each row holds.
 template <class T>
-using StepFn = std::function<void(const Batch<T>& z, const Batch<T>& inj, const Batch<T>* z_prev, Batch<T>& out)>;
+using StepFn = std::function<void(const Batch<T>& z, const Batch<T>& inj, const Batch<T>* z_prev, Batch<T>& out,
+                                  const StepContext& ctx)>;
 
 template <class T>
 SolveResult solve_fixed_point(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z0, const SolverOptions& opt);

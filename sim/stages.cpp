@@ -20,6 +20,17 @@ void check_loop_shapes(const CoreConfig& cfg, long rows, long cols, bool finite,
       throw Error(std::string(v == &cfg.alpha ? "alpha" : "beta") + ": expected 1 or " + std::to_string(cols) +
                   " values, got " + std::to_string(v->size()));
   if (cfg.gamma && !std::isfinite(*cfg.gamma)) throw Error("gamma: not a finite number");
+  if (!(cfg.step_fraction > 0 && cfg.step_fraction <= 1)) throw Error("step fraction: must be in (0, 1]");
+  if (cfg.alpha_schedule.iterations < 1) throw Error("alpha schedule: iterations must be at least 1");
+}
+
+double AlphaSchedule::at(int k) const {
+  switch (kind) {
+    case Kind::Constant: return start;
+    case Kind::Linear: return k >= iterations ? end : start + (end - start) * k / iterations;
+    case Kind::Exponential: return end + (start - end) * std::exp(-static_cast<double>(k) / iterations);
+  }
+  return start;
 }
 
 CoreConfig CoreConfig::twin_defaults(const Hardware& hw) {
@@ -132,7 +143,7 @@ MatrixXdR pbs16_pattern(const MatrixXdR& w_norm, const std::vector<Quad>& coeffs
 }  // namespace
 
 MatrixXdR optical_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& W, const MatrixXdR& led_pos,
-                        const MatrixXdR& led_neg, StepStages* stages) {
+                        const MatrixXdR& led_neg, StepStages* stages, const SlmPattern* slm) {
   const int N = static_cast<int>(W.cols());
   const int n = hw.channels;
   const double m = W.cwiseAbs().maxCoeff();
@@ -162,6 +173,12 @@ MatrixXdR optical_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixX
       for (int j = 0; j < N; ++j)
         d.col(j) = (q2(j) * d.col(j).array().square() + q1(j) * d.col(j).array() + q0(j)).matrix();
     }
+  }
+  if (slm) {
+    if (slm->pos.rows() != N || slm->pos.cols() != N || slm->neg.rows() != N || slm->neg.cols() != N)
+      throw Error("SLM pattern: expected two " + std::to_string(N) + "x" + std::to_string(N) + " matrices");
+    s.W_pos_distorted_norm = s.W_pos_distorted_norm.cwiseProduct(slm->pos);
+    s.W_neg_distorted_norm = s.W_neg_distorted_norm.cwiseProduct(slm->neg);
   }
   // 5. optical vector-matrix products
   MatrixXdR yp = s.after_fanin_pos * s.W_pos_distorted_norm;
@@ -224,6 +241,9 @@ MatrixXdR optical_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixX
     g *= k.asDiagonal();
   }
   s.after_closed_loop = g;
+  s.detector_gain = gain;
+  if (sw.output_efficiencies) s.detector_gain = s.detector_gain.cwiseProduct(0.5 * (eta_p + eta_n));
+  if (cfg.closed_loop && hw.closed_loop) s.detector_gain = s.detector_gain.cwiseProduct(per_channel(hw.closed_loop->scaling, N, n));
   return g;
 }
 

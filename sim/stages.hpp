@@ -21,6 +21,9 @@ struct StepStages {
   MatrixXdR after_vmm_chain_pos, after_vmm_chain_neg;    // after gains, crosstalk and s/N
   MatrixXdR after_closed_loop;                           // balanced and corrected, before alpha*z
   MatrixXdR step_output;                                 // z_{t+1}
+  // State volts per unit of detected light on channel j (TIA gain, s/N, closed-loop scaling):
+  // what turns detector noise into state noise.
+  Eigen::VectorXd detector_gain;
 
   // Each stage under the twin's name for it (the keys of its golden files' stages_one_step).
   std::vector<std::pair<std::string, const MatrixXdR*>> named() const;
@@ -35,8 +38,13 @@ StepStages twin_step_stages(const Hardware& hw, const CoreConfig& cfg, const Mat
 // Steps 3-11 of the iteration, from the two microLED drives (B x N each) to the corrected balanced
 // photocurrent g (B x N), before alpha*z, injection and momentum. Linear plus a constant in the
 // drives, which is what lets the fast core fold it into one matrix. Fills the stages if given.
+// A programmed SLM's multiplicative error on each transmission (fixed-pattern noise), N x N per path.
+struct SlmPattern {
+  MatrixXdR pos, neg;
+};
+
 MatrixXdR optical_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& W, const MatrixXdR& led_pos,
-                        const MatrixXdR& led_neg, StepStages* stages = nullptr);
+                        const MatrixXdR& led_neg, StepStages* stages = nullptr, const SlmPattern* slm = nullptr);
 
 // Elementwise pieces shared with the fast core.
 double twin_sigmoid(const std::array<double, 6>& c, double z);

@@ -34,7 +34,7 @@ RowMatrix<double> uniform(int rows, int cols, double lo, double hi, std::mt19937
 // f(z) = q*z + inj: a contraction with fixed point inj/(1-q), row by row.
 template <class T>
 StepFn<T> linear_map(double q) {
-  return [q](const Batch<T>& z, const Batch<T>& inj, const Batch<T>*, Batch<T>& out) {
+  return [q](const Batch<T>& z, const Batch<T>& inj, const Batch<T>*, Batch<T>& out, const StepContext&) {
     if (out.rows != z.rows || out.n != z.n) out = Batch<T>(z.rows, z.n);
     for (int r = 0; r < z.rows; ++r)
       for (int j = 0; j < z.n; ++j) out.row(r)[j] = static_cast<T>(q) * z.row(r)[j] + inj.row(r)[j];
@@ -61,11 +61,7 @@ struct CoreProblem {
     core.load_weights(W, bias);
     x = uniform(B, 48, -1.3, 1.3, rng);
   }
-  StepFn<double> step() const {
-    return [this](const Batch<double>& z, const Batch<double>& inj, const Batch<double>* prev, Batch<double>& out) {
-      core.step(z, inj, prev, out);
-    };
-  }
+  StepFn<double> step() const { return core.step_fn(); }
 };
 
 }  // namespace
@@ -102,15 +98,15 @@ TEST_CASE("solver: the twin rule stops at the first step whose batch-max residua
 
 TEST_CASE("solver: the twin rule never runs more than max_iter steps") {
   // f(z) = z + 1 never converges: its residual is sqrt(N) at every step.
-  const StepFn<double> drift = [](const Batch<double>& z, const Batch<double>&, const Batch<double>*, Batch<double>& out) {
+  const StepFn<double> drift = [](const Batch<double>& z, const Batch<double>&, const Batch<double>*, Batch<double>& out, const StepContext&) {
     out = z;
     for (int r = 0; r < z.rows; ++r)
       for (int j = 0; j < z.n; ++j) out.row(r)[j] += 1.0;
   };
   int calls = 0;
-  const StepFn<double> counted = [&](const Batch<double>& z, const Batch<double>& i, const Batch<double>* p, Batch<double>& o) {
+  const StepFn<double> counted = [&](const Batch<double>& z, const Batch<double>& i, const Batch<double>* p, Batch<double>& o, const StepContext& c) {
     ++calls;
-    drift(z, i, p, o);
+    drift(z, i, p, o, c);
   };
   const SolveResult res = solve_fixed_point<double>(counted, Batch<double>(3, 4), Batch<double>(3, 4), SolverOptions::twin());
   CHECK(SolverOptions::twin().max_iter == 40);
@@ -130,7 +126,7 @@ TEST_CASE("solver: the twin rule returns per sample the lowest-residual iterate 
   const int B = 4, N = 6;
   auto d = [](int k, int r) { return 0.05 + 0.1 * std::abs(k - (r + 3)); };
   int call = 0;
-  const StepFn<double> f = [&](const Batch<double>& z, const Batch<double>&, const Batch<double>*, Batch<double>& out) {
+  const StepFn<double> f = [&](const Batch<double>& z, const Batch<double>&, const Batch<double>*, Batch<double>& out, const StepContext&) {
     ++call;
     out = z;
     for (int r = 0; r < z.rows; ++r)
@@ -257,7 +253,7 @@ TEST_CASE("solver: a fixed count runs exactly max_iter steps and equals applying
   const Batch<double> z0 = Batch<double>::from(uniform(B, 48, -1, 1, rng));
   const Batch<double> inj = p.core.injection(Batch<double>::from(p.x));
   int calls = 0;
-  const StepFn<double> f = [&](const Batch<double>& z, const Batch<double>& i, const Batch<double>* prev, Batch<double>& out) {
+  const StepFn<double> f = [&](const Batch<double>& z, const Batch<double>& i, const Batch<double>* prev, Batch<double>& out, const StepContext&) {
     ++calls;
     p.core.step(z, i, prev, out);
   };
@@ -355,7 +351,7 @@ TEST_CASE("solver: the float core reaches the same fixed point as the double cor
     const Eigen::VectorXd bias = uniform(48, 1, -k, k, rng).col(0);
     coref.load_weights(W, bias);
   }
-  const StepFn<float> ff = [&](const Batch<float>& z, const Batch<float>& i, const Batch<float>* prev, Batch<float>& o) {
+  const StepFn<float> ff = [&](const Batch<float>& z, const Batch<float>& i, const Batch<float>* prev, Batch<float>& o, const StepContext&) {
     coref.step(z, i, prev, o);
   };
   const SolveResult rd = solve_fixed_point<double>(p.step(), p.core.injection(Batch<double>::from(p.x)), Batch<double>(B, 48), SolverOptions::fixed(60));

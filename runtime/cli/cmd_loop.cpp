@@ -52,11 +52,8 @@ int run(const Opts& o) {
   OpticalCore<T> core(hw, make_config(o, hw));
   core.load_weights(p.W, p.bias);
   const Batch<T> inj = core.injection(Batch<T>::from(p.x));
-  const StepFn<T> f = [&core](const Batch<T>& z, const Batch<T>& in, const Batch<T>* prev, Batch<T>& out) {
-    core.step(z, in, prev, out);
-  };
   const auto t0 = std::chrono::steady_clock::now();
-  const SolveResult r = solve_fixed_point<T>(f, inj, Batch<T>::from(p.z0), make_solver(o));
+  const SolveResult r = solve_fixed_point<T>(core.step_fn(), inj, Batch<T>::from(p.z0), make_solver(o));
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   const int conv = static_cast<int>(std::count(r.converged.begin(), r.converged.end(), 1));

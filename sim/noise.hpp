@@ -1,0 +1,23 @@
+// Random numbers for the noisy loop. Every draw is a pure function of (seed, source, and up to
+// three indices such as sample, iteration and channel): Philox4x32-10 (Random123), counter-based,
+// so a result does not depend on the thread count, the batch size or how a batch is split.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace aoc::noise {
+
+enum class Source : std::uint32_t { Shot = 1, Thermal = 2, Rin = 3, SlmPattern = 4, Drift = 5, Flicker = 6 };
+
+// One standard normal (Box-Muller on two 64-bit uniforms of one Philox block).
+double normal(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, std::uint32_t c);
+
+// Slow per-channel drift at time t (in units of the drift's correlation time): a standard normal
+// at each whole time, linearly interpolated between them, times sigma.
+double drift(std::uint64_t seed, std::uint32_t channel, double t, double sigma);
+
+// 1/f ("flicker") noise of one (sample, channel) over `length` iterations: white normals shaped
+// to a 1/f power spectrum with FFTW, mean removed and scaled to rms sigma exactly.
+std::vector<double> flicker(std::uint64_t seed, std::uint32_t sample, std::uint32_t channel, int length, double sigma);
+
+}  // namespace aoc::noise
