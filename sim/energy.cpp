@@ -143,12 +143,12 @@ EnergyReport estimate(const Hardware& hw, const Workload& w) {
       {"settle", F * t.settle_ns * 1e-9, per_fp + num(t.settle_ns) + " ns", "timing.settle_ns: " + source("timing.settle_ns")},
       {"readout", F * t.readout_samples / (t.readout_rate_mhz * 1e6),
        per_fp + std::to_string(t.readout_samples) + " samples / " + num(t.readout_rate_mhz) + " MHz",
-       "timing.readout_samples: " + source("timing.readout_samples") + "; timing.readout_rate_mhz: " + source("timing.readout_rate_mhz")},
+       "timing.readout_samples: " + source("timing.readout_samples") + " | timing.readout_rate_mhz: " + source("timing.readout_rate_mhz")},
       {"conversions", 0, "one DAC and one ADC conversion time per fixed point (parallel over channels) x 0 s",
        "no conversion time in the hardware file (converters give bits and ranges): counted as 0; the ADC's "
        "sampling is inside the readout window"},
       {"weight_reload", static_cast<double>(w.weight_reloads) * t.slm_reload_us * 1e-6,
-       std::to_string(w.weight_reloads) + " reloads x " + num(t.slm_reload_us) + " us",
+       std::to_string(w.weight_reloads) + " reload(s) x " + num(t.slm_reload_us) + " us",
        "timing.slm_reload_us: " + source("timing.slm_reload_us")},
   };
   for (const auto& l : rep.latency) rep.total_seconds += l.seconds;
@@ -200,10 +200,12 @@ EnergyReport estimate(const Hardware& hw, const Workload& w) {
       l.per_action = rep.led_pj_photon;
       const double j = count * rep.led_pj_photon * scale;
       l.joules = {j, j, j};
-      l.source = "photon budget (computed; energy.photon_budget sources: wavelength: " +
-                 source("energy.photon_budget.wavelength_nm") + "; path: " + source("energy.photon_budget.optical_path_efficiency") +
-                 "; detector: " + source("energy.photon_budget.detector_quantum_efficiency") +
-                 "; LED: " + source("energy.photon_budget.led_wall_plug_efficiency") + ")";
+      l.source = "photon budget, computed (see notes) | photons: " +
+                 (w.photons_per_sample ? std::string("given by the workload") : photons_from + ": " + source(photons_from)) +
+                 " | wavelength: " + source("energy.photon_budget.wavelength_nm") +
+                 " | optical path: " + source("energy.photon_budget.optical_path_efficiency") +
+                 " | detector: " + source("energy.photon_budget.detector_quantum_efficiency") +
+                 " | LED: " + source("energy.photon_budget.led_wall_plug_efficiency");
     } else if (c) {
       l.per_action = c->value.typ;
       l.joules = {count * c->value.min * scale, count * c->value.typ * scale, count * c->value.max * scale};

@@ -403,10 +403,44 @@ void read_unused(const Reader& r, const json& j, Hardware& hw) {
 
 // ---------------------------------------------------------------------------------------------
 
-Hardware load_hardware(const std::string& path) {
+namespace {
+
+void apply_override(const Reader& r, json& doc, const std::string& o) {
+  const auto eq = o.find('=');
+  if (eq == std::string::npos || eq == 0) r.fail("override " + o, "expected section.field=value");
+  const std::string path = o.substr(0, eq), text = o.substr(eq + 1);
+  json value;
+  try {
+    value = json::parse(text);
+  } catch (const json::exception&) {
+    value = text;  // a bare word is a string
+  }
+  json* node = &doc;
+  std::string at;
+  for (std::size_t start = 0; start <= path.size();) {
+    const auto dot = path.find('.', start);
+    const std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    at = sub(at, key);
+    if (!node->is_object() || !node->contains(key)) r.fail(at, "no such field to override (from " + o + ")");
+    node = &(*node)[key];
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  if (node->is_object() && node->contains("value")) {
+    (*node)["value"] = value;
+    if (node->contains("source") && (*node)["source"].is_string()) (*node)["source"] = "override " + o + " (was: " + (*node)["source"].get<std::string>() + ")";
+  } else {
+    *node = value;
+  }
+}
+
+}  // namespace
+
+Hardware load_hardware(const std::string& path, const std::vector<std::string>& overrides) {
   const Reader r(path);
-  const json doc = parse(r, path, read_text(path));
+  json doc = parse(r, path, read_text(path));
   r.object(doc, "");
+  for (const auto& o : overrides) apply_override(r, doc, o);
 
   // Format and version first: a file of another kind gets one clear error, not a cascade.
   const json& format = r.need(doc, "", "format");

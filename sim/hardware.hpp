@@ -95,7 +95,10 @@ struct Hardware {
 };
 
 // Loads and validates a hardware file. Throws aoc::Error naming the file and field at fault.
-Hardware load_hardware(const std::string& path);
+// Each override "section.field=value" (e.g. "noise.thermal_sigma=0.002", "converters.slm_bits=6")
+// replaces one value before validation: for an entry {"value", "unit", "source"} its value, whose
+// source then says it was overridden. Design-space sweeps and what-if runs use these.
+Hardware load_hardware(const std::string& path, const std::vector<std::string>& overrides = {});
 
 // The bundled machine description of that name (aoc-48, aoc-16), or a path as given.
 std::string resolve_hardware_path(const std::string& name_or_path);

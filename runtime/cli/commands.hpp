@@ -7,7 +7,9 @@ namespace aoc::cli {
 void add_hw(CLI::App& app);
 void add_verify_dt(CLI::App& app);
 void add_loop(CLI::App& app);
+void add_run(CLI::App& app);
 void add_bench(CLI::App& app);
+void add_estimate(CLI::App& app);
 
 // The process exit status a subcommand asks for (0 unless it sets it: e.g. verify-dt on a failure).
 int& exit_status();

@@ -37,7 +37,9 @@ int main(int argc, char** argv) {
   aoc::cli::add_hw(app);
   aoc::cli::add_verify_dt(app);
   aoc::cli::add_loop(app);
+  aoc::cli::add_run(app);
   aoc::cli::add_bench(app);
+  aoc::cli::add_estimate(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,357 @@
+// The energy and latency model (sim/energy.hpp, docs/energy.md) and `aoc estimate`: a hand-computed
+// case to the last digit, the latency formula, TOPS/W, the photon budget, the errors of the energy
+// section, and the bundled machines' new sections.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "sim/energy.hpp"
+#include "sim/error.hpp"
+#include "sim/hardware.hpp"
+
+namespace {
+
+using json = nlohmann::ordered_json;
+namespace fs = std::filesystem;
+using Catch::Matchers::Contains;
+
+// Every figure a power of two (or a small multiple), so that each product and sum is exact.
+aoc::EnergyComponent comp(const std::string& name, const std::string& unit, double lo, double typ, double hi) {
+  return {name, "", unit, {lo, typ, hi}, "test figure for " + name};
+}
+
+aoc::Hardware small_machine() {
+  aoc::Hardware hw;
+  hw.path = "small.json";
+  hw.name = "small";
+  hw.channels = 4;
+  aoc::TimingSpec t;
+  t.loop_period_ns = 16;
+  t.settle_ns = 64;
+  t.readout_samples = 4;
+  t.readout_rate_mhz = 8;
+  t.slm_reload_us = 1024;
+  hw.timing = t;
+  aoc::EnergySpec e;
+  e.components = {comp("led_drive", "pJ", 1, 2, 4),       comp("photodetector_receiver", "pJ", 0.25, 0.5, 1),
+                  comp("analog_electronics", "pJ", 0.5, 1, 2), comp("slm_static", "W", 1, 2, 4),
+                  comp("slm_reload", "pJ", 2, 4, 8),      comp("dac", "pJ", 4, 8, 16),
+                  comp("adc", "pJ", 1, 2, 4),             comp("digital", "pJ", 0.125, 0.25, 0.5),
+                  comp("control", "pJ", 8, 16, 32)};
+  hw.energy = e;
+  return hw;
+}
+
+// n 4, 2 fixed points of 8 iterations: 64 channel-iterations; 16 weight writes and one reload;
+// 8 DAC and 32 ADC conversions (4 readout samples per channel); 64 digital MACs.
+aoc::Workload small_work() {
+  aoc::Workload w;
+  w.n = 4;
+  w.fixed_points = 2;
+  w.iterations_per_fixed_point = 8;
+  w.weight_writes = 16;
+  w.weight_reloads = 1;
+  w.dac_conversions = 8;
+  w.adc_conversions = 32;
+  w.digital_macs = 64;
+  return w;
+}
+
+// loop 2 x 8 x 16 ns, settle 2 x 64 ns, readout 2 x 4 samples / 8 MHz, no conversion time, one 1024 us reload.
+const double kSmallSeconds = 256e-9 + 128e-9 + 1e-6 + 0.0 + 1024e-6;
+
+template <class Line>
+const Line& named(const std::vector<Line>& lines, const std::string& name) {
+  const auto it = std::find_if(lines.begin(), lines.end(), [&](const Line& l) { return l.name == name; });
+  REQUIRE(it != lines.end());
+  return *it;
+}
+const aoc::EnergyLine& line(const aoc::EnergyReport& r, const std::string& name) { return named(r.energy, name); }
+const aoc::LatencyLine& lat(const aoc::EnergyReport& r, const std::string& name) { return named(r.latency, name); }
+
+// A bundled file as JSON, to be edited and loaded from a temporary file.
+json bundled(const std::string& name) {
+  std::ifstream in(std::string(AOC_SOURCE_DIR) + "/scenarios/hardware/" + name + ".json");
+  REQUIRE(in);
+  return json::parse(in);
+}
+
+// Loads `j` from a temporary file; returns the aoc::Error message ("" if it loaded).
+std::string load_error(const json& j) {
+  const fs::path p = fs::temp_directory_path() / ("aoc-test-energy-" + std::to_string(::getpid()) + ".json");
+  std::ofstream(p) << j.dump(1);
+  std::string msg;
+  try {
+    aoc::load_hardware(p.string());
+  } catch (const aoc::Error& e) {
+    msg = e.what();
+  }
+  fs::remove(p);
+  return msg;
+}
+
+std::string estimate_error(const aoc::Hardware& hw, const aoc::Workload& w) {
+  try {
+    aoc::estimate(hw, w);
+  } catch (const aoc::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+struct Run {
+  int status;
+  std::string out;
+};
+
+Run aoc_cli(const std::string& args) {
+  const std::string cmd = std::string(AOC_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  const int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+}  // namespace
+
+TEST_CASE("energy: a hand-computed workload gives every line and the total to the last digit") {
+  const aoc::EnergyReport r = aoc::estimate(small_machine(), small_work());
+  // count x figure: 64 channel-iterations x 2, 0.5, 1 pJ; 16 writes x 4 pJ; 8 x 8 pJ; 32 x 2 pJ; 64 x 0.25 pJ; 2 x 16 pJ
+  CHECK(line(r, "led_drive").count == 64);
+  CHECK(line(r, "led_drive").joules.typ == 128e-12);
+  CHECK(line(r, "led_drive").joules.min == 64e-12);
+  CHECK(line(r, "led_drive").joules.max == 256e-12);
+  CHECK(line(r, "photodetector_receiver").joules.typ == 32e-12);
+  CHECK(line(r, "analog_electronics").joules.typ == 64e-12);
+  CHECK(line(r, "slm_static").count == kSmallSeconds);
+  CHECK(line(r, "slm_static").joules.typ == 2 * kSmallSeconds);
+  CHECK(line(r, "slm_static").joules.max == 4 * kSmallSeconds);
+  CHECK(line(r, "slm_reload").joules.typ == 64e-12);
+  CHECK(line(r, "dac").joules.typ == 64e-12);
+  CHECK(line(r, "adc").joules.typ == 64e-12);
+  CHECK(line(r, "digital").joules.typ == 16e-12);
+  CHECK(line(r, "control").count == 2);
+  CHECK(line(r, "control").joules.typ == 32e-12);
+  CHECK(line(r, "control").source == "test figure for control");
+  CHECK(r.total_joules.typ == 0.0 + 128e-12 + 32e-12 + 64e-12 + 2 * kSmallSeconds + 64e-12 + 64e-12 + 64e-12 + 16e-12 + 32e-12);
+  CHECK(r.total_joules.min == 0.0 + 64e-12 + 16e-12 + 32e-12 + 1 * kSmallSeconds + 32e-12 + 32e-12 + 32e-12 + 8e-12 + 16e-12);
+  CHECK(r.total_joules.max == 0.0 + 256e-12 + 64e-12 + 128e-12 + 4 * kSmallSeconds + 128e-12 + 128e-12 + 128e-12 + 32e-12 + 64e-12);
+  CHECK_FALSE(r.photon_budget);
+}
+
+TEST_CASE("energy: latency is iterations x loop period, settle and the readout window per fixed point, plus the reloads") {
+  const aoc::EnergyReport r = aoc::estimate(small_machine(), small_work());
+  CHECK(lat(r, "loop").seconds == 256e-9);           // 2 fixed points x 8 iterations x 16 ns
+  CHECK(lat(r, "settle").seconds == 128e-9);         // 2 x 64 ns
+  CHECK(lat(r, "readout").seconds == 1e-6);          // 2 x 4 samples / 8 MHz
+  CHECK(lat(r, "conversions").seconds == 0);         // the file gives no conversion time
+  CHECK_THAT(lat(r, "conversions").source, Contains("counted as 0"));
+  CHECK(lat(r, "weight_reload").seconds == 1024e-6);  // 1 reload x 1024 us
+  CHECK(r.total_seconds == kSmallSeconds);
+}
+
+TEST_CASE("energy: TOPS/W is 2 n n K F ops over the energy, its band from the max and min energy") {
+  const aoc::EnergyReport r = aoc::estimate(small_machine(), small_work());
+  CHECK(r.analog_macs == 256);  // 4 x 4 x 8 x 2
+  CHECK(r.ops == 512);
+  CHECK(r.tops_per_watt.typ == 512 / r.total_joules.typ * 1e-12);
+  CHECK(r.tops_per_watt.min == 512 / r.total_joules.max * 1e-12);
+  CHECK(r.tops_per_watt.max == 512 / r.total_joules.min * 1e-12);
+}
+
+TEST_CASE("energy: the GPU comparison is the H100 SXM at 989.4 TFLOPS and 700 W") {
+  const aoc::EnergyReport r = aoc::estimate(small_machine(), small_work());
+  CHECK(r.gpu.pj_per_mac == Approx(1400.0 / 989.4).epsilon(1e-12));  // 1.415 pJ per MAC
+  CHECK(r.gpu.joules == Approx(256 * 1400.0 / 989.4e12).epsilon(1e-12));
+  CHECK(r.gpu.tops_per_watt == Approx(989.4 / 700).epsilon(1e-12));
+  CHECK_THAT(r.gpu.source, Contains("physics.md"));
+}
+
+TEST_CASE("energy: in photon-budget mode the LED energy follows from the photon count and replaces the file's led_drive") {
+  aoc::Hardware hw = small_machine();
+  hw.energy->photon_budget = aoc::PhotonBudget{520, 0.25, 0.8, 0.2, 0};
+  aoc::Workload w = small_work();
+  w.photons_per_sample = 65536;
+  const aoc::EnergyReport r = aoc::estimate(hw, w);
+  const double pj = 65536 * (6.62607015e-34 * 299792458.0 / 520e-9) / (0.8 * 0.25) / 0.2 * 1e12;  // 0.626 pJ
+  CHECK(r.photon_budget);
+  CHECK(r.led_pj_photon == Approx(pj).epsilon(1e-12));
+  CHECK(r.led_pj_photon == Approx(0.6259).epsilon(1e-4));
+  const aoc::EnergyLine& led = line(r, "led_drive");
+  CHECK(led.joules.typ == Approx(64 * pj * 1e-12).epsilon(1e-12));
+  CHECK(led.joules.min == led.joules.typ);
+  CHECK(led.joules.max == led.joules.typ);
+  CHECK_THAT(led.source, Contains("photon budget"));
+  bool said = false;
+  for (const auto& n : r.notes) said = said || n.find("replaces the file's led_drive") != std::string::npos;
+  CHECK(said);
+}
+
+TEST_CASE("energy: the photon count comes from the workload before the noise section and the energy section") {
+  aoc::Hardware hw = small_machine();
+  hw.energy->photon_budget = aoc::PhotonBudget{520, 0.25, 0.8, 0.2, 256};
+  const double from_file = aoc::estimate(hw, small_work()).led_pj_photon;
+  aoc::NoiseSpec noise;
+  noise.photons_per_sample = 1024;
+  hw.noise = noise;
+  const double from_noise = aoc::estimate(hw, small_work()).led_pj_photon;
+  aoc::Workload w = small_work();
+  w.photons_per_sample = 4096;
+  const double from_work = aoc::estimate(hw, w).led_pj_photon;
+  CHECK(from_noise == Approx(4 * from_file).epsilon(1e-12));
+  CHECK(from_work == Approx(16 * from_file).epsilon(1e-12));
+}
+
+TEST_CASE("energy: a photon count without a photon_budget section is an error naming it") {
+  aoc::Workload w = small_work();
+  w.photons_per_sample = 100;
+  const std::string msg = estimate_error(small_machine(), w);
+  CHECK_THAT(msg, Contains("small.json: energy.photon_budget: missing"));
+}
+
+TEST_CASE("energy: a component the workload needs but the file lacks is an error naming it") {
+  aoc::Hardware hw = small_machine();
+  auto& c = hw.energy->components;
+  c.erase(std::remove_if(c.begin(), c.end(), [](const auto& x) { return x.name == "adc"; }), c.end());
+  const std::string msg = estimate_error(hw, small_work());
+  CHECK_THAT(msg, Contains("small.json: energy.adc: missing"));
+  CHECK_THAT(msg, Contains("32 conversions"));
+}
+
+TEST_CASE("energy: a component the file lacks and the workload does not use contributes nothing") {
+  aoc::Hardware hw = small_machine();
+  auto& c = hw.energy->components;
+  c.erase(std::remove_if(c.begin(), c.end(), [](const auto& x) { return x.name == "digital"; }), c.end());
+  aoc::Workload w = small_work();
+  w.digital_macs = 0;
+  const aoc::EnergyReport r = aoc::estimate(hw, w);
+  CHECK(line(r, "digital").joules.max == 0);
+  CHECK(r.total_joules.typ == 0.0 + 128e-12 + 32e-12 + 64e-12 + 2 * kSmallSeconds + 64e-12 + 64e-12 + 64e-12 + 0.0 + 32e-12);
+}
+
+TEST_CASE("energy: a machine without a timing section cannot be estimated") {
+  aoc::Hardware hw = small_machine();
+  hw.timing.reset();
+  CHECK_THAT(estimate_error(hw, small_work()), Contains("small.json: timing: missing"));
+}
+
+TEST_CASE("energy: an unknown component in the file is an error naming it") {
+  json j = bundled("aoc-16");
+  j["energy"]["laser"] = {{"min", 1}, {"typ", 2}, {"max", 3}, {"unit", "pJ"}, {"source", "x"}};
+  const std::string msg = load_error(j);
+  CHECK_THAT(msg, Contains("energy.laser: unknown key"));
+  CHECK(msg.find('\n') == std::string::npos);
+}
+
+TEST_CASE("energy: an unknown photon_budget parameter is an error naming it") {
+  json j = bundled("aoc-16");
+  j["energy"]["photon_budget"]["fill_factor"] = {{"value", 1}, {"unit", "1"}, {"source", "x"}};
+  CHECK_THAT(load_error(j), Contains("energy.photon_budget.fill_factor: unknown key"));
+}
+
+TEST_CASE("energy: a band must have min <= typ <= max") {
+  json j = bundled("aoc-16");
+  j["energy"]["adc"]["min"] = 100;
+  CHECK_THAT(load_error(j), Contains("energy.adc: expected min <= typ <= max"));
+  j = bundled("aoc-16");
+  j["energy"]["adc"]["max"] = 1;
+  CHECK_THAT(load_error(j), Contains("energy.adc: expected min <= typ <= max"));
+}
+
+TEST_CASE("energy: the bundled machines load with their timing, converters and energy sections") {
+  for (const char* name : {"aoc-48", "aoc-16"}) {
+    INFO(name);
+    const aoc::Hardware hw = aoc::load_hardware(aoc::resolve_hardware_path(name));
+    REQUIRE(hw.timing);
+    CHECK(hw.timing->loop_period_ns == 20);
+    CHECK(hw.timing->readout_samples == 40);
+    CHECK(hw.timing->readout_rate_mhz == 6.25);
+    REQUIRE(hw.converters);
+    CHECK(hw.converters->slm_bits == 9);
+    CHECK(hw.converters->dac_range[0] == hw.clip_lo);
+    REQUIRE(hw.energy);
+    CHECK(hw.energy->components.size() == 9);
+    REQUIRE(hw.energy->photon_budget);
+    CHECK(hw.energy->photon_budget->wavelength_nm == 520);
+    for (const auto& c : hw.energy->components) CHECK_FALSE(c.source.empty());
+    CHECK(hw.sources.count("energy.led_drive") == 1);
+    CHECK(hw.sources.count("timing.slm_reload_us") == 1);
+  }
+}
+
+TEST_CASE("energy: the at-scale module has 2048 channels and an 8-bit photon budget") {
+  const aoc::Hardware hw = aoc::load_hardware(aoc::resolve_hardware_path("aoc-scale"));
+  CHECK(hw.channels == 2048);
+  CHECK(hw.fan_in_pos.size() == 2048);
+  REQUIRE(hw.energy);
+  REQUIRE(hw.energy->photon_budget);
+  CHECK(hw.energy->photon_budget->photons_per_sample == 65536);  // 4^8
+  const aoc::EnergyReport r = aoc::estimate(hw, aoc::inference_workload(hw, 2048, 1000, 16));
+  CHECK(r.photon_budget);
+  CHECK(r.tops_per_watt.min <= r.tops_per_watt.typ);
+  CHECK(r.tops_per_watt.typ <= r.tops_per_watt.max);
+  CHECK(r.gpu.joules > r.total_joules.typ);
+}
+
+TEST_CASE("energy: aoc estimate prints a TOPS/W figure for aoc-scale and exits 0") {
+  const Run r = aoc_cli("estimate --hw aoc-scale --iterations 16 --fixed-points 1000");
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK_THAT(r.out, Contains("TOPS/W: "));
+  CHECK_THAT(r.out, Contains("photon budget: 65536 photons per sample"));
+  CHECK_THAT(r.out, Contains("H100"));
+}
+
+TEST_CASE("energy: aoc estimate measures the iterations on the loop when none are given") {
+  const Run r = aoc_cli("estimate --hw aoc-16");
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK_THAT(r.out, Contains("iterations measured: twin stop rule"));
+}
+
+TEST_CASE("energy: aoc estimate --json -o writes the report with every line's count and source") {
+  const fs::path p = fs::temp_directory_path() / ("aoc-test-estimate-" + std::to_string(::getpid()) + ".json");
+  const Run r = aoc_cli("estimate --hw aoc-48 --iterations 16 --fixed-points 4 --json -o " + p.string());
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  std::ifstream in(p);
+  const json j = json::parse(in);
+  fs::remove(p);
+  CHECK(j["n"] == 48);
+  CHECK(j["analog_macs"].get<double>() == 48.0 * 48 * 16 * 4);
+  CHECK(j["energy"].size() == 9);
+  for (const auto& l : j["energy"]) CHECK_FALSE(l["source"].get<std::string>().empty());
+  for (const auto& l : j["latency"]) CHECK_FALSE(l["source"].get<std::string>().empty());
+  CHECK(j["tops_per_watt"]["typ"].get<double>() > 0);
+}
+
+TEST_CASE("energy: aoc estimate of a machine without an energy section is a one-line error") {
+  json j = bundled("aoc-16");
+  j.erase("energy");
+  const fs::path p = fs::temp_directory_path() / ("aoc-test-estimate-noenergy-" + std::to_string(::getpid()) + ".json");
+  std::ofstream(p) << j.dump(1);
+  const Run r = aoc_cli("estimate --iterations 10 --hw " + p.string());
+  fs::remove(p);
+  INFO(r.out);
+  CHECK(r.status == 1);
+  CHECK_THAT(r.out, Contains("energy: missing"));
+  CHECK(r.out.find('\n') == r.out.size() - 1);
+}
+
+TEST_CASE("energy: aoc estimate --help shows an example") {
+  const Run r = aoc_cli("estimate --help");
+  CHECK(r.status == 0);
+  CHECK_THAT(r.out, Contains("Example"));
+}

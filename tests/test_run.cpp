@@ -1,0 +1,296 @@
+// `aoc run`: HDF5 input and output (runtime/h5io), and the command as a user meets it.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <sys/wait.h>
+
+#include "runtime/h5io.hpp"
+#include "runtime/output.hpp"
+#include "runtime/problem.hpp"
+#include "sim/core.hpp"
+#include "sim/error.hpp"
+#include "sim/solver.hpp"
+#include "tests/support.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Run {
+  int status;
+  std::string out;
+};
+
+Run run_aoc(const std::string& args) {
+  const std::string cmd = std::string(AOC_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  const int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+// A fresh, empty directory per test.
+fs::path fresh_dir(const std::string& name) {
+  const auto d = fs::temp_directory_path() / ("aoc-run-test-" + std::to_string(::getpid())) / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+bool one_line(const std::string& s) { return !s.empty() && s.find('\n') == s.size() - 1; }
+
+std::string digest(const std::vector<double>& v) { return aoc::digest_hex(v.data(), sizeof(double) * v.size()); }
+
+// The 16-hex-digit word after `label` in a command's output.
+std::string word_after(const std::string& out, const std::string& label) {
+  const auto at = out.find(label);
+  return at == std::string::npos ? "" : out.substr(at + label.size(), 16);
+}
+
+aoc::H5Array arr(const std::string& name, std::vector<std::size_t> shape, double fill) {
+  std::size_t n = 1;
+  for (auto s : shape) n *= s;
+  std::vector<double> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = fill * std::sin(1.0 + static_cast<double>(i));
+  return {name, shape, v, false};
+}
+
+// A run on a bad input must fail with one line naming the file and the dataset, and leave the
+// output directory empty (no output, no temporary file).
+void check_bad_input(const fs::path& input, const std::string& dataset) {
+  const fs::path outdir = input.parent_path() / "out";
+  fs::create_directories(outdir);
+  const Run r = run_aoc("run " + input.string() + " -o " + (outdir / "out.h5").string());
+  INFO(r.out);
+  CHECK(r.status != 0);
+  CHECK(one_line(r.out));
+  CHECK(r.out.find(input.string()) != std::string::npos);
+  if (!dataset.empty()) CHECK(r.out.find(dataset) != std::string::npos);
+  CHECK(fs::is_empty(outdir));
+}
+
+}  // namespace
+
+TEST_CASE("run: an input file round trips bit for bit with its attributes") {
+  const auto d = fresh_dir("roundtrip");
+  const aoc::LoopProblem p = aoc::random_problem(12, 5, 7);
+  const auto f = (d / "in.h5").string();
+  aoc::write_run_input(f, p);
+  const aoc::RunInput in = aoc::read_run_input(f);
+  CHECK(in.problem.W == p.W);
+  CHECK(in.problem.x == p.x);
+  CHECK(in.problem.bias == p.bias);
+  CHECK(in.problem.z0 == p.z0);
+  CHECK(in.alpha.empty());
+  CHECK(in.beta.empty());
+  CHECK_FALSE(in.gamma);
+  CHECK(std::distance(fs::directory_iterator(d), fs::directory_iterator()) == 1);  // no temporary left
+}
+
+TEST_CASE("run: optional bias and z0 default to zeros and attributes alpha beta gamma are read") {
+  const auto f = (fresh_dir("attrs") / "in.h5").string();
+  aoc::write_h5_arrays(f, {arr("W", {4, 4}, 0.3), arr("x", {3, 4}, 1.0)},
+                       {{"alpha", {0.1, 0.2, 0.3, 0.4}}, {"beta", {2.0}}, {"gamma", {0.25}}});
+  const aoc::RunInput in = aoc::read_run_input(f);
+  CHECK(in.problem.bias.isZero());
+  CHECK(in.problem.z0.rows() == 3);
+  CHECK(in.problem.z0.isZero());
+  CHECK(in.alpha == std::vector<double>{0.1, 0.2, 0.3, 0.4});
+  CHECK(in.beta == std::vector<double>{2.0});
+  CHECK(in.gamma == 0.25);
+}
+
+TEST_CASE("run: with noise and quantization off the fixed points are those of aoc loop bit for bit") {
+  const auto d = fresh_dir("vs-loop");
+  const auto in = (d / "in.h5").string(), out = (d / "out.h5").string();
+  REQUIRE(run_aoc("run --example-input " + in + " --n 48 --batch 16 --seed 3").status == 0);
+  const Run r = run_aoc("run " + in + " --hw aoc-48 -o " + out + " --precision f64");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  const Run l = run_aoc("loop --hw aoc-48 --batch 16 --seed 3 --precision f64");
+  REQUIRE(l.status == 0);
+  const std::string loop_digest = word_after(l.out, "digest of the fixed points ");
+  CHECK(loop_digest.size() == 16);
+  CHECK(digest(aoc::read_h5_array(out, "fixed_points").values) == loop_digest);
+  CHECK(word_after(r.out, "(fixed points ") == loop_digest);
+}
+
+TEST_CASE("run: the fixed points equal a direct OpticalCore solve with the input attributes applied") {
+  const auto d = fresh_dir("vs-core");
+  const auto in = (d / "in.h5").string(), out = (d / "out.h5").string();
+  aoc::LoopProblem p = aoc::random_problem(48, 9, 11);
+  aoc::write_h5_arrays(in, {{"W", {48, 48}, std::vector<double>(p.W.data(), p.W.data() + p.W.size())},
+                            {"x", {9, 48}, std::vector<double>(p.x.data(), p.x.data() + p.x.size())},
+                            {"bias", {48}, std::vector<double>(p.bias.data(), p.bias.data() + 48)}},
+                       {{"alpha", {0.3}}});
+  const Run r = run_aoc("run " + in + " -o " + out + " --mode all-off --rule relative --damping 0.8 --tol 1e-4 --max-iter 60");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+
+  aoc::CoreConfig cfg = aoc::CoreConfig::twin_all_off(aoc::test::hw48());
+  cfg.alpha = {0.3};
+  aoc::OpticalCore<float> core(aoc::test::hw48(), cfg);
+  core.load_weights(p.W, p.bias);
+  const aoc::StepFn<float> f = [&core](const aoc::Batch<float>& z, const aoc::Batch<float>& inj, const aoc::Batch<float>* prev,
+                                       aoc::Batch<float>& o, const auto&...) { core.step(z, inj, prev, o); };
+  const aoc::SolveResult s = aoc::solve_fixed_point<float>(f, core.injection(aoc::Batch<float>::from(p.x)),
+                                                           aoc::Batch<float>::from(p.z0), aoc::SolverOptions::relative(1e-4, 60, 0.8));
+  const aoc::H5Array z = aoc::read_h5_array(out, "fixed_points");
+  CHECK(z.shape == std::vector<std::size_t>{9, 48});
+  CHECK(digest(z.values) == aoc::digest_hex(s.z.data(), sizeof(double) * s.z.size()));
+  const aoc::H5Array it = aoc::read_h5_array(out, "iterations");
+  CHECK(it.integer);
+  CHECK(std::vector<int>(it.values.begin(), it.values.end()) == s.iterations);
+}
+
+TEST_CASE("run: the same input and seed give the same output digest with 1 and 2 threads") {
+  const auto d = fresh_dir("threads");
+  const auto in = (d / "in.h5").string();
+  REQUIRE(run_aoc("run --example-input " + in + " --batch 150 --seed 5").status == 0);
+  const Run a = run_aoc("run " + in + " -o " + (d / "a.h5").string() + " --threads 1 --seed 9 --rule relative");
+  const Run b = run_aoc("run " + in + " -o " + (d / "b.h5").string() + " --threads 2 --seed 9 --rule relative");
+  INFO(a.out + b.out);
+  REQUIRE(a.status == 0);
+  REQUIRE(b.status == 0);
+  const std::string da = word_after(a.out, "digest of the output arrays ");
+  CHECK(da.size() == 16);
+  CHECK(da == word_after(b.out, "digest of the output arrays "));
+  CHECK(aoc::read_h5_attr((d / "a.h5").string(), "output_digest") == da);
+  CHECK(aoc::read_h5_attr((d / "b.h5").string(), "output_digest") == da);
+  auto bytes = [](const fs::path& f) { std::ifstream in(f, std::ios::binary); return std::string(std::istreambuf_iterator<char>(in), {}); };
+  CHECK(bytes(d / "a.h5") == bytes(d / "b.h5"));  // no timestamps, no thread count: the same bytes
+}
+
+TEST_CASE("run: the output file holds every result array and the root attributes") {
+  const auto d = fresh_dir("attrs-out");
+  const auto in = (d / "in.h5").string(), out = (d / "out.h5").string();
+  REQUIRE(run_aoc("run --example-input " + in + " --n 16 --batch 4").status == 0);
+  const Run r = run_aoc("run " + in + " --hw aoc-16 -o " + out + " --seed 42 --trace");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  CHECK(aoc::read_h5_array(out, "readout").shape == std::vector<std::size_t>{4, 16});
+  CHECK(aoc::read_h5_array(out, "converged").integer);
+  CHECK(aoc::read_h5_array(out, "residual").shape == std::vector<std::size_t>{4});
+  const auto steps = aoc::read_h5_array(out, "max_residual_per_step").shape;
+  REQUIRE(steps.size() == 1);
+  CHECK(aoc::read_h5_array(out, "residual_trace").shape == std::vector<std::size_t>{steps[0], 4});
+  CHECK(aoc::read_h5_attr(out, "version") == AOC_VERSION);
+  CHECK(aoc::read_h5_attr(out, "seed") == "42");
+  CHECK(aoc::read_h5_attr(out, "hardware") == "aoc-16");
+  CHECK(aoc::read_h5_attr(out, "stop_rule") == "twin");
+  CHECK(aoc::read_h5_attr(out, "precision") == "f32");
+  CHECK(aoc::read_h5_attr(out, "mode") == "default");
+  CHECK(aoc::read_h5_attr(out, "config_hash").size() == 16);
+  CHECK_THROWS_AS(aoc::read_h5_array(out, "slm_codes"), aoc::Error);  // not quantized
+  // The config hash follows the options: another tolerance, another hash.
+  const auto out2 = (d / "out2.h5").string();
+  REQUIRE(run_aoc("run " + in + " --hw aoc-16 -o " + out2 + " --seed 42 --trace --tol 1e-4").status == 0);
+  CHECK(aoc::read_h5_attr(out2, "config_hash") != aoc::read_h5_attr(out, "config_hash"));
+}
+
+TEST_CASE("run: quantized output exposes integer codes of the right shape and range") {
+  const auto d = fresh_dir("quantize");
+  nlohmann::json hw;
+  std::ifstream(aoc::resolve_hardware_path("aoc-48")) >> hw;
+  if (!hw.contains("converters")) {
+    auto q = [](double v, const char* unit) { return nlohmann::json{{"value", v}, {"unit", unit}, {"source", "test"}}; };
+    hw["converters"] = {{"slm_bits", q(9, "bit")},  {"dac_bits", q(8, "bit")},  {"dac_min", q(-1.3, "V")}, {"dac_max", q(1.3, "V")},
+                        {"adc_bits", q(10, "bit")}, {"adc_min", q(-2.0, "V")}, {"adc_max", q(2.0, "V")}};
+  }
+  const auto hwfile = (d / "hw.json").string();
+  std::ofstream(hwfile) << hw.dump(1);
+  const int slm_bits = hw["converters"]["slm_bits"]["value"], dac_bits = hw["converters"]["dac_bits"]["value"],
+            adc_bits = hw["converters"]["adc_bits"]["value"];
+  const auto in = (d / "in.h5").string(), out = (d / "out.h5").string();
+  REQUIRE(run_aoc("run --example-input " + in + " --batch 8").status == 0);
+  const Run r = run_aoc("run " + in + " --hw " + hwfile + " -o " + out + " --quantize");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  auto check_codes = [&](const std::string& name, std::vector<std::size_t> shape, double lo, double hi) {
+    INFO(name);
+    const aoc::H5Array a = aoc::read_h5_array(out, name);
+    CHECK(a.integer);
+    CHECK(a.shape == shape);
+    CHECK(*std::min_element(a.values.begin(), a.values.end()) >= lo);
+    CHECK(*std::max_element(a.values.begin(), a.values.end()) <= hi);
+  };
+  check_codes("slm_codes", {48, 48}, -std::ldexp(1.0, slm_bits - 1), std::ldexp(1.0, slm_bits - 1) - 1);
+  check_codes("dac_codes", {8, 48}, 0, std::ldexp(1.0, dac_bits) - 1);
+  check_codes("adc_codes", {8, 48}, 0, std::ldexp(1.0, adc_bits) - 1);
+  CHECK(std::stod(aoc::read_h5_attr(out, "quantize")) == 1);
+  // The largest weight maps to the largest code.
+  const aoc::H5Array slm = aoc::read_h5_array(out, "slm_codes");
+  const double top = std::ldexp(1.0, slm_bits - 1) - 1;
+  CHECK(std::any_of(slm.values.begin(), slm.values.end(), [&](double v) { return std::abs(v) == top; }));
+}
+
+TEST_CASE("run: a missing input file is a one-line error naming the file and writes nothing") {
+  check_bad_input(fresh_dir("missing") / "nope.h5", "");
+}
+
+TEST_CASE("run: a text file that is not HDF5 is a one-line error naming the file") {
+  const auto f = fresh_dir("text") / "in.h5";
+  std::ofstream(f) << "W = [[1, 2], [3, 4]]\n";
+  check_bad_input(f, "");
+  CHECK(run_aoc("run " + f.string() + " -o x.h5").out.find("not an HDF5 file") != std::string::npos);
+}
+
+TEST_CASE("run: a non-square W is a one-line error naming the file and /W") {
+  const auto f = fresh_dir("nonsquare") / "in.h5";
+  aoc::write_h5_arrays(f.string(), {arr("W", {4, 5}, 0.3), arr("x", {2, 4}, 1.0)});
+  check_bad_input(f, "/W");
+}
+
+TEST_CASE("run: x with the wrong number of columns is a one-line error naming the file and /x") {
+  const auto f = fresh_dir("xcols") / "in.h5";
+  aoc::write_h5_arrays(f.string(), {arr("W", {4, 4}, 0.3), arr("x", {2, 5}, 1.0)});
+  check_bad_input(f, "/x");
+}
+
+TEST_CASE("run: NaN in W is a one-line error naming the file and /W") {
+  const auto f = fresh_dir("nan") / "in.h5";
+  aoc::H5Array W = arr("W", {4, 4}, 0.3);
+  W.values[6] = std::nan("");
+  aoc::write_h5_arrays(f.string(), {W, arr("x", {2, 4}, 1.0)});
+  check_bad_input(f, "/W");
+}
+
+TEST_CASE("run: a missing x and an integer W are one-line errors naming the dataset") {
+  const auto d = fresh_dir("type");
+  aoc::write_h5_arrays((d / "nox.h5").string(), {arr("W", {4, 4}, 0.3)});
+  check_bad_input(d / "nox.h5", "/x: missing dataset");
+  aoc::H5Array W = arr("W", {4, 4}, 3.0);
+  W.integer = true;
+  aoc::write_h5_arrays((d / "int.h5").string(), {W, arr("x", {2, 4}, 1.0)});
+  check_bad_input(d / "int.h5", "/W: expected floating-point");
+}
+
+TEST_CASE("run: an output into a missing directory is a one-line error and leaves no file") {
+  const auto d = fresh_dir("nodir");
+  const auto in = (d / "in.h5").string();
+  REQUIRE(run_aoc("run --example-input " + in + " --batch 2").status == 0);
+  const Run r = run_aoc("run " + in + " -o " + (d / "missing" / "out.h5").string());
+  INFO(r.out);
+  CHECK(r.status != 0);
+  CHECK(one_line(r.out));
+  CHECK(r.out.find("out.h5") != std::string::npos);
+  CHECK(std::distance(fs::directory_iterator(d), fs::directory_iterator()) == 1);
+}
+
+TEST_CASE("run: --help teaches with an example") {
+  const Run r = run_aoc("run --help");
+  CHECK(r.status == 0);
+  CHECK(r.out.find("Example") != std::string::npos);
+  CHECK(r.out.find("--example-input") != std::string::npos);
+}
