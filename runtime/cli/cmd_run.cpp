@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "runtime/cli/commands.hpp"
+#include "runtime/cli/loop_flags.hpp"
 #include "runtime/h5io.hpp"
 #include "runtime/loop_run.hpp"
 #include "runtime/output.hpp"
@@ -14,46 +15,19 @@ namespace aoc::cli {
 
 namespace {
 
-struct Opts {
-  std::string input, output, example, hw = "aoc-48", mode = "default", rule = "twin", precision = "f32";
-  int max_iter = 40, threads = 1, n = 0, batch = 16;
-  double tol = 1e-3, damping = 1.0, alpha = 0.5;
-  std::uint64_t seed = 1;
-  bool quantize = false, noise = false, trace = false;
-  const CLI::Option* alpha_opt = nullptr;
+struct Opts : LoopFlags {
+  std::string input, output, example;
+  int n = 0, batch = 16;
 };
-
-std::string list(const std::vector<double>& v, const char* if_empty) {
-  if (v.empty()) return if_empty;
-  std::string t;
-  char b[32];
-  for (double x : v) {
-    std::snprintf(b, sizeof b, "%.17g", x);
-    if (!t.empty()) t += ' ';
-    t += b;
-  }
-  return t;
-}
 
 // The mode's configuration, then the input file's attributes, then --alpha.
 CoreConfig make_config(const Opts& o, const Hardware& hw, const RunInput& in) {
-  CoreConfig cfg = o.mode == "default" ? CoreConfig::twin_defaults(hw)
-                   : o.mode == "all-off" ? CoreConfig::twin_all_off(hw)
-                                         : CoreConfig::ideal(o.alpha, 1.0);
+  CoreConfig cfg = mode_config(o, hw);
   if (!in.alpha.empty()) cfg.alpha = in.alpha;
   if (!in.beta.empty()) cfg.beta = in.beta;
   if (in.gamma) cfg.gamma = in.gamma;
   if (o.alpha_opt->count()) cfg.alpha = {o.alpha};
   return cfg;
-}
-
-SolverOptions make_solver(const Opts& o) {
-  SolverOptions s;
-  if (o.rule == "twin") s = SolverOptions::twin(), s.max_iter = o.max_iter, s.tol = o.tol;
-  else if (o.rule == "relative") s = SolverOptions::relative(o.tol, o.max_iter, o.damping);
-  else s = SolverOptions::fixed(o.max_iter, o.tol);
-  s.trace = o.trace;
-  return s;
 }
 
 // A digest over everything that decides the result: the options in a canonical text, the
@@ -62,11 +36,13 @@ std::string config_hash(const Opts& o, const Hardware& hw, const CoreConfig& cfg
   std::ifstream hf(hw.path, std::ios::binary);
   const std::string hw_bytes((std::istreambuf_iterator<char>(hf)), std::istreambuf_iterator<char>());
   std::ostringstream t;
-  t << "aoc run config 1\nhardware " << hw.name << " " << digest_hex(hw_bytes.data(), hw_bytes.size()) << "\nmode " << o.mode
-    << "\nalpha " << list(cfg.alpha, "none") << "\nbeta " << list(cfg.beta, "none") << "\nscale " << list({cfg.scale}, "")
-    << "\ngamma " << (cfg.gamma ? list({*cfg.gamma}, "") : "none") << "\nrule " << o.rule << "\nmax_iter " << o.max_iter
-    << "\ntol " << list({o.tol}, "") << "\ndamping " << list({o.damping}, "") << "\nprecision " << o.precision
-    << "\nquantize " << o.quantize << "\nnoise " << o.noise << "\nseed " << o.seed << "\ntrace " << o.trace << "\nW "
+  std::string overrides;
+  for (const auto& v : o.set) overrides += " " + v;
+  t << "aoc run config 1\nhardware " << hw.name << "\nset" << overrides << " " << digest_hex(hw_bytes.data(), hw_bytes.size()) << "\nmode " << o.mode
+    << "\nalpha " << list_text(cfg.alpha, "none") << "\nbeta " << list_text(cfg.beta, "none") << "\nscale " << list_text({cfg.scale}, "")
+    << "\ngamma " << (cfg.gamma ? list_text({*cfg.gamma}, "") : "none") << "\nrule " << o.rule << "\nmax_iter " << o.max_iter
+    << "\ntol " << list_text({o.tol}, "") << "\ndamping " << list_text({o.damping}, "") << "\nprecision " << o.precision
+    << "\nquantize " << o.quantize << "\nnoise " << o.noise << "\nbandwidth " << o.bandwidth << "\nseed " << o.seed << "\ntrace " << o.trace << "\nW "
     << p.W.rows() << " x " << p.W.cols() << "\nx " << p.x.rows() << " x " << p.x.cols() << "\n";
   std::string bytes = t.str();
   bytes.append(reinterpret_cast<const char*>(p.W.data()), sizeof(double) * p.W.size());
@@ -85,20 +61,14 @@ void write_example(const Opts& o, const Hardware& hw) {
 }
 
 void run(const Opts& o) {
-  const Hardware hw = load_hardware(resolve_hardware_path(o.hw));
+  const Hardware hw = load_machine(o);
   if (!o.example.empty()) return write_example(o, hw);
   if (o.input.empty()) throw Error("run: no input file (aoc run INPUT.h5 -o OUT.h5, or --example-input FILE)");
   if (o.output.empty()) throw Error("run: no output file (-o OUT.h5)");
   const RunInput in = read_run_input(o.input);
   const LoopProblem& p = in.problem;
   const CoreConfig cfg = make_config(o, hw, in);
-  LoopRunOptions ro;
-  ro.f64 = o.precision == "f64";
-  ro.solver = make_solver(o);
-  ro.quantize = o.quantize;
-  ro.noise = o.noise;
-  ro.seed = o.seed;
-  ro.threads = o.threads;
+  const LoopRunOptions ro = run_options(o);
 
   const auto t0 = std::chrono::steady_clock::now();
   const LoopRunResult r = run_loop(hw, cfg, p, ro);
@@ -115,13 +85,13 @@ void run(const Opts& o) {
             {"hardware_file", hw.path},
             {"config_hash", config_hash(o, hw, cfg, p)},
             {"mode", o.mode},
-            {"alpha", list(cfg.alpha, "none")},
-            {"beta", list(cfg.beta, "none (the mode's gain)")},
-            {"gamma", cfg.gamma ? list({*cfg.gamma}, "") : "none"},
+            {"alpha", list_text(cfg.alpha, "none")},
+            {"beta", list_text(cfg.beta, "none (the mode's gain)")},
+            {"gamma", cfg.gamma ? list_text({*cfg.gamma}, "") : "none"},
             {"stop_rule", o.rule},
             {"precision", o.precision}};
   m.numbers = {{"tol", o.tol}, {"max_iter", o.max_iter}, {"damping", o.damping},
-               {"quantize", o.quantize}, {"noise", o.noise}, {"trace", o.trace}};
+               {"quantize", o.quantize}, {"noise", o.noise}, {"bandwidth", o.bandwidth}, {"trace", o.trace}};
   write_run_output(o.output, r, m);
 
   const SolveResult& s = r.solve;
@@ -131,7 +101,7 @@ void run(const Opts& o) {
   double imean = 0;
   for (int i : s.iterations) imean += i / static_cast<double>(B);
   std::printf("run: %s: %d samples, N = %d; %s (%d channels), mode %s, alpha %s\n", o.input.c_str(), B,
-              static_cast<int>(p.W.rows()), hw.name.c_str(), hw.channels, o.mode.c_str(), list(cfg.alpha, "none").c_str());
+              static_cast<int>(p.W.rows()), hw.name.c_str(), hw.channels, o.mode.c_str(), list_text(cfg.alpha, "none").c_str());
   std::printf("     %s stop rule (tol %.0e, max %d), %s, quantize %s, noise %s, seed %llu, %d thread(s)\n", o.rule.c_str(),
               o.tol, o.max_iter, o.precision.c_str(), o.quantize ? "on" : "off", o.noise ? "on" : "off",
               static_cast<unsigned long long>(o.seed), o.threads);
@@ -148,21 +118,7 @@ void add_run(CLI::App& app) {
   auto* c = app.add_subcommand("run", "Solve the fixed-point loop on weights and inputs from an HDF5 file, write an HDF5 file");
   c->add_option("input", o.input, "input HDF5 file: /W (N x N), /x (B x N), optional /bias, /z0 (docs/run.md)");
   c->add_option("-o,--output", o.output, "output HDF5 file (fixed points, readout, iterations, residuals, codes)");
-  c->add_option("--hw", o.hw, "hardware file or bundled machine (aoc-48, aoc-16)")->capture_default_str();
-  c->add_option("--mode", o.mode, "default: the twin's switches; all-off: every non-ideality off; ideal: tanh loop")
-      ->check(CLI::IsMember({"default", "all-off", "ideal"}))->capture_default_str();
-  o.alpha_opt = c->add_option("--alpha", o.alpha, "leak / feedback coefficient (default: the mode's, or the file's attribute)");
-  c->add_option("--rule", o.rule, "stop rule: twin (batch max residual), relative (per sample, damped), fixed")
-      ->check(CLI::IsMember({"twin", "relative", "fixed"}))->capture_default_str();
-  c->add_option("--max-iter", o.max_iter, "iteration limit (the count, for --rule fixed)")->check(CLI::PositiveNumber)->capture_default_str();
-  c->add_option("--tol", o.tol, "residual tolerance")->check(CLI::PositiveNumber)->capture_default_str();
-  c->add_option("--damping", o.damping, "relative rule: z <- (1-d) z + d f(z)")->check(CLI::Range(1e-6, 1.0))->capture_default_str();
-  c->add_option("--precision", o.precision, "f32 or f64")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
-  c->add_flag("--quantize", o.quantize, "SLM weight codes, input DAC and readout ADC (the hardware's converters section)");
-  c->add_flag("--noise", o.noise, "add the hardware's noise sources (its noise section)");
-  c->add_option("--seed", o.seed, "noise seed; with --example-input, the seed of the weights and inputs")->capture_default_str();
-  c->add_option("--threads", o.threads, "threads (results are identical for any count)")->check(CLI::PositiveNumber)->capture_default_str();
-  c->add_flag("--trace", o.trace, "also write every sample's residual at every step (/residual_trace)");
+  add_loop_flags(c, o, "noise seed; with --example-input, the seed of the weights and inputs");
   c->add_option("--example-input", o.example, "write a seeded example input file to this path and exit");
   c->add_option("--n", o.n, "with --example-input: state size (default: the machine's channel count)");
   c->add_option("--batch", o.batch, "with --example-input: samples")->check(CLI::PositiveNumber)->capture_default_str();

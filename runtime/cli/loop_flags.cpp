@@ -1,0 +1,64 @@
+#include "runtime/cli/loop_flags.hpp"
+
+#include <cstdio>
+
+namespace aoc::cli {
+
+void add_loop_flags(CLI::App* c, LoopFlags& f, const char* seed_help) {
+  c->add_option("--hw", f.hw, "hardware file or bundled machine (aoc-48, aoc-16, aoc-scale)")->capture_default_str();
+  c->add_option("--set", f.set, "override a hardware value, e.g. --set noise.thermal_sigma=0.002 (repeatable)");
+  c->add_option("--mode", f.mode, "default: the twin's switches; all-off: every non-ideality off; ideal: tanh loop")
+      ->check(CLI::IsMember({"default", "all-off", "ideal"}))->capture_default_str();
+  f.alpha_opt = c->add_option("--alpha", f.alpha, "leak / feedback coefficient")->capture_default_str();
+  c->add_option("--rule", f.rule, "stop rule: twin (batch max residual), relative (per sample, damped), fixed")
+      ->check(CLI::IsMember({"twin", "relative", "fixed"}))->capture_default_str();
+  c->add_option("--max-iter", f.max_iter, "iteration limit (the count, for --rule fixed)")->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_option("--tol", f.tol, "residual tolerance")->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_option("--damping", f.damping, "relative rule: z <- (1-d) z + d f(z)")->check(CLI::Range(1e-6, 1.0))->capture_default_str();
+  c->add_option("--precision", f.precision, "f32 or f64")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
+  c->add_flag("--quantize", f.quantize, "SLM weight codes, input DAC and readout ADC (the hardware's converters section)");
+  c->add_flag("--noise", f.noise, "add the hardware's noise sources (its noise section)");
+  c->add_flag("--bandwidth", f.bandwidth, "finite loop bandwidth from the hardware's timing section");
+  c->add_option("--seed", f.seed, seed_help)->capture_default_str();
+  c->add_option("--threads", f.threads, "threads (results are identical for any count)")->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_flag("--trace", f.trace, "keep every sample's residual at every step");
+}
+
+Hardware load_machine(const LoopFlags& f) { return load_hardware(resolve_hardware_path(f.hw), f.set); }
+
+CoreConfig mode_config(const LoopFlags& f, const Hardware& hw) {
+  CoreConfig cfg = f.mode == "default" ? CoreConfig::twin_defaults(hw)
+                   : f.mode == "all-off" ? CoreConfig::twin_all_off(hw)
+                                         : CoreConfig::ideal(f.alpha, 1.0);
+  if (f.alpha_opt && f.alpha_opt->count()) cfg.alpha = {f.alpha};
+  return cfg;
+}
+
+LoopRunOptions run_options(const LoopFlags& f) {
+  LoopRunOptions r;
+  r.f64 = f.precision == "f64";
+  if (f.rule == "twin") r.solver = SolverOptions::twin(), r.solver.max_iter = f.max_iter, r.solver.tol = f.tol;
+  else if (f.rule == "relative") r.solver = SolverOptions::relative(f.tol, f.max_iter, f.damping);
+  else r.solver = SolverOptions::fixed(f.max_iter, f.tol);
+  r.solver.trace = f.trace;
+  r.quantize = f.quantize;
+  r.noise = f.noise;
+  r.bandwidth = f.bandwidth;
+  r.seed = f.seed;
+  r.threads = f.threads;
+  return r;
+}
+
+std::string list_text(const std::vector<double>& v, const char* if_empty) {
+  if (v.empty()) return if_empty;
+  std::string t;
+  char b[32];
+  for (double x : v) {
+    std::snprintf(b, sizeof b, "%.17g", x);
+    if (!t.empty()) t += ' ';
+    t += b;
+  }
+  return t;
+}
+
+}  // namespace aoc::cli

@@ -1,0 +1,30 @@
+// The options `aoc loop` and `aoc run` share: which machine and overrides, mode, stop rule,
+// precision, converters, noise, bandwidth, seed, threads. One definition, one set of help texts.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/loop_run.hpp"
+
+namespace aoc::cli {
+
+struct LoopFlags {
+  std::string hw = "aoc-48", mode = "default", rule = "twin", precision = "f32";
+  std::vector<std::string> set;  // hardware overrides section.field=value
+  int max_iter = 40, threads = 1;
+  double tol = 1e-3, damping = 1.0, alpha = 0.5;
+  std::uint64_t seed = 1;
+  bool quantize = false, noise = false, bandwidth = false, trace = false;
+  const CLI::Option* alpha_opt = nullptr;
+};
+
+void add_loop_flags(CLI::App* c, LoopFlags& f, const char* seed_help);
+Hardware load_machine(const LoopFlags& f);
+CoreConfig mode_config(const LoopFlags& f, const Hardware& hw);  // the mode, then --alpha if given
+LoopRunOptions run_options(const LoopFlags& f);
+// "alpha 0.5", "none", "0.1 0.2 ...": values as text, every digit kept
+std::string list_text(const std::vector<double>& v, const char* if_empty);
+
+}  // namespace aoc::cli
