@@ -1,5 +1,6 @@
 #include "sim/energy.hpp"
 
+#include <cmath>
 #include <map>
 
 #include "sim/error.hpp"
@@ -161,8 +162,6 @@ EnergyReport estimate(const Hardware& hw, const Workload& w) {
     if (!(*w.photons_per_sample > 0 && std::isfinite(*w.photons_per_sample)))
       throw Error("estimate: photons per sample must be > 0, got " + num(*w.photons_per_sample));
     photons = *w.photons_per_sample, photons_from = "the workload (--photons)";
-  } else if (hw.noise && hw.noise->photons_per_sample > 0) {
-    photons = hw.noise->photons_per_sample, photons_from = "noise.photons_per_sample";
   } else if (e.photon_budget && e.photon_budget->photons_per_sample > 0) {
     photons = e.photon_budget->photons_per_sample, photons_from = "energy.photon_budget.photons_per_sample";
   }

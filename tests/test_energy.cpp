@@ -199,18 +199,19 @@ TEST_CASE("energy: in photon-budget mode the LED energy follows from the photon 
   CHECK(said);
 }
 
-TEST_CASE("energy: the photon count comes from the workload before the noise section and the energy section") {
+TEST_CASE("energy: the photon count comes from the workload before the energy section's design point") {
   aoc::Hardware hw = small_machine();
   hw.energy->photon_budget = aoc::PhotonBudget{520, 0.25, 0.8, 0.2, 256};
   const double from_file = aoc::estimate(hw, small_work()).led_pj_photon;
+  // the noise section's shot-noise level does not switch the energy model to the photon budget:
+  // a bench-top machine's LEDs burn their bias current whatever the detectors receive
   aoc::NoiseSpec noise;
   noise.photons_per_sample = 1024;
   hw.noise = noise;
-  const double from_noise = aoc::estimate(hw, small_work()).led_pj_photon;
+  CHECK(aoc::estimate(hw, small_work()).led_pj_photon == from_file);
   aoc::Workload w = small_work();
   w.photons_per_sample = 4096;
   const double from_work = aoc::estimate(hw, w).led_pj_photon;
-  CHECK(from_noise == Approx(4 * from_file).epsilon(1e-12));
   CHECK(from_work == Approx(16 * from_file).epsilon(1e-12));
 }
 

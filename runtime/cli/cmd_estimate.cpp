@@ -21,6 +21,7 @@ struct Opts {
   double iterations = -1, photons = 0;
   std::uint64_t seed = 1;
   bool json = false;
+  std::vector<std::string> set;
 };
 
 constexpr int kMeasureBatch = 64;
@@ -50,6 +51,9 @@ Measured measure(const Hardware& hw, int n, const Opts& o) {
   lo.f64 = false;
   lo.solver = SolverOptions::twin();
   lo.threads = o.threads;
+  // photon-budget mode: the same photon count sets the shot noise of the run that measures K
+  lo.noise = o.photons > 0 && hw.noise.has_value();
+  lo.seed = o.seed;
   const LoopRunResult r = run_loop(hw, CoreConfig::twin_defaults(hw), random_problem(n, kMeasureBatch, o.seed), lo);
   Measured m;
   for (int i : r.solve.iterations) m.mean += i / static_cast<double>(r.solve.iterations.size());
@@ -62,7 +66,12 @@ Measured measure(const Hardware& hw, int n, const Opts& o) {
 nlohmann::ordered_json band(const Band& b) { return {{"min", b.min}, {"typ", b.typ}, {"max", b.max}}; }
 
 int run(const Opts& o) {
-  const Hardware hw = load_hardware(resolve_hardware_path(o.hw));
+  std::vector<std::string> set = o.set;
+  if (o.photons > 0) set.push_back("noise.photons_per_sample=" + std::to_string(o.photons));
+  const std::string path = resolve_hardware_path(o.hw);
+  // the photon override applies where the file has a noise section to apply it to
+  const Hardware probe = load_hardware(path, o.set);
+  const Hardware hw = probe.noise ? load_hardware(path, set) : probe;
   const int n = o.n > 0 ? o.n : hw.channels;
   if (n > hw.channels) throw Error("--n: " + std::to_string(n) + " is more than the " + std::to_string(hw.channels) + " channels of " + hw.name);
   const bool measured = o.iterations < 0;
@@ -161,6 +170,7 @@ void add_estimate(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   c->add_option("--fixed-points", o.fixed_points, "fixed points per inference, run one after another with the same weights")
       ->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_option("--set", o.set, "override a hardware value, e.g. --set timing.loop_period_ns=1 (repeatable)");
   c->add_option("--photons", o.photons,
                 "photons per detector sample: photon-budget mode, the LED energy follows from energy.photon_budget")
       ->check(CLI::PositiveNumber);

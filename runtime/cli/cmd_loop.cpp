@@ -43,7 +43,7 @@ int run(const Opts& o) {
   if (o.compare) {
     LoopRunOptions clean = ro;
     clean.noise = clean.quantize = clean.bandwidth = false;
-    dev = deviation(res.readout, run_loop(hw, cfg, p, clean).solve.z);
+    dev = deviation(r.z, run_loop(hw, cfg, p, clean).solve.z);
   }
 
   const int conv = static_cast<int>(std::count(r.converged.begin(), r.converged.end(), 1));
@@ -77,7 +77,7 @@ int run(const Opts& o) {
               o.batch, imean, *imin, *imax, r.steps);
   std::printf("sample 0 fixed point, first channels:");
   for (int j = 0; j < std::min(n, 6); ++j) std::printf(" %+.4f", r.z(0, j));
-  if (o.compare) std::printf("\nreadout vs the clean run (no converters, noise or bandwidth): max |d| %.3e, rms %.3e", dev.max_abs, dev.rms);
+  if (o.compare) std::printf("\nfixed points vs the clean run (no converters, noise or bandwidth): max |d| %.3e, rms %.3e", dev.max_abs, dev.rms);
   std::printf("\ndigest of the fixed points %s; %.3g ms (%.3g sample-iterations/s)\n", digest.c_str(), secs * 1e3,
               o.batch * static_cast<double>(r.steps) / secs);
   return 0;
