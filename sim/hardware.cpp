@@ -651,6 +651,33 @@ std::string describe(const Hardware& hw) {
     << ", pd_crosstalk " << on(sw.pd_crosstalk) << ", pbs_crosstalk " << on(sw.pbs_crosstalk)
     << ", slm_darkness " << on(sw.slm_darkness) << "\n";
 
+  // The physical sections: one line per value, with its source.
+  auto section = [&](const char* title, const std::vector<std::pair<std::string, std::string>>& items) {
+    o << "\n" << title << "\n";
+    for (const auto& [name, value] : items)
+      o << "  " << pad(name, 24) << "  " << pad(value, 14) << "  " << source(std::string(title) + "." + name) << "\n";
+  };
+  if (const auto& n = hw.noise)
+    section("noise", {{"led_bias", g4(n->led_bias) + " V"}, {"photons_per_sample", g4(n->photons_per_sample)},
+                      {"thermal_sigma", g4(n->thermal_sigma) + " V"}, {"rin_sigma", g4(n->rin_sigma)},
+                      {"slm_fixed_pattern_sigma", g4(n->slm_fixed_pattern_sigma)}, {"drift_sigma", g4(n->drift_sigma) + " V"},
+                      {"drift_time_us", g4(n->drift_time_us) + " us"}, {"flicker_sigma", g4(n->flicker_sigma) + " V"}});
+  if (const auto& c = hw.converters)
+    section("converters", {{"slm_bits", std::to_string(c->slm_bits)}, {"dac_bits", std::to_string(c->dac_bits)},
+                           {"dac_min", g4(c->dac_range[0]) + " V"}, {"dac_max", g4(c->dac_range[1]) + " V"},
+                           {"adc_bits", std::to_string(c->adc_bits)}, {"adc_min", g4(c->adc_range[0]) + " V"},
+                           {"adc_max", g4(c->adc_range[1]) + " V"}});
+  if (const auto& t = hw.timing)
+    section("timing", {{"loop_period_ns", g4(t->loop_period_ns) + " ns"}, {"bandwidth_mhz", g4(t->bandwidth_mhz) + " MHz"},
+                       {"settle_ns", g4(t->settle_ns) + " ns"}, {"readout_samples", std::to_string(t->readout_samples)},
+                       {"readout_rate_mhz", g4(t->readout_rate_mhz) + " MHz"}, {"slm_reload_us", g4(t->slm_reload_us) + " us"}});
+  if (const auto& e = hw.energy) {
+    std::vector<std::pair<std::string, std::string>> items;
+    for (const auto& c : e->components)
+      items.emplace_back(c.name, g4(c.value.typ) + " " + c.unit + " (" + g4(c.value.min) + ".." + g4(c.value.max) + ")");
+    section("energy", items);
+  }
+
   std::size_t unused = 0;
   for (const auto& [k, v] : hw.sources)
     if (k.rfind("unused.", 0) == 0) ++unused;
