@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <complex>
+#include <map>
 #include <mutex>
 
 #include "sim/error.hpp"
@@ -13,7 +14,26 @@ namespace aoc::noise {
 
 namespace {
 
-std::mutex fftw_planner;  // FFTW's planner is not thread-safe; executing a plan is.
+// FFTW plans of one length, made once (FFTW's planner is not thread-safe; executing a plan on
+// other arrays with the new-array interface is). Unaligned, so any std::vector will do.
+struct Plans {
+  fftw_plan fwd = nullptr, inv = nullptr;
+};
+
+const Plans& plans(int length) {
+  static std::mutex m;
+  static std::map<int, Plans> cache;
+  std::lock_guard<std::mutex> lock(m);
+  Plans& p = cache[length];
+  if (!p.fwd) {
+    std::vector<double> x(length);
+    std::vector<std::complex<double>> X(length / 2 + 1);
+    auto* c = reinterpret_cast<fftw_complex*>(X.data());
+    p.fwd = fftw_plan_dft_r2c_1d(length, x.data(), c, FFTW_ESTIMATE | FFTW_UNALIGNED);
+    p.inv = fftw_plan_dft_c2r_1d(length, c, x.data(), FFTW_ESTIMATE | FFTW_UNALIGNED);
+  }
+  return p;
+}
 
 // 53-bit uniform in (0, 1] from two 32-bit words.
 double unit(std::uint32_t hi, std::uint32_t lo) {
@@ -47,21 +67,11 @@ std::vector<double> flicker(std::uint64_t seed, std::uint32_t sample, std::uint3
   if (sigma == 0) return x;
   for (int n = 0; n < length; ++n) x[n] = normal(seed, Source::Flicker, sample, channel, static_cast<std::uint32_t>(n));
   std::vector<std::complex<double>> X(length / 2 + 1);
-  fftw_plan fwd, inv;
-  {
-    std::lock_guard<std::mutex> lock(fftw_planner);
-    fwd = fftw_plan_dft_r2c_1d(length, x.data(), reinterpret_cast<fftw_complex*>(X.data()), FFTW_ESTIMATE);
-    inv = fftw_plan_dft_c2r_1d(length, reinterpret_cast<fftw_complex*>(X.data()), x.data(), FFTW_ESTIMATE);
-  }
-  fftw_execute(fwd);
+  const Plans& p = plans(length);
+  fftw_execute_dft_r2c(p.fwd, x.data(), reinterpret_cast<fftw_complex*>(X.data()));
   X[0] = 0;  // no DC: drift is its own source
   for (size_t k = 1; k < X.size(); ++k) X[k] /= std::sqrt(static_cast<double>(k));  // power ~ 1/f
-  fftw_execute(inv);
-  {
-    std::lock_guard<std::mutex> lock(fftw_planner);
-    fftw_destroy_plan(fwd);
-    fftw_destroy_plan(inv);
-  }
+  fftw_execute_dft_c2r(p.inv, reinterpret_cast<fftw_complex*>(X.data()), x.data());
   double mean = 0, ss = 0;
   for (double v : x) mean += v / length;
   for (double& v : x) v -= mean, ss += v * v;

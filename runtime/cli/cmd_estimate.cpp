@@ -66,8 +66,14 @@ Measured measure(const Hardware& hw, int n, const Opts& o) {
 nlohmann::ordered_json band(const Band& b) { return {{"min", b.min}, {"typ", b.typ}, {"max", b.max}}; }
 
 int run(const Opts& o) {
+  // Photon-budget mode: one number sets the precision, the shot noise of the run that measures K
+  // (the other noise sources off) and the LEDs' energy.
   std::vector<std::string> set = o.set;
-  if (o.photons > 0) set.push_back("noise.photons_per_sample=" + std::to_string(o.photons));
+  if (o.photons > 0) {
+    set.push_back("noise.photons_per_sample=" + std::to_string(o.photons));
+    for (const char* other : {"thermal_sigma", "rin_sigma", "slm_fixed_pattern_sigma", "drift_sigma", "flicker_sigma"})
+      set.push_back(std::string("noise.") + other + "=0");
+  }
   const std::string path = resolve_hardware_path(o.hw);
   // the photon override applies where the file has a noise section to apply it to
   const Hardware probe = load_hardware(path, o.set);
