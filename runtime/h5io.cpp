@@ -218,6 +218,7 @@ std::vector<OutArray> out_arrays(const LoopRunResult& r, const RunOutputMeta& m)
   if (m.trace) {
     const hsize_t rows = s.residual_trace.rows(), cols = s.residual_trace.cols();
     a.push_back({"residual_trace", {rows, cols}, s.residual_trace.data(), sizeof(double) * s.residual_trace.size(), Kind::F64});
+    a.push_back({"state_trace", {rows, cols, N}, s.state_trace.data(), sizeof(double) * s.state_trace.size(), Kind::F64});
   }
   return a;
 }

@@ -2,6 +2,9 @@
 
 #include <omp.h>
 
+#include <cmath>
+#include <optional>
+
 #include "sim/core.hpp"
 #include "sim/error.hpp"
 #include "sim/readout.hpp"
@@ -26,7 +29,8 @@ namespace {
 template <class T>
 LoopRunResult run(const Hardware& hw, const CoreConfig& cfg, const LoopProblem& p, const LoopRunOptions& o) {
   if (o.quantize && !hw.converters) throw Error(hw.path + ": converters: missing (needed for quantization)");
-  if (o.bandwidth && !hw.timing) throw Error(hw.path + ": timing: missing (needed for a finite bandwidth)");
+  if ((o.bandwidth || o.hardware_readout) && !hw.timing)
+    throw Error(hw.path + ": timing: missing (needed for a finite bandwidth and the hardware readout)");
   omp_set_num_threads(o.threads);
   LoopRunResult res;
   CoreConfig c = cfg;
@@ -52,16 +56,46 @@ LoopRunResult run(const Hardware& hw, const CoreConfig& cfg, const LoopProblem& 
       }
   }
   res.solve = solve_fixed_point<T>(core.step_fn(), inj, Batch<T>::from(p.z0), o.solver);
-  res.readout = res.solve.z;
-  if (o.quantize) {
-    const UniformConverter adc{hw.converters->adc_range[0], hw.converters->adc_range[1], hw.converters->adc_bits};
-    res.adc_codes.resize(res.readout.rows(), res.readout.cols());
-    for (Eigen::Index r = 0; r < res.readout.rows(); ++r)
-      for (Eigen::Index j = 0; j < res.readout.cols(); ++j) {
-        res.adc_codes(r, j) = adc.code(readout_saturation(hw.readout, res.readout(r, j)));
-        res.readout(r, j) = adc.value(res.adc_codes(r, j));
-      }
+  // What leaves the machine. Ideal readout: the fixed point itself. Hardware readout: the loop
+  // keeps running on the machine's clock; after the settle time the ADC takes readout_samples
+  // samples at its rate and they are averaged (digitally, after the saturation curve and the ADC).
+  std::vector<RowMatrix<double>> samples;
+  if (o.hardware_readout) {
+    const TimingSpec& t = *hw.timing;
+    const int settle = static_cast<int>(std::ceil(t.settle_ns / t.loop_period_ns));
+    const int spacing = std::max(1, static_cast<int>(std::lround(1e3 / t.readout_rate_mhz / t.loop_period_ns)));
+    Batch<T> z = Batch<T>::from(res.solve.z), prev = z, next;
+    int k = res.solve.steps;
+    auto advance = [&] {
+      core.step(z, inj, &prev, next, StepContext{k++, nullptr});
+      std::swap(prev, z);
+      std::swap(z, next);
+    };
+    while (k < settle) advance();
+    for (int s = 0; s < t.readout_samples; ++s) {
+      for (int i = 0; i < spacing; ++i) advance();
+      samples.push_back(z.to_double());
+    }
+  } else {
+    samples.push_back(res.solve.z);
   }
+  const Eigen::Index B = res.solve.z.rows(), N = res.solve.z.cols();
+  res.readout = RowMatrix<double>::Zero(B, N);
+  std::optional<UniformConverter> adc;
+  if (o.quantize) adc = UniformConverter{hw.converters->adc_range[0], hw.converters->adc_range[1], hw.converters->adc_bits};
+  RowMatrix<double> code_sum = RowMatrix<double>::Zero(B, N);
+  for (const auto& smp : samples)
+    for (Eigen::Index r = 0; r < B; ++r)
+      for (Eigen::Index j = 0; j < N; ++j) {
+        double v = smp(r, j);
+        if (adc) {
+          const std::int32_t c = adc->code(readout_saturation(hw.readout, v));
+          code_sum(r, j) += c;
+          v = adc->value(c);
+        }
+        res.readout(r, j) += v / static_cast<double>(samples.size());
+      }
+  if (adc) res.adc_codes = (code_sum / static_cast<double>(samples.size())).array().round().cast<std::int32_t>();
   return res;
 }
 

@@ -22,6 +22,7 @@ struct LoopRunOptions {
   std::uint64_t seed = 0;  // noise seed
   int threads = 1;
   bool bandwidth = false;  // finite loop bandwidth from hw.timing (each iteration reaches part of its step)
+  bool hardware_readout = false;  // read out on the machine's clock: settle, then average a sample window
 };
 
 // The noise clock and sequence lengths of a run on this machine: iterations last the loop period,
@@ -33,8 +34,8 @@ struct LoopRunResult {
   RowMatrix<std::int32_t> slm_codes;      // N x N, when quantized
   double slm_scale = 0;                   // value of one SLM code step
   RowMatrix<std::int32_t> dac_codes;      // B x N injection codes, when quantized
-  RowMatrix<std::int32_t> adc_codes;      // B x N readout codes, when quantized
-  RowMatrix<double> readout;              // B x N: what leaves the machine (saturation, ADC)
+  RowMatrix<std::int32_t> adc_codes;      // B x N readout codes (the window's mean code, rounded), when quantized
+  RowMatrix<double> readout;              // B x N: what leaves the machine (window mean; saturation and ADC when quantized)
 };
 
 LoopRunResult run_loop(const Hardware& hw, const CoreConfig& cfg, const LoopProblem& p, const LoopRunOptions& o);

@@ -37,11 +37,14 @@ void write_row(const T* src, int n, RowMatrix<double>& dst, int r) {
   for (int j = 0; j < n; ++j) dst(r, j) = static_cast<double>(src[j]);
 }
 
-void trace_step(SolveResult& res, bool trace, int B) {
+void trace_step(SolveResult& res, bool trace, int B, int N) {
   res.max_residual.push_back(0.0);
   if (trace) {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
     res.residual_trace.conservativeResize(res.steps, B);
-    res.residual_trace.row(res.steps - 1).setConstant(std::numeric_limits<double>::quiet_NaN());
+    res.residual_trace.row(res.steps - 1).setConstant(nan);
+    res.state_trace.conservativeResize(static_cast<Eigen::Index>(res.steps) * B, N);
+    res.state_trace.bottomRows(B).setConstant(nan);
   }
 }
 
@@ -56,12 +59,15 @@ void solve_together(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z0,
   for (int k = 0; k < opt.max_iter; ++k) {
     f(z, inj, k == 0 ? nullptr : &prev, fz, StepContext{k, nullptr});
     ++res.steps;
-    trace_step(res, opt.trace, B);
+    trace_step(res, opt.trace, B, N);
     double worst = 0;
     for (int r = 0; r < B; ++r) {
       const double d = l2_diff(fz.row(r), z.row(r), N);
       worst = std::max(worst, d);
-      if (opt.trace) res.residual_trace(k, r) = d;
+      if (opt.trace) {
+        res.residual_trace(k, r) = d;
+        write_row(fz.row(r), N, res.state_trace, k * B + r);
+      }
       if (!twin || d < best[r]) {
         best[r] = d;
         res.iterations[r] = k + 1;
@@ -92,7 +98,7 @@ void solve_per_sample(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z
     const int A = static_cast<int>(idx.size());
     f(z, in, k == 0 ? nullptr : &prev, fz, StepContext{k, idx.data()});
     ++res.steps;
-    trace_step(res, opt.trace, B);
+    trace_step(res, opt.trace, B, N);
     std::vector<int> keep;
     keep.reserve(A);
     double worst = 0;
@@ -101,7 +107,10 @@ void solve_per_sample(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z
       const double d = l2_diff(fz.row(a), z.row(a), N);
       const double rel = d / (l2(fz.row(a), N) + 1e-9);
       worst = std::max(worst, d);
-      if (opt.trace) res.residual_trace(k, r) = d;
+      if (opt.trace) {
+        res.residual_trace(k, r) = d;
+        write_row(fz.row(a), N, res.state_trace, k * B + r);
+      }
       // damped update, written into fz so that fz holds the next iterate
       T* nz = fz.row(a);
       const T* oz = z.row(a);

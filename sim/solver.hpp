@@ -42,6 +42,7 @@ struct SolveResult {
   int steps = 0;                       // steps run on the batch (the longest sample)
   std::vector<double> max_residual;    // per step: max over the samples still iterating
   RowMatrix<double> residual_trace;    // steps x B when options.trace (NaN once a sample stopped)
+  RowMatrix<double> state_trace;       // (steps * B) x N when options.trace: f(z) of step k, sample b at row k*B + b
 };
 
 // One iteration of every row of z: out = f(z). z_prev is the previous iterate (nullptr on the first

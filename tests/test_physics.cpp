@@ -8,6 +8,7 @@
 #include "sim/core.hpp"
 #include "sim/physics_spec.hpp"
 #include "sim/quantize.hpp"
+#include "runtime/loop_run.hpp"
 
 using namespace aoc;
 using namespace aoc::test;
@@ -108,4 +109,27 @@ TEST_CASE("physics: an annealing schedule sets alpha at each iteration") {
   a.step(zb, a.injection(Batch<double>::from(x)), nullptr, fa, StepContext{2, nullptr});
   c.step(zb, c.injection(Batch<double>::from(x)), nullptr, fc);
   CHECK((fa.to_double() - fc.to_double()).cwiseAbs().maxCoeff() < 1e-14);
+}
+
+TEST_CASE("physics: the hardware readout averages its sample window, which beats down white noise") {
+  const Hardware hw = load_hardware(resolve_hardware_path("aoc-48"),
+                                    {"noise.photons_per_sample=0", "noise.rin_sigma=0", "noise.slm_fixed_pattern_sigma=0",
+                                     "noise.drift_sigma=0", "noise.flicker_sigma=0", "noise.thermal_sigma=0.01"});
+  const LoopProblem p = random_problem(48, 32, 4);
+  const CoreConfig cfg = CoreConfig::twin_defaults(hw);
+  LoopRunOptions clean;
+  clean.solver = SolverOptions::relative(1e-9, 200, 1.0);
+  const RowMatrix<double> ref = run_loop(hw, cfg, p, clean).solve.z;
+  LoopRunOptions noisy = clean;
+  noisy.solver = SolverOptions::fixed(60);
+  noisy.noise = true;
+  noisy.seed = 5;
+  const LoopRunResult instant = run_loop(hw, cfg, p, noisy);
+  noisy.hardware_readout = true;
+  const LoopRunResult averaged = run_loop(hw, cfg, p, noisy);
+  const double rms_instant = std::sqrt((instant.readout - ref).squaredNorm() / ref.size());
+  const double rms_window = std::sqrt((averaged.readout - ref).squaredNorm() / ref.size());
+  // 40 samples 8 iterations apart are nearly independent: about sqrt(40) = 6.3 less noise
+  CHECK(rms_window < rms_instant / 4);
+  CHECK(rms_window > rms_instant / 10);
 }

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "sim/error.hpp"
+
 namespace aoc::cli {
 
 void add_loop_flags(CLI::App* c, LoopFlags& f, const char* seed_help) {
@@ -19,6 +21,9 @@ void add_loop_flags(CLI::App* c, LoopFlags& f, const char* seed_help) {
   c->add_flag("--quantize", f.quantize, "SLM weight codes, input DAC and readout ADC (the hardware's converters section)");
   c->add_flag("--noise", f.noise, "add the hardware's noise sources (its noise section)");
   c->add_flag("--bandwidth", f.bandwidth, "finite loop bandwidth from the hardware's timing section");
+  c->add_flag("--hardware-readout", f.hardware_readout,
+              "read out on the machine's clock: settle time, then the mean of the ADC's sample window (timing section)");
+  c->add_option("--anneal", f.anneal, "alpha schedule replacing --alpha: linear:START:END:ITERS or exp:START:END:ITERS");
   c->add_option("--seed", f.seed, seed_help)->capture_default_str();
   c->add_option("--threads", f.threads, "threads (results are identical for any count)")->check(CLI::PositiveNumber)->capture_default_str();
   c->add_flag("--trace", f.trace, "keep every sample's residual at every step");
@@ -31,6 +36,16 @@ CoreConfig mode_config(const LoopFlags& f, const Hardware& hw) {
                    : f.mode == "all-off" ? CoreConfig::twin_all_off(hw)
                                          : CoreConfig::ideal(f.alpha, 1.0);
   if (f.alpha_opt && f.alpha_opt->count()) cfg.alpha = {f.alpha};
+  if (!f.anneal.empty()) {
+    AlphaSchedule& a = cfg.alpha_schedule;
+    char kind[16] = {};
+    int used = 0;
+    if (std::sscanf(f.anneal.c_str(), "%15[a-z]:%lf:%lf:%d%n", kind, &a.start, &a.end, &a.iterations, &used) != 4 ||
+        used != static_cast<int>(f.anneal.size()) || a.iterations < 1 ||
+        (std::string(kind) != "linear" && std::string(kind) != "exp"))
+      throw Error("--anneal: expected linear:START:END:ITERS or exp:START:END:ITERS, got " + f.anneal);
+    a.kind = std::string(kind) == "linear" ? AlphaSchedule::Kind::Linear : AlphaSchedule::Kind::Exponential;
+  }
   return cfg;
 }
 
@@ -44,6 +59,7 @@ LoopRunOptions run_options(const LoopFlags& f) {
   r.quantize = f.quantize;
   r.noise = f.noise;
   r.bandwidth = f.bandwidth;
+  r.hardware_readout = f.hardware_readout;
   r.seed = f.seed;
   r.threads = f.threads;
   return r;

@@ -16,7 +16,8 @@ struct LoopFlags {
   int max_iter = 40, threads = 1;
   double tol = 1e-3, damping = 1.0, alpha = 0.5;
   std::uint64_t seed = 1;
-  bool quantize = false, noise = false, bandwidth = false, trace = false;
+  bool quantize = false, noise = false, bandwidth = false, trace = false, hardware_readout = false;
+  std::string anneal;  // "linear:START:END:ITERS" or "exp:START:END:ITERS"
   const CLI::Option* alpha_opt = nullptr;
 };
 
