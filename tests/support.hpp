@@ -1,5 +1,12 @@
 // Shared by the tests: the bundled machines, loaded once.
 #pragma once
+#include <catch2/catch.hpp>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
 #include "sim/hardware.hpp"
 
 namespace aoc::test {
@@ -13,5 +20,23 @@ inline const Hardware& hw16() {
   return hw;
 }
 inline const Hardware& machine(int n_variables) { return n_variables == 16 ? hw16() : hw48(); }
+
+// The aoc executable run as a user would: exit status and everything it printed.
+struct Run {
+  int status;
+  std::string out;
+};
+
+inline Run run_aoc(const std::string& args) {
+  const std::string cmd = std::string(AOC_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  const int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
 
 }  // namespace aoc::test

@@ -1,6 +1,8 @@
 // The aoc executable as a user meets it: exit codes, one-line errors, outputs.
 #include <catch2/catch.hpp>
 
+#include "tests/support.hpp"
+
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -9,24 +11,10 @@
 #include <string>
 #include <sys/wait.h>
 
+using aoc::test::Run;
+using aoc::test::run_aoc;
+
 namespace {
-
-struct Run {
-  int status;
-  std::string out;
-};
-
-Run aoc(const std::string& args) {
-  const std::string cmd = std::string(AOC_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
 
 std::filesystem::path temp_dir() {
   auto d = std::filesystem::temp_directory_path() / ("aoc-cli-test-" + std::to_string(::getpid()));
@@ -48,7 +36,7 @@ bool one_line(const std::string& s) {
 }  // namespace
 
 TEST_CASE("cli: verify-dt passes every bundled golden case and exits 0") {
-  const Run r = aoc("verify-dt");
+  const Run r = run_aoc("verify-dt");
   INFO(r.out);
   CHECK(r.status == 0);
   CHECK(r.out.find("12 of 12 case runs within tolerance") != std::string::npos);
@@ -60,7 +48,7 @@ TEST_CASE("cli: verify-dt exits 1 when the simulator misses a case by more than 
   g["cases"][1]["one_step"][0][0] = g["cases"][1]["one_step"][0][0].get<double>() + 1e-3;
   const auto f = temp_dir() / "perturbed.json";
   write(f, g.dump());
-  const Run r = aoc("verify-dt " + f.string() + " --precision f64");
+  const Run r = run_aoc("verify-dt " + f.string() + " --precision f64");
   INFO(r.out);
   CHECK(r.status == 1);
   CHECK(r.out.find("FAIL") != std::string::npos);
@@ -69,7 +57,7 @@ TEST_CASE("cli: verify-dt exits 1 when the simulator misses a case by more than 
 TEST_CASE("cli: a malformed golden file is a one-line error naming the file") {
   const auto f = temp_dir() / "broken.json";
   write(f, "{\"cases\": [ {\"name\": ");
-  const Run r = aoc("verify-dt " + f.string());
+  const Run r = run_aoc("verify-dt " + f.string());
   INFO(r.out);
   CHECK(r.status == 1);
   CHECK(one_line(r.out));
@@ -81,7 +69,7 @@ TEST_CASE("cli: a golden case with a wrong-shaped field is an error naming the c
   g["cases"][2]["x"][0].erase(0);
   const auto f = temp_dir() / "ragged.json";
   write(f, g.dump());
-  const Run r = aoc("verify-dt " + f.string());
+  const Run r = run_aoc("verify-dt " + f.string());
   INFO(r.out);
   CHECK(r.status == 1);
   CHECK(one_line(r.out));
@@ -93,14 +81,14 @@ TEST_CASE("cli: an unknown switch in a golden case is an error naming it") {
   g["cases"][1]["flags"]["apply_magic"] = true;
   const auto f = temp_dir() / "unknown-switch.json";
   write(f, g.dump());
-  const Run r = aoc("verify-dt " + f.string());
+  const Run r = run_aoc("verify-dt " + f.string());
   INFO(r.out);
   CHECK(r.status == 1);
   CHECK(r.out.find("cases[1].flags.apply_magic: unknown switch") != std::string::npos);
 }
 
 TEST_CASE("cli: hw show of a missing file exits non-zero with a one-line error") {
-  const Run r = aoc("hw show /nonexistent/machine.json");
+  const Run r = run_aoc("hw show /nonexistent/machine.json");
   INFO(r.out);
   CHECK(r.status != 0);
   CHECK(one_line(r.out));
@@ -115,7 +103,7 @@ TEST_CASE("cli: the loop's fixed points are bit-identical with 1 and 2 threads")
   };
   for (const char* prec : {"f32", "f64"}) {
     const std::string args = std::string("loop --batch 200 --seed 3 --precision ") + prec;
-    const Run one = aoc(args + " --threads 1"), two = aoc(args + " --threads 2");
+    const Run one = run_aoc(args + " --threads 1"), two = run_aoc(args + " --threads 2");
     REQUIRE(one.status == 0);
     REQUIRE(two.status == 0);
     CHECK(digest(one) == digest(two));
@@ -123,7 +111,7 @@ TEST_CASE("cli: the loop's fixed points are bit-identical with 1 and 2 threads")
 }
 
 TEST_CASE("cli: a different seed gives different fixed points") {
-  const Run a = aoc("loop --batch 8 --seed 1 --json"), b = aoc("loop --batch 8 --seed 2 --json");
+  const Run a = run_aoc("loop --batch 8 --seed 1 --json"), b = run_aoc("loop --batch 8 --seed 2 --json");
   REQUIRE(a.status == 0);
   REQUIRE(b.status == 0);
   CHECK(nlohmann::json::parse(a.out)["digest"] != nlohmann::json::parse(b.out)["digest"]);
@@ -134,7 +122,7 @@ TEST_CASE("cli: JSON written with -o lands complete and leaves no temporary file
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const auto f = dir / "verify.json";
-  const Run r = aoc("verify-dt --json -o " + f.string());
+  const Run r = run_aoc("verify-dt --json -o " + f.string());
   INFO(r.out);
   REQUIRE(r.status == 0);
   std::ifstream in(f);
@@ -147,7 +135,7 @@ TEST_CASE("cli: JSON written with -o lands complete and leaves no temporary file
 }
 
 TEST_CASE("cli: writing into a missing directory fails cleanly") {
-  const Run r = aoc("verify-dt --json -o /nonexistent/dir/out.json");
+  const Run r = run_aoc("verify-dt --json -o /nonexistent/dir/out.json");
   INFO(r.out);
   CHECK(r.status == 1);
   CHECK(one_line(r.out));
@@ -155,7 +143,7 @@ TEST_CASE("cli: writing into a missing directory fails cleanly") {
 
 TEST_CASE("cli: every subcommand's help shows an example") {
   for (const char* sub : {"hw show", "verify-dt", "loop", "bench"}) {
-    const Run r = aoc(std::string(sub) + " --help");
+    const Run r = run_aoc(std::string(sub) + " --help");
     INFO(sub << "\n" << r.out);
     CHECK(r.status == 0);
     CHECK(r.out.find("Example") != std::string::npos);

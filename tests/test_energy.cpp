@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <array>
 #include <catch2/catch.hpp>
+
+#include "tests/support.hpp"
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +18,9 @@
 #include "sim/energy.hpp"
 #include "sim/error.hpp"
 #include "sim/hardware.hpp"
+
+using aoc::test::Run;
+using aoc::test::run_aoc;
 
 namespace {
 
@@ -105,23 +110,6 @@ std::string estimate_error(const aoc::Hardware& hw, const aoc::Workload& w) {
     return e.what();
   }
   return "";
-}
-
-struct Run {
-  int status;
-  std::string out;
-};
-
-Run aoc_cli(const std::string& args) {
-  const std::string cmd = std::string(AOC_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
 }
 
 }  // namespace
@@ -307,7 +295,7 @@ TEST_CASE("energy: the at-scale module has 2048 channels and an 8-bit photon bud
 }
 
 TEST_CASE("energy: aoc estimate prints a TOPS/W figure for aoc-scale and exits 0") {
-  const Run r = aoc_cli("estimate --hw aoc-scale --iterations 16 --fixed-points 1000");
+  const Run r = run_aoc("estimate --hw aoc-scale --iterations 16 --fixed-points 1000");
   INFO(r.out);
   CHECK(r.status == 0);
   CHECK_THAT(r.out, Contains("TOPS/W: "));
@@ -316,7 +304,7 @@ TEST_CASE("energy: aoc estimate prints a TOPS/W figure for aoc-scale and exits 0
 }
 
 TEST_CASE("energy: aoc estimate measures the iterations on the loop when none are given") {
-  const Run r = aoc_cli("estimate --hw aoc-16");
+  const Run r = run_aoc("estimate --hw aoc-16");
   INFO(r.out);
   CHECK(r.status == 0);
   CHECK_THAT(r.out, Contains("iterations measured: twin stop rule"));
@@ -324,7 +312,7 @@ TEST_CASE("energy: aoc estimate measures the iterations on the loop when none ar
 
 TEST_CASE("energy: aoc estimate --json -o writes the report with every line's count and source") {
   const fs::path p = fs::temp_directory_path() / ("aoc-test-estimate-" + std::to_string(::getpid()) + ".json");
-  const Run r = aoc_cli("estimate --hw aoc-48 --iterations 16 --fixed-points 4 --json -o " + p.string());
+  const Run r = run_aoc("estimate --hw aoc-48 --iterations 16 --fixed-points 4 --json -o " + p.string());
   INFO(r.out);
   REQUIRE(r.status == 0);
   std::ifstream in(p);
@@ -343,7 +331,7 @@ TEST_CASE("energy: aoc estimate of a machine without an energy section is a one-
   j.erase("energy");
   const fs::path p = fs::temp_directory_path() / ("aoc-test-estimate-noenergy-" + std::to_string(::getpid()) + ".json");
   std::ofstream(p) << j.dump(1);
-  const Run r = aoc_cli("estimate --iterations 10 --hw " + p.string());
+  const Run r = run_aoc("estimate --iterations 10 --hw " + p.string());
   fs::remove(p);
   INFO(r.out);
   CHECK(r.status == 1);
@@ -352,7 +340,7 @@ TEST_CASE("energy: aoc estimate of a machine without an energy section is a one-
 }
 
 TEST_CASE("energy: aoc estimate --help shows an example") {
-  const Run r = aoc_cli("estimate --help");
+  const Run r = run_aoc("estimate --help");
   CHECK(r.status == 0);
   CHECK_THAT(r.out, Contains("Example"));
 }

@@ -21,24 +21,10 @@
 
 namespace fs = std::filesystem;
 
+using aoc::test::Run;
+using aoc::test::run_aoc;
+
 namespace {
-
-struct Run {
-  int status;
-  std::string out;
-};
-
-Run run_aoc(const std::string& args) {
-  const std::string cmd = std::string(AOC_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
 
 // A fresh, empty directory per test.
 fs::path fresh_dir(const std::string& name) {
