@@ -315,12 +315,14 @@ void OpticalCore<T>::step_tile(const T* z, const T* inj, const T* zprev, T* out,
 template <class T>
 void OpticalCore<T>::add_rin(T* L, int rows, const StepContext& ctx, int row0) const {
   const double rin = noise_.spec.rin_sigma, bias = noise_.spec.led_bias;
+  std::vector<double> eps(n_);
   for (int r = 0; r < rows; ++r) {
     const auto sample = static_cast<std::uint32_t>(ctx.sample(row0 + r));
+    noise::normals(noise_.seed, noise::Source::Rin, sample, ctx.iteration, n_, eps.data());
     T* lp = L + static_cast<size_t>(r) * 2 * ld_;
     T* ln = lp + ld_;
     for (int i = 0; i < n_; ++i) {
-      const double e = rin * noise::normal(noise_.seed, noise::Source::Rin, sample, ctx.iteration, i);
+      const double e = rin * eps[i];
       lp[i] += static_cast<T>((bias + lp[i]) * e);
       ln[i] += static_cast<T>((bias + ln[i]) * e);
     }
@@ -345,23 +347,36 @@ void OpticalCore<T>::add_output_noise(const T* L, const T* z, T* out, int rows, 
   // photons on a detector = photons_per_sample * light / reference light (every LED at its bias
   // through full transmission, unit fan-in: n * bias)
   const double ref = ns.led_bias * n_;
+  std::vector<double> shot_eps(shot ? n_ : 0), thermal_eps(ns.thermal_sigma > 0 ? n_ : 0), drift(n_, 0.0);
+  // the drift's knots change every drift_time_us, far slower than samples follow each other: keep them
+  std::vector<double> knot0(n_), knot1(n_);
+  double knot_m = -1;
   for (int r = 0; r < rows; ++r) {
     const int sample = ctx.sample(row0 + r);
     const auto s32 = static_cast<std::uint32_t>(sample);
+    if (shot) noise::normals(noise_.seed, noise::Source::Shot, s32, ctx.iteration, n_, shot_eps.data());
+    if (!thermal_eps.empty()) noise::normals(noise_.seed, noise::Source::Thermal, s32, ctx.iteration, n_, thermal_eps.data());
     const double t = (sample * noise_.sample_spacing_us + ctx.iteration * noise_.loop_period_us) / ns.drift_time_us;
+    if (ns.drift_sigma > 0) {
+      const double m = std::floor(t), w = t - m;
+      if (m != knot_m) {
+        const auto mi = static_cast<std::uint32_t>(static_cast<std::int64_t>(m));
+        for (int j = 0; j < n_; ++j) knot0[j] = noise::drift_knot(noise_.seed, j, mi), knot1[j] = noise::drift_knot(noise_.seed, j, mi + 1);
+        knot_m = m;
+      }
+      for (int j = 0; j < n_; ++j) drift[j] = ns.drift_sigma * ((1 - w) * knot0[j] + w * knot1[j]);
+    }
     // read without the lock: prepare_flicker filled the map before the tiles started
     const std::vector<float>* fl = ns.flicker_sigma > 0 ? &flicker_.at(sample) : nullptr;
     T* o = out + static_cast<size_t>(r) * ld_;
     const T* lr = light + static_cast<size_t>(r) * ld_;
     for (int j = 0; j < n_; ++j) {
-      double v = 0;
+      double v = drift[j];
       if (shot) {
         const double detected = std::max(0.0, static_cast<double>(lr[j]) + ns.led_bias * light_bias_[j]);
-        v += detector_gain_[j] * std::sqrt(detected * ref / ns.photons_per_sample) *
-             noise::normal(noise_.seed, noise::Source::Shot, s32, ctx.iteration, j);
+        v += detector_gain_[j] * std::sqrt(detected * ref / ns.photons_per_sample) * shot_eps[j];
       }
-      if (ns.thermal_sigma > 0) v += ns.thermal_sigma * noise::normal(noise_.seed, noise::Source::Thermal, s32, ctx.iteration, j);
-      if (ns.drift_sigma > 0) v += noise::drift(noise_.seed, j, t, ns.drift_sigma);
+      if (!thermal_eps.empty()) v += ns.thermal_sigma * thermal_eps[j];
       if (fl) v += (*fl)[static_cast<size_t>(j) * noise_.flicker_length + ctx.iteration % noise_.flicker_length];
       o[j] += static_cast<T>(kappa * v);
     }

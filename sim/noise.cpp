@@ -7,6 +7,7 @@
 #include <complex>
 #include <map>
 #include <mutex>
+#include <utility>
 
 #include "sim/error.hpp"
 
@@ -43,13 +44,31 @@ double unit(std::uint32_t hi, std::uint32_t lo) {
 
 }  // namespace
 
-double normal(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, std::uint32_t c) {
+namespace {
+
+// The two normals of block k: (cos branch, sin branch).
+std::pair<double, double> block_pair(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, std::uint32_t k) {
   using G = r123::Philox4x32;
   const G::key_type key = {{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)}};
-  const G::ctr_type ctr = {{static_cast<std::uint32_t>(s), a, b, c}};
+  const G::ctr_type ctr = {{static_cast<std::uint32_t>(s), a, b, k}};
   const G::ctr_type r = G()(ctr, key);
-  const double u1 = unit(r[0], r[1]), u2 = unit(r[2], r[3]);
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+  const double rad = std::sqrt(-2.0 * std::log(unit(r[0], r[1]))), ang = 2.0 * M_PI * unit(r[2], r[3]);
+  return {rad * std::cos(ang), rad * std::sin(ang)};
+}
+
+}  // namespace
+
+double normal(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, std::uint32_t c) {
+  const auto [even, odd] = block_pair(seed, s, a, b, c >> 1);
+  return (c & 1) ? odd : even;
+}
+
+void normals(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, int n, double* out) {
+  for (int c = 0; c < n; c += 2) {
+    const auto [even, odd] = block_pair(seed, s, a, b, static_cast<std::uint32_t>(c) >> 1);
+    out[c] = even;
+    if (c + 1 < n) out[c + 1] = odd;
+  }
 }
 
 double drift(std::uint64_t seed, std::uint32_t channel, double t, double sigma) {
@@ -57,15 +76,18 @@ double drift(std::uint64_t seed, std::uint32_t channel, double t, double sigma) 
   const double k = std::floor(t);
   const auto m = static_cast<std::uint32_t>(static_cast<std::int64_t>(k));
   const double w = t - k;
-  const double g0 = normal(seed, Source::Drift, channel, m, 0), g1 = normal(seed, Source::Drift, channel, m + 1, 0);
-  return sigma * ((1 - w) * g0 + w * g1);
+  return sigma * ((1 - w) * drift_knot(seed, channel, m) + w * drift_knot(seed, channel, m + 1));
+}
+
+double drift_knot(std::uint64_t seed, std::uint32_t channel, std::uint32_t m) {
+  return normal(seed, Source::Drift, channel, m, 0);
 }
 
 std::vector<double> flicker(std::uint64_t seed, std::uint32_t sample, std::uint32_t channel, int length, double sigma) {
   if (length < 2) throw Error("flicker noise: needs a sequence of at least 2 iterations");
   std::vector<double> x(length);
   if (sigma == 0) return x;
-  for (int n = 0; n < length; ++n) x[n] = normal(seed, Source::Flicker, sample, channel, static_cast<std::uint32_t>(n));
+  normals(seed, Source::Flicker, sample, channel, length, x.data());
   std::vector<std::complex<double>> X(length / 2 + 1);
   const Plans& p = plans(length);
   fftw_execute_dft_r2c(p.fwd, x.data(), reinterpret_cast<fftw_complex*>(X.data()));
