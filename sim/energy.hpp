@@ -32,7 +32,7 @@ struct PhotonBudget {
   double optical_path_efficiency = 0;      // detected photons per detector over photons emitted per LED
   double detector_quantum_efficiency = 0;  // electrons per photon
   double led_wall_plug_efficiency = 0;     // optical power out over electrical power in
-  double photons_per_sample = 0;           // optional design point (0: none); noise and --photons take precedence
+  double photons_per_sample = 0;           // optional design point (0: none); the workload (--photons) takes precedence
 };
 
 struct EnergySpec {
@@ -53,7 +53,7 @@ struct Workload {
   long long dac_conversions = 0;           // input injection
   long long adc_conversions = 0;           // fixed-point readout
   long long digital_macs = 0;              // digital work outside the loop
-  std::optional<double> photons_per_sample;  // overrides the noise section's figure
+  std::optional<double> photons_per_sample;  // photon-budget mode: overrides energy.photon_budget.photons_per_sample
 };
 
 // One inference as `aoc estimate` models it: F fixed points on n channels with the same weights
