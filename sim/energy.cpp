@@ -145,15 +145,15 @@ EnergyReport estimate(const Hardware& hw, const Workload& w) {
       {"readout", F * t.readout_samples / (t.readout_rate_mhz * 1e6),
        per_fp + std::to_string(t.readout_samples) + " samples / " + num(t.readout_rate_mhz) + " MHz",
        "timing.readout_samples: " + source("timing.readout_samples") + " | timing.readout_rate_mhz: " + source("timing.readout_rate_mhz")},
-      {"conversions", 0, "one DAC and one ADC conversion time per fixed point (parallel over channels) x 0 s",
-       "no conversion time in the hardware file (converters give bits and ranges): counted as 0; the ADC's "
-       "sampling is inside the readout window"},
+      {"conversions", F * t.dac_conversion_ns * 1e-9,
+       per_fp + num(t.dac_conversion_ns) + " ns: one input conversion per fixed point, all channels in parallel "
+       "(the ADC's samples are the readout window)",
+       "timing.dac_conversion_ns: " + source("timing.dac_conversion_ns")},
       {"weight_reload", static_cast<double>(w.weight_reloads) * t.slm_reload_us * 1e-6,
        std::to_string(w.weight_reloads) + " reload(s) x " + num(t.slm_reload_us) + " us",
        "timing.slm_reload_us: " + source("timing.slm_reload_us")},
   };
   for (const auto& l : rep.latency) rep.total_seconds += l.seconds;
-  rep.notes.push_back("conversion latency counted as 0: the hardware file gives no conversion time");
 
   // Photon budget: from the workload, else the noise section, else the energy section's design point.
   double photons = 0;

@@ -89,7 +89,8 @@ TimingSpec read_timing(const Reader& r, const json& j, Hardware& hw) {
                    {"settle_ns", "ns", kNonNegative, &t.settle_ns},
                    {"readout_samples", "1", kPositive, &samples},
                    {"readout_rate_mhz", "MHz", kPositive, &t.readout_rate_mhz},
-                   {"slm_reload_us", "us", kNonNegative, &t.slm_reload_us}},
+                   {"slm_reload_us", "us", kNonNegative, &t.slm_reload_us},
+                   {"dac_conversion_ns", "ns", kNonNegative, &t.dac_conversion_ns}},
                   hw);
   if (samples != std::floor(samples) || samples > 1e6) r.fail("timing.readout_samples.value", num(samples) + " is not a whole number of samples up to 1e6");
   t.readout_samples = static_cast<int>(samples);

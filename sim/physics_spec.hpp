@@ -36,6 +36,7 @@ struct TimingSpec {
   int readout_samples = 1;        // ADC samples averaged per readout
   double readout_rate_mhz = 1;    // ADC sample rate during readout
   double slm_reload_us = 0;       // time to program a new weight matrix
+  double dac_conversion_ns = 0;   // converting and settling one injected input, before the loop starts
 };
 
 // Fraction of its step a state reaches in one period with a first-order response of this bandwidth.

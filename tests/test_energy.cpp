@@ -44,6 +44,7 @@ aoc::Hardware small_machine() {
   t.readout_samples = 4;
   t.readout_rate_mhz = 8;
   t.slm_reload_us = 1024;
+  t.dac_conversion_ns = 8;
   hw.timing = t;
   aoc::EnergySpec e;
   e.components = {comp("led_drive", "pJ", 1, 2, 4),       comp("photodetector_receiver", "pJ", 0.25, 0.5, 1),
@@ -70,8 +71,8 @@ aoc::Workload small_work() {
   return w;
 }
 
-// loop 2 x 8 x 16 ns, settle 2 x 64 ns, readout 2 x 4 samples / 8 MHz, no conversion time, one 1024 us reload.
-const double kSmallSeconds = 256e-9 + 128e-9 + 1e-6 + 0.0 + 1024e-6;
+// loop 2 x 8 x 16 ns, settle 2 x 64 ns, readout 2 x 4 samples / 8 MHz, 2 x 8 ns input conversion, one 1024 us reload.
+const double kSmallSeconds = 256e-9 + 128e-9 + 1e-6 + 16e-9 + 1024e-6;
 
 template <class Line>
 const Line& named(const std::vector<Line>& lines, const std::string& name) {
@@ -144,8 +145,8 @@ TEST_CASE("energy: latency is iterations x loop period, settle and the readout w
   CHECK(lat(r, "loop").seconds == 256e-9);           // 2 fixed points x 8 iterations x 16 ns
   CHECK(lat(r, "settle").seconds == 128e-9);         // 2 x 64 ns
   CHECK(lat(r, "readout").seconds == 1e-6);          // 2 x 4 samples / 8 MHz
-  CHECK(lat(r, "conversions").seconds == 0);         // the file gives no conversion time
-  CHECK_THAT(lat(r, "conversions").source, Contains("counted as 0"));
+  CHECK(lat(r, "conversions").seconds == 16e-9);     // 2 x 8 ns
+  CHECK_THAT(lat(r, "conversions").source, Contains("timing.dac_conversion_ns"));
   CHECK(lat(r, "weight_reload").seconds == 1024e-6);  // 1 reload x 1024 us
   CHECK(r.total_seconds == kSmallSeconds);
 }
