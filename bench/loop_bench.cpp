@@ -54,21 +54,29 @@ std::vector<BenchRow> bench_batch(const BenchOptions& opt, const Hardware& hw, i
   const Eigen::VectorXd bias = Eigen::VectorXd::Zero(N);
   std::vector<BenchRow> rows;
 
-  auto core_run = [&](const std::string& name, const CoreConfig& cfg) {
+  auto core_run = [&](const std::string& name, const CoreConfig& cfg, const NoiseRun* noise = nullptr) {
     OpticalCore<T> core(hw, cfg);
+    if (noise) core.set_noise(*noise);
     core.load_weights(W, bias);
     const Batch<T> inj = core.injection(Batch<T>::from(x));
     Batch<T> a(batch, N), b(batch, N);
     auto [best, med] = time_runs(opt, batch, [&] {
       std::fill(a.data.begin(), a.data.end(), T(0));
       for (int i = 0; i < opt.iterations; ++i) {
-        core.step(a, inj, nullptr, b);
+        core.step(a, inj, nullptr, b, StepContext{i, nullptr});
         std::swap(a, b);
       }
     });
     rows.push_back({name, batch, best, med, 0, 0});
   };
   core_run("twin default", CoreConfig::twin_defaults(hw));
+  if (hw.noise) {  // every noise source of the file on: what a noisy sweep point costs
+    NoiseRun n;
+    n.spec = *hw.noise;
+    n.seed = opt.seed;
+    n.flicker_length = 128;
+    core_run("twin + noise", CoreConfig::twin_defaults(hw), &n);
+  }
   core_run("twin all-off", CoreConfig::twin_all_off(hw));
   core_run("ideal tanh", CoreConfig::ideal(0.5, 1.0));
 
