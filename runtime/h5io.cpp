@@ -1,5 +1,7 @@
 #include "runtime/h5io.hpp"
 
+#include "sim/h5file.hpp"
+
 #include <H5Cpp.h>
 #include <unistd.h>
 
@@ -41,20 +43,6 @@ std::string num(double v) {
   char b[32];
   std::snprintf(b, sizeof b, "%.17g", v);
   return b;
-}
-
-// Opens an existing file for reading; the checks come first so HDF5 never gets to complain.
-H5::H5File open_file(const std::string& path) {
-  H5::Exception::dontPrint();
-  std::error_code ec;
-  if (!fs::exists(path, ec)) throw Error(path + ": no such file");
-  if (fs::is_directory(path, ec) || !std::ifstream(path)) throw Error(path + ": cannot read (a directory or not readable)");
-  if (H5Fis_hdf5(path.c_str()) <= 0) throw Error(path + ": not an HDF5 file");
-  try {
-    return H5::H5File(path, H5F_ACC_RDONLY);
-  } catch (const H5::Exception& e) {
-    throw Error(path + ": cannot open as HDF5 (" + e.getDetailMsg() + ")");
-  }
 }
 
 bool has_dataset(const H5::H5File& f, const std::string& name) { return H5Lexists(f.getId(), name.c_str(), H5P_DEFAULT) > 0; }
@@ -128,44 +116,6 @@ MatrixXdR to_matrix(const H5Array& a) {
   return Eigen::Map<const MatrixXdR>(a.values.data(), static_cast<Eigen::Index>(a.shape[0]), static_cast<Eigen::Index>(a.shape[1]));
 }
 
-// Writes a file through `fill` into a temporary file next to `path`, then renames it into place;
-// on any failure the temporary file is removed and nothing appears at `path`.
-template <class Fill>
-void write_h5_atomic(const std::string& path, Fill fill) {
-  H5::Exception::dontPrint();
-  const fs::path target(path);
-  std::string tmp_name = ".";
-  tmp_name += target.filename().string();
-  tmp_name += '.';
-  tmp_name += std::to_string(::getpid());
-  tmp_name += ".tmp";
-  const fs::path tmp = target.parent_path() / tmp_name;
-  std::optional<H5::H5File> f;
-  try {
-    f.emplace(tmp.string(), H5F_ACC_TRUNC);
-  } catch (const H5::Exception&) {
-    throw Error(path + ": cannot write (directory missing or not writable)");
-  }
-  std::error_code ec;
-  try {
-    fill(*f);
-    f->close();
-  } catch (const H5::Exception& e) {
-    f.reset();
-    fs::remove(tmp, ec);
-    throw Error(path + ": write failed (" + e.getDetailMsg() + ")");
-  } catch (...) {
-    f.reset();
-    fs::remove(tmp, ec);
-    throw;
-  }
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw Error(path + ": cannot rename the finished output into place");
-  }
-}
-
 enum class Kind { F64, I32, U8 };
 
 void put(H5::H5File& f, const std::string& name, const std::vector<hsize_t>& dims, const void* data, Kind k) {
@@ -226,7 +176,7 @@ std::vector<OutArray> out_arrays(const LoopRunResult& r, const RunOutputMeta& m)
 }  // namespace
 
 RunInput read_run_input(const std::string& path) {
-  const H5::H5File f = open_file(path);
+  const H5::H5File f = open_h5_read(path);
   const H5Array W = read_input(f, path, "W");
   if (W.shape.size() != 2 || W.shape[0] != W.shape[1] || W.shape[0] == 0)
     throw Error(path + ": /W: expected a square N x N matrix, got " + shape_text(W.shape));
@@ -274,10 +224,10 @@ void write_run_input(const std::string& path, const LoopProblem& p) {
                          arr("z0", p.z0.data(), {B, N})});
 }
 
-H5Array read_h5_array(const std::string& path, const std::string& name) { return read_array(open_file(path), path, name); }
+H5Array read_h5_array(const std::string& path, const std::string& name) { return read_array(open_h5_read(path), path, name); }
 
 std::string read_h5_attr(const std::string& path, const std::string& name) {
-  const H5::H5File f = open_file(path);
+  const H5::H5File f = open_h5_read(path);
   if (H5Aexists(f.getId(), name.c_str()) > 0) {
     try {
       const H5::Attribute a = f.openAttribute(name);

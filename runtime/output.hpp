@@ -1,12 +1,11 @@
-// Writing results: to a temporary file next to the target, renamed into place only when complete,
-// so an interrupted or failed run never leaves a half-written output.
+// Outputs of the commands: atomic writes (sim/files.hpp) and digests of result arrays.
 #pragma once
 #include <cstddef>
 #include <string>
 
-namespace aoc {
+#include "sim/files.hpp"
 
-void write_file_atomic(const std::string& path, const std::string& content);
+namespace aoc {
 
 // FNV-1a 64-bit digest of raw bytes, printed as 16 hex digits: a short fingerprint of result
 // arrays, so two runs can be compared bit for bit at a glance.

@@ -1,0 +1,732 @@
+#include "compiler/interpret.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "sim/error.hpp"
+
+namespace aoc::ir {
+
+namespace {
+
+using Dims = std::vector<std::int64_t>;
+using Env = std::map<std::string, Tensor>;
+
+std::int64_t numel(const Dims& s) {
+  std::int64_t n = 1;
+  for (auto d : s) n *= d;
+  return n;
+}
+
+std::string str(const Dims& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+std::string num(double v) {
+  std::ostringstream o;
+  o << v;
+  return o.str();
+}
+
+[[noreturn]] void fail(const std::string& where, const std::string& msg) { throw Error(where + ": " + msg); }
+
+Tensor make(Dims shape, double fill = 0.0) {
+  Tensor t;
+  t.data.assign(static_cast<size_t>(numel(shape)), fill);
+  t.shape = std::move(shape);
+  return t;
+}
+
+// Row-major strides of a shape.
+Dims strides_of(const Dims& s) {
+  Dims st(s.size(), 1);
+  for (int i = static_cast<int>(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
+  return st;
+}
+
+// An axis attribute in [-rank, rank) made non-negative.
+int norm_axis(std::int64_t axis, size_t rank, const std::string& where) {
+  const auto r = static_cast<std::int64_t>(rank);
+  if (axis < -r || axis >= r) fail(where, "axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
+  return static_cast<int>(axis < 0 ? axis + r : axis);
+}
+
+// ---- attributes ----
+
+std::optional<double> attr_num(const Op& op, const std::string& key, const std::string& where) {
+  auto it = op.attrs.find(key);
+  if (it == op.attrs.end()) return std::nullopt;
+  if (auto d = std::get_if<double>(&it->second)) return *d;
+  if (auto i = std::get_if<std::int64_t>(&it->second)) return static_cast<double>(*i);
+  fail(where, "attribute '" + key + "' must be a number");
+}
+
+std::optional<std::int64_t> attr_int(const Op& op, const std::string& key, const std::string& where) {
+  auto it = op.attrs.find(key);
+  if (it == op.attrs.end()) return std::nullopt;
+  if (auto i = std::get_if<std::int64_t>(&it->second)) return *i;
+  if (auto d = std::get_if<double>(&it->second))
+    if (std::isfinite(*d) && *d == std::floor(*d) && std::abs(*d) < 9.0e15) return static_cast<std::int64_t>(*d);
+  fail(where, "attribute '" + key + "' must be an integer");
+}
+
+std::optional<std::string> attr_str(const Op& op, const std::string& key, const std::string& where) {
+  auto it = op.attrs.find(key);
+  if (it == op.attrs.end()) return std::nullopt;
+  if (auto s = std::get_if<std::string>(&it->second)) return *s;
+  fail(where, "attribute '" + key + "' must be a string");
+}
+
+std::optional<Dims> attr_ints(const Op& op, const std::string& key, const std::string& where) {
+  auto it = op.attrs.find(key);
+  if (it == op.attrs.end()) return std::nullopt;
+  if (auto v = std::get_if<std::vector<std::int64_t>>(&it->second)) return *v;
+  if (auto i = std::get_if<std::int64_t>(&it->second)) return Dims{*i};
+  fail(where, "attribute '" + key + "' must be a list of integers");
+}
+
+template <class T>
+T required(const std::optional<T>& v, const std::string& key, const std::string& where) {
+  if (!v) fail(where, "missing attribute '" + key + "'");
+  return *v;
+}
+
+// ---- elementwise ----
+
+double sigmoid(double x) {
+  if (x >= 0) return 1.0 / (1.0 + std::exp(-x));
+  const double e = std::exp(x);
+  return e / (1.0 + e);
+}
+double silu(double x) { return x * sigmoid(x); }
+double softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
+
+template <class F>
+Tensor unary(const Tensor& x, F f) {
+  Tensor y = make(x.shape);
+  for (size_t i = 0; i < x.data.size(); ++i) y.data[i] = f(x.data[i]);
+  return y;
+}
+
+// numpy broadcasting: align trailing dims; each pair equal or one of them 1.
+template <class F>
+Tensor broadcast(const Tensor& a, const Tensor& b, F f, const std::string& where) {
+  const size_t r = std::max(a.shape.size(), b.shape.size());
+  Dims out(r), sa(r, 0), sb(r, 0);
+  const Dims sta = strides_of(a.shape), stb = strides_of(b.shape);
+  for (size_t i = 0; i < r; ++i) {
+    const std::int64_t ia = static_cast<std::int64_t>(i) - static_cast<std::int64_t>(r - a.shape.size());
+    const std::int64_t ib = static_cast<std::int64_t>(i) - static_cast<std::int64_t>(r - b.shape.size());
+    const std::int64_t da = ia >= 0 ? a.shape[ia] : 1, db = ib >= 0 ? b.shape[ib] : 1;
+    if (da != db && da != 1 && db != 1)
+      fail(where, "shapes " + str(a.shape) + " and " + str(b.shape) + " do not broadcast");
+    out[i] = da == 1 ? db : da;
+    if (ia >= 0 && da != 1) sa[i] = sta[ia];
+    if (ib >= 0 && db != 1) sb[i] = stb[ib];
+  }
+  Tensor y = make(out);
+  const std::int64_t n = numel(out);
+  std::vector<std::int64_t> idx(r, 0);
+  for (std::int64_t k = 0; k < n; ++k) {
+    std::int64_t oa = 0, ob = 0;
+    for (size_t i = 0; i < r; ++i) oa += idx[i] * sa[i], ob += idx[i] * sb[i];
+    y.data[k] = f(a.data[oa], b.data[ob]);
+    for (int i = static_cast<int>(r) - 1; i >= 0; --i) {  // next index, row-major
+      if (++idx[i] < out[i]) break;
+      idx[i] = 0;
+    }
+  }
+  return y;
+}
+
+// ---- the ops ----
+
+Tensor linear(const Tensor& x, const Tensor& W, const Tensor* b, int threads, const std::string& where) {
+  if (x.shape.empty()) fail(where, "x must have at least one dimension, got a scalar");
+  if (W.shape.size() != 2) fail(where, "W must be [out, in], got " + str(W.shape));
+  const std::int64_t in = x.shape.back(), out = W.shape[0];
+  if (W.shape[1] != in) fail(where, "x " + str(x.shape) + " and W " + str(W.shape) + ": in dims differ");
+  if (b && b->shape != Dims{out}) fail(where, "b must be [" + std::to_string(out) + "], got " + str(b->shape));
+  Dims ys = x.shape;
+  ys.back() = out;
+  Tensor y = make(ys);
+  const std::int64_t rows = in == 0 ? numel(ys) / std::max<std::int64_t>(out, 1) : numel(x.shape) / in;
+#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t o = 0; o < out; ++o) {
+      double s = 0;
+      for (std::int64_t i = 0; i < in; ++i) s += x.data[r * in + i] * W.data[o * in + i];
+      y.data[r * out + o] = s + (b ? b->data[o] : 0.0);
+    }
+  return y;
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b, int threads, const std::string& where) {
+  if (a.shape.empty()) fail(where, "a must have at least one dimension, got a scalar");
+  if (b.shape.size() != 2) fail(where, "b must be [k, n], got " + str(b.shape));
+  const std::int64_t k = a.shape.back(), n = b.shape[1];
+  if (b.shape[0] != k) fail(where, "a " + str(a.shape) + " and b " + str(b.shape) + ": k dims differ");
+  Dims ys = a.shape;
+  ys.back() = n;
+  Tensor y = make(ys);
+  const std::int64_t rows = numel(ys) / std::max<std::int64_t>(n, 1);
+#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (std::int64_t i = 0; i < k; ++i) s += a.data[r * k + i] * b.data[i * n + j];
+      y.data[r * n + j] = s;
+    }
+  return y;
+}
+
+Tensor rmsnorm(const Tensor& x, const Tensor& g, double eps, const std::string& where) {
+  if (x.shape.empty()) fail(where, "x must have at least one dimension, got a scalar");
+  const std::int64_t D = x.shape.back();
+  if (g.shape != Dims{D}) fail(where, "g must be [" + std::to_string(D) + "] (x's last dim), got " + str(g.shape));
+  Tensor y = make(x.shape);
+  if (D == 0) return y;
+  const std::int64_t rows = numel(x.shape) / D;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (std::int64_t i = 0; i < D; ++i) ss += x.data[r * D + i] * x.data[r * D + i];
+    const double scale = 1.0 / std::sqrt(ss / static_cast<double>(D) + eps);
+    for (std::int64_t i = 0; i < D; ++i) y.data[r * D + i] = x.data[r * D + i] * scale * g.data[i];
+  }
+  return y;
+}
+
+Tensor conv1d_causal(const Tensor& x, const Tensor& w, const Tensor* b, const std::string& where) {
+  if (x.shape.size() != 3) fail(where, "x must be [B, L, C], got " + str(x.shape));
+  const std::int64_t B = x.shape[0], L = x.shape[1], C = x.shape[2];
+  if (w.shape.size() != 2 || w.shape[0] != C)
+    fail(where, "w must be [" + std::to_string(C) + ", K] (C from x " + str(x.shape) + "), got " + str(w.shape));
+  const std::int64_t K = w.shape[1];
+  if (b && b->shape != Dims{C}) fail(where, "b must be [" + std::to_string(C) + "], got " + str(b->shape));
+  Tensor y = make(x.shape);
+  for (std::int64_t bi = 0; bi < B; ++bi)
+    for (std::int64_t t = 0; t < L; ++t)
+      for (std::int64_t c = 0; c < C; ++c) {
+        double s = 0;
+        for (std::int64_t k = 0; k < K; ++k) {
+          const std::int64_t src = t - K + 1 + k;
+          if (src >= 0) s += w.data[c * K + k] * x.data[(bi * L + src) * C + c];
+        }
+        y.data[(bi * L + t) * C + c] = s + (b ? b->data[c] : 0.0);
+      }
+  return y;
+}
+
+Tensor embedding(const Tensor& ids, const Tensor& table, const std::string& where) {
+  if (table.shape.size() != 2) fail(where, "table must be [V, D], got " + str(table.shape));
+  const std::int64_t V = table.shape[0], D = table.shape[1];
+  Dims ys = ids.shape;
+  ys.push_back(D);
+  Tensor y = make(ys);
+  for (size_t i = 0; i < ids.data.size(); ++i) {
+    const double v = ids.data[i];
+    if (!std::isfinite(v) || v != std::floor(v))
+      fail(where, "id " + num(v) + " at position " + std::to_string(i) + " is not an integer");
+    if (v < 0 || v >= static_cast<double>(V))
+      fail(where, "id " + num(v) + " at position " + std::to_string(i) + " is outside [0, " + std::to_string(V) + ")");
+    const auto id = static_cast<std::int64_t>(v);
+    std::copy(table.data.begin() + id * D, table.data.begin() + (id + 1) * D, y.data.begin() + static_cast<std::int64_t>(i) * D);
+  }
+  return y;
+}
+
+std::vector<Tensor> split(const Tensor& x, const Dims& sizes, std::int64_t axis_attr, size_t n_out, const std::string& where) {
+  if (x.shape.empty()) fail(where, "x must have at least one dimension, got a scalar");
+  const int ax = norm_axis(axis_attr, x.shape.size(), where);
+  if (sizes.size() != n_out)
+    fail(where, std::to_string(sizes.size()) + " sizes but " + std::to_string(n_out) + " results");
+  std::int64_t total = 0;
+  for (auto s : sizes) {
+    if (s < 0) fail(where, "negative size " + std::to_string(s));
+    total += s;
+  }
+  if (total != x.shape[ax])
+    fail(where, "sizes sum to " + std::to_string(total) + " but axis " + std::to_string(ax) + " of " + str(x.shape) + " is " +
+                    std::to_string(x.shape[ax]));
+  std::int64_t outer = 1, inner = 1;
+  for (int i = 0; i < ax; ++i) outer *= x.shape[i];
+  for (size_t i = ax + 1; i < x.shape.size(); ++i) inner *= x.shape[i];
+  std::vector<Tensor> ys;
+  std::int64_t start = 0;
+  for (auto s : sizes) {
+    Dims sh = x.shape;
+    sh[ax] = s;
+    Tensor y = make(sh);
+    for (std::int64_t o = 0; o < outer; ++o)
+      for (std::int64_t j = 0; j < s * inner; ++j) y.data[o * s * inner + j] = x.data[(o * x.shape[ax] + start) * inner + j];
+    start += s;
+    ys.push_back(std::move(y));
+  }
+  return ys;
+}
+
+Tensor concat(const std::vector<const Tensor*>& xs, std::int64_t axis_attr, const std::string& where) {
+  const Dims& s0 = xs[0]->shape;
+  if (s0.empty()) fail(where, "operands must have at least one dimension, got a scalar");
+  const int ax = norm_axis(axis_attr, s0.size(), where);
+  Dims out = s0;
+  out[ax] = 0;
+  for (const Tensor* x : xs) {
+    bool ok = x->shape.size() == s0.size();
+    for (size_t i = 0; ok && i < s0.size(); ++i) ok = static_cast<int>(i) == ax || x->shape[i] == s0[i];
+    if (!ok) fail(where, "operands " + str(s0) + " and " + str(x->shape) + " differ outside axis " + std::to_string(ax));
+    out[ax] += x->shape[ax];
+  }
+  std::int64_t outer = 1, inner = 1;
+  for (int i = 0; i < ax; ++i) outer *= s0[i];
+  for (size_t i = ax + 1; i < s0.size(); ++i) inner *= s0[i];
+  Tensor y = make(out);
+  std::int64_t start = 0;
+  for (const Tensor* x : xs) {
+    const std::int64_t s = x->shape[ax];
+    for (std::int64_t o = 0; o < outer; ++o)
+      for (std::int64_t j = 0; j < s * inner; ++j) y.data[(o * out[ax] + start) * inner + j] = x->data[o * s * inner + j];
+    start += s;
+  }
+  return y;
+}
+
+Tensor reshape(const Tensor& x, const Dims& target, const std::string& where) {
+  Dims out(target.size());
+  int infer = -1;
+  std::int64_t known = 1;
+  for (size_t i = 0; i < target.size(); ++i) {
+    const std::int64_t t = target[i];
+    if (t == -1) {
+      if (infer >= 0) fail(where, "shape " + str(target) + " has more than one -1");
+      infer = static_cast<int>(i);
+      continue;
+    }
+    if (t < -1) fail(where, "shape " + str(target) + " has a negative size other than -1");
+    if (t == 0) {
+      if (i >= x.shape.size()) fail(where, "shape " + str(target) + ": 0 at position " + std::to_string(i) + " but x " + str(x.shape) + " has no such dim");
+      out[i] = x.shape[i];
+    } else {
+      out[i] = t;
+    }
+    known *= out[i];
+  }
+  const std::int64_t n = numel(x.shape);
+  if (infer >= 0) {
+    if (known == 0 || n % known != 0) fail(where, "cannot reshape " + str(x.shape) + " to " + str(target));
+    out[infer] = n / known;
+  }
+  if (numel(out) != n) fail(where, "cannot reshape " + str(x.shape) + " (" + std::to_string(n) + " elements) to " + str(out));
+  Tensor y = x;
+  y.shape = out;
+  return y;
+}
+
+Tensor einsum(const std::string& spec_attr, const std::vector<const Tensor*>& xs, int threads, const std::string& where) {
+  std::string spec;
+  for (char c : spec_attr)
+    if (c != ' ') spec += c;
+  const auto arrow = spec.find("->");
+  const std::string lhs = spec.substr(0, arrow);
+  std::vector<std::string> ops;
+  {
+    std::string cur;
+    for (char c : lhs) {
+      if (c == ',') ops.push_back(cur), cur.clear();
+      else cur += c;
+    }
+    ops.push_back(cur);
+  }
+  if (ops.size() != xs.size())
+    fail(where, "spec '" + spec_attr + "' has " + std::to_string(ops.size()) + " operands, the op " + std::to_string(xs.size()));
+  std::map<char, std::int64_t> size;
+  std::map<char, int> count;
+  for (size_t o = 0; o < ops.size(); ++o) {
+    if (ops[o].size() != xs[o]->shape.size())
+      fail(where, "spec '" + spec_attr + "': operand " + std::to_string(o) + " '" + ops[o] + "' does not match its shape " + str(xs[o]->shape));
+    for (size_t i = 0; i < ops[o].size(); ++i) {
+      const char c = ops[o][i];
+      if (c < 'a' || c > 'z') fail(where, "spec '" + spec_attr + "': '" + std::string(1, c) + "' is not a lowercase letter");
+      const std::int64_t d = xs[o]->shape[i];
+      auto [it, fresh] = size.emplace(c, d);
+      if (!fresh && it->second != d)
+        fail(where, "spec '" + spec_attr + "': '" + std::string(1, c) + "' is " + std::to_string(it->second) + " and " + std::to_string(d));
+      ++count[c];
+    }
+  }
+  std::string out;
+  if (arrow == std::string::npos) {  // implicit form: the letters that occur once, in order
+    for (auto [c, k] : count)
+      if (k == 1) out += c;
+  } else {
+    out = spec.substr(arrow + 2);
+    std::set<char> seen;
+    for (char c : out) {
+      if (!size.count(c)) fail(where, "spec '" + spec_attr + "': output letter '" + std::string(1, c) + "' is in no operand");
+      if (!seen.insert(c).second) fail(where, "spec '" + spec_attr + "': output letter '" + std::string(1, c) + "' repeats");
+    }
+  }
+  std::string summed;
+  for (auto [c, d] : size)
+    if (out.find(c) == std::string::npos) summed += c;
+  // Per operand, the stride each letter contributes (a repeated letter contributes twice: a diagonal).
+  std::vector<std::map<char, std::int64_t>> st(xs.size());
+  for (size_t o = 0; o < xs.size(); ++o) {
+    const Dims s = strides_of(xs[o]->shape);
+    for (size_t i = 0; i < ops[o].size(); ++i) st[o][ops[o][i]] += s[i];
+  }
+  auto table = [&](const std::string& letters) {  // strides[o][position in letters]
+    std::vector<Dims> t(xs.size(), Dims(letters.size(), 0));
+    for (size_t o = 0; o < xs.size(); ++o)
+      for (size_t i = 0; i < letters.size(); ++i) {
+        auto it = st[o].find(letters[i]);
+        if (it != st[o].end()) t[o][i] = it->second;
+      }
+    return t;
+  };
+  const std::vector<Dims> ost = table(out), sst = table(summed);
+  Dims out_shape, sum_shape;
+  for (char c : out) out_shape.push_back(size[c]);
+  for (char c : summed) sum_shape.push_back(size[c]);
+  const std::int64_t n_out = numel(out_shape), n_sum = numel(sum_shape);
+  Tensor y = make(out_shape);
+  const size_t n_ops = xs.size();
+#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
+  for (std::int64_t k = 0; k < n_out; ++k) {
+    std::vector<std::int64_t> base(n_ops, 0), off(n_ops);
+    std::int64_t rem = k;
+    for (int i = static_cast<int>(out.size()) - 1; i >= 0; --i) {
+      const std::int64_t idx = rem % out_shape[i];
+      rem /= out_shape[i];
+      for (size_t o = 0; o < n_ops; ++o) base[o] += idx * ost[o][i];
+    }
+    double acc = 0;
+    for (std::int64_t s = 0; s < n_sum; ++s) {
+      off = base;
+      std::int64_t r2 = s;
+      for (int i = static_cast<int>(summed.size()) - 1; i >= 0; --i) {
+        const std::int64_t idx = r2 % sum_shape[i];
+        r2 /= sum_shape[i];
+        for (size_t o = 0; o < n_ops; ++o) off[o] += idx * sst[o][i];
+      }
+      double p = 1;
+      for (size_t o = 0; o < n_ops; ++o) p *= xs[o]->data[off[o]];
+      acc += p;
+    }
+    y.data[k] = acc;
+  }
+  return y;
+}
+
+Tensor scan(const Tensor& a, const Tensor& x, const Tensor* h0, const std::string& where) {
+  if (x.shape.size() < 2) fail(where, "x must be [B, L, ...], got " + str(x.shape));
+  const bool prefix = a.shape.size() >= 2 && a.shape.size() <= x.shape.size() &&
+                      std::equal(a.shape.begin(), a.shape.end(), x.shape.begin());
+  if (!prefix) fail(where, "a " + str(a.shape) + " must be a prefix of x " + str(x.shape) + " (at least [B, L])");
+  const std::int64_t B = x.shape[0], L = x.shape[1];
+  Dims hs = x.shape;
+  hs.erase(hs.begin() + 1);
+  const std::int64_t N = numel(hs) / std::max<std::int64_t>(B, 1);  // x's trailing elements
+  const std::int64_t Na = numel(a.shape) / std::max<std::int64_t>(B * L, 1);
+  if (h0 && h0->shape != hs) fail(where, "h0 must be " + str(hs) + " (x without axis 1), got " + str(h0->shape));
+  const std::int64_t rep = Na == 0 ? 1 : N / Na;  // each a element covers rep consecutive x elements
+  Tensor y = make(x.shape);
+  std::vector<double> h(static_cast<size_t>(std::max<std::int64_t>(N, 0)));
+  for (std::int64_t b = 0; b < B; ++b) {
+    for (std::int64_t j = 0; j < N; ++j) h[j] = h0 ? h0->data[b * N + j] : 0.0;
+    for (std::int64_t t = 0; t < L; ++t)
+      for (std::int64_t j = 0; j < N; ++j) {
+        h[j] = a.data[(b * L + t) * Na + j / rep] * h[j] + x.data[(b * L + t) * N + j];
+        y.data[(b * L + t) * N + j] = h[j];
+      }
+  }
+  return y;
+}
+
+// ---- the walker ----
+
+class Interp {
+ public:
+  Interp(const WeightStore& w, const InterpretOptions& opt) : w_(w), opt_(opt) {}
+  std::vector<FixedPointStats> stats;
+
+  // Runs ops in order in env. head is "interpret:" at the top level, "<FixedPoint's where> body"
+  // inside a body; stats are kept for top-level FixedPoints only.
+  void run_ops(const std::vector<Op>& ops, Env& env, const std::string& head, bool top) {
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const Op& op = ops[i];
+      const std::string label = !op.name.empty() ? op.name : !op.outputs.empty() ? op.outputs[0] : std::string();
+      const std::string where = head + " op #" + std::to_string(i) + " " + op_info(op.kind).name + " '" + label + "'";
+      std::vector<const Tensor*> in;
+      for (const auto& name : op.inputs) in.push_back(&lookup(env, name, where));
+      std::vector<Tensor> out = eval(op, in, where, top);
+      if (out.size() != op.outputs.size())
+        fail(where, "makes " + std::to_string(out.size()) + " results but names " + std::to_string(op.outputs.size()));
+      for (size_t k = 0; k < out.size(); ++k) {
+        if (env.count(op.outputs[k])) fail(where, "value '" + op.outputs[k] + "' is already defined");
+        env.emplace(op.outputs[k], std::move(out[k]));
+      }
+    }
+  }
+
+  const Tensor& lookup(const Env& env, const std::string& name, const std::string& where) const {
+    if (auto it = env.find(name); it != env.end()) return it->second;
+    if (auto it = w_.find(name); it != w_.end()) return it->second;
+    fail(where, "unknown value '" + name + "'");
+  }
+
+ private:
+  const WeightStore& w_;
+  const InterpretOptions& opt_;
+
+  static void arity(const std::vector<const Tensor*>& in, size_t lo, size_t hi, const std::string& where) {
+    if (in.size() < lo || in.size() > hi) {
+      std::string want = lo == hi ? std::to_string(lo) : hi == SIZE_MAX ? "at least " + std::to_string(lo) : std::to_string(lo) + " to " + std::to_string(hi);
+      fail(where, "takes " + want + " operands, got " + std::to_string(in.size()));
+    }
+  }
+
+  std::vector<Tensor> eval(const Op& op, const std::vector<const Tensor*>& in, const std::string& where, bool top) {
+    const int th = opt_.threads;
+    auto one = [](Tensor t) { std::vector<Tensor> v; v.push_back(std::move(t)); return v; };
+    if (op.kind != OpKind::Split && op.kind != OpKind::FixedPoint && op.outputs.size() != 1)
+      fail(where, "must have 1 result, names " + std::to_string(op.outputs.size()));
+    switch (op.kind) {
+      case OpKind::Linear:
+        arity(in, 2, 3, where);
+        return one(linear(*in[0], *in[1], in.size() > 2 ? in[2] : nullptr, th, where));
+      case OpKind::MatMul:
+        arity(in, 2, 2, where);
+        return one(matmul(*in[0], *in[1], th, where));
+      case OpKind::Add:
+        arity(in, 2, 2, where);
+        return one(broadcast(*in[0], *in[1], [](double a, double b) { return a + b; }, where));
+      case OpKind::Sub:
+        arity(in, 2, 2, where);
+        return one(broadcast(*in[0], *in[1], [](double a, double b) { return a - b; }, where));
+      case OpKind::Mul:
+        arity(in, 2, 2, where);
+        return one(broadcast(*in[0], *in[1], [](double a, double b) { return a * b; }, where));
+      case OpKind::Tanh: arity(in, 1, 1, where); return one(unary(*in[0], [](double x) { return std::tanh(x); }));
+      case OpKind::Sigmoid: arity(in, 1, 1, where); return one(unary(*in[0], sigmoid));
+      case OpKind::SiLU: arity(in, 1, 1, where); return one(unary(*in[0], silu));
+      case OpKind::Softplus: arity(in, 1, 1, where); return one(unary(*in[0], softplus));
+      case OpKind::Exp: arity(in, 1, 1, where); return one(unary(*in[0], [](double x) { return std::exp(x); }));
+      case OpKind::Neg: arity(in, 1, 1, where); return one(unary(*in[0], [](double x) { return -x; }));
+      case OpKind::Clip: {
+        arity(in, 1, 1, where);
+        const double lo = attr_num(op, "min", where).value_or(-std::numeric_limits<double>::infinity());
+        const double hi = attr_num(op, "max", where).value_or(std::numeric_limits<double>::infinity());
+        if (!(lo <= hi)) fail(where, "min " + num(lo) + " is above max " + num(hi));
+        return one(unary(*in[0], [=](double x) { return std::min(std::max(x, lo), hi); }));
+      }
+      case OpKind::RMSNorm:
+        arity(in, 2, 2, where);
+        return one(rmsnorm(*in[0], *in[1], attr_num(op, "eps", where).value_or(1e-5), where));
+      case OpKind::GatedRMSNorm: {
+        arity(in, 3, 3, where);
+        if (in[0]->shape != in[1]->shape)
+          fail(where, "x " + str(in[0]->shape) + " and gate " + str(in[1]->shape) + " differ in shape");
+        Tensor u = make(in[0]->shape);
+        for (size_t i = 0; i < u.data.size(); ++i) u.data[i] = in[0]->data[i] * silu(in[1]->data[i]);
+        return one(rmsnorm(u, *in[2], attr_num(op, "eps", where).value_or(1e-5), where));
+      }
+      case OpKind::Conv1dCausal:
+        arity(in, 2, 3, where);
+        return one(conv1d_causal(*in[0], *in[1], in.size() > 2 ? in[2] : nullptr, where));
+      case OpKind::Embedding:
+        arity(in, 2, 2, where);
+        return one(embedding(*in[0], *in[1], where));
+      case OpKind::Split:
+        arity(in, 1, 1, where);
+        return split(*in[0], required(attr_ints(op, "sizes", where), "sizes", where), attr_int(op, "axis", where).value_or(-1),
+                     op.outputs.size(), where);
+      case OpKind::Concat:
+        arity(in, 1, SIZE_MAX, where);
+        return one(concat(in, attr_int(op, "axis", where).value_or(-1), where));
+      case OpKind::Reshape:
+        arity(in, 1, 1, where);
+        return one(reshape(*in[0], required(attr_ints(op, "shape", where), "shape", where), where));
+      case OpKind::Einsum:
+        arity(in, 1, SIZE_MAX, where);
+        return one(einsum(required(attr_str(op, "spec", where), "spec", where), in, th, where));
+      case OpKind::Scan:
+        arity(in, 2, 3, where);
+        return one(scan(*in[0], *in[1], in.size() > 2 ? in[2] : nullptr, where));
+      case OpKind::FixedPoint:
+        if (op.outputs.size() != 1) fail(where, "must have 1 result, names " + std::to_string(op.outputs.size()));
+        arity(in, 1, SIZE_MAX, where);
+        return one(fixed_point(op, in, where, top));
+    }
+    fail(where, "unknown op kind");
+  }
+
+  // Mirrors sim/solver.cpp's three stop rules on the iterate's leading axis (the samples). The body
+  // runs on the whole batch every step; a sample that has stopped keeps its value (its results do
+  // not depend on the others as long as the body treats samples independently, as models do).
+  Tensor fixed_point(const Op& op, const std::vector<const Tensor*>& in, const std::string& where, bool top) {
+    if (!op.body) fail(where, "has no body");
+    const Region& body = *op.body;
+    if (body.args.size() != in.size() + 1)
+      fail(where, "body takes " + std::to_string(body.args.size()) + " args, expected " + std::to_string(in.size() + 1) +
+                      " (the iterate, then each operand)");
+    if (body.results.size() != 1) fail(where, "body must have 1 result, has " + std::to_string(body.results.size()));
+    const double tol = attr_num(op, "tol", where).value_or(1e-3);
+    const std::int64_t max_iter = attr_int(op, "max_iter", where).value_or(40);
+    const double damping = attr_num(op, "damping", where).value_or(1.0);
+    const std::string rule = attr_str(op, "rule", where).value_or("relative");
+    const std::string like = required(attr_str(op, "like", where), "like", where);
+    if (max_iter < 1 || max_iter > std::numeric_limits<int>::max()) fail(where, "max_iter must be at least 1, got " + std::to_string(max_iter));
+    if (!(damping > 0 && damping <= 1)) fail(where, "damping must be in (0, 1], got " + num(damping));
+    if (!(tol >= 0)) fail(where, "tol must be non-negative, got " + num(tol));
+    if (rule != "relative" && rule != "fixed" && rule != "twin")
+      fail(where, "rule '" + rule + "' is not relative, fixed or twin");
+    const auto li = std::find(op.inputs.begin(), op.inputs.end(), like);
+    if (li == op.inputs.end()) fail(where, "like '" + like + "' is not one of the op's operands");
+    const Dims zshape = in[li - op.inputs.begin()]->shape;
+    const std::int64_t S = zshape.empty() ? 1 : zshape[0];
+    const std::int64_t N = S == 0 ? 0 : numel(zshape) / S;
+    const std::string body_head = where + " body";
+
+    auto f = [&](const Tensor& z) {
+      Env scope;
+      scope[body.args[0]] = z;
+      for (size_t i = 0; i < in.size(); ++i) scope[body.args[i + 1]] = *in[i];
+      run_ops(body.ops, scope, body_head, false);
+      Tensor fz = lookup(scope, body.results[0], body_head);
+      if (fz.shape != z.shape) fail(where, "body result has shape " + str(fz.shape) + ", the iterate " + str(z.shape));
+      return fz;
+    };
+    auto dist = [&](const Tensor& a, const Tensor& b, std::int64_t s) {
+      double acc = 0;
+      for (std::int64_t j = 0; j < N; ++j) {
+        const double d = a.data[s * N + j] - b.data[s * N + j];
+        acc += d * d;
+      }
+      return std::sqrt(acc);
+    };
+    auto norm = [&](const Tensor& a, std::int64_t s) {
+      double acc = 0;
+      for (std::int64_t j = 0; j < N; ++j) acc += a.data[s * N + j] * a.data[s * N + j];
+      return std::sqrt(acc);
+    };
+    auto copy_sample = [&](const Tensor& from, Tensor& to, std::int64_t s) {
+      std::copy(from.data.begin() + s * N, from.data.begin() + (s + 1) * N, to.data.begin() + s * N);
+    };
+
+    FixedPointStats st;
+    st.op = op.name.empty() ? op.outputs[0] : op.name;
+    st.iterations.assign(static_cast<size_t>(S), 0);
+    st.converged.assign(static_cast<size_t>(S), 0);
+    Tensor z = make(zshape), result = make(zshape);
+
+    if (rule == "relative") {
+      std::vector<std::uint8_t> active(static_cast<size_t>(S), 1);
+      std::int64_t n_active = S;
+      for (std::int64_t k = 0; k < max_iter && n_active > 0; ++k) {
+        const Tensor fz = f(z);
+        for (std::int64_t s = 0; s < S; ++s) {
+          if (!active[s]) continue;
+          const double d = dist(fz, z, s);
+          const double rel = d / (norm(fz, s) + 1e-9);
+          for (std::int64_t j = 0; j < N; ++j) {
+            double& zj = z.data[s * N + j];
+            zj = damping != 1.0 ? (1.0 - damping) * zj + damping * fz.data[s * N + j] : fz.data[s * N + j];
+          }
+          st.iterations[s] = static_cast<int>(k + 1);
+          if (rel < tol) {
+            st.converged[s] = 1;
+            active[s] = 0;
+            --n_active;
+          }
+        }
+      }
+      result = z;
+    } else {  // fixed and twin: every sample steps together, undamped (as the solver does)
+      const bool twin = rule == "twin";
+      std::vector<double> best(static_cast<size_t>(S), std::numeric_limits<double>::infinity());
+      for (std::int64_t k = 0; k < max_iter; ++k) {
+        Tensor fz = f(z);
+        double worst = 0;
+        for (std::int64_t s = 0; s < S; ++s) {
+          const double d = dist(fz, z, s);
+          worst = std::max(worst, d);
+          if (!twin || d < best[s]) {
+            best[s] = d;
+            st.iterations[s] = static_cast<int>(k + 1);
+            copy_sample(fz, result, s);
+          }
+        }
+        z = std::move(fz);
+        if (twin && worst < tol) break;
+      }
+      for (std::int64_t s = 0; s < S; ++s) st.converged[s] = best[s] < tol;
+    }
+    if (top) stats.push_back(std::move(st));
+    return result;
+  }
+};
+
+// Checks a given tensor against its declaration, binding the declaration's symbols.
+void bind(const std::string& what, const Value& decl, const Tensor& t, std::map<std::string, std::int64_t>& syms) {
+  const std::string where = "interpret: " + what + " '" + decl.name + "'";
+  if (static_cast<std::int64_t>(t.data.size()) != numel(t.shape))
+    fail(where, "has shape " + str(t.shape) + " but " + std::to_string(t.data.size()) + " numbers");
+  const Shape& s = decl.type.shape;
+  if (t.shape.size() != s.size())
+    fail(where, "declared " + to_string(decl.type) + ", got shape " + str(t.shape));
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i].is_fixed()) {
+      if (t.shape[i] != s[i].size)
+        fail(where, "declared " + to_string(decl.type) + ", got shape " + str(t.shape) + " (dim " + std::to_string(i) + ")");
+    } else {
+      auto [it, fresh] = syms.emplace(s[i].sym, t.shape[i]);
+      if (!fresh && it->second != t.shape[i])
+        fail(where, "declared " + to_string(decl.type) + ", got shape " + str(t.shape) + ": " + s[i].sym + " is already " +
+                        std::to_string(it->second));
+    }
+  }
+}
+
+}  // namespace
+
+InterpretResult interpret(const Graph& g, const WeightStore& w, const std::map<std::string, Tensor>& inputs,
+                          const InterpretOptions& options) {
+  if (options.threads < 1) throw Error("interpret: threads must be at least 1, got " + std::to_string(options.threads));
+  std::map<std::string, std::int64_t> syms;
+  Env env;
+  std::set<std::string> declared;
+  for (const Value& v : g.inputs) {
+    auto it = inputs.find(v.name);
+    if (it == inputs.end()) throw Error("interpret: input '" + v.name + "' is not given");
+    bind("input", v, it->second, syms);
+    env[v.name] = it->second;
+    declared.insert(v.name);
+  }
+  for (const auto& [name, t] : inputs)
+    if (!declared.count(name)) throw Error("interpret: '" + name + "' is not an input of graph '" + g.name + "'");
+  for (const Value& v : g.weights) {
+    auto it = w.find(v.name);
+    if (it == w.end()) throw Error("interpret: weight '" + v.name + "' is missing from the weights");
+    bind("weight", v, it->second, syms);
+  }
+
+  Interp run(w, options);
+  run.run_ops(g.ops, env, "interpret:", true);
+
+  InterpretResult res;
+  for (const auto& name : g.outputs) res.values[name] = run.lookup(env, name, "interpret: output '" + name + "'");
+  if (options.trace)
+    for (auto& [name, t] : env) res.values[name] = t;
+  res.fixed_points = std::move(run.stats);
+  return res;
+}
+
+}  // namespace aoc::ir

@@ -1,0 +1,43 @@
+// The graph interpreter: runs a Graph in double precision, op by op, exactly as ir.hpp and
+// docs/ir.md define the ops. It is the semantic ground truth every lowering is tested against, so it
+// is written plainly (loops over row-major data), not fast.
+//
+// It does not need the verifier: it checks the shapes it relies on and throws aoc::Error with one
+// line naming the op ("interpret: op #3 Linear 'proj': ..."; ops are numbered from 0 in definition
+// order; an op inside a FixedPoint body is named after its FixedPoint: "... FixedPoint 'fp' body op
+// #1 Mul 'm': ..."). Symbols in the declared input (and weight) shapes are bound from the tensors
+// given; a tensor whose fixed dims differ from its declaration is an error naming it.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "compiler/ir.hpp"
+
+namespace aoc::ir {
+
+struct InterpretOptions {
+  int threads = 1;     // OpenMP threads for the contractions (results do not depend on it)
+  bool trace = false;  // return every top-level value, not only the graph's outputs
+};
+
+// One top-level FixedPoint op's run: per sample (the iterate's leading axis), the steps it took and
+// whether it met the tolerance, with the same meaning as sim/solver.hpp's SolveResult.
+struct FixedPointStats {
+  std::string op;  // the op's name (its first output's name when it has none)
+  std::vector<int> iterations;
+  std::vector<std::uint8_t> converged;
+};
+
+struct InterpretResult {
+  std::map<std::string, Tensor> values;  // the graph's outputs (every top-level value when trace)
+  std::vector<FixedPointStats> fixed_points;  // top-level FixedPoint ops, in execution order
+};
+
+// Runs g on the given inputs (by name; exactly the declared inputs), with weights looked up by name
+// in w (visible everywhere, also inside FixedPoint bodies).
+InterpretResult interpret(const Graph& g, const WeightStore& w, const std::map<std::string, Tensor>& inputs,
+                          const InterpretOptions& options = {});
+
+}  // namespace aoc::ir

@@ -1,0 +1,65 @@
+#include "compiler/ir.hpp"
+
+#include <array>
+#include <cstddef>
+
+namespace aoc::ir {
+
+std::string to_string(const Dim& d) { return d.is_fixed() ? std::to_string(d.size) : d.sym; }
+
+std::string to_string(const Type& t) {
+  std::string s = t.dtype == DType::F64 ? "f64[" : "i64[";
+  for (std::size_t i = 0; i < t.shape.size(); ++i) s += (i ? ", " : "") + to_string(t.shape[i]);
+  return s + "]";
+}
+
+namespace {
+
+// One row per OpKind, in enum order (op_info indexes by the enum value).
+const std::array<OpInfo, 22>& table() {
+  static const std::array<OpInfo, 22> t{{
+      {OpKind::Linear, "Linear", 2, 3, 1, {}, {}},
+      {OpKind::MatMul, "MatMul", 2, 2, 1, {}, {}},
+      {OpKind::Add, "Add", 2, 2, 1, {}, {}},
+      {OpKind::Sub, "Sub", 2, 2, 1, {}, {}},
+      {OpKind::Mul, "Mul", 2, 2, 1, {}, {}},
+      {OpKind::Tanh, "Tanh", 1, 1, 1, {}, {}},
+      {OpKind::Sigmoid, "Sigmoid", 1, 1, 1, {}, {}},
+      {OpKind::SiLU, "SiLU", 1, 1, 1, {}, {}},
+      {OpKind::Softplus, "Softplus", 1, 1, 1, {}, {}},
+      {OpKind::Exp, "Exp", 1, 1, 1, {}, {}},
+      {OpKind::Neg, "Neg", 1, 1, 1, {}, {}},
+      {OpKind::Clip, "Clip", 1, 1, 1, {"min", "max"}, {}},
+      {OpKind::RMSNorm, "RMSNorm", 2, 2, 1, {}, {"eps"}},
+      {OpKind::GatedRMSNorm, "GatedRMSNorm", 3, 3, 1, {}, {"eps"}},
+      {OpKind::Conv1dCausal, "Conv1dCausal", 2, 3, 1, {}, {}},
+      {OpKind::Embedding, "Embedding", 2, 2, 1, {}, {}},
+      {OpKind::Split, "Split", 1, 1, -1, {"sizes"}, {"axis"}},
+      {OpKind::Concat, "Concat", 1, -1, 1, {}, {"axis"}},
+      {OpKind::Reshape, "Reshape", 1, 1, 1, {"shape"}, {}},
+      {OpKind::Einsum, "Einsum", 1, -1, 1, {"spec"}, {}},
+      {OpKind::Scan, "Scan", 2, 3, 1, {}, {}},
+      // The iterate's type is the type of the input named by `like` (docs/ir.md), so a FixedPoint
+      // has at least one input.
+      {OpKind::FixedPoint, "FixedPoint", 1, -1, 1, {"tol", "max_iter", "like"}, {"damping", "rule"}},
+  }};
+  return t;
+}
+
+}  // namespace
+
+const OpInfo& op_info(OpKind k) { return table().at(static_cast<std::size_t>(k)); }
+
+std::optional<OpKind> op_kind(const std::string& name) {
+  for (const OpInfo& i : table())
+    if (name == i.name) return i.kind;
+  return std::nullopt;
+}
+
+std::int64_t Tensor::size() const {
+  std::int64_t n = 1;
+  for (std::int64_t d : shape) n *= d;
+  return n;
+}
+
+}  // namespace aoc::ir

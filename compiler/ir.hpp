@@ -1,0 +1,117 @@
+// The graph IR: what a user's model is before the compiler lowers it onto the optical core.
+//
+// A small, typed, SSA IR in the spirit of MLIR: a Graph is a list of inputs, weights and ops in
+// definition order; every value has one definition and a type (dtype + shape, where a dimension is
+// a fixed size or a symbol such as "B" or "L" bound when the graph runs); a FixedPoint op owns a
+// Region (its body) that maps the iterate to its next value. Plain data: passes and the
+// interpreter walk the vectors. The JSON form is documented in docs/ir.md.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace aoc::ir {
+
+// A dimension: a fixed size (size >= 0) or a symbol (size < 0, sym non-empty) bound at run time.
+struct Dim {
+  std::int64_t size = -1;
+  std::string sym;
+  static Dim fixed(std::int64_t n) { return {n, {}}; }
+  static Dim symbol(std::string s) { return {-1, std::move(s)}; }
+  bool is_fixed() const { return size >= 0; }
+  bool operator==(const Dim& o) const { return size == o.size && sym == o.sym; }
+};
+using Shape = std::vector<Dim>;
+
+enum class DType { F64, I64 };
+
+struct Type {
+  DType dtype = DType::F64;
+  Shape shape;
+  bool operator==(const Type& o) const { return dtype == o.dtype && shape == o.shape; }
+};
+
+std::string to_string(const Dim& d);
+std::string to_string(const Type& t);  // "f64[B, L, 768]"
+
+// The ops. Their operands, results, attributes and semantics are in docs/ir.md; op_info() below
+// is the table the verifier and the JSON reader use.
+enum class OpKind {
+  Linear,        // y = x W^T (+ b): x[..., in], W[out, in], b[out] -> [..., out]  (torch convention)
+  MatMul,        // y = a b: a[..., k], b[k, n] -> [..., n]                         (AOC convention)
+  Add, Sub, Mul, // elementwise with trailing-dimension broadcasting
+  Tanh, Sigmoid, SiLU, Softplus, Exp, Neg,
+  Clip,          // attrs min, max
+  RMSNorm,       // x / sqrt(mean(x^2 over the last dim) + eps) * g; attrs eps
+  GatedRMSNorm,  // RMSNorm(x * SiLU(gate)) * g (Mamba2's gated norm); attrs eps
+  Conv1dCausal,  // depthwise along axis 1: x[B, L, C], w[C, K] (, b[C]) -> [B, L, C]
+  Embedding,     // ids i64[...], table[V, D] -> [..., D]
+  Split,         // x -> several results along `axis`, attrs sizes
+  Concat,        // several -> one along `axis`
+  Reshape,       // attrs shape (may use the input's symbols)
+  Einsum,        // attrs spec, e.g. "blh,bln,blhp->blhpn" (contractions of the SSM)
+  Scan,          // diagonal linear recurrence along axis 1: h_t = a_t * h_{t-1} + x_t (a broadcast
+                 // over x's trailing dims); a[B, L, ...], x[B, L, ...] (, h0[B, ...])
+  FixedPoint,    // z* = f(z*; captures): owns a body Region; attrs tol, max_iter, damping, rule
+};
+
+struct Region;
+
+// An attribute value: a number, an integer, a string, or a list of integers.
+using Attr = std::variant<double, std::int64_t, std::string, std::vector<std::int64_t>>;
+
+struct Op {
+  OpKind kind{};
+  std::string name;                 // optional label ("layer0.in_proj"), for messages and reports
+  std::vector<std::string> inputs;  // value names
+  std::vector<std::string> outputs;
+  std::map<std::string, Attr> attrs;
+  std::shared_ptr<Region> body;     // FixedPoint only
+};
+
+// A FixedPoint body: args[0] is the iterate z, args[1..] bind the op's inputs (the captures) in
+// order; results[0] is the next iterate, of z's type.
+struct Region {
+  std::vector<std::string> args;
+  std::vector<Op> ops;
+  std::vector<std::string> results;
+};
+
+struct Value {
+  std::string name;
+  Type type;
+};
+
+struct Graph {
+  std::string name;
+  std::vector<Value> inputs;
+  std::vector<Value> weights;  // parameters, by name; their data live in a WeightStore
+  std::vector<Op> ops;         // the top-level region, in definition order
+  std::vector<std::string> outputs;
+};
+
+// The fixed facts about each kind of op: its name in JSON, how many operands and results it takes
+// (-1: any number, at least one), and which attributes it requires or allows.
+struct OpInfo {
+  OpKind kind;
+  const char* name;
+  int min_inputs, max_inputs;  // max -1: unbounded
+  int outputs;                 // -1: one or more (Split)
+  std::vector<const char*> required_attrs, optional_attrs;
+};
+const OpInfo& op_info(OpKind k);
+std::optional<OpKind> op_kind(const std::string& name);  // nullopt: unknown op
+
+// Dense row-major tensors of doubles (i64 data is stored as exact doubles).
+struct Tensor {
+  std::vector<std::int64_t> shape;
+  std::vector<double> data;
+  std::int64_t size() const;
+};
+using WeightStore = std::map<std::string, Tensor>;
+
+}  // namespace aoc::ir

@@ -1,0 +1,105 @@
+// HDF5 weights: read_weights_h5 / write_weights_h5 (declared in compiler/graph_json.hpp).
+#include <H5Cpp.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include "compiler/graph_json.hpp"
+#include "sim/error.hpp"
+#include "sim/h5file.hpp"
+
+namespace aoc::ir {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string type_text(H5T_class_t c) {
+  switch (c) {
+    case H5T_STRING: return "strings";
+    case H5T_COMPOUND: return "a compound type";
+    default: return "a non-numeric type";
+  }
+}
+
+Tensor read_dataset(const H5::DataSet& d, const std::string& where) {
+  const H5T_class_t c = d.getTypeClass();
+  if (c != H5T_INTEGER && c != H5T_FLOAT) throw Error(where + ": expected numbers, got " + type_text(c));
+  const H5::DataSpace s = d.getSpace();
+  std::vector<hsize_t> dims(s.getSimpleExtentNdims());
+  if (!dims.empty()) s.getSimpleExtentDims(dims.data());
+  Tensor t;
+  for (hsize_t v : dims) t.shape.push_back(static_cast<std::int64_t>(v));
+  t.data.resize(static_cast<std::size_t>(t.size()));
+  if (!t.data.empty()) d.read(t.data.data(), H5::PredType::NATIVE_DOUBLE);
+  for (std::size_t i = 0; i < t.data.size(); ++i)
+    if (!std::isfinite(t.data[i])) throw Error(where + ": NaN or infinite value at element " + std::to_string(i));
+  return t;
+}
+
+// Every dataset under group g, depth first, in HDF5's (alphabetical) order.
+void walk(const H5::Group& g, const std::string& prefix, const std::string& path, WeightStore& out) {
+  const hsize_t n = g.getNumObjs();
+  for (hsize_t i = 0; i < n; ++i) {
+    const std::string name = g.getObjnameByIdx(i);
+    const std::string full = prefix.empty() ? name : prefix + "/" + name;
+    const std::string where = path + ": /" + full;
+    H5O_type_t type;
+    try {
+      type = g.childObjType(name);
+    } catch (const H5::Exception& e) {
+      throw Error(where + ": cannot read (" + e.getDetailMsg() + ")");
+    }
+    if (type == H5O_TYPE_GROUP) {
+      walk(g.openGroup(name), full, path, out);
+    } else if (type == H5O_TYPE_DATASET) {
+      try {
+        out[full] = read_dataset(g.openDataSet(name), where);
+      } catch (const H5::Exception& e) {
+        throw Error(where + ": cannot read as a dataset (" + e.getDetailMsg() + ")");
+      }
+    }
+  }
+}
+
+}  // namespace
+
+WeightStore read_weights_h5(const std::string& path) {
+  const H5::H5File f = open_h5_read(path);
+  WeightStore w;
+  try {
+    walk(f.openGroup("/"), "", path, w);
+  } catch (const H5::Exception& e) {
+    throw Error(path + ": cannot read (" + e.getDetailMsg() + ")");
+  }
+  return w;
+}
+
+void write_weights_h5(const std::string& path, const WeightStore& weights) {
+  for (const auto& [name, t] : weights) {
+    if (name.empty() || name.front() == '/' || name.back() == '/')
+      throw Error(path + ": weight \"" + name + "\": not a valid dataset name");
+    for (std::int64_t d : t.shape)
+      if (d < 0) throw Error(path + ": weight \"" + name + "\": negative dimension");
+    if (static_cast<std::int64_t>(t.data.size()) != t.size())
+      throw Error(path + ": weight \"" + name + "\": " + std::to_string(t.data.size()) + " values for a shape of " +
+                  std::to_string(t.size()));
+  }
+  write_h5_atomic(path, [&](H5::H5File& f) {
+    H5::LinkCreatPropList lcpl;
+    H5Pset_create_intermediate_group(lcpl.getId(), 1);
+    H5::DSetCreatPropList dcpl;
+    H5Pset_obj_track_times(dcpl.getId(), false);  // no timestamps: the same weights give the same bytes
+    for (const auto& [name, t] : weights) {
+      const std::vector<hsize_t> dims(t.shape.begin(), t.shape.end());
+      H5::DataSet d = f.createDataSet(name, H5::PredType::IEEE_F64LE, H5::DataSpace(static_cast<int>(dims.size()), dims.data()),
+                                      dcpl, H5::DSetAccPropList::DEFAULT, lcpl);
+      if (!t.data.empty()) d.write(t.data.data(), H5::PredType::NATIVE_DOUBLE);
+    }
+  });
+}
+
+}  // namespace aoc::ir

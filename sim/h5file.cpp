@@ -1,0 +1,52 @@
+#include "sim/h5file.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include "sim/error.hpp"
+#include "sim/files.hpp"
+
+namespace aoc {
+
+namespace fs = std::filesystem;
+
+H5::H5File open_h5_read(const std::string& path) {
+  H5::Exception::dontPrint();
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw Error(path + ": no such file");
+  if (fs::is_directory(path, ec) || !std::ifstream(path)) throw Error(path + ": cannot read (a directory or not readable)");
+  if (H5Fis_hdf5(path.c_str()) <= 0) throw Error(path + ": not an HDF5 file");
+  try {
+    return H5::H5File(path, H5F_ACC_RDONLY);
+  } catch (const H5::Exception& e) {
+    throw Error(path + ": cannot open as HDF5 (" + e.getDetailMsg() + ")");
+  }
+}
+
+void write_h5_atomic(const std::string& path, const std::function<void(H5::H5File&)>& fill) {
+  H5::Exception::dontPrint();
+  const fs::path tmp = temp_path_next_to(path);
+  std::optional<H5::H5File> f;
+  try {
+    f.emplace(tmp.string(), H5F_ACC_TRUNC);
+  } catch (const H5::Exception&) {
+    throw Error(path + ": cannot write (directory missing or not writable)");
+  }
+  std::error_code ec;
+  try {
+    fill(*f);
+    f->close();
+  } catch (const H5::Exception& e) {
+    f.reset();
+    fs::remove(tmp, ec);
+    throw Error(path + ": write failed (" + e.getDetailMsg() + ")");
+  } catch (...) {
+    f.reset();
+    fs::remove(tmp, ec);
+    throw;
+  }
+  rename_into_place(tmp, path);
+}
+
+}  // namespace aoc
