@@ -10,6 +10,8 @@ void add_loop(CLI::App& app);
 void add_run(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_estimate(CLI::App& app);
+void add_import(CLI::App& app);
+void add_interpret(CLI::App& app);
 
 // The process exit status a subcommand asks for (0 unless it sets it: e.g. verify-dt on a failure).
 int& exit_status();

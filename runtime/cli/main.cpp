@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
   aoc::cli::add_verify_dt(app);
   aoc::cli::add_loop(app);
   aoc::cli::add_run(app);
+  aoc::cli::add_import(app);
+  aoc::cli::add_interpret(app);
   aoc::cli::add_bench(app);
   aoc::cli::add_estimate(app);
   try {

@@ -1,0 +1,33 @@
+// The importer for the published implicit language models (microsoft/implicit_languagemodels):
+// reads a Hugging Face config.json and builds the model's graph (docs/ir.md, "Importing implicit
+// Mamba2 configs"), with seeded random weights of the true shapes.
+//
+// Supported now: the Mamba2 family (model_type implicit_mamba2, or mamba2 with the same fields),
+// implicit (a FixedPoint over the backbone) and explicit (the backbone once). The Llama family needs
+// attention ops the IR does not have yet, and reading trained weights (safetensors) is not
+// implemented: both are one-line errors. Every problem with the config is one aoc::Error line
+// naming the file and the field:
+//   config.json: backbone_config.block_cfg.d_state: missing required field
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "compiler/ir.hpp"
+
+namespace aoc::ir {
+
+struct ImportOptions {
+  std::uint64_t seed = 0;
+  bool weights = true;                    // false: the graph only (shapes, for estimates)
+  std::int64_t max_weights = 50'000'000;  // more parameters than this with weights = true: an error
+};
+
+struct Imported {
+  Graph graph;
+  WeightStore weights;            // empty when !options.weights
+  std::int64_t parameter_count;   // the elements of every declared weight, always computed
+};
+
+Imported import_config(const std::string& config_path, const ImportOptions& options = {});
+
+}  // namespace aoc::ir

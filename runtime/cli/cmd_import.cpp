@@ -1,0 +1,87 @@
+// aoc import: a published implicit model's config.json -> a graph (JSON) and seeded random weights
+// (HDF5). docs/ir.md, "Importing implicit Mamba2 configs".
+#include <cstdio>
+#include <string>
+
+#include "compiler/graph_json.hpp"
+#include "compiler/import_config.hpp"
+#include "compiler/verify.hpp"
+#include "runtime/cli/commands.hpp"
+#include "runtime/output.hpp"
+#include "sim/error.hpp"
+#include "sim/json_reader.hpp"
+
+namespace aoc::cli {
+
+namespace {
+
+struct Opts {
+  std::string config, output, weights_in, weights_out;
+  std::uint64_t seed = 0;
+  bool shapes_only = false;
+};
+
+int run(const Opts& o) {
+  if (!o.weights_in.empty()) throw Error("--weights: reading safetensors is not implemented yet");
+  ir::ImportOptions io;
+  io.seed = o.seed;
+  io.weights = !o.shapes_only;
+  const ir::Imported m = ir::import_config(o.config, io);
+  ir::verify(m.graph, o.shapes_only ? nullptr : &m.weights);
+
+  std::string wpath = o.weights_out;
+  if (wpath.empty() && !o.shapes_only) {
+    wpath = o.output;
+    if (wpath.size() >= 5 && wpath.compare(wpath.size() - 5, 5, ".json") == 0) wpath.resize(wpath.size() - 5);
+    wpath += ".h5";
+  }
+  write_file_atomic(o.output, ir::write_graph(m.graph));
+  if (!o.shapes_only) ir::write_weights_h5(wpath, m.weights);
+
+  int layers = 0;
+  std::string d_model = "?";
+  for (const auto& w : m.graph.weights) {
+    if (w.name.rfind("layer", 0) == 0 && w.name.size() > 8 && w.name.compare(w.name.size() - 8, 8, ".in_proj") == 0) ++layers;
+    if (w.name == "norm_f") d_model = std::to_string(w.type.shape[0].size);
+  }
+  std::printf("import: %s: %s, %d layer(s), d_model %s, %lld parameters\n", o.config.c_str(), m.graph.name.c_str(),
+              layers, d_model.c_str(), static_cast<long long>(m.parameter_count));
+  bool fixed_point = false;
+  for (const auto& op : m.graph.ops)
+    if (op.kind == ir::OpKind::FixedPoint) {
+      fixed_point = true;
+      std::printf("        FixedPoint '%s': tol %s, max_iter %lld, damping %s, rule %s\n", op.name.c_str(),
+                  jsonr::num(ir::attr_number(op, "tol", 0)).c_str(), static_cast<long long>(ir::attr_int(op, "max_iter", 0)),
+                  jsonr::num(ir::attr_number(op, "damping", 1)).c_str(), ir::attr_string(op, "rule", "relative").c_str());
+    }
+  if (!fixed_point) std::printf("        explicit backbone: no FixedPoint\n");
+  std::printf("        wrote %s (verified)", o.output.c_str());
+  if (!o.shapes_only) std::printf(" and %s (seeded random weights, seed %llu)", wpath.c_str(), static_cast<unsigned long long>(o.seed));
+  else std::printf(" (shapes only, no weights)");
+  std::printf("\n");
+  return 0;
+}
+
+}  // namespace
+
+void add_import(CLI::App& app) {
+  static Opts o;
+  auto* c = app.add_subcommand("import", "Build the graph of a published implicit model from its config.json");
+  c->add_option("config", o.config, "config.json of an implicit Mamba2 model (microsoft/implicit_languagemodels)")
+      ->required()->check(CLI::ExistingFile);
+  c->add_option("-o,--output", o.output, "the graph JSON to write")->required();
+  c->add_option("--weights", o.weights_in, "trained weights (safetensors): not implemented yet");
+  c->add_option("--weights-out", o.weights_out, "the weights HDF5 to write (default: the graph's path with .h5)");
+  c->add_option("--seed", o.seed, "seed of the random weights")->capture_default_str();
+  c->add_flag("--shapes-only", o.shapes_only, "write the graph without weight data (any size; for estimates)");
+  c->footer(
+      "The graph is the model of research/implicit_ssm.md 1.1-1.2: embedding, input injection, a\n"
+      "FixedPoint over the Mamba2 blocks and the final norm (tol, max_iter, damping from deq_params),\n"
+      "tied output head. Weights are seeded random with the reference's init (docs/ir.md).\n"
+      "Example:\n"
+      "  aoc import hf_models/mamba2-state-tracking-implicit/config.json -o st.json      (st.json + st.h5)\n"
+      "  aoc import hf_models/mamba2-130m-implicit/config.json -o m130.json --shapes-only");
+  c->callback([] { exit_status() = run(o); });
+}
+
+}  // namespace aoc::cli

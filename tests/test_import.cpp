@@ -1,0 +1,227 @@
+// aoc import: the published implicit Mamba2 configs become verified graphs with the right number of
+// parameters; a tiny variant runs in the interpreter and its fixed point converges.
+#include <catch2/catch.hpp>
+
+#include "tests/support.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <unistd.h>
+
+#include "compiler/import_config.hpp"
+#include "compiler/interpret.hpp"
+#include "compiler/verify.hpp"
+#include "sim/error.hpp"
+
+using namespace aoc::ir;
+using aoc::test::Run;
+using aoc::test::run_aoc;
+
+namespace {
+
+const std::string kData = AOC_TEST_DATA "/implicit-lm/";
+const std::string kStateTracking = kData + "mamba2-state-tracking-implicit/config.json";
+const std::string k130m = kData + "mamba2-130m-implicit/config.json";
+const std::string kLlama = kData + "llama3-130m-implicit/config.json";
+
+std::filesystem::path temp_dir() {
+  auto d = std::filesystem::temp_directory_path() / ("aoc-import-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+std::string write_json(const nlohmann::json& j, const std::string& name) {
+  const auto p = temp_dir() / name;
+  std::ofstream(p) << j.dump(2);
+  return p.string();
+}
+
+// The state-tracking config shrunk: d_model 16, d_state 4, expand 2, headdim 8 (2 heads), vocab 12,
+// one layer.
+std::string tiny_config() {
+  nlohmann::json j = read_json(kStateTracking);
+  j["backbone_config"]["d_model"] = 16;
+  j["backbone_config"]["n_layer"] = 1;
+  j["backbone_config"]["block_cfg"] = {{"d_state", 4}, {"expand", 2}, {"headdim", 8}};
+  j["d_embed"] = 16;
+  j["vocab_size"] = 12;
+  j["n_tokens"] = 12;
+  j["pad_vocab"] = false;
+  return write_json(j, "tiny-config.json");
+}
+
+// The parameters of an implicit Mamba2 model by hand (implicit_ssm.md 1.1, 1.2; ngroups 1, K = 4,
+// tied embeddings, no biases in in/out projections):
+//   embedding V*D + injection (norm D + W D*d_in_proj + bias d_in_proj)
+//   + n_layer * (norm D + in_proj D*d_in_proj + conv (d_inner + 2N)*(K + 1) + dt_bias, A, D: 3H
+//                + gated norm d_inner + out_proj d_inner*D)
+//   + final norm D,
+// with d_inner = expand*D, H = d_inner/headdim, d_in_proj = 2 d_inner + 2N + H.
+long long mamba2_params(long long V, long long D, long long n_layer, long long N, long long expand, long long headdim) {
+  const long long di = expand * D, H = di / headdim, d_in_proj = 2 * di + 2 * N + H, K = 4;
+  const long long layer = D + D * d_in_proj + (di + 2 * N) * (K + 1) + 3 * H + di + di * D;
+  return V * D + (D + D * d_in_proj + d_in_proj) + n_layer * layer + D;
+}
+
+}  // namespace
+
+TEST_CASE("import: the state-tracking config verifies with its parameter count") {
+  const Imported m = import_config(kStateTracking, {});
+  REQUIRE_NOTHROW(verify(m.graph, &m.weights));
+  // V 240, D 256, 1 layer, N 128, expand 4, headdim 64: d_inner 1024, 16 heads, d_in_proj 2320
+  CHECK(m.parameter_count == mamba2_params(240, 256, 1, 128, 4, 64));
+  CHECK(m.parameter_count == 1521984);
+  CHECK(m.graph.name == "mamba2-state-tracking-implicit");
+  const Op& fp = m.graph.ops.at(3);
+  REQUIRE(fp.kind == OpKind::FixedPoint);
+  CHECK(attr_number(fp, "tol", 0) == 0.05);
+  CHECK(attr_int(fp, "max_iter", 0) == 2048);  // eval_f_max_iter
+  CHECK(attr_number(fp, "damping", 0) == 0.8);
+  CHECK(attr_string(fp, "like", "") == "e");
+  // A is stored negative, D is 1, the injection bias is zero
+  for (double a : m.weights.at("layer0.A").data) CHECK((a <= -1.0 && a >= -16.0));
+  for (double d : m.weights.at("layer0.D").data) CHECK(d == 1.0);
+  for (double b : m.weights.at("injection.b").data) CHECK(b == 0.0);
+}
+
+TEST_CASE("import: the same seed gives the same weights, another seed others") {
+  const Imported a = import_config(kStateTracking, {7});
+  const Imported b = import_config(kStateTracking, {7});
+  const Imported c = import_config(kStateTracking, {8});
+  CHECK(a.weights.at("layer0.in_proj").data == b.weights.at("layer0.in_proj").data);
+  CHECK(a.weights.at("layer0.in_proj").data != c.weights.at("layer0.in_proj").data);
+}
+
+TEST_CASE("import: mamba2-130m shapes only has about 130M parameters") {
+  ImportOptions o;
+  o.weights = false;
+  const Imported m = import_config(k130m, o);
+  REQUIRE_NOTHROW(verify(m.graph));
+  CHECK(m.weights.empty());
+  // vocab 50277 padded to a multiple of 16: 50288; D 768, 24 layers, N 128, expand 2, headdim 64
+  CHECK(m.parameter_count == mamba2_params(50288, 768, 24, 128, 2, 64));
+  CHECK(m.parameter_count == 131568088);
+  const Op& fp = m.graph.ops.at(3);
+  CHECK(attr_int(fp, "max_iter", 0) == 96);  // int(f_max_iter 24 * eval_factor 4)
+}
+
+TEST_CASE("import: mamba2-130m with weights is refused above max_weights and names --shapes-only") {
+  try {
+    import_config(k130m, {});
+    FAIL("no error");
+  } catch (const aoc::Error& e) {
+    const std::string msg = e.what();
+    CHECK(msg.find("131568088 parameters") != std::string::npos);
+    CHECK(msg.find("--shapes-only") != std::string::npos);
+  }
+}
+
+TEST_CASE("import: a tiny variant interprets and its FixedPoint converges") {
+  const Imported m = import_config(tiny_config(), {3});
+  REQUIRE_NOTHROW(verify(m.graph, &m.weights));
+  CHECK(m.parameter_count == mamba2_params(12, 16, 1, 4, 2, 8));
+  Tensor tokens;
+  tokens.shape = {2, 5};
+  tokens.data = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3};
+  const InterpretResult r = interpret(m.graph, m.weights, {{"tokens", tokens}});
+  const Tensor& logits = r.values.at("logits");
+  CHECK(logits.shape == std::vector<std::int64_t>{2, 5, 12});
+  REQUIRE(r.fixed_points.size() == 1);
+  for (std::size_t s = 0; s < 2; ++s) {
+    CHECK(r.fixed_points[0].converged[s] == 1);
+    CHECK(r.fixed_points[0].iterations[s] < 2048);
+  }
+}
+
+TEST_CASE("import: the explicit backbone has no FixedPoint and runs the blocks once") {
+  nlohmann::json j = read_json(tiny_config());
+  j["backbone_type"] = "explicit";
+  j["deq_params"] = nlohmann::json::object();
+  const Imported m = import_config(write_json(j, "tiny-explicit.json"), {});
+  REQUIRE_NOTHROW(verify(m.graph, &m.weights));
+  for (const auto& op : m.graph.ops) CHECK(op.kind != OpKind::FixedPoint);
+  // no injection: its norm, weight and bias are not counted
+  const long long d_in_proj = 2 * 32 + 2 * 4 + 4;
+  CHECK(m.parameter_count == mamba2_params(12, 16, 1, 4, 2, 8) - (16 + 16 * d_in_proj + d_in_proj));
+  Tensor tokens;
+  tokens.shape = {1, 3};
+  tokens.data = {1, 2, 3};
+  CHECK(interpret(m.graph, m.weights, {{"tokens", tokens}}).values.at("logits").shape == std::vector<std::int64_t>{1, 3, 12});
+}
+
+TEST_CASE("import: a Llama config gives the attention error") {
+  try {
+    import_config(kLlama, {});
+    FAIL("no error");
+  } catch (const aoc::Error& e) {
+    CHECK(std::string(e.what()) ==
+          kLlama + ": model_type: implicit_llama3 needs attention ops, which the IR does not have yet");
+  }
+}
+
+TEST_CASE("import: a missing field is named with its path") {
+  nlohmann::json j = read_json(tiny_config());
+  j["backbone_config"]["block_cfg"].erase("d_state");
+  const std::string p = write_json(j, "no-d-state.json");
+  try {
+    import_config(p, {});
+    FAIL("no error");
+  } catch (const aoc::Error& e) {
+    CHECK(std::string(e.what()) == p + ": backbone_config.block_cfg.d_state: missing required field");
+  }
+}
+
+TEST_CASE("import: a wrong type and an unknown model_type are named") {
+  nlohmann::json j = read_json(tiny_config());
+  j["backbone_config"]["d_model"] = "16";
+  const std::string p = write_json(j, "bad-type.json");
+  CHECK_THROWS_WITH(import_config(p, {}), p + ": backbone_config.d_model: expected an integer, got the string \"16\"");
+  j = read_json(tiny_config());
+  j["model_type"] = "gpt2";
+  const std::string q = write_json(j, "bad-model.json");
+  CHECK_THROWS_WITH(import_config(q, {}), Catch::Contains(q + ": model_type: \"gpt2\" is not one of"));
+}
+
+TEST_CASE("import: aoc import and aoc interpret run end to end on the tiny config") {
+  const auto dir = temp_dir();
+  const std::string graph = (dir / "tiny.json").string(), weights = (dir / "tiny.h5").string();
+  const Run r = run_aoc("import " + tiny_config() + " -o " + graph + " --seed 3");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  CHECK(std::filesystem::exists(graph));
+  CHECK(std::filesystem::exists(weights));
+  CHECK(r.out.find("tol 0.05, max_iter 2048, damping 0.8") != std::string::npos);
+  const Run i = run_aoc("interpret " + graph + " --weights " + weights + " --tokens 3,1,4,1,5");
+  INFO(i.out);
+  REQUIRE(i.status == 0);
+  CHECK(i.out.find("argmax of logits per token:") != std::string::npos);
+  CHECK(i.out.find("sample 0:") != std::string::npos);
+  CHECK(i.out.find(", converged") != std::string::npos);
+  const Run j = run_aoc("interpret " + graph + " --weights " + weights + " --tokens 3,1,4 --json");
+  REQUIRE(j.status == 0);
+  const auto rec = nlohmann::json::parse(j.out);
+  CHECK(rec["argmax"].size() == 3);
+  CHECK(rec["fixed_points"][0]["converged"][0] == 1);
+}
+
+TEST_CASE("import: aoc import errors are one line with exit 1") {
+  const auto dir = temp_dir();
+  const Run l = run_aoc("import " + kLlama + " -o " + (dir / "llama.json").string());
+  CHECK(l.status == 1);
+  CHECK(l.out == "aoc: error: " + kLlama + ": model_type: implicit_llama3 needs attention ops, which the IR does not have yet\n");
+  const Run w = run_aoc("import " + kStateTracking + " --weights x.safetensors -o " + (dir / "st.json").string());
+  CHECK(w.status == 1);
+  CHECK(w.out == "aoc: error: --weights: reading safetensors is not implemented yet\n");
+  const Run s = run_aoc("import " + k130m + " --shapes-only -o " + (dir / "m130.json").string());
+  INFO(s.out);
+  CHECK(s.status == 0);
+  CHECK(s.out.find("131568088 parameters") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir / "m130.h5"));
+}
