@@ -122,13 +122,7 @@ Mamba2Config parse(const std::string& path) {
 
 Op mk(OpKind k, std::string name, std::vector<std::string> in, std::vector<std::string> out,
       std::map<std::string, Attr> attrs = {}) {
-  Op op;
-  op.kind = k;
-  op.name = std::move(name);
-  op.inputs = std::move(in);
-  op.outputs = std::move(out);
-  op.attrs = std::move(attrs);
-  return op;
+  return make_op(k, std::move(in), std::move(out), std::move(attrs), std::move(name));
 }
 
 Value fixed(const std::string& name, std::vector<std::int64_t> dims) {

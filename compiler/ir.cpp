@@ -62,4 +62,15 @@ std::int64_t Tensor::size() const {
   return n;
 }
 
+Op make_op(OpKind kind, std::vector<std::string> inputs, std::vector<std::string> outputs,
+           std::map<std::string, Attr> attrs, std::string name) {
+  Op op;
+  op.kind = kind;
+  op.name = std::move(name);
+  op.inputs = std::move(inputs);
+  op.outputs = std::move(outputs);
+  op.attrs = std::move(attrs);
+  return op;
+}
+
 }  // namespace aoc::ir

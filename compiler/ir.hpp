@@ -73,6 +73,9 @@ struct Op {
   std::shared_ptr<Region> body;     // FixedPoint only
 };
 
+Op make_op(OpKind kind, std::vector<std::string> inputs, std::vector<std::string> outputs,
+           std::map<std::string, Attr> attrs = {}, std::string name = {});
+
 // A FixedPoint body: args[0] is the iterate z, args[1..] bind the op's inputs (the captures) in
 // order; results[0] is the next iterate, of z's type.
 struct Region {

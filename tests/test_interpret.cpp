@@ -28,16 +28,6 @@ Value decl(const std::string& name, const std::vector<std::int64_t>& shape, std:
   return v;
 }
 
-Op mkop(OpKind k, std::vector<std::string> in, std::vector<std::string> out, std::map<std::string, Attr> attrs = {},
-        std::string name = {}) {
-  Op op;
-  op.kind = k;
-  op.inputs = std::move(in);
-  op.outputs = std::move(out);
-  op.attrs = std::move(attrs);
-  op.name = std::move(name);
-  return op;
-}
 
 // A graph of one op over inputs given by tensor, output "y".
 Tensor run1(OpKind k, const std::vector<std::pair<std::string, Tensor>>& ins, std::map<std::string, Attr> attrs = {}) {
@@ -49,7 +39,7 @@ Tensor run1(OpKind k, const std::vector<std::pair<std::string, Tensor>>& ins, st
     given[n] = t;
     names.push_back(n);
   }
-  g.ops.push_back(mkop(k, names, {"y"}, std::move(attrs), "op"));
+  g.ops.push_back(make_op(k, names, {"y"}, std::move(attrs), "op"));
   g.outputs = {"y"};
   return interpret(g, {}, given).values.at("y");
 }
@@ -88,12 +78,12 @@ Graph contraction(const std::string& rule, std::int64_t max_iter, double tol, bo
   auto body = std::make_shared<Region>();
   body->args = {"z", "cc"};
   if (per_sample_a) body->args.push_back("aa");
-  body->ops.push_back(mkop(OpKind::Mul, {per_sample_a ? "aa" : "half", "z"}, {"az"}));
-  body->ops.push_back(mkop(OpKind::Add, {"az", "cc"}, {"fz"}));
+  body->ops.push_back(make_op(OpKind::Mul, {per_sample_a ? "aa" : "half", "z"}, {"az"}));
+  body->ops.push_back(make_op(OpKind::Add, {"az", "cc"}, {"fz"}));
   body->results = {"fz"};
   std::vector<std::string> ins{"c"};
   if (per_sample_a) ins.push_back("a");
-  Op fp = mkop(OpKind::FixedPoint, ins, {"zstar"},
+  Op fp = make_op(OpKind::FixedPoint, ins, {"zstar"},
                {{"rule", rule}, {"max_iter", max_iter}, {"tol", tol}, {"like", std::string("c")}, {"damping", damping}}, "fp");
   fp.body = body;
   g.ops.push_back(fp);
@@ -109,7 +99,7 @@ TEST_CASE("interpret: Linear with bias computes x W^T + b") {
   Graph g;
   g.inputs.push_back(decl("x", {2, 3}, {"B"}));
   g.weights = {decl("W", {2, 3}), decl("b", {2})};
-  g.ops.push_back(mkop(OpKind::Linear, {"x", "W", "b"}, {"y"}));
+  g.ops.push_back(make_op(OpKind::Linear, {"x", "W", "b"}, {"y"}));
   g.outputs = {"y"};
   const WeightStore w{{"W", tensor({2, 3}, {1, 2, 3, 0, -1, 0.5})}, {"b", tensor({2}, {10, -10})}};
   const auto r = interpret(g, w, {{"x", tensor({2, 3}, {1, 1, 1, 2, 0, -2})}});
@@ -140,7 +130,7 @@ TEST_CASE("interpret: Sub and Mul are elementwise with broadcasting") {
 TEST_CASE("interpret: Add of shapes that do not broadcast names the op") {
   Graph g;
   g.inputs = {decl("a", {2, 3}), decl("b", {2})};
-  g.ops.push_back(mkop(OpKind::Add, {"a", "b"}, {"y"}, {}, "sum"));
+  g.ops.push_back(make_op(OpKind::Add, {"a", "b"}, {"y"}, {}, "sum"));
   g.outputs = {"y"};
   const auto msg = error_of(g, {}, {{"a", tensor({2, 3}, {1, 2, 3, 4, 5, 6})}, {"b", tensor({2}, {1, 2})}});
   CHECK(msg == "interpret: op #0 Add 'sum': shapes [2, 3] and [2] do not broadcast");
@@ -209,7 +199,7 @@ TEST_CASE("interpret: Embedding of an id outside the table is an error naming th
   g.inputs = {decl("ids", {2})};
   g.inputs[0].type.dtype = DType::I64;
   g.weights = {decl("table", {3, 2})};
-  g.ops.push_back(mkop(OpKind::Embedding, {"ids", "table"}, {"y"}, {}, "embed"));
+  g.ops.push_back(make_op(OpKind::Embedding, {"ids", "table"}, {"y"}, {}, "embed"));
   g.outputs = {"y"};
   const WeightStore w{{"table", tensor({3, 2}, {0, 1, 10, 11, 20, 21})}};
   CHECK(error_of(g, w, {{"ids", tensor({2}, {1, 3})}}) == "interpret: op #0 Embedding 'embed': id 3 at position 1 is outside [0, 3)");
@@ -221,8 +211,8 @@ TEST_CASE("interpret: Split then Concat along an axis gives back the input") {
   for (std::int64_t axis : {std::int64_t(-1), std::int64_t(1)}) {
     Graph g;
     g.inputs = {decl("x", {2, 5})};
-    g.ops.push_back(mkop(OpKind::Split, {"x"}, {"p", "q"}, {{"sizes", std::vector<std::int64_t>{2, 3}}, {"axis", axis}}));
-    g.ops.push_back(mkop(OpKind::Concat, {"p", "q"}, {"y"}, {{"axis", axis}}));
+    g.ops.push_back(make_op(OpKind::Split, {"x"}, {"p", "q"}, {{"sizes", std::vector<std::int64_t>{2, 3}}, {"axis", axis}}));
+    g.ops.push_back(make_op(OpKind::Concat, {"p", "q"}, {"y"}, {{"axis", axis}}));
     g.outputs = {"p", "q", "y"};
     const auto r = interpret(g, {}, {{"x", x}});
     check(r.values.at("p"), {2, 2}, {0, 1, 5, 6});
@@ -231,8 +221,8 @@ TEST_CASE("interpret: Split then Concat along an axis gives back the input") {
   }
   Graph g;  // along axis 0
   g.inputs = {decl("x", {2, 5})};
-  g.ops.push_back(mkop(OpKind::Split, {"x"}, {"p", "q"}, {{"sizes", std::vector<std::int64_t>{1, 1}}, {"axis", std::int64_t(0)}}));
-  g.ops.push_back(mkop(OpKind::Concat, {"q", "p"}, {"y"}, {{"axis", std::int64_t(0)}}));
+  g.ops.push_back(make_op(OpKind::Split, {"x"}, {"p", "q"}, {{"sizes", std::vector<std::int64_t>{1, 1}}, {"axis", std::int64_t(0)}}));
+  g.ops.push_back(make_op(OpKind::Concat, {"q", "p"}, {"y"}, {{"axis", std::int64_t(0)}}));
   g.outputs = {"y"};
   check(interpret(g, {}, {{"x", x}}).values.at("y"), {2, 5}, {5, 6, 7, 8, 9, 0, 1, 2, 3, 4});
 }
@@ -349,13 +339,13 @@ TEST_CASE("interpret: FixedPoint body sees its captures and the weights") {
   Graph g;
   g.inputs = {decl("x", {1, 2})};
   g.weights = {decl("W", {2, 2}), decl("one", {1})};
-  g.ops.push_back(mkop(OpKind::Add, {"x", "one"}, {"c"}));
+  g.ops.push_back(make_op(OpKind::Add, {"x", "one"}, {"c"}));
   auto body = std::make_shared<Region>();
   body->args = {"z", "cc"};
-  body->ops.push_back(mkop(OpKind::Linear, {"z", "W"}, {"zw"}));
-  body->ops.push_back(mkop(OpKind::Add, {"zw", "cc"}, {"fz"}));
+  body->ops.push_back(make_op(OpKind::Linear, {"z", "W"}, {"zw"}));
+  body->ops.push_back(make_op(OpKind::Add, {"zw", "cc"}, {"fz"}));
   body->results = {"fz"};
-  Op fp = mkop(OpKind::FixedPoint, {"c"}, {"zstar"},
+  Op fp = make_op(OpKind::FixedPoint, {"c"}, {"zstar"},
                {{"rule", std::string("fixed")}, {"max_iter", std::int64_t(80)}, {"tol", 1e-12}, {"like", std::string("c")}});
   fp.body = body;
   g.ops.push_back(fp);
@@ -376,8 +366,8 @@ TEST_CASE("interpret: FixedPoint body sees its captures and the weights") {
 TEST_CASE("interpret: trace returns every value") {
   Graph g;
   g.inputs = {decl("x", {2})};
-  g.ops.push_back(mkop(OpKind::Neg, {"x"}, {"n"}));
-  g.ops.push_back(mkop(OpKind::Exp, {"n"}, {"y"}));
+  g.ops.push_back(make_op(OpKind::Neg, {"x"}, {"n"}));
+  g.ops.push_back(make_op(OpKind::Exp, {"n"}, {"y"}));
   g.outputs = {"y"};
   const std::map<std::string, Tensor> in{{"x", tensor({2}, {0, 1})}};
   CHECK(interpret(g, {}, in).values.size() == 1);
@@ -392,8 +382,8 @@ TEST_CASE("interpret: errors name the op") {
   Graph g;
   g.inputs = {decl("x", {1, 3}, {"B"})};
   g.weights = {decl("W", {2, 4})};
-  g.ops.push_back(mkop(OpKind::Tanh, {"x"}, {"t"}));
-  g.ops.push_back(mkop(OpKind::Linear, {"t", "W"}, {"y"}, {}, "proj"));
+  g.ops.push_back(make_op(OpKind::Tanh, {"x"}, {"t"}));
+  g.ops.push_back(make_op(OpKind::Linear, {"t", "W"}, {"y"}, {}, "proj"));
   g.outputs = {"y"};
   const WeightStore w{{"W", tensor({2, 4}, std::vector<double>(8, 1.0))}};
   CHECK(error_of(g, w, {{"x", tensor({1, 3}, {1, 2, 3})}}) ==
@@ -403,7 +393,7 @@ TEST_CASE("interpret: errors name the op") {
 TEST_CASE("interpret: an input that differs from its declaration is an error naming it") {
   Graph g;
   g.inputs = {decl("x", {0, 3}, {"B"}), decl("h", {0, 2}, {"B"})};
-  g.ops.push_back(mkop(OpKind::Neg, {"x"}, {"y"}));
+  g.ops.push_back(make_op(OpKind::Neg, {"x"}, {"y"}));
   g.outputs = {"y"};
   const std::string m1 = error_of(g, {}, {{"x", tensor({1, 4}, {1, 2, 3, 4})}, {"h", tensor({1, 2}, {0, 0})}});
   CHECK(m1.rfind("interpret: input 'x': declared f64[B, 3], got shape [1, 4]", 0) == 0);
@@ -416,8 +406,8 @@ TEST_CASE("interpret: results do not depend on the thread count") {
   Graph g;
   g.inputs = {decl("x", {7, 5})};
   g.weights = {decl("W", {6, 5})};
-  g.ops.push_back(mkop(OpKind::Linear, {"x", "W"}, {"h"}));
-  g.ops.push_back(mkop(OpKind::Einsum, {"h", "h"}, {"y"}, {{"spec", std::string("bi,bj->bij")}}));
+  g.ops.push_back(make_op(OpKind::Linear, {"x", "W"}, {"h"}));
+  g.ops.push_back(make_op(OpKind::Einsum, {"h", "h"}, {"y"}, {{"spec", std::string("bi,bj->bij")}}));
   g.outputs = {"y"};
   std::vector<double> xd(35), wd(30);
   for (int i = 0; i < 35; ++i) xd[i] = std::sin(0.7 * i);
