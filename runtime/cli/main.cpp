@@ -24,7 +24,8 @@ int main(int argc, char** argv) {
   CLI::App app{
       "aoc " AOC_VERSION ": simulator and compiler for analog optical computers (AOC).\n"
       "Simulates the optical fixed-point loop z' = alpha*z + beta*W f(z) + x + b of the 16- and\n"
-      "48-variable machines with their measured calibration (Microsoft's digital twin), fast."};
+      "48-variable machines with their measured calibration (Microsoft's digital twin), fast; adds\n"
+      "noise, converters and timing, estimates energy and latency, and imports implicit models."};
   app.set_version_flag("--version", "aoc " AOC_VERSION);
   app.require_subcommand(1);
   app.footer(
@@ -32,6 +33,9 @@ int main(int argc, char** argv) {
       "  aoc hw show aoc-48                 what the 48-variable machine's description holds\n"
       "  aoc verify-dt                      reproduce the twin's golden cases\n"
       "  aoc loop --hw aoc-48 --batch 64    a fixed-point run on seeded random weights\n"
+      "  aoc run in.h5 -o out.h5 --noise    your weights and inputs, with the machine's noise\n"
+      "  aoc estimate --hw aoc-scale        energy and latency, by component, against a GPU\n"
+      "  aoc import config.json -o g.json   the graph of an implicit Mamba2 model\n"
       "  aoc bench                          iteration throughput vs a matrix-product-only loop\n"
       "Run 'aoc SUBCOMMAND --help' for each one's options.");
   aoc::cli::add_hw(app);
