@@ -15,12 +15,14 @@ namespace {
 
 using jsonr::json;
 
-// What the importer takes from a config.
+// What the importer takes from a config (Mamba2 or Llama; the other family's fields stay 0).
 struct Mamba2Config {
   std::string name;
   bool implicit = true;
+  bool llama = false;  // model_type implicit_llama3: attention + SwiGLU MLP blocks
   std::int64_t d_model = 0, n_layer = 0, vocab = 0;
-  std::int64_t d_state = 0, expand = 0, headdim = 0, d_conv = 4;
+  std::int64_t d_state = 0, expand = 0, headdim = 0, d_conv = 4;  // Mamba2
+  std::int64_t n_head = 0, d_inner = 0;                           // Llama (d_inner: the MLP's nominal width)
   double tol = 0, damping = 1;
   std::int64_t max_iter = 0;
 };
@@ -56,23 +58,29 @@ Mamba2Config parse(const std::string& path) {
     return static_cast<std::int64_t>(r.integer(r.need(obj, field, key), jsonr::sub(field, key), lo, hi));
   };
   const std::string model_type = r.text(r.need(j, "", "model_type"), "model_type", true);
-  if (model_type == "implicit_llama3")
-    r.fail("model_type", "implicit_llama3 needs attention ops, which the IR does not have yet");
-  if (model_type != "implicit_mamba2" && model_type != "mamba2")
-    r.fail("model_type", "\"" + model_type + "\" is not one of implicit_mamba2, mamba2 (implicit_llama3: not yet)");
+  const bool llama = model_type == "implicit_llama3";
+  if (!llama && model_type != "implicit_mamba2" && model_type != "mamba2")
+    r.fail("model_type", "\"" + model_type + "\" is not one of implicit_mamba2, mamba2, implicit_llama3");
 
   Mamba2Config c;
   c.name = base_name(path);
+  c.llama = llama;
   c.implicit = r.choice(r.need(j, "", "backbone_type"), "backbone_type", {"implicit", "explicit"}) == "implicit";
   const json& bb = r.need(j, "", "backbone_config");
   r.object(bb, "backbone_config");
   const std::string block_type = r.text(r.need(bb, "backbone_config", "block_type"), "backbone_config.block_type", true);
-  if (block_type != "mamba2")
-    r.fail("backbone_config.block_type", "\"" + block_type + "\" with model_type " + model_type + ": expected mamba2");
+  const std::string want_block = llama ? "transformer" : "mamba2";
+  if (block_type != want_block)
+    r.fail("backbone_config.block_type", "\"" + block_type + "\" with model_type " + model_type + ": expected " + want_block);
   c.d_model = integer(bb, "backbone_config", "d_model", 1, 1 << 20);
   c.n_layer = integer(bb, "backbone_config", "n_layer", 1, 4096);
-  if (integer(bb, "backbone_config", "d_inner", 0, 1 << 24) != 0)
+  if (llama) {
+    c.d_inner = integer(bb, "backbone_config", "d_inner", 2, 1 << 24);
+    if (const json* mt = r.find(bb, "mlp_type"); mt && r.text(*mt, "backbone_config.mlp_type", true) != "llama_mlp")
+      r.fail("backbone_config.mlp_type", "only llama_mlp (SwiGLU) is supported");
+  } else if (integer(bb, "backbone_config", "d_inner", 0, 1 << 24) != 0) {
     r.fail("backbone_config.d_inner", "an MLP after the Mamba2 mixer (d_inner > 0) is not supported yet");
+  }
   if (const json* pn = r.find(bb, "pre_norm"); pn && !r.boolean(*pn, "backbone_config.pre_norm"))
     r.fail("backbone_config.pre_norm", "only pre-norm blocks (true) are supported");
   if (const json* rn = r.find(bb, "rms_norm"); rn && !r.boolean(*rn, "backbone_config.rms_norm"))
@@ -80,15 +88,24 @@ Mamba2Config parse(const std::string& path) {
   const json& bc = r.need(bb, "backbone_config", "block_cfg");
   r.object(bc, "backbone_config.block_cfg");
   const std::string f = "backbone_config.block_cfg";
-  c.d_state = integer(bc, f, "d_state", 1, 1 << 16);
-  c.expand = integer(bc, f, "expand", 1, 64);
-  c.headdim = integer(bc, f, "headdim", 1, 1 << 16);
-  if (r.find(bc, "d_conv")) c.d_conv = integer(bc, f, "d_conv", 1, 64);
-  if (r.find(bc, "ngroups") && integer(bc, f, "ngroups", 1, 1 << 16) != 1)
-    r.fail(f + ".ngroups", "only ngroups 1 is supported");
-  if ((c.expand * c.d_model) % c.headdim != 0)
-    r.fail(f + ".headdim", std::to_string(c.headdim) + " does not divide d_inner = expand * d_model = " +
-                               std::to_string(c.expand * c.d_model));
+  if (llama) {
+    c.n_head = integer(bc, f, "n_head", 1, 1 << 16);
+    if (c.d_model % c.n_head != 0 || (c.d_model / c.n_head) % 2 != 0)
+      r.fail(f + ".n_head", std::to_string(c.n_head) + " heads do not split d_model " + std::to_string(c.d_model) +
+                                " into heads of an even size (RoPE rotates pairs)");
+    if (r.find(bc, "n_kv_heads") && integer(bc, f, "n_kv_heads", 1, 1 << 16) != c.n_head)
+      r.fail(f + ".n_kv_heads", "grouped-query attention (n_kv_heads != n_head) is not supported");
+  } else {
+    c.d_state = integer(bc, f, "d_state", 1, 1 << 16);
+    c.expand = integer(bc, f, "expand", 1, 64);
+    c.headdim = integer(bc, f, "headdim", 1, 1 << 16);
+    if (r.find(bc, "d_conv")) c.d_conv = integer(bc, f, "d_conv", 1, 64);
+    if (r.find(bc, "ngroups") && integer(bc, f, "ngroups", 1, 1 << 16) != 1)
+      r.fail(f + ".ngroups", "only ngroups 1 is supported");
+    if ((c.expand * c.d_model) % c.headdim != 0)
+      r.fail(f + ".headdim", std::to_string(c.headdim) + " does not divide d_inner = expand * d_model = " +
+                                 std::to_string(c.expand * c.d_model));
+  }
 
   c.vocab = integer(j, "", "vocab_size", 1, 1LL << 32);
   bool pad = false;
@@ -167,13 +184,46 @@ std::string mamba2_block(std::vector<Op>& ops, const Mamba2Config& c, int i, con
   return v + "z";
 }
 
+// The SwiGLU MLP's hidden width: floor(2 d_inner / 3) (implicit_ssm.md 1.3; no rounding to a multiple).
+std::int64_t llama_hidden(const Mamba2Config& c) { return 2 * c.d_inner / 3; }
+
+// One Llama block (implicit_ssm.md 1.1, 1.3) appended to `ops`; returns its output. `u` empty: no
+// injection (the explicit backbone); else the three injected parts u_q, u_k, u_v.
+std::string llama_block(std::vector<Op>& ops, const Mamba2Config& c, int i, const std::string& z,
+                        const std::vector<std::string>& u) {
+  std::string w = "layer", v = "l";
+  w.append(std::to_string(i)).append(".");
+  v.append(std::to_string(i)).append(".");
+  ops.push_back(mk(OpKind::RMSNorm, v + "norm", {z, w + "norm"}, {v + "n"}, {{"eps", 1e-5}}));
+  const char* parts[3] = {"q", "k", "v"};
+  for (int p = 0; p < 3; ++p) {
+    const std::string x = parts[p];
+    ops.push_back(mk(OpKind::Linear, v + x + "_proj", {v + "n", w + "w" + x}, {u.empty() ? v + x : v + x + "0"}));
+    if (!u.empty()) ops.push_back(mk(OpKind::Add, v + "inject_" + x, {v + x + "0", u[p]}, {v + x}));
+  }
+  ops.push_back(mk(OpKind::CausalAttention, v + "attn", {v + "q", v + "k", v + "v"}, {v + "a"},
+                   {{"heads", c.n_head}, {"rope_theta", 500000.0}}));
+  ops.push_back(mk(OpKind::Linear, v + "o_proj", {v + "a", w + "wo"}, {v + "o"}));
+  ops.push_back(mk(OpKind::Add, v + "residual", {z, v + "o"}, {v + "z1"}));
+  ops.push_back(mk(OpKind::RMSNorm, v + "mlp_norm", {v + "z1", w + "mlp_norm"}, {v + "n2"}, {{"eps", 1e-5}}));
+  ops.push_back(mk(OpKind::Linear, v + "w1", {v + "n2", w + "w1"}, {v + "h1"}));
+  ops.push_back(mk(OpKind::SiLU, v + "act", {v + "h1"}, {v + "h1s"}));
+  ops.push_back(mk(OpKind::Linear, v + "w3", {v + "n2", w + "w3"}, {v + "h3"}));
+  ops.push_back(mk(OpKind::Mul, v + "gate", {v + "h1s", v + "h3"}, {v + "h"}));
+  ops.push_back(mk(OpKind::Linear, v + "w2", {v + "h", w + "w2"}, {v + "m"}));
+  ops.push_back(mk(OpKind::Add, v + "mlp_residual", {v + "z1", v + "m"}, {v + "z"}));
+  return v + "z";
+}
+
 }  // namespace
 
 Imported import_config(const std::string& config_path, const ImportOptions& options) {
   const Mamba2Config c = parse(config_path);
   const std::int64_t D = c.d_model, V = c.vocab, N = c.d_state, K = c.d_conv;
-  const std::int64_t di = c.expand * D, H = di / c.headdim;
-  const std::int64_t d_in_proj = 2 * di + 2 * N + H, conv_dim = di + 2 * N;
+  const std::int64_t di = c.expand * D, H = c.llama ? 0 : di / c.headdim;
+  const std::int64_t hid = llama_hidden(c);
+  // the injection's width: layer 0's in-projection (Mamba2) or q, k, v (Llama)
+  const std::int64_t d_in_proj = c.llama ? 3 * D : 2 * di + 2 * N + H, conv_dim = di + 2 * N;
 
   Imported out{};
   Graph& g = out.graph;
@@ -187,7 +237,16 @@ Imported import_config(const std::string& config_path, const ImportOptions& opti
     g.weights.push_back(fixed("injection.W", {d_in_proj, D}));
     g.weights.push_back(fixed("injection.b", {d_in_proj}));
   }
-  for (int i = 0; i < c.n_layer; ++i) {
+  for (int i = 0; i < c.n_layer && c.llama; ++i) {
+    const std::string w = "layer" + std::to_string(i) + ".";
+    g.weights.push_back(fixed(w + "norm", {D}));
+    for (const char* x : {"wq", "wk", "wv", "wo"}) g.weights.push_back(fixed(w + x, {D, D}));
+    g.weights.push_back(fixed(w + "mlp_norm", {D}));
+    g.weights.push_back(fixed(w + "w1", {hid, D}));
+    g.weights.push_back(fixed(w + "w3", {hid, D}));
+    g.weights.push_back(fixed(w + "w2", {D, hid}));
+  }
+  for (int i = 0; i < c.n_layer && !c.llama; ++i) {
     const std::string w = "layer" + std::to_string(i) + ".";
     g.weights.push_back(fixed(w + "norm", {D}));
     g.weights.push_back(fixed(w + "in_proj", {d_in_proj, D}));
@@ -208,9 +267,28 @@ Imported import_config(const std::string& config_path, const ImportOptions& opti
     out.parameter_count += n;
   }
 
-  // The graph (implicit_ssm.md 1.1, 1.2).
+  // The graph (implicit_ssm.md 1.1, 1.2; Llama 1.3).
   g.ops.push_back(mk(OpKind::Embedding, "embed", {"tokens", "embedding"}, {"e"}));
-  if (c.implicit) {
+  if (c.implicit && c.llama) {
+    g.ops.push_back(mk(OpKind::RMSNorm, "injection.norm", {"e", "injection.norm"}, {"e_n"}, {{"eps", 1e-5}}));
+    g.ops.push_back(mk(OpKind::Linear, "injection", {"e_n", "injection.W", "injection.b"}, {"u"}));
+    g.ops.push_back(mk(OpKind::Split, "injection.split", {"u"}, {"u_q", "u_k", "u_v"},
+                       {{"sizes", std::vector<std::int64_t>{D, D, D}}, {"axis", std::int64_t{-1}}}));
+    Op fp = mk(OpKind::FixedPoint, "deq", {"u_q", "u_k", "u_v", "e"}, {"z_star"},
+               {{"tol", c.tol}, {"max_iter", c.max_iter}, {"damping", c.damping}, {"rule", std::string("relative")},
+                {"like", std::string("e")}});
+    fp.body = std::make_shared<Region>();
+    fp.body->args = {"z", "uq_c", "uk_c", "uv_c", "e_c"};  // e_c only gives the iterate its type ("like")
+    std::string z = "z";
+    for (int i = 0; i < c.n_layer; ++i) z = llama_block(fp.body->ops, c, i, z, {"uq_c", "uk_c", "uv_c"});
+    fp.body->ops.push_back(mk(OpKind::RMSNorm, "norm_f", {z, "norm_f"}, {"z_next"}, {{"eps", 1e-5}}));
+    fp.body->results = {"z_next"};
+    g.ops.push_back(std::move(fp));
+  } else if (c.llama) {
+    std::string z = "e";
+    for (int i = 0; i < c.n_layer; ++i) z = llama_block(g.ops, c, i, z, {});
+    g.ops.push_back(mk(OpKind::RMSNorm, "norm_f", {z, "norm_f"}, {"z_star"}, {{"eps", 1e-5}}));
+  } else if (c.implicit) {
     g.ops.push_back(mk(OpKind::RMSNorm, "injection.norm", {"e", "injection.norm"}, {"e_n"}, {{"eps", 1e-5}}));
     g.ops.push_back(mk(OpKind::Linear, "injection", {"e_n", "injection.W", "injection.b"}, {"u"}));
     Op fp = mk(OpKind::FixedPoint, "deq", {"u", "e"}, {"z_star"},
@@ -260,6 +338,9 @@ Imported import_config(const std::string& config_path, const ImportOptions& opti
     else if (ends_with(n, "norm") || n == "norm_f") std::fill(t.data.begin(), t.data.end(), 1.0);  // gains 1
     else if (n == "injection.b") {}  // zeroed
     else if (n == "injection.W" || ends_with(n, ".in_proj")) fill_uniform(t, 1.0 / std::sqrt(static_cast<double>(D)));
+    else if (ends_with(n, ".wq") || ends_with(n, ".wk") || ends_with(n, ".wv") || ends_with(n, ".wo") ||
+             ends_with(n, ".w1") || ends_with(n, ".w2") || ends_with(n, ".w3"))
+      fill_uniform(t, 1.0 / std::sqrt(static_cast<double>(t.shape[1])));  // U(+-1/sqrt(fan_in))
     else if (ends_with(n, ".out_proj")) fill_uniform(t, 1.0 / std::sqrt(static_cast<double>(di)));
     else if (ends_with(n, ".conv_w") || ends_with(n, ".conv_b")) fill_uniform(t, 1.0 / std::sqrt(static_cast<double>(K)));
     else if (ends_with(n, ".dt_bias")) {

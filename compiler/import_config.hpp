@@ -2,10 +2,10 @@
 // reads a Hugging Face config.json and builds the model's graph (docs/ir.md, "Importing implicit
 // Mamba2 configs"), with seeded random weights of the true shapes.
 //
-// Supported now: the Mamba2 family (model_type implicit_mamba2, or mamba2 with the same fields),
-// implicit (a FixedPoint over the backbone) and explicit (the backbone once). The Llama family needs
-// attention ops the IR does not have yet, and reading trained weights (safetensors) is not
-// implemented: both are one-line errors. Every problem with the config is one aoc::Error line
+// Supported now: the Mamba2 family (model_type implicit_mamba2, or mamba2 with the same fields) and
+// the Llama3 family (implicit_llama3: CausalAttention with RoPE + SwiGLU MLP), implicit (a FixedPoint
+// over the backbone) and explicit (the backbone once). Reading trained weights (safetensors) is not
+// implemented: a one-line error. Every problem with the config is one aoc::Error line
 // naming the file and the field:
 //   config.json: backbone_config.block_cfg.d_state: missing required field
 #pragma once

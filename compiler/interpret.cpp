@@ -425,6 +425,61 @@ Tensor einsum(const std::string& spec_attr, const std::vector<const Tensor*>& xs
   return y;
 }
 
+// q, k, v [B, L, D]: `heads` heads of d = D/heads channels (head h: channels h*d .. h*d+d-1);
+// rotate-half RoPE on q and k when theta > 0; causal softmax attention, scale 1/sqrt(d).
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t heads, std::optional<double> theta,
+                        const std::string& where) {
+  if (q.shape.size() != 3) fail(where, "q " + str(q.shape) + " must have rank 3");
+  if (k.shape != q.shape || v.shape != q.shape)
+    fail(where, "q " + str(q.shape) + ", k " + str(k.shape) + ", v " + str(v.shape) + " must have one shape");
+  if (theta && !(*theta > 0)) fail(where, "rope_theta " + num(*theta) + " must be > 0");
+  const std::int64_t B = q.shape[0], L = q.shape[1], D = q.shape[2];
+  if (heads < 1 || D % heads != 0) fail(where, "heads " + std::to_string(heads) + " does not divide D " + std::to_string(D));
+  const std::int64_t d = D / heads, half = d / 2;
+  Tensor qr = q, kr = k;
+  if (theta) {
+    if (d % 2 != 0) fail(where, "RoPE needs an even head dim, got " + std::to_string(d));
+    for (std::int64_t t = 0; t < L; ++t)
+      for (std::int64_t i = 0; i < half; ++i) {
+        const double ang = static_cast<double>(t) * std::pow(*theta, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+        const double c = std::cos(ang), sn = std::sin(ang);
+        for (std::int64_t b = 0; b < B; ++b)
+          for (std::int64_t h = 0; h < heads; ++h) {
+            const std::int64_t base = (b * L + t) * D + h * d;
+            for (Tensor* x : {&qr, &kr}) {
+              const double x1 = x->data[base + i], x2 = x->data[base + half + i];
+              x->data[base + i] = x1 * c - x2 * sn;
+              x->data[base + half + i] = x2 * c + x1 * sn;
+            }
+          }
+      }
+  }
+  Tensor y = make(q.shape);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  std::vector<double> s(static_cast<size_t>(L));
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t h = 0; h < heads; ++h)
+      for (std::int64_t t = 0; t < L; ++t) {
+        const std::int64_t qb = (b * L + t) * D + h * d;
+        double mx = -std::numeric_limits<double>::infinity();
+        for (std::int64_t j = 0; j <= t; ++j) {
+          const std::int64_t kb = (b * L + j) * D + h * d;
+          double acc = 0;
+          for (std::int64_t c = 0; c < d; ++c) acc += qr.data[qb + c] * kr.data[kb + c];
+          s[j] = acc * scale;
+          mx = std::max(mx, s[j]);
+        }
+        double den = 0;
+        for (std::int64_t j = 0; j <= t; ++j) den += (s[j] = std::exp(s[j] - mx));
+        for (std::int64_t j = 0; j <= t; ++j) {
+          const std::int64_t vb = (b * L + j) * D + h * d;
+          const double p = s[j] / den;
+          for (std::int64_t c = 0; c < d; ++c) y.data[qb + c] += p * v.data[vb + c];
+        }
+      }
+  return y;
+}
+
 Tensor scan(const Tensor& a, const Tensor& x, const Tensor* h0, const std::string& where) {
   if (x.shape.size() < 2) fail(where, "x must be [B, L, ...], got " + str(x.shape));
   const bool prefix = a.shape.size() >= 2 && a.shape.size() <= x.shape.size() &&
@@ -560,6 +615,10 @@ class Interp {
       case OpKind::Scan:
         arity(in, 2, 3, where);
         return one(scan(*in[0], *in[1], in.size() > 2 ? in[2] : nullptr, where));
+      case OpKind::CausalAttention:
+        arity(in, 3, 3, where);
+        return one(causal_attention(*in[0], *in[1], *in[2], required(attr_int(op, "heads", where), "heads", where),
+                                    attr_num(op, "rope_theta", where), where));
       case OpKind::FixedPoint:
         if (op.outputs.size() != 1) fail(where, "must have 1 result, names " + std::to_string(op.outputs.size()));
         arity(in, 1, SIZE_MAX, where);

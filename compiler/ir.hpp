@@ -56,6 +56,8 @@ enum class OpKind {
   Einsum,        // attrs spec, e.g. "blh,bln,blhp->blhpn" (contractions of the SSM)
   Scan,          // diagonal linear recurrence along axis 1: h_t = a_t * h_{t-1} + x_t (a broadcast
                  // over x's trailing dims); a[B, L, ...], x[B, L, ...] (, h0[B, ...])
+  CausalAttention,  // q, k, v [B, L, D] -> [B, L, D]: `heads` heads of D/heads, RoPE (rotate-half)
+                    // on q, k when `rope_theta` is given, causal softmax with scale 1/sqrt(d_head)
   FixedPoint,    // z* = f(z*; captures): owns a body Region; attrs tol, max_iter, damping, rule
 };
 

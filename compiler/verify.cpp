@@ -35,6 +35,10 @@ std::optional<AttrKind> attr_kind(OpKind k, const std::string& a) {
     case OpKind::Einsum:
       if (a == "spec") return AttrKind::String;
       break;
+    case OpKind::CausalAttention:
+      if (a == "heads") return AttrKind::Int;
+      if (a == "rope_theta") return AttrKind::Number;
+      break;
     case OpKind::FixedPoint:
       if (a == "tol" || a == "damping") return AttrKind::Number;
       if (a == "max_iter") return AttrKind::Int;
@@ -419,6 +423,23 @@ class Verifier {
           if (!(in[2].shape == h)) bad("h0 " + ts(in[2]) + " must be " + ts(Type{DType::F64, h}) + " (x without axis 1)");
         }
         return {x};
+      }
+      case OpKind::CausalAttention: {
+        const Type& qt = in[0];
+        f64(qt, "q " + q(I[0])), rank(qt, "q " + q(I[0]), 3);
+        if (!(in[1] == qt)) bad("k " + q(I[1]) + " is " + ts(in[1]) + ", q is " + ts(qt) + ": q, k, v must have one type");
+        if (!(in[2] == qt)) bad("v " + q(I[2]) + " is " + ts(in[2]) + ", q is " + ts(qt) + ": q, k, v must have one type");
+        const std::int64_t heads = attr_int(o, "heads", 0);
+        if (heads < 1) bad("attribute heads must be >= 1");
+        if (!qt.shape[2].is_fixed()) bad("q " + ts(qt) + " must have a fixed last dim (split into heads)");
+        if (qt.shape[2].size % heads != 0)
+          bad("the last dim " + std::to_string(qt.shape[2].size) + " of q " + ts(qt) + " is not divisible by heads " + std::to_string(heads));
+        if (o.attrs.count("rope_theta")) {
+          if (!(attr_number(o, "rope_theta", 0) > 0)) bad("attribute rope_theta must be > 0");
+          if ((qt.shape[2].size / heads) % 2 != 0)
+            bad("RoPE (rope_theta) needs an even head dim, got " + std::to_string(qt.shape[2].size / heads));
+        }
+        return {qt};
       }
       case OpKind::FixedPoint: return {fixed_point(s, o, in)};
     }

@@ -1,5 +1,5 @@
-// aoc import: the published implicit Mamba2 configs become verified graphs with the right number of
-// parameters; a tiny variant runs in the interpreter and its fixed point converges.
+// aoc import: the published implicit Mamba2 and Llama3 configs become verified graphs with the right
+// number of parameters; tiny variants run in the interpreter and their fixed points converge.
 #include <catch2/catch.hpp>
 
 #include "tests/support.hpp"
@@ -68,6 +68,28 @@ long long mamba2_params(long long V, long long D, long long n_layer, long long N
   const long long di = expand * D, H = di / headdim, d_in_proj = 2 * di + 2 * N + H, K = 4;
   const long long layer = D + D * d_in_proj + (di + 2 * N) * (K + 1) + 3 * H + di + di * D;
   return V * D + (D + D * d_in_proj + d_in_proj) + n_layer * layer + D;
+}
+
+// The parameters of an implicit Llama3 model by hand (implicit_ssm.md 1.1, 1.3; no biases except the
+// injection's, tied embeddings, n_kv_heads = n_head):
+//   embedding V*D + injection (norm D + W D*3D + bias 3D)
+//   + n_layer * (2 norms 2D + q, k, v, o 4 D^2 + SwiGLU w1, w3, w2 3 D*hidden) + final norm D,
+// with hidden = floor(2 d_inner / 3). The explicit model has no injection.
+long long llama_params(long long V, long long D, long long n_layer, long long d_inner, bool implicit = true) {
+  const long long hidden = 2 * d_inner / 3;
+  return V * D + (implicit ? D + D * 3 * D + 3 * D : 0) + n_layer * (2 * D + 4 * D * D + 3 * D * hidden) + D;
+}
+
+// The Llama config shrunk: d_model 16, 2 heads of 8, d_inner 48 (SwiGLU hidden 32), vocab 12, one layer.
+std::string tiny_llama_config() {
+  nlohmann::json j = read_json(kLlama);
+  j["backbone_config"]["d_model"] = 16;
+  j["backbone_config"]["n_layer"] = 1;
+  j["backbone_config"]["d_inner"] = 48;
+  j["backbone_config"]["block_cfg"] = {{"n_head", 2}};
+  j["d_embed"] = 16;
+  j["vocab_size"] = 12;
+  return write_json(j, "tiny-llama.json");
 }
 
 }  // namespace
@@ -156,14 +178,79 @@ TEST_CASE("import: the explicit backbone has no FixedPoint and runs the blocks o
   CHECK(interpret(m.graph, m.weights, {{"tokens", tokens}}).values.at("logits").shape == std::vector<std::int64_t>{1, 3, 12});
 }
 
-TEST_CASE("import: a Llama config gives the attention error") {
-  try {
-    import_config(kLlama, {});
-    FAIL("no error");
-  } catch (const aoc::Error& e) {
-    CHECK(std::string(e.what()) ==
-          kLlama + ": model_type: implicit_llama3 needs attention ops, which the IR does not have yet");
+TEST_CASE("import: llama3-130m imports shapes-only with the formula's parameter count") {
+  ImportOptions o;
+  o.weights = false;
+  const Imported m = import_config(kLlama, o);
+  REQUIRE_NOTHROW(verify(m.graph));
+  CHECK(m.weights.empty());
+  // V 50277 (not padded), D 768, 12 layers, d_inner 3072: SwiGLU hidden 2048
+  CHECK(m.parameter_count == llama_params(50277, 768, 12, 3072));
+  CHECK(m.parameter_count == 125339136);
+  CHECK(m.graph.name == "llama3-130m-implicit");
+  // embed, injection norm, injection, split into u_q, u_k, u_v, deq, lm_head
+  REQUIRE(m.graph.ops.size() == 6);
+  const Op& split = m.graph.ops.at(3);
+  CHECK(split.kind == OpKind::Split);
+  CHECK(split.outputs == std::vector<std::string>{"u_q", "u_k", "u_v"});
+  const Op& fp = m.graph.ops.at(4);
+  REQUIRE(fp.kind == OpKind::FixedPoint);
+  CHECK(fp.inputs == std::vector<std::string>{"u_q", "u_k", "u_v", "e"});
+  CHECK(attr_number(fp, "tol", 0) == 0.05);
+  CHECK(attr_int(fp, "max_iter", 0) == 128);  // int(f_max_iter 32 * eval_factor 4)
+  CHECK(attr_number(fp, "damping", 0) == 0.8);
+  int attention = 0;
+  for (const Op& op : fp.body->ops)
+    if (op.kind == OpKind::CausalAttention) {
+      ++attention;
+      CHECK(attr_int(op, "heads", 0) == 12);
+      CHECK(attr_number(op, "rope_theta", 0) == 500000.0);
+    }
+  CHECK(attention == 12);
+  CHECK(fp.body->ops.back().name == "norm_f");  // the final norm inside the loop
+}
+
+TEST_CASE("import: a tiny Llama variant imports with weights, interprets and its FixedPoint converges") {
+  const Imported m = import_config(tiny_llama_config(), {5});
+  REQUIRE_NOTHROW(verify(m.graph, &m.weights));
+  CHECK(m.parameter_count == llama_params(12, 16, 1, 48));
+  CHECK(m.parameter_count == 3632);
+  CHECK(m.weights.at("layer0.w1").shape == std::vector<std::int64_t>{32, 16});
+  CHECK(m.weights.at("layer0.w2").shape == std::vector<std::int64_t>{16, 32});
+  CHECK(m.weights.at("injection.W").shape == std::vector<std::int64_t>{48, 16});
+  for (double b : m.weights.at("injection.b").data) CHECK(b == 0.0);
+  Tensor tokens;
+  tokens.shape = {2, 5};
+  tokens.data = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3};
+  const InterpretResult r = interpret(m.graph, m.weights, {{"tokens", tokens}});
+  CHECK(r.values.at("logits").shape == std::vector<std::int64_t>{2, 5, 12});
+  REQUIRE(r.fixed_points.size() == 1);
+  for (std::size_t s = 0; s < 2; ++s) {
+    CHECK(r.fixed_points[0].converged[s] == 1);
+    CHECK(r.fixed_points[0].iterations[s] < 128);
   }
+}
+
+TEST_CASE("import: the explicit Llama backbone has no FixedPoint and no injection") {
+  nlohmann::json j = read_json(tiny_llama_config());
+  j["backbone_type"] = "explicit";
+  j.erase("deq_params");
+  const Imported m = import_config(write_json(j, "tiny-llama-explicit.json"), {});
+  REQUIRE_NOTHROW(verify(m.graph, &m.weights));
+  for (const auto& op : m.graph.ops) CHECK(op.kind != OpKind::FixedPoint);
+  CHECK(m.parameter_count == llama_params(12, 16, 1, 48, false));
+  CHECK(m.parameter_count == 3632 - (16 + 16 * 48 + 48));
+  Tensor tokens;
+  tokens.shape = {1, 3};
+  tokens.data = {1, 2, 3};
+  CHECK(interpret(m.graph, m.weights, {{"tokens", tokens}}).values.at("logits").shape == std::vector<std::int64_t>{1, 3, 12});
+}
+
+TEST_CASE("import: a Llama config with heads not dividing d_model is named") {
+  nlohmann::json j = read_json(tiny_llama_config());
+  j["backbone_config"]["block_cfg"]["n_head"] = 3;
+  const std::string p = write_json(j, "bad-heads.json");
+  CHECK_THROWS_WITH(import_config(p, {}), Catch::StartsWith(p + ": backbone_config.block_cfg.n_head: 3 heads do not split d_model 16"));
 }
 
 TEST_CASE("import: a missing field is named with its path") {
@@ -215,7 +302,13 @@ TEST_CASE("import: aoc import errors are one line with exit 1") {
   const auto dir = temp_dir();
   const Run l = run_aoc("import " + kLlama + " -o " + (dir / "llama.json").string());
   CHECK(l.status == 1);
-  CHECK(l.out == "aoc: error: " + kLlama + ": model_type: implicit_llama3 needs attention ops, which the IR does not have yet\n");
+  CHECK(l.out == "aoc: error: " + kLlama + ": 125339136 parameters is more than the 50000000 this importer generates random data for; "
+                 "use --shapes-only for the graph without weight data (estimates)\n");
+  const Run ls = run_aoc("import " + kLlama + " --shapes-only -o " + (dir / "llama.json").string());
+  INFO(ls.out);
+  CHECK(ls.status == 0);
+  CHECK(ls.out.find("12 layer(s), d_model 768, 125339136 parameters") != std::string::npos);
+  CHECK(ls.out.find("tol 0.05, max_iter 128, damping 0.8") != std::string::npos);
   const Run w = run_aoc("import " + kStateTracking + " --weights x.safetensors -o " + (dir / "st.json").string());
   CHECK(w.status == 1);
   CHECK(w.out == "aoc: error: --weights: reading safetensors is not implemented yet\n");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "compiler/interpret.hpp"
+#include "compiler/verify.hpp"
 #include "sim/error.hpp"
 
 using namespace aoc::ir;
@@ -283,6 +284,77 @@ TEST_CASE("interpret: Scan broadcasts a over the extra trailing dims of x per he
   // b0: t0 = [1 2 | 3 4]; t1 = [2*1+1, 2*2+1 | 3*3+1, 3*4+1]
   // b1: t0 = [1 2 | 3 4]; t1 = [-1+1, -2+1 | 1.5+1, 2+1]
   check(run1(OpKind::Scan, {{"a", a}, {"x", x}}), {2, 2, 2, 2}, {1, 2, 3, 4, 3, 5, 10, 13, 1, 2, 3, 4, 0, -1, 2.5, 3});
+}
+
+TEST_CASE("interpret: CausalAttention by hand on 2 tokens, 1 head, d 2, without RoPE") {
+  // token 0 sees only itself: v_0. token 1: scores q_1.k_0 / sqrt 2 = 0 and q_1.k_1 / sqrt 2 = 1/sqrt 2,
+  // so p_1 = sigmoid(1/sqrt 2) and y_1 = (1 - p_1) v_0 + p_1 v_1.
+  const Tensor q = tensor({1, 2, 2}, {1, 0, 0, 1});
+  const Tensor k = tensor({1, 2, 2}, {1, 0, 1, 1});
+  const Tensor v = tensor({1, 2, 2}, {1, 2, 3, 4});
+  const double p1 = 1.0 / (1.0 + std::exp(-1.0 / std::sqrt(2.0)));
+  check(run1(OpKind::CausalAttention, {{"q", q}, {"k", k}, {"v", v}}, {{"heads", std::int64_t{1}}}), {1, 2, 2},
+        {1, 2, 1 + 2 * p1, 2 + 2 * p1});
+}
+
+TEST_CASE("interpret: CausalAttention by hand on 2 tokens, 1 head, d 2, with RoPE") {
+  // d 2: one pair (i = 0), angle t * theta^0 = t for any theta. Token 0 is not rotated and sees only
+  // itself: v_0. Token 1: q_1 = [0, 1] -> [-sin 1, cos 1], k_1 = [1, 1] -> [cos 1 - sin 1, cos 1 + sin 1],
+  // k_0 = [1, 0]: scores -sin(1)/sqrt 2 and (q_1.k_1 unchanged by a common rotation) 1/sqrt 2.
+  const Tensor q = tensor({1, 2, 2}, {1, 0, 0, 1});
+  const Tensor k = tensor({1, 2, 2}, {1, 0, 1, 1});
+  const Tensor v = tensor({1, 2, 2}, {1, 2, 3, 4});
+  const double s0 = -std::sin(1.0) / std::sqrt(2.0), s1 = 1.0 / std::sqrt(2.0);
+  const double p1 = std::exp(s1) / (std::exp(s0) + std::exp(s1));
+  check(run1(OpKind::CausalAttention, {{"q", q}, {"k", k}, {"v", v}}, {{"heads", std::int64_t{1}}, {"rope_theta", 500000.0}}),
+        {1, 2, 2}, {1, 2, 1 + 2 * p1, 2 + 2 * p1});
+}
+
+TEST_CASE("interpret: CausalAttention RoPE rotates the halves of each head with theta^(-2i/d)") {
+  // d 4, theta 100: at t 1 the pairs (0, 2) and (1, 3) turn by 1 * 100^0 = 1 and 1 * 100^(-2/4) = 0.1.
+  const Tensor q = tensor({1, 2, 4}, {0, 0, 0, 0, 1, 1, 0, 0});
+  const Tensor k = tensor({1, 2, 4}, {1, 1, 0, 0, 0, 0, 0, 0});
+  const Tensor v = tensor({1, 2, 4}, {1, 0, 0, 0, 0, 1, 0, 0});
+  // q_1 = [1, 1, 0, 0] -> [cos 1, cos 0.1, sin 1, sin 0.1]; k_0 = [1, 1, 0, 0] is not rotated (t 0);
+  // k_1 = 0. Scores: (cos 1 + cos 0.1) / 2 and 0 (scale 1/sqrt 4); token 0 (q_0 = 0) sees only v_0.
+  const double s0 = (std::cos(1.0) + std::cos(0.1)) / 2.0;
+  const double p0 = std::exp(s0) / (std::exp(s0) + 1.0);
+  check(run1(OpKind::CausalAttention, {{"q", q}, {"k", k}, {"v", v}}, {{"heads", std::int64_t{1}}, {"rope_theta", 100.0}}),
+        {1, 2, 4}, {1, 0, 0, 0, p0, 1 - p0, 0, 0});
+}
+
+TEST_CASE("interpret: CausalAttention is causal, changing a later token leaves earlier outputs") {
+  std::vector<double> a(32), b(32), c(32);
+  for (int i = 0; i < 32; ++i) a[i] = std::sin(1.3 * i), b[i] = std::cos(0.7 * i), c[i] = std::sin(0.4 * i + 1);
+  const std::map<std::string, Attr> attrs{{"heads", std::int64_t{2}}, {"rope_theta", 10000.0}};
+  // B 1, L 4, D 8, 2 heads of 4
+  const Tensor y = run1(OpKind::CausalAttention, {{"q", tensor({1, 4, 8}, a)}, {"k", tensor({1, 4, 8}, b)}, {"v", tensor({1, 4, 8}, c)}}, attrs);
+  for (int i = 24; i < 32; ++i) a[i] += 1, b[i] -= 2, c[i] *= 3;  // the last token
+  const Tensor z = run1(OpKind::CausalAttention, {{"q", tensor({1, 4, 8}, a)}, {"k", tensor({1, 4, 8}, b)}, {"v", tensor({1, 4, 8}, c)}}, attrs);
+  for (int i = 0; i < 24; ++i) CHECK(y.data[i] == z.data[i]);
+  bool changed = false;
+  for (int i = 24; i < 32; ++i) changed = changed || y.data[i] != z.data[i];
+  CHECK(changed);
+  for (int i = 0; i < 8; ++i) CHECK(y.data[i] == Approx(c[i]).margin(1e-15));  // token 0: v_0, per head
+}
+
+TEST_CASE("interpret: CausalAttention with heads not dividing D is rejected by the verifier and the interpreter") {
+  Graph g;
+  for (const char* n : {"q", "k", "v"}) g.inputs.push_back(decl(n, {1, 2, 6}, {"B", "L"}));
+  g.ops.push_back(make_op(OpKind::CausalAttention, {"q", "k", "v"}, {"y"}, {{"heads", std::int64_t{4}}}, "attn"));
+  g.outputs = {"y"};
+  CHECK_THROWS_WITH(verify(g), Catch::Contains("is not divisible by heads 4"));
+  const Tensor t = tensor({1, 2, 6}, std::vector<double>(12, 0.5));
+  CHECK_THAT(error_of(g, {}, {{"q", t}, {"k", t}, {"v", t}}), Catch::Contains("heads 4 does not divide D 6"));
+  g.ops[0].attrs["heads"] = std::int64_t{3};
+  CHECK_NOTHROW(verify(g));
+  g.ops[0].attrs["rope_theta"] = 500000.0;  // heads of 2: RoPE is fine
+  CHECK_NOTHROW(verify(g));
+  g.ops[0].attrs["heads"] = std::int64_t{2};  // heads of 3: RoPE needs pairs
+  CHECK_THROWS_WITH(verify(g), Catch::Contains("even head dim"));
+  g.ops[0].attrs.erase("rope_theta");
+  g.inputs[1] = decl("k", {1, 3, 6}, {"B"});
+  CHECK_THROWS_WITH(verify(g), Catch::Contains("must have one type"));
 }
 
 TEST_CASE("interpret: FixedPoint relative rule converges to 2c and stops at the tolerance") {

@@ -41,7 +41,8 @@ int run(const Opts& o) {
   int layers = 0;
   std::string d_model = "?";
   for (const auto& w : m.graph.weights) {
-    if (w.name.rfind("layer", 0) == 0 && w.name.size() > 8 && w.name.compare(w.name.size() - 8, 8, ".in_proj") == 0) ++layers;
+    // one pre-norm gain "layer<i>.norm" per block (Mamba2 and Llama)
+    if (w.name.rfind("layer", 0) == 0 && w.name.size() > 5 && w.name.compare(w.name.size() - 5, 5, ".norm") == 0) ++layers;
     if (w.name == "norm_f") d_model = std::to_string(w.type.shape[0].size);
   }
   std::printf("import: %s: %s, %d layer(s), d_model %s, %lld parameters\n", o.config.c_str(), m.graph.name.c_str(),
@@ -67,7 +68,7 @@ int run(const Opts& o) {
 void add_import(CLI::App& app) {
   static Opts o;
   auto* c = app.add_subcommand("import", "Build the graph of a published implicit model from its config.json");
-  c->add_option("config", o.config, "config.json of an implicit Mamba2 model (microsoft/implicit_languagemodels)")
+  c->add_option("config", o.config, "config.json of an implicit Mamba2 or Llama3 model (microsoft/implicit_languagemodels)")
       ->required()->check(CLI::ExistingFile);
   c->add_option("-o,--output", o.output, "the graph JSON to write")->required();
   c->add_option("--weights", o.weights_in, "trained weights (safetensors): not implemented yet");
@@ -76,7 +77,7 @@ void add_import(CLI::App& app) {
   c->add_flag("--shapes-only", o.shapes_only, "write the graph without weight data (any size; for estimates)");
   c->footer(
       "The graph is the model of research/implicit_ssm.md 1.1-1.2: embedding, input injection, a\n"
-      "FixedPoint over the Mamba2 blocks and the final norm (tol, max_iter, damping from deq_params),\n"
+      "FixedPoint over the Mamba2 (or Llama: CausalAttention + SwiGLU, 1.3) blocks and the final norm (tol, max_iter, damping from deq_params),\n"
       "tied output head. Weights are seeded random with the reference's init (docs/ir.md).\n"
       "Example:\n"
       "  aoc import hf_models/mamba2-state-tracking-implicit/config.json -o st.json      (st.json + st.h5)\n"

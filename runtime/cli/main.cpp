@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
       "  aoc loop --hw aoc-48 --batch 64    a fixed-point run on seeded random weights\n"
       "  aoc run in.h5 -o out.h5 --noise    your weights and inputs, with the machine's noise\n"
       "  aoc estimate --hw aoc-scale        energy and latency, by component, against a GPU\n"
-      "  aoc import config.json -o g.json   the graph of an implicit Mamba2 model\n"
+      "  aoc import config.json -o g.json   the graph of an implicit Mamba2 or Llama3 model\n"
       "  aoc bench                          iteration throughput vs a matrix-product-only loop\n"
       "Run 'aoc SUBCOMMAND --help' for each one's options.");
   aoc::cli::add_hw(app);
