@@ -158,6 +158,23 @@ TEST_CASE("run: the same input and seed give the same output digest with 1 and 2
   CHECK(bytes(d / "a.h5") == bytes(d / "b.h5"));  // no timestamps, no thread count: the same bytes
 }
 
+TEST_CASE("run: a noisy, quantized run with the hardware readout gives the same digest with 1 and 2 threads") {
+  const auto d = fresh_dir("threads-noise");
+  const auto in = (d / "in.h5").string();
+  REQUIRE(run_aoc("run --example-input " + in + " --batch 130 --seed 5").status == 0);
+  const std::string common = " --seed 9 --noise --quantize --hardware-readout --rule relative --max-iter 30";
+  const Run a = run_aoc("run " + in + " -o " + (d / "a.h5").string() + " --threads 1" + common);
+  const Run b = run_aoc("run " + in + " -o " + (d / "b.h5").string() + " --threads 2" + common);
+  const Run c = run_aoc("run " + in + " -o " + (d / "c.h5").string() + " --threads 2 --seed 10 --noise --quantize --hardware-readout --rule relative --max-iter 30");
+  INFO(a.out + b.out + c.out);
+  REQUIRE(a.status == 0);
+  REQUIRE(b.status == 0);
+  REQUIRE(c.status == 0);
+  const std::string da = word_after(a.out, "digest of the output arrays ");
+  CHECK(da == word_after(b.out, "digest of the output arrays "));
+  CHECK(da != word_after(c.out, "digest of the output arrays "));  // another seed, other noise
+}
+
 TEST_CASE("run: the output file holds every result array and the root attributes") {
   const auto d = fresh_dir("attrs-out");
   const auto in = (d / "in.h5").string(), out = (d / "out.h5").string();
