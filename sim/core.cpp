@@ -138,6 +138,30 @@ void gemm(const T* L, const T* F, int ld, int rows, const Epilogue<T>& e, T* out
 
 }  // namespace
 
+namespace {
+
+// A 2N x N map stored as (2*ld) x ld: LED+ rows at 0.., LED- rows at ld.., columns zero-padded.
+template <class T>
+AlignedVector<T> pack_rows(const MatrixXdR& m, int ld) {
+  const Eigen::Index n = m.cols();
+  AlignedVector<T> out(static_cast<size_t>(2 * ld) * ld, T(0));
+  for (Eigen::Index i = 0; i < n; ++i)
+    for (Eigen::Index j = 0; j < n; ++j) {
+      out[static_cast<size_t>(i) * ld + j] = static_cast<T>(m(i, j));
+      out[static_cast<size_t>(ld + i) * ld + j] = static_cast<T>(m(n + i, j));
+    }
+  return out;
+}
+
+template <class T>
+AlignedVector<T> pad(const Eigen::VectorXd& v, int ld) {
+  AlignedVector<T> out(ld, T(0));
+  for (Eigen::Index j = 0; j < v.size(); ++j) out[j] = static_cast<T>(v(j));
+  return out;
+}
+
+}  // namespace
+
 template <class T>
 OpticalCore<T>::OpticalCore(const Hardware& hw, CoreConfig cfg) : hw_(hw), cfg_(std::move(cfg)) {}
 
@@ -172,33 +196,17 @@ void OpticalCore<T>::load_weights(const MatrixXdR& W, const Eigen::VectorXd& bia
   }
   ++programmings_;
   const FoldedChain f = fold_optical_chain(hw_, cfg_, W, fixed_pattern ? &pattern : nullptr);
-  F_light_.assign(static_cast<size_t>(2 * ld_) * ld_, T(0));
-  light_bias_.assign(ld_, T(0));
-  detector_gain_.assign(ld_, T(0));
-  for (int j = 0; j < n_; ++j) {
-    for (int i = 0; i < n_; ++i) {
-      F_light_[static_cast<size_t>(i) * ld_ + j] = static_cast<T>(f.F_light(i, j));
-      F_light_[static_cast<size_t>(ld_ + i) * ld_ + j] = static_cast<T>(f.F_light(n_ + i, j));
-    }
-    light_bias_[j] = static_cast<T>(f.light_per_bias(j));
-    detector_gain_[j] = static_cast<T>(f.detector_gain(j));
-  }
+  F_ = pack_rows<T>(f.F, ld_);
+  F_light_ = pack_rows<T>(f.F_light, ld_);
+  c_ = pad<T>(f.c, ld_);
+  light_bias_ = pad<T>(f.light_per_bias, ld_);
+  detector_gain_ = pad<T>(f.detector_gain, ld_);
+  alpha_.assign(ld_, T(0));
+  bias_ = pad<T>(bias, ld_);
+  for (int j = 0; j < n_; ++j) alpha_[j] = static_cast<T>(coeff_at(cfg_.alpha, j, 0.0));
   {
     std::lock_guard<std::mutex> lock(flicker_mutex_);
     flicker_.clear();
-  }
-  F_.assign(static_cast<size_t>(2 * ld_) * ld_, T(0));
-  c_.assign(ld_, T(0));
-  alpha_.assign(ld_, T(0));
-  bias_.assign(ld_, T(0));
-  for (int j = 0; j < n_; ++j) {
-    for (int i = 0; i < n_; ++i) {
-      F_[static_cast<size_t>(i) * ld_ + j] = static_cast<T>(f.F(i, j));
-      F_[static_cast<size_t>(ld_ + i) * ld_ + j] = static_cast<T>(f.F(n_ + i, j));
-    }
-    c_[j] = static_cast<T>(f.c(j));
-    alpha_[j] = static_cast<T>(coeff_at(cfg_.alpha, j, 0.0));
-    bias_[j] = static_cast<T>(bias(j));
   }
   has_gamma_ = cfg_.gamma.has_value();
   gamma_ = static_cast<T>(cfg_.gamma.value_or(0.0));
@@ -307,7 +315,7 @@ void OpticalCore<T>::step_tile(const T* z, const T* inj, const T* zprev, T* out,
   e.has_gamma = has_gamma_;
   e.kappa = static_cast<T>(cfg_.step_fraction);
   gemm(L, F_.data(), ld_, rows, e, out);
-  if (noisy_) add_output_noise(L, z, out, rows, ctx, tile_row0, scratch);
+  if (noisy_) add_output_noise(L, out, rows, ctx, tile_row0, scratch);
 }
 
 // LED relative intensity noise: each LED's light (bias + drive) fluctuates by rin * eps; the same
@@ -333,7 +341,7 @@ void OpticalCore<T>::add_rin(T* L, int rows, const StepContext& ctx, int row0) c
 // each detector receives), receiver thermal noise, slow drift and 1/f noise. It enters the update
 // like the signal, so a finite bandwidth filters it the same way.
 template <class T>
-void OpticalCore<T>::add_output_noise(const T* L, const T* z, T* out, int rows, const StepContext& ctx, int row0,
+void OpticalCore<T>::add_output_noise(const T* L, T* out, int rows, const StepContext& ctx, int row0,
                                       T* scratch) const {
   const NoiseSpec& ns = noise_.spec;
   const double kappa = cfg_.step_fraction;
@@ -381,7 +389,6 @@ void OpticalCore<T>::add_output_noise(const T* L, const T* z, T* out, int rows, 
       o[j] += static_cast<T>(kappa * v);
     }
   }
-  (void)z;
 }
 
 // 1/f sequences are whole-solve objects: made once per sample (FFT), then read per iteration.

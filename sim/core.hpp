@@ -67,7 +67,7 @@ class OpticalCore {
   void step_tile(const T* z, const T* inj, const T* z_prev, T* out, int rows, T* scratch, const T* alpha,
                  const StepContext& ctx, int tile_row0) const;
   void add_rin(T* L, int rows, const StepContext& ctx, int row0) const;
-  void add_output_noise(const T* L, const T* z, T* out, int rows, const StepContext& ctx, int row0, T* scratch) const;
+  void add_output_noise(const T* L, T* out, int rows, const StepContext& ctx, int row0, T* scratch) const;
   void prepare_flicker(int rows, const StepContext& ctx) const;
 
   Hardware hw_;

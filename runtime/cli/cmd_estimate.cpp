@@ -66,18 +66,16 @@ Measured measure(const Hardware& hw, int n, const Opts& o) {
 nlohmann::ordered_json band(const Band& b) { return {{"min", b.min}, {"typ", b.typ}, {"max", b.max}}; }
 
 int run(const Opts& o) {
+  Hardware hw = load_hardware(resolve_hardware_path(o.hw), o.set);
   // Photon-budget mode: one number sets the precision, the shot noise of the run that measures K
   // (the other noise sources off) and the LEDs' energy.
-  std::vector<std::string> set = o.set;
-  if (o.photons > 0) {
-    set.push_back("noise.photons_per_sample=" + std::to_string(o.photons));
-    for (const char* other : {"thermal_sigma", "rin_sigma", "slm_fixed_pattern_sigma", "drift_sigma", "flicker_sigma"})
-      set.push_back(std::string("noise.") + other + "=0");
+  if (o.photons > 0 && hw.noise) {
+    NoiseSpec shot_only;
+    shot_only.led_bias = hw.noise->led_bias;
+    shot_only.drift_time_us = hw.noise->drift_time_us;
+    shot_only.photons_per_sample = o.photons;
+    hw.noise = shot_only;
   }
-  const std::string path = resolve_hardware_path(o.hw);
-  // the photon override applies where the file has a noise section to apply it to
-  const Hardware probe = load_hardware(path, o.set);
-  const Hardware hw = probe.noise ? load_hardware(path, set) : probe;
   const int n = o.n > 0 ? o.n : hw.channels;
   if (n > hw.channels) throw Error("--n: " + std::to_string(n) + " is more than the " + std::to_string(hw.channels) + " channels of " + hw.name);
   const bool measured = o.iterations < 0;
