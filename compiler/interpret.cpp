@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "sim/error.hpp"
+#include "sim/json_reader.hpp"
 
 namespace aoc::ir {
 
@@ -27,12 +28,6 @@ std::string str(const Dims& s) {
   std::string r = "[";
   for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
   return r + "]";
-}
-
-std::string num(double v) {
-  std::ostringstream o;
-  o << v;
-  return o.str();
 }
 
 [[noreturn]] void fail(const std::string& where, const std::string& msg) { throw Error(where + ": " + msg); }
@@ -233,9 +228,9 @@ Tensor embedding(const Tensor& ids, const Tensor& table, const std::string& wher
   for (size_t i = 0; i < ids.data.size(); ++i) {
     const double v = ids.data[i];
     if (!std::isfinite(v) || v != std::floor(v))
-      fail(where, "id " + num(v) + " at position " + std::to_string(i) + " is not an integer");
+      fail(where, "id " + jsonr::num(v) + " at position " + std::to_string(i) + " is not an integer");
     if (v < 0 || v >= static_cast<double>(V))
-      fail(where, "id " + num(v) + " at position " + std::to_string(i) + " is outside [0, " + std::to_string(V) + ")");
+      fail(where, "id " + jsonr::num(v) + " at position " + std::to_string(i) + " is outside [0, " + std::to_string(V) + ")");
     const auto id = static_cast<std::int64_t>(v);
     std::copy(table.data.begin() + id * D, table.data.begin() + (id + 1) * D, y.data.begin() + static_cast<std::int64_t>(i) * D);
   }
@@ -432,7 +427,7 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, std::
   if (q.shape.size() != 3) fail(where, "q " + str(q.shape) + " must have rank 3");
   if (k.shape != q.shape || v.shape != q.shape)
     fail(where, "q " + str(q.shape) + ", k " + str(k.shape) + ", v " + str(v.shape) + " must have one shape");
-  if (theta && !(*theta > 0)) fail(where, "rope_theta " + num(*theta) + " must be > 0");
+  if (theta && !(*theta > 0)) fail(where, "rope_theta " + jsonr::num(*theta) + " must be > 0");
   const std::int64_t B = q.shape[0], L = q.shape[1], D = q.shape[2];
   if (heads < 1 || D % heads != 0) fail(where, "heads " + std::to_string(heads) + " does not divide D " + std::to_string(D));
   const std::int64_t d = D / heads, half = d / 2;
@@ -579,7 +574,7 @@ class Interp {
         arity(in, 1, 1, where);
         const double lo = attr_num(op, "min", where).value_or(-std::numeric_limits<double>::infinity());
         const double hi = attr_num(op, "max", where).value_or(std::numeric_limits<double>::infinity());
-        if (!(lo <= hi)) fail(where, "min " + num(lo) + " is above max " + num(hi));
+        if (!(lo <= hi)) fail(where, "min " + jsonr::num(lo) + " is above max " + jsonr::num(hi));
         return one(unary(*in[0], [=](double x) { return std::min(std::max(x, lo), hi); }));
       }
       case OpKind::RMSNorm:
@@ -643,8 +638,8 @@ class Interp {
     const std::string rule = attr_str(op, "rule", where).value_or("relative");
     const std::string like = required(attr_str(op, "like", where), "like", where);
     if (max_iter < 1 || max_iter > std::numeric_limits<int>::max()) fail(where, "max_iter must be at least 1, got " + std::to_string(max_iter));
-    if (!(damping > 0 && damping <= 1)) fail(where, "damping must be in (0, 1], got " + num(damping));
-    if (!(tol >= 0)) fail(where, "tol must be non-negative, got " + num(tol));
+    if (!(damping > 0 && damping <= 1)) fail(where, "damping must be in (0, 1], got " + jsonr::num(damping));
+    if (!(tol >= 0)) fail(where, "tol must be non-negative, got " + jsonr::num(tol));
     if (rule != "relative" && rule != "fixed" && rule != "twin")
       fail(where, "rule '" + rule + "' is not relative, fixed or twin");
     const auto li = std::find(op.inputs.begin(), op.inputs.end(), like);
@@ -734,7 +729,7 @@ class Interp {
 };
 
 // Checks a given tensor against its declaration, binding the declaration's symbols.
-void bind(const std::string& what, const Value& decl, const Tensor& t, std::map<std::string, std::int64_t>& syms) {
+void bind_symbols(const std::string& what, const Value& decl, const Tensor& t, std::map<std::string, std::int64_t>& syms) {
   const std::string where = "interpret: " + what + " '" + decl.name + "'";
   if (static_cast<std::int64_t>(t.data.size()) != numel(t.shape))
     fail(where, "has shape " + str(t.shape) + " but " + std::to_string(t.data.size()) + " numbers");
@@ -765,7 +760,7 @@ InterpretResult interpret(const Graph& g, const WeightStore& w, const std::map<s
   for (const Value& v : g.inputs) {
     auto it = inputs.find(v.name);
     if (it == inputs.end()) throw Error("interpret: input '" + v.name + "' is not given");
-    bind("input", v, it->second, syms);
+    bind_symbols("input", v, it->second, syms);
     env[v.name] = it->second;
     declared.insert(v.name);
   }
@@ -774,7 +769,7 @@ InterpretResult interpret(const Graph& g, const WeightStore& w, const std::map<s
   for (const Value& v : g.weights) {
     auto it = w.find(v.name);
     if (it == w.end()) throw Error("interpret: weight '" + v.name + "' is missing from the weights");
-    bind("weight", v, it->second, syms);
+    bind_symbols("weight", v, it->second, syms);
   }
 
   Interp run(w, options);

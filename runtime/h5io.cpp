@@ -39,12 +39,6 @@ std::string type_text(H5T_class_t c) {
   }
 }
 
-std::string num(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.17g", v);
-  return b;
-}
-
 bool has_dataset(const H5::H5File& f, const std::string& name) { return H5Lexists(f.getId(), name.c_str(), H5P_DEFAULT) > 0; }
 
 H5Array read_array(const H5::H5File& f, const std::string& path, const std::string& name) {
@@ -242,12 +236,7 @@ std::string read_h5_attr(const std::string& path, const std::string& name) {
   }
   const auto v = read_attr_numbers(f, path, name);
   if (!v) throw Error(path + ": attribute " + name + ": missing");
-  std::string t;
-  for (double x : *v) {
-    if (!t.empty()) t += ' ';
-    t += num(x);
-  }
-  return t;
+  return numbers_text(*v);
 }
 
 void write_h5_arrays(const std::string& path, const std::vector<H5Array>& arrays, const H5Attrs& attrs) {

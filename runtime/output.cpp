@@ -17,4 +17,16 @@ std::string digest_hex(const void* data, std::size_t bytes) {
   return buf;
 }
 
+std::string numbers_text(const std::vector<double>& v, const char* if_empty) {
+  if (v.empty()) return if_empty;
+  std::string t;
+  char b[32];
+  for (double x : v) {
+    std::snprintf(b, sizeof b, "%.17g", x);
+    if (!t.empty()) t += ' ';
+    t += b;
+  }
+  return t;
+}
+
 }  // namespace aoc

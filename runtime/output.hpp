@@ -2,6 +2,7 @@
 #pragma once
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "sim/files.hpp"
 
@@ -10,5 +11,8 @@ namespace aoc {
 // FNV-1a 64-bit digest of raw bytes, printed as 16 hex digits: a short fingerprint of result
 // arrays, so two runs can be compared bit for bit at a glance.
 std::string digest_hex(const void* data, std::size_t bytes);
+
+// Numbers as text, space-separated, every digit kept (%.17g); `if_empty` when there are none.
+std::string numbers_text(const std::vector<double>& v, const char* if_empty = "");
 
 }  // namespace aoc

@@ -72,7 +72,7 @@ int run(const Opts& o) {
   std::printf("loop: %s (%d channels), %d x %d weights ~ U(+-1/sqrt(N)), x ~ U(+-1.3), z0 = 0, seed %llu\n",
               hw.name.c_str(), hw.channels, n, n, static_cast<unsigned long long>(o.seed));
   std::printf("      mode %s, alpha %s, %s stop rule (tol %.0e, max %d), %s, batch %d, %d thread(s)\n",
-              o.mode.c_str(), list_text(cfg.alpha, "none").c_str(), o.rule.c_str(), o.tol, o.max_iter,
+              o.mode.c_str(), numbers_text(cfg.alpha, "none").c_str(), o.rule.c_str(), o.tol, o.max_iter,
               o.precision.c_str(), o.batch, o.threads);
   std::printf("      converters %s, noise %s, bandwidth %s%s\n\n", o.quantize ? "on" : "off", o.noise ? "on" : "off",
               o.bandwidth ? "on" : "off", o.set.empty() ? "" : ", with hardware overrides");

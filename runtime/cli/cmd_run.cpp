@@ -39,9 +39,9 @@ std::string config_hash(const Opts& o, const Hardware& hw, const CoreConfig& cfg
   std::string overrides;
   for (const auto& v : o.set) overrides += " " + v;
   t << "aoc run config 1\nhardware " << hw.name << "\nset" << overrides << " " << digest_hex(hw_bytes.data(), hw_bytes.size()) << "\nmode " << o.mode
-    << "\nalpha " << list_text(cfg.alpha, "none") << "\nbeta " << list_text(cfg.beta, "none") << "\nscale " << list_text({cfg.scale}, "")
-    << "\ngamma " << (cfg.gamma ? list_text({*cfg.gamma}, "") : "none") << "\nrule " << o.rule << "\nmax_iter " << o.max_iter
-    << "\ntol " << list_text({o.tol}, "") << "\ndamping " << list_text({o.damping}, "") << "\nprecision " << o.precision
+    << "\nalpha " << numbers_text(cfg.alpha, "none") << "\nbeta " << numbers_text(cfg.beta, "none") << "\nscale " << numbers_text({cfg.scale}, "")
+    << "\ngamma " << (cfg.gamma ? numbers_text({*cfg.gamma}, "") : "none") << "\nrule " << o.rule << "\nmax_iter " << o.max_iter
+    << "\ntol " << numbers_text({o.tol}, "") << "\ndamping " << numbers_text({o.damping}, "") << "\nprecision " << o.precision
     << "\nquantize " << o.quantize << "\nnoise " << o.noise << "\nbandwidth " << o.bandwidth << "\nseed " << o.seed << "\ntrace " << o.trace << "\nW "
     << p.W.rows() << " x " << p.W.cols() << "\nx " << p.x.rows() << " x " << p.x.cols() << "\n";
   std::string bytes = t.str();
@@ -85,9 +85,9 @@ void run(const Opts& o) {
             {"hardware_file", hw.path},
             {"config_hash", config_hash(o, hw, cfg, p)},
             {"mode", o.mode},
-            {"alpha", list_text(cfg.alpha, "none")},
-            {"beta", list_text(cfg.beta, "none (the mode's gain)")},
-            {"gamma", cfg.gamma ? list_text({*cfg.gamma}, "") : "none"},
+            {"alpha", numbers_text(cfg.alpha, "none")},
+            {"beta", numbers_text(cfg.beta, "none (the mode's gain)")},
+            {"gamma", cfg.gamma ? numbers_text({*cfg.gamma}, "") : "none"},
             {"stop_rule", o.rule},
             {"precision", o.precision}};
   m.numbers = {{"tol", o.tol}, {"max_iter", o.max_iter}, {"damping", o.damping},
@@ -101,7 +101,7 @@ void run(const Opts& o) {
   double imean = 0;
   for (int i : s.iterations) imean += i / static_cast<double>(B);
   std::printf("run: %s: %d samples, N = %d; %s (%d channels), mode %s, alpha %s\n", o.input.c_str(), B,
-              static_cast<int>(p.W.rows()), hw.name.c_str(), hw.channels, o.mode.c_str(), list_text(cfg.alpha, "none").c_str());
+              static_cast<int>(p.W.rows()), hw.name.c_str(), hw.channels, o.mode.c_str(), numbers_text(cfg.alpha, "none").c_str());
   std::printf("     %s stop rule (tol %.0e, max %d), %s, quantize %s, noise %s, seed %llu, %d thread(s)\n", o.rule.c_str(),
               o.tol, o.max_iter, o.precision.c_str(), o.quantize ? "on" : "off", o.noise ? "on" : "off",
               static_cast<unsigned long long>(o.seed), o.threads);

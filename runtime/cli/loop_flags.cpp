@@ -65,16 +65,4 @@ LoopRunOptions run_options(const LoopFlags& f) {
   return r;
 }
 
-std::string list_text(const std::vector<double>& v, const char* if_empty) {
-  if (v.empty()) return if_empty;
-  std::string t;
-  char b[32];
-  for (double x : v) {
-    std::snprintf(b, sizeof b, "%.17g", x);
-    if (!t.empty()) t += ' ';
-    t += b;
-  }
-  return t;
-}
-
 }  // namespace aoc::cli

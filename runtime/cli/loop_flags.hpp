@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "runtime/loop_run.hpp"
+#include "runtime/output.hpp"
 
 namespace aoc::cli {
 
@@ -25,7 +26,5 @@ void add_loop_flags(CLI::App* c, LoopFlags& f, const char* seed_help);
 Hardware load_machine(const LoopFlags& f);
 CoreConfig mode_config(const LoopFlags& f, const Hardware& hw);  // the mode, then --alpha if given
 LoopRunOptions run_options(const LoopFlags& f);
-// "alpha 0.5", "none", "0.1 0.2 ...": values as text, every digit kept
-std::string list_text(const std::vector<double>& v, const char* if_empty);
 
 }  // namespace aoc::cli
