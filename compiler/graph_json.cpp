@@ -137,7 +137,7 @@ struct GraphReader {
       r.object(*a, af);
       std::vector<std::string> allowed(info.required_attrs.begin(), info.required_attrs.end());
       allowed.insert(allowed.end(), info.optional_attrs.begin(), info.optional_attrs.end());
-      if (allowed.empty() && !a->empty()) r.fail(af, std::string(info.name) + " takes no attributes");
+      allowed.push_back(kPlaceAttr);
       r.only_keys(*a, af, allowed);
       for (const auto& [key, v] : a->items()) o.attrs[key] = attr(*k, key, v, sub(af, key));
     }

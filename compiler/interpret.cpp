@@ -614,6 +614,9 @@ class Interp {
         arity(in, 3, 3, where);
         return one(causal_attention(*in[0], *in[1], *in[2], required(attr_int(op, "heads", where), "heads", where),
                                     attr_num(op, "rope_theta", where), where));
+      case OpKind::Convert:  // an ideal converter
+        arity(in, 1, 1, where);
+        return one(*in[0]);
       case OpKind::FixedPoint:
         if (op.outputs.size() != 1) fail(where, "must have 1 result, names " + std::to_string(op.outputs.size()));
         arity(in, 1, SIZE_MAX, where);

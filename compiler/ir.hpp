@@ -58,8 +58,15 @@ enum class OpKind {
                  // over x's trailing dims); a[B, L, ...], x[B, L, ...] (, h0[B, ...])
   CausalAttention,  // q, k, v [B, L, D] -> [B, L, D]: `heads` heads of D/heads, RoPE (rotate-half)
                     // on q, k when `rope_theta` is given, causal softmax with scale 1/sqrt(d_head)
+  Convert,       // a crossing between the analog and the digital domain, put in by the partition
+                 // pass: attr to = "digital" (an ADC) or "analog" (a DAC); the identity in the
+                 // interpreter, a quantizer on the simulator
   FixedPoint,    // z* = f(z*; captures): owns a body Region; attrs tol, max_iter, damping, rule
 };
+
+// Every op may carry `place` ("optical", "analog" or "digital"): where the compiler put it.
+// The lowering passes set it; a graph from a user or the importer has none.
+inline constexpr const char* kPlaceAttr = "place";
 
 struct Region;
 

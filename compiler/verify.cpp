@@ -14,6 +14,7 @@ namespace aoc::ir {
 // Attributes
 
 std::optional<AttrKind> attr_kind(OpKind k, const std::string& a) {
+  if (a == kPlaceAttr) return AttrKind::String;
   switch (k) {
     case OpKind::Clip:
       if (a == "min" || a == "max") return AttrKind::Number;
@@ -42,7 +43,12 @@ std::optional<AttrKind> attr_kind(OpKind k, const std::string& a) {
     case OpKind::FixedPoint:
       if (a == "tol" || a == "damping") return AttrKind::Number;
       if (a == "max_iter") return AttrKind::Int;
-      if (a == "rule" || a == "like") return AttrKind::String;
+      if (a == "rule" || a == "like" || a == "layout") return AttrKind::String;
+      break;
+    case OpKind::Convert:
+      if (a == "to") return AttrKind::String;
+      if (a == "bits") return AttrKind::Int;
+      if (a == "lo" || a == "hi") return AttrKind::Number;
       break;
     default: break;
   }
@@ -97,6 +103,10 @@ bool valid_shape(const Shape& s) {
 class Verifier {
  public:
   Verifier(const Graph& g, const WeightStore* w) : g_(g), w_(w) {}
+
+  bool is_weight(const std::string& name) const {
+    return std::any_of(g_.weights.begin(), g_.weights.end(), [&](const Value& v) { return v.name == name; });
+  }
 
   std::map<std::string, Type> run() {
     collect(g_.ops);
@@ -441,6 +451,15 @@ class Verifier {
         }
         return {qt};
       }
+      case OpKind::Convert: {
+        const std::string to = attr_string(o, "to", "");
+        if (to != "analog" && to != "digital") bad("attribute to \"" + to + "\" is not analog (a DAC) or digital (an ADC)");
+        if (o.attrs.count("bits") && attr_int(o, "bits", 0) < 1) bad("attribute bits must be >= 1");
+        if (o.attrs.count("lo") != o.attrs.count("hi")) bad("attributes lo and hi go together");
+        if (o.attrs.count("lo") && !(attr_number(o, "lo", 0) < attr_number(o, "hi", 0))) bad("attribute lo must be below hi");
+        f64(in[0], "input " + q(I[0]));
+        return {in[0]};
+      }
       case OpKind::FixedPoint: return {fixed_point(s, o, in)};
     }
     bad("unknown op kind");
@@ -494,6 +513,8 @@ class Verifier {
     if (!(damping > 0 && damping <= 1)) bad("attribute damping must be in (0, 1]");
     const std::string rule = attr_string(o, "rule", "relative");
     if (rule != "relative" && rule != "fixed" && rule != "twin") bad("attribute rule \"" + rule + "\" is not one of relative, fixed, twin");
+    const std::string layout = attr_string(o, "layout", "native");
+    if (layout != "native" && layout != "assisted") bad("attribute layout \"" + layout + "\" is not native or assisted");
     const std::string like = attr_string(o, "like", "");
     const auto it = std::find(o.inputs.begin(), o.inputs.end(), like);
     if (it == o.inputs.end()) bad("attribute like \"" + like + "\" must name one of the op's inputs (the iterate has its type)");
@@ -535,6 +556,15 @@ class Verifier {
     if (o.kind == OpKind::FixedPoint && !o.body) bad("a FixedPoint op needs a body");
     if (o.kind != OpKind::FixedPoint && o.body) bad("only a FixedPoint op has a body");
     check_attrs(o, info);
+    if (o.attrs.count(kPlaceAttr)) {
+      const std::string place = attr_string(o, kPlaceAttr, "");
+      if (place != "optical" && place != "analog" && place != "digital")
+        bad("attribute place \"" + place + "\" is not optical, analog or digital");
+      // The optical core only multiplies by a programmed matrix: a weight, not a computed value.
+      if (place == "optical" && !((o.kind == OpKind::Linear && o.inputs.size() == 2 && is_weight(o.inputs[1])) ||
+                                  (o.kind == OpKind::MatMul && is_weight(o.inputs[1]))))
+        bad("only a Linear without bias or a MatMul by a weight can be placed optical");
+    }
     std::vector<Type> in;
     for (const auto& name : o.inputs) in.push_back(use(s, name));
     const std::string here = where_;

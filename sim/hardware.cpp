@@ -452,7 +452,7 @@ Hardware load_hardware(const std::string& path, const std::vector<std::string>& 
     r.fail("version", "unsupported version " + version.dump() + " (this build reads version " +
                           std::to_string(kVersion) + ")");
   r.only_keys(doc, "", {"format", "version", "name", "description", "provenance", "channels",
-                        "calibration", "unused", "defaults", "noise", "converters", "timing", "energy"});
+                        "calibration", "unused", "defaults", "noise", "converters", "timing", "energy", "architecture"});
 
   Hardware hw;
   hw.path = path;
@@ -467,6 +467,7 @@ Hardware load_hardware(const std::string& path, const std::vector<std::string>& 
   if (const json* j = r.find(doc, "converters")) hw.converters = read_converters(r, *j, hw);
   if (const json* j = r.find(doc, "timing")) hw.timing = read_timing(r, *j, hw);
   if (const json* j = r.find(doc, "energy")) hw.energy = read_energy(r, *j, hw);
+  if (const json* j = r.find(doc, "architecture")) hw.architecture = read_architecture(r, *j, hw);
   return hw;
 }
 

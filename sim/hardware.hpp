@@ -85,6 +85,7 @@ struct Hardware {
   std::optional<ConverterSpec> converters;
   std::optional<TimingSpec> timing;
   std::optional<EnergySpec> energy;
+  std::optional<ArchitectureSpec> architecture;  // for the compiler
 
   // Field name -> where its value came from (yaml key, file, paper), as the file states it.
   // Keys: "calibration.<key>", "defaults", and "unused.<key>" for each entry of "unused".

@@ -9,6 +9,7 @@ NoiseSpec read_noise(const jsonr::Reader& r, const jsonr::json& j, Hardware& hw)
 ConverterSpec read_converters(const jsonr::Reader& r, const jsonr::json& j, Hardware& hw);
 TimingSpec read_timing(const jsonr::Reader& r, const jsonr::json& j, Hardware& hw);
 EnergySpec read_energy(const jsonr::Reader& r, const jsonr::json& j, Hardware& hw);
+ArchitectureSpec read_architecture(const jsonr::Reader& r, const jsonr::json& j, Hardware& hw);
 
 // A table of quantities {"name": {"value": v, "unit": "...", "source": "..."}}: each known name
 // with its unit (checked) and range; unknown names are errors; sources go to hw.sources.

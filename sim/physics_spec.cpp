@@ -1,5 +1,6 @@
 #include "sim/physics_spec.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "sim/hardware_sections.hpp"
@@ -90,11 +91,56 @@ TimingSpec read_timing(const Reader& r, const json& j, Hardware& hw) {
                    {"readout_samples", "1", kPositive, &samples},
                    {"readout_rate_mhz", "MHz", kPositive, &t.readout_rate_mhz},
                    {"slm_reload_us", "us", kNonNegative, &t.slm_reload_us},
-                   {"dac_conversion_ns", "ns", kNonNegative, &t.dac_conversion_ns}},
+                   {"dac_conversion_ns", "ns", kNonNegative, &t.dac_conversion_ns},
+                   {"digital_gmac_per_s", "GMAC/s", kPositive, &t.digital_gmac_per_s, false}},
                   hw);
   if (samples != std::floor(samples) || samples > 1e6) r.fail("timing.readout_samples.value", num(samples) + " is not a whole number of samples up to 1e6");
   t.readout_samples = static_cast<int>(samples);
   return t;
+}
+
+const std::vector<std::string>& analog_capable_functions() {
+  static const std::vector<std::string> f = {"Add", "Sub", "Mul", "Neg", "Tanh", "Sigmoid", "Clip"};
+  return f;
+}
+
+bool ArchitectureSpec::analog(const std::string& op) const {
+  return std::find(analog_functions.begin(), analog_functions.end(), op) != analog_functions.end();
+}
+
+ArchitectureSpec read_architecture(const Reader& r, const json& j, Hardware& hw) {
+  ArchitectureSpec a;
+  const std::string S = "architecture";
+  r.object(j, S);
+  r.only_keys(j, S, {"modules", "analog_functions", "partial_sums", "state_memory"});
+  // Each entry is {"value", "source"} (modules also has "unit"); the source goes to hw.sources.
+  const auto entry = [&](const char* key, bool unit) -> const json& {
+    const std::string F = sub(S, key);
+    const json& e = r.need(j, S, key);
+    r.object(e, F);
+    if (unit) {
+      r.only_keys(e, F, {"value", "unit", "source"});
+      const std::string u = r.text(r.need(e, F, "unit"), F + ".unit", false);
+      if (u != "1") r.fail(F + ".unit", "expected \"1\", got \"" + u + "\"");
+    } else {
+      r.only_keys(e, F, {"value", "source"});
+    }
+    hw.sources[F] = r.text(r.need(e, F, "source"), F + ".source", true);
+    return r.need(e, F, "value");
+  };
+  a.modules = static_cast<int>(r.integer(entry("modules", true), "architecture.modules.value", 1, 1'000'000));
+  const json& f = entry("analog_functions", false);
+  const std::string F = "architecture.analog_functions.value";
+  if (!f.is_array()) r.fail(F, "expected an array of op names, got " + got(f));
+  for (std::size_t i = 0; i < f.size(); ++i)
+    a.analog_functions.push_back(r.choice(f[i], F + "[" + std::to_string(i) + "]", analog_capable_functions()));
+  a.partial_sums = r.choice(entry("partial_sums", false), "architecture.partial_sums.value", {"analog", "digital"}) == "analog"
+                       ? ArchitectureSpec::Sum::Analog
+                       : ArchitectureSpec::Sum::Digital;
+  a.state_memory = r.choice(entry("state_memory", false), "architecture.state_memory.value", {"digital", "analog"}) == "analog"
+                       ? ArchitectureSpec::Memory::Analog
+                       : ArchitectureSpec::Memory::Digital;
+  return a;
 }
 
 }  // namespace aoc

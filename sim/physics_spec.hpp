@@ -5,6 +5,7 @@
 #include <array>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace aoc {
 
@@ -37,7 +38,23 @@ struct TimingSpec {
   double readout_rate_mhz = 1;    // ADC sample rate during readout
   double slm_reload_us = 0;       // time to program a new weight matrix
   double dac_conversion_ns = 0;   // converting and settling one injected input, before the loop starts
+  double digital_gmac_per_s = 0;  // throughput of the digital ops next to the loop; 0: not given
 };
+
+// How the machine is organised, for the compiler: how many optical modules (each a core of
+// `channels` x `channels` weights), which elementwise functions its analog electronics compute,
+// where partial sums of a split matrix are added, and where the recurrent state between tokens is
+// kept.
+struct ArchitectureSpec {
+  int modules = 1;
+  std::vector<std::string> analog_functions;  // graph op names: "Tanh", "Add", ...
+  enum class Sum { Analog, Digital } partial_sums = Sum::Digital;
+  enum class Memory { Digital, Analog } state_memory = Memory::Digital;
+  bool analog(const std::string& op) const;
+};
+
+// The elementwise ops an analog electronics section may list.
+const std::vector<std::string>& analog_capable_functions();
 
 // Fraction of its step a state reaches in one period with a first-order response of this bandwidth.
 double step_fraction(const TimingSpec& t);
