@@ -535,6 +535,7 @@ class Interp {
  private:
   const WeightStore& w_;
   const InterpretOptions& opt_;
+  OpContext ctx_;  // what the hooks are told about the op they compute
 
   static void arity(const std::vector<const Tensor*>& in, size_t lo, size_t hi, const std::string& where) {
     if (in.size() < lo || in.size() > hi) {
@@ -551,9 +552,12 @@ class Interp {
     switch (op.kind) {
       case OpKind::Linear:
         arity(in, 2, 3, where);
+        if (opt_.hooks && in.size() == 2 && attr_str(op, kPlaceAttr, where) == "optical")
+          return one(opt_.hooks->optical(op, *in[0], *in[1], ctx_));
         return one(linear(*in[0], *in[1], in.size() > 2 ? in[2] : nullptr, th, where));
       case OpKind::MatMul:
         arity(in, 2, 2, where);
+        if (opt_.hooks && attr_str(op, kPlaceAttr, where) == "optical") return one(opt_.hooks->optical(op, *in[0], *in[1], ctx_));
         return one(matmul(*in[0], *in[1], th, where));
       case OpKind::Add:
         arity(in, 2, 2, where);
@@ -614,9 +618,9 @@ class Interp {
         arity(in, 3, 3, where);
         return one(causal_attention(*in[0], *in[1], *in[2], required(attr_int(op, "heads", where), "heads", where),
                                     attr_num(op, "rope_theta", where), where));
-      case OpKind::Convert:  // an ideal converter
+      case OpKind::Convert:
         arity(in, 1, 1, where);
-        return one(*in[0]);
+        return one(opt_.hooks ? opt_.hooks->convert(op, *in[0], ctx_) : *in[0]);  // without hooks an ideal converter
       case OpKind::FixedPoint:
         if (op.outputs.size() != 1) fail(where, "must have 1 result, names " + std::to_string(op.outputs.size()));
         arity(in, 1, SIZE_MAX, where);
@@ -652,7 +656,10 @@ class Interp {
     const std::int64_t N = S == 0 ? 0 : numel(zshape) / S;
     const std::string body_head = where + " body";
 
+    const int outer_iteration = ctx_.iteration;
+    int step = 0;
     auto f = [&](const Tensor& z) {
+      ctx_.iteration = step++;
       Env scope;
       scope[body.args[0]] = z;
       for (size_t i = 0; i < in.size(); ++i) scope[body.args[i + 1]] = *in[i];
@@ -726,6 +733,7 @@ class Interp {
       }
       for (std::int64_t s = 0; s < S; ++s) st.converged[s] = best[s] < tol;
     }
+    ctx_.iteration = outer_iteration;
     if (top) stats.push_back(std::move(st));
     return result;
   }

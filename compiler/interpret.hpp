@@ -17,9 +17,29 @@
 
 namespace aoc::ir {
 
+enum class Mode { Simultaneous, Sequential };
+
+// Where an op runs, for hooks that model the hardware (noise keys, conversion counts).
+struct OpContext {
+  int iteration = -1;  // the step of the innermost FixedPoint, from 0; -1 outside any loop
+  int token = -1;      // the token in sequential mode; -1 in simultaneous mode
+};
+
+// How a lowered program's hardware ops are computed (runtime/backend.hpp implements them). Without
+// hooks an optical op is its exact product and a Convert the identity.
+struct Hooks {
+  virtual ~Hooks() = default;
+  // An op placed optical: y[..., out] = sum_in x[..., in] W(out, in), W the op's weight operand
+  // (Linear: w[out, in]; MatMul: w[in, out]).
+  virtual Tensor optical(const Op& op, const Tensor& x, const Tensor& w, const OpContext& ctx) const = 0;
+  virtual Tensor convert(const Op& op, const Tensor& x, const OpContext& ctx) const = 0;
+};
+
 struct InterpretOptions {
   int threads = 1;     // OpenMP threads for the contractions (results do not depend on it)
   bool trace = false;  // return every top-level value, not only the graph's outputs
+  const Hooks* hooks = nullptr;
+  Mode mode = Mode::Simultaneous;
 };
 
 // One top-level FixedPoint op's run: per sample (the iterate's leading axis), the steps it took and

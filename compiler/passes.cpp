@@ -1,0 +1,365 @@
+#include "compiler/passes.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "compiler/verify.hpp"
+#include "sim/error.hpp"
+#include "sim/quantize.hpp"
+
+namespace aoc::ir {
+
+namespace {
+
+bool is_weight(const Graph& g, const std::string& n) {
+  return std::any_of(g.weights.begin(), g.weights.end(), [&](const Value& v) { return v.name == n; });
+}
+
+const Value& weight_decl(const Graph& g, const std::string& n) {
+  for (const Value& v : g.weights)
+    if (v.name == n) return v;
+  throw Error("compile: weight '" + n + "' is not declared");
+}
+
+// An op the optical core can run: a product with a programmed matrix (a weight), no bias.
+bool optical_capable(const Graph& g, const Op& o) {
+  return (o.kind == OpKind::Linear && o.inputs.size() == 2 && is_weight(g, o.inputs[1])) ||
+         (o.kind == OpKind::MatMul && is_weight(g, o.inputs[1]));
+}
+
+bool analog_capable(const Target& t, const Op& o) {
+  return std::find(t.analog_functions.begin(), t.analog_functions.end(), op_info(o.kind).name) != t.analog_functions.end();
+}
+
+// Calls f on every region (the top level first, then each body, depth first).
+template <class F>
+void each_region(std::vector<Op>& ops, F&& f) {
+  f(ops);
+  for (Op& o : ops)
+    if (o.body) each_region(o.body->ops, f);
+}
+
+// Every value name of the graph (inputs, weights, results, body args), for making fresh names.
+void collect_names(const std::vector<Op>& ops, std::set<std::string>& names) {
+  for (const Op& o : ops) {
+    names.insert(o.outputs.begin(), o.outputs.end());
+    if (o.body) {
+      names.insert(o.body->args.begin(), o.body->args.end());
+      collect_names(o.body->ops, names);
+    }
+  }
+}
+
+std::set<std::string> all_names(const Graph& g) {
+  std::set<std::string> n;
+  for (const Value& v : g.inputs) n.insert(v.name);
+  for (const Value& v : g.weights) n.insert(v.name);
+  collect_names(g.ops, n);
+  return n;
+}
+
+std::string fresh(std::set<std::string>& taken, const std::string& base) {
+  std::string n = base;
+  for (int k = 2; taken.count(n); ++k) n = base + "." + std::to_string(k);
+  taken.insert(n);
+  return n;
+}
+
+bool used_anywhere(const std::vector<Op>& ops, const std::string& name) {
+  for (const Op& o : ops) {
+    if (std::find(o.inputs.begin(), o.inputs.end(), name) != o.inputs.end()) return true;
+    if (o.body && used_anywhere(o.body->ops, name)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+// ---- name-ops --------------------------------------------------------------------------------
+
+void pass_name_ops(Program& p, const PassOptions&) {
+  std::set<std::string> taken;
+  each_region(p.graph.ops, [&](std::vector<Op>& ops) {
+    for (Op& o : ops) o.name = fresh(taken, op_label(o));
+  });
+}
+
+// ---- gather-linear ---------------------------------------------------------------------------
+
+void pass_gather_linear(Program& p, const PassOptions&) {
+  Graph& g = p.graph;
+  std::set<std::string> names = all_names(g), op_names;
+  each_region(g.ops, [&](std::vector<Op>& ops) { for (const Op& o : ops) op_names.insert(o.name); });
+  std::set<std::string> retired;  // weights merged into a stacked one
+  each_region(g.ops, [&](std::vector<Op>& ops) {
+    std::map<std::string, std::vector<std::size_t>> by_input;
+    std::vector<std::string> order;
+    for (std::size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].kind == OpKind::Linear && optical_capable(g, ops[i])) {
+        auto& v = by_input[ops[i].inputs[0]];
+        if (v.empty()) order.push_back(ops[i].inputs[0]);
+        v.push_back(i);
+      }
+    std::set<std::size_t> drop;
+    std::map<std::size_t, std::vector<Op>> replace;
+    for (const std::string& x : order) {
+      const auto& idx = by_input[x];
+      if (idx.size() < 2) continue;
+      std::string label;
+      std::vector<std::int64_t> sizes;
+      std::int64_t rows = 0;
+      const std::int64_t cols = weight_decl(g, ops[idx[0]].inputs[1]).type.shape[1].size;
+      for (std::size_t i : idx) {
+        label += (label.empty() ? "" : "+") + ops[i].name;
+        sizes.push_back(weight_decl(g, ops[i].inputs[1]).type.shape[0].size);
+        rows += sizes.back();
+      }
+      const std::string W = fresh(names, "stacked." + ops[idx[0]].name);
+      g.weights.push_back({W, {DType::F64, {Dim::fixed(rows), Dim::fixed(cols)}}});
+      if (!p.weights.empty()) {
+        Tensor t{{rows, cols}, {}};
+        t.data.reserve(static_cast<std::size_t>(rows * cols));
+        for (std::size_t i : idx) {
+          const Tensor& wi = p.weights.at(ops[i].inputs[1]);
+          t.data.insert(t.data.end(), wi.data.begin(), wi.data.end());
+        }
+        p.weights[W] = std::move(t);
+      }
+      const std::string y = fresh(names, ops[idx[0]].outputs[0] + ".stacked");
+      std::vector<std::string> outs;
+      for (std::size_t i : idx) outs.push_back(ops[i].outputs[0]), retired.insert(ops[i].inputs[1]);
+      const std::string merged = fresh(op_names, label);
+      replace[idx[0]] = {make_op(OpKind::Linear, {x, W}, {y}, {}, merged),
+                         make_op(OpKind::Split, {y}, outs, {{"sizes", sizes}, {"axis", std::int64_t{-1}}}, fresh(op_names, merged + ".split"))};
+      drop.insert(idx.begin() + 1, idx.end());
+    }
+    if (replace.empty()) return;
+    std::vector<Op> out;
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      if (auto r = replace.find(i); r != replace.end()) out.insert(out.end(), r->second.begin(), r->second.end());
+      else if (!drop.count(i)) out.push_back(std::move(ops[i]));
+    }
+    ops = std::move(out);
+  });
+  // A weight that only fed the merged ops is gone from the program.
+  for (const std::string& w : retired)
+    if (!used_anywhere(g.ops, w)) {
+      g.weights.erase(std::remove_if(g.weights.begin(), g.weights.end(), [&](const Value& v) { return v.name == w; }), g.weights.end());
+      p.weights.erase(w);
+    }
+}
+
+// ---- loop-form -------------------------------------------------------------------------------
+
+void pass_loop_form(Program& p, const PassOptions&) {
+  each_region(p.graph.ops, [&](std::vector<Op>& ops) {
+    for (Op& o : ops) {
+      if (o.kind != OpKind::FixedPoint) continue;
+      const bool native = std::all_of(o.body->ops.begin(), o.body->ops.end(), [&](const Op& b) {
+        return optical_capable(p.graph, b) || analog_capable(p.target, b);
+      });
+      o.attrs["layout"] = std::string(native ? "native" : "assisted");
+    }
+  });
+}
+
+// ---- partition -------------------------------------------------------------------------------
+
+namespace {
+
+class Partitioner {
+ public:
+  explicit Partitioner(Program& p) : p_(p), g_(p.graph), names_(all_names(p.graph)) {}
+
+  void run() {
+    std::map<std::string, bool> analog;  // value -> lives in the analog domain
+    for (const Value& v : g_.inputs) analog[v.name] = false;
+    region(g_.ops, analog);
+    // What leaves the program is digital.
+    std::vector<Op> tail;
+    for (std::string& out : g_.outputs)
+      if (analog.at(out)) out = convert(out, false, tail);
+    g_.ops.insert(g_.ops.end(), tail.begin(), tail.end());
+  }
+
+ private:
+  Program& p_;
+  Graph& g_;
+  std::set<std::string> names_, op_names_;
+
+  Op convert_op(const std::string& from, const std::string& to_name, bool to_analog) {
+    std::map<std::string, Attr> a{{"to", std::string(to_analog ? "analog" : "digital")}};
+    const Target& t = p_.target;
+    if (t.slm_bits > 0) {
+      a["bits"] = std::int64_t{to_analog ? t.dac_bits : t.adc_bits};
+      a["lo"] = to_analog ? t.dac_lo : t.adc_lo;
+      a["hi"] = to_analog ? t.dac_hi : t.adc_hi;
+    }
+    return make_op(OpKind::Convert, {from}, {to_name}, std::move(a), to_name);
+  }
+
+  std::string convert(const std::string& v, bool to_analog, std::vector<Op>& out) {
+    const std::string n = fresh(names_, v + (to_analog ? ".dac" : ".adc"));
+    out.push_back(convert_op(v, n, to_analog));
+    return n;
+  }
+
+  void region(std::vector<Op>& ops, std::map<std::string, bool>& analog) {
+    std::map<std::pair<std::string, bool>, std::string> converted;  // one conversion per value and direction
+    const auto operand = [&](const std::string& v, bool want_analog, std::vector<Op>& out) -> std::string {
+      if (is_weight(g_, v) || analog.at(v) == want_analog) return v;
+      auto [it, fresh_key] = converted.try_emplace({v, want_analog});
+      if (fresh_key) it->second = convert(v, want_analog, out), analog[it->second] = want_analog;
+      return it->second;
+    };
+    std::vector<Op> out;
+    for (Op& o : ops) {
+      if (o.kind == OpKind::FixedPoint) {
+        fixed_point(o, analog, operand, out);
+        out.push_back(std::move(o));
+        continue;
+      }
+      std::string place = "digital";
+      if (optical_capable(g_, o)) {
+        place = "optical";
+      } else if (analog_capable(p_.target, o) &&
+                 std::all_of(o.inputs.begin(), o.inputs.end(), [&](const std::string& v) { return is_weight(g_, v) || analog.at(v); })) {
+        place = "analog";
+      }
+      const bool in_analog = place != "digital";
+      for (std::size_t i = 0; i < o.inputs.size(); ++i)
+        if (!(o.kind == OpKind::MatMul && i == 1)) o.inputs[i] = operand(o.inputs[i], in_analog, out);
+      o.attrs[kPlaceAttr] = place;
+      for (const auto& r : o.outputs) analog[r] = in_analog;
+      out.push_back(std::move(o));
+    }
+    ops = std::move(out);
+  }
+
+  template <class Operand>
+  void fixed_point(Op& o, std::map<std::string, bool>& analog, const Operand& operand, std::vector<Op>& out) {
+    Region& body = *o.body;
+    const bool z_analog = attr_string(o, "layout", "assisted") == "native";
+    std::map<std::string, bool> inner;
+    for (const Value& w : g_.weights) inner[w.name] = false;
+    inner[body.args[0]] = z_analog;
+    // A capture that an optical or analog op reads is converted once per fixed point, outside the
+    // loop (the injection); inside, it is an analog signal held for the whole solve.
+    for (std::size_t i = 0; i < o.inputs.size(); ++i) {
+      const std::string& arg = body.args[i + 1];
+      const bool used_analog = std::any_of(body.ops.begin(), body.ops.end(), [&](const Op& b) {
+        return (optical_capable(g_, b) || analog_capable(p_.target, b)) &&
+               std::find(b.inputs.begin(), b.inputs.end(), arg) != b.inputs.end() && !(b.kind == OpKind::MatMul && b.inputs[1] == arg);
+      });
+      const std::string before = o.inputs[i];
+      o.inputs[i] = operand(o.inputs[i], used_analog, out);
+      if (attr_string(o, "like", "") == before) o.attrs["like"] = o.inputs[i];
+      inner[arg] = used_analog;
+    }
+    region(body.ops, inner);
+    const std::string& res = body.results[0];
+    if (inner.at(res) != z_analog) {
+      const std::string n = convert(res, z_analog, body.ops);
+      body.results[0] = n;
+    }
+    for (const auto& r : o.outputs) analog[r] = z_analog;
+  }
+};
+
+}  // namespace
+
+void pass_partition(Program& p, const PassOptions&) { Partitioner(p).run(); }
+
+// ---- tile ------------------------------------------------------------------------------------
+
+void pass_tile(Program& p, const PassOptions& options) {
+  p.optical.clear();
+  const Target& t = p.target;
+  if (t.channels < 1 || t.modules < 1) throw Error("compile: tile: the target has no channels or modules");
+  int next = 0;  // tiles are dealt to the modules in program order; one past the last module is the next pass
+  const std::function<void(const std::vector<Op>&, const std::string&)> walk = [&](const std::vector<Op>& ops, const std::string& loop) {
+    for (const Op& o : ops) {
+      if (o.body) walk(o.body->ops, o.name);
+      if (attr_string(o, kPlaceAttr, "") != "optical") continue;
+      OpticalPlan plan;
+      plan.op = o.name;
+      plan.weight = o.inputs[1];
+      plan.aoc_layout = o.kind == OpKind::MatMul;
+      const Shape& s = weight_decl(p.graph, plan.weight).type.shape;
+      plan.rows = plan.aoc_layout ? s[1].size : s[0].size;
+      plan.cols = plan.aoc_layout ? s[0].size : s[1].size;
+      plan.loop = loop;
+      const std::int64_t C = options.tile ? t.channels : std::max<std::int64_t>({plan.rows, plan.cols, 1});
+      for (std::int64_t r = 0; r < plan.rows; r += C)
+        for (std::int64_t c = 0; c < plan.cols; c += C, ++next)
+          plan.tiles.push_back({r, c, std::min(C, plan.rows - r), std::min(C, plan.cols - c), next % t.modules, next / t.modules});
+      p.optical.push_back(std::move(plan));
+    }
+  };
+  walk(p.graph.ops, "");
+}
+
+// ---- quantize --------------------------------------------------------------------------------
+
+void pass_quantize(Program& p, const PassOptions&) {
+  if (p.target.slm_bits < 2)
+    throw Error("compile: quantize: " + p.target.hardware + " has no converters section with slm_bits (compile with --no-quantize)");
+  for (OpticalPlan& plan : p.optical) {
+    plan.slm_bits = p.target.slm_bits;
+    plan.codes.clear(), plan.code_step.clear();
+    if (p.weights.empty()) continue;  // a shapes-only program: the bits are known, the codes are not
+    const Tensor& W = p.weights.at(plan.weight);
+    plan.codes.assign(static_cast<std::size_t>(plan.rows * plan.cols), 0);
+    // element (r, c) of the [out, in] matrix, whatever the stored layout
+    const auto at = [&](std::int64_t r, std::int64_t c) {
+      return plan.aoc_layout ? W.data[static_cast<std::size_t>(c * plan.rows + r)] : W.data[static_cast<std::size_t>(r * plan.cols + c)];
+    };
+    for (const Tile& t : plan.tiles) {
+      MatrixXdR block(t.rows, t.cols);
+      for (std::int64_t r = 0; r < t.rows; ++r)
+        for (std::int64_t c = 0; c < t.cols; ++c) block(r, c) = at(t.row0 + r, t.col0 + c);
+      if (block.cwiseAbs().maxCoeff() == 0) {  // an all-zero tile is all-zero codes
+        plan.code_step.push_back(0);
+        continue;
+      }
+      const WeightCodes q = quantize_weights(block, plan.slm_bits);
+      plan.code_step.push_back(q.scale);
+      for (std::int64_t r = 0; r < t.rows; ++r)
+        for (std::int64_t c = 0; c < t.cols; ++c)
+          plan.codes[static_cast<std::size_t>((t.row0 + r) * plan.cols + t.col0 + c)] = q.codes(r, c);
+    }
+  }
+}
+
+// ---- the pipeline ----------------------------------------------------------------------------
+
+std::vector<NamedPass> pipeline(const PassOptions& o) {
+  std::vector<NamedPass> v{{"name-ops", pass_name_ops}};
+  if (o.gather) v.push_back({"gather-linear", pass_gather_linear});
+  v.push_back({"loop-form", pass_loop_form});
+  v.push_back({"partition", pass_partition});
+  v.push_back({"tile", pass_tile});
+  if (o.quantize) v.push_back({"quantize", pass_quantize});
+  return v;
+}
+
+void run_pipeline(Program& p, const PassOptions& options, const std::function<void(const std::string&, const Program&)>& after_pass) {
+  try {
+    verify_program(p);
+  } catch (const Error& e) {
+    throw Error(std::string("compile: the input graph: ") + e.what());
+  }
+  for (const NamedPass& pass : pipeline(options)) {
+    pass.run(p, options);
+    p.passes.push_back(pass.name);
+    try {
+      verify_program(p);
+    } catch (const Error& e) {
+      throw Error(std::string("compile: after pass ") + pass.name + ": " + e.what());
+    }
+    if (after_pass) after_pass(pass.name, p);
+  }
+}
+
+}  // namespace aoc::ir

@@ -1,0 +1,198 @@
+#include "compiler/program.hpp"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "compiler/verify.hpp"
+#include "sim/error.hpp"
+#include "sim/hardware.hpp"
+#include "sim/json_reader.hpp"
+
+namespace aoc::ir {
+
+std::string op_label(const Op& op) { return !op.name.empty() ? op.name : !op.outputs.empty() ? op.outputs[0] : std::string(); }
+
+Target target_of(const Hardware& hw, const std::string& path, const std::vector<std::string>& overrides) {
+  if (!hw.architecture)
+    throw Error(hw.path + ": architecture: missing (the compiler needs the module count and the analog functions, docs/hardware.md)");
+  Target t;
+  t.hardware = hw.name;
+  t.hardware_path = path;
+  t.overrides = overrides;
+  t.channels = hw.channels;
+  t.modules = hw.architecture->modules;
+  t.analog_functions = hw.architecture->analog_functions;
+  t.analog_partial_sums = hw.architecture->partial_sums == ArchitectureSpec::Sum::Analog;
+  t.analog_state_memory = hw.architecture->state_memory == ArchitectureSpec::Memory::Analog;
+  if (hw.converters) {
+    const ConverterSpec& c = *hw.converters;
+    t.slm_bits = c.slm_bits, t.dac_bits = c.dac_bits, t.adc_bits = c.adc_bits;
+    t.dac_lo = c.dac_range[0], t.dac_hi = c.dac_range[1], t.adc_lo = c.adc_range[0], t.adc_hi = c.adc_range[1];
+  }
+  return t;
+}
+
+const OpticalPlan* Program::plan(const std::string& op) const {
+  for (const auto& p : optical)
+    if (p.op == op) return &p;
+  return nullptr;
+}
+
+OpticalPlan* Program::plan(const std::string& op) { return const_cast<OpticalPlan*>(std::as_const(*this).plan(op)); }
+
+namespace {
+
+[[noreturn]] void bad_plan(const OpticalPlan& p, const std::string& what) {
+  throw Error("verify program: plan '" + p.op + "': " + what);
+}
+
+void check_plan(const Program& prog, const OpticalPlan& p, const std::map<std::string, Type>& types) {
+  const auto wt = types.find(p.weight);
+  if (wt == types.end() || wt->second.shape.size() != 2) bad_plan(p, "weight '" + p.weight + "' is not a matrix of the graph");
+  const Shape& s = wt->second.shape;
+  const std::int64_t rows = p.aoc_layout ? s[1].size : s[0].size, cols = p.aoc_layout ? s[0].size : s[1].size;
+  if (rows != p.rows || cols != p.cols)
+    bad_plan(p, "is " + std::to_string(p.rows) + " x " + std::to_string(p.cols) + ", its weight " + to_string(wt->second));
+  // Tiles cover every element once and fit a core.
+  std::int64_t covered = 0;
+  for (std::size_t i = 0; i < p.tiles.size(); ++i) {
+    const Tile& t = p.tiles[i];
+    const std::string ti = "tile " + std::to_string(i) + " ";
+    if (t.rows < 1 || t.cols < 1 || t.row0 < 0 || t.col0 < 0 || t.row0 + t.rows > rows || t.col0 + t.cols > cols)
+      bad_plan(p, ti + "covers rows " + std::to_string(t.row0) + ".." + std::to_string(t.row0 + t.rows) + ", cols " +
+                      std::to_string(t.col0) + ".." + std::to_string(t.col0 + t.cols) + ", the matrix is " +
+                      std::to_string(rows) + " x " + std::to_string(cols));
+    if (prog.target.channels > 0 && (t.rows > prog.target.channels || t.cols > prog.target.channels) && p.tiles.size() > 1)
+      bad_plan(p, ti + "is larger than a core of " + std::to_string(prog.target.channels) + " channels");
+    if (t.module < 0 || t.module >= prog.target.modules || t.pass < 0)
+      bad_plan(p, ti + "is on module " + std::to_string(t.module) + " pass " + std::to_string(t.pass) + " of " +
+                      std::to_string(prog.target.modules) + " modules");
+    covered += t.rows * t.cols;
+  }
+  if (covered != rows * cols) bad_plan(p, "tiles cover " + std::to_string(covered) + " elements of " + std::to_string(rows * cols));
+  for (std::size_t i = 0; i < p.tiles.size(); ++i)
+    for (std::size_t j = i + 1; j < p.tiles.size(); ++j) {
+      const Tile &a = p.tiles[i], &b = p.tiles[j];
+      if (a.row0 < b.row0 + b.rows && b.row0 < a.row0 + a.rows && a.col0 < b.col0 + b.cols && b.col0 < a.col0 + a.cols)
+        bad_plan(p, "tiles " + std::to_string(i) + " and " + std::to_string(j) + " overlap");
+    }
+  if (!p.codes.empty()) {
+    if (static_cast<std::int64_t>(p.codes.size()) != rows * cols) bad_plan(p, "has " + std::to_string(p.codes.size()) + " SLM codes for " + std::to_string(rows * cols) + " weights");
+    if (p.code_step.size() != p.tiles.size()) bad_plan(p, "has " + std::to_string(p.code_step.size()) + " code steps for " + std::to_string(p.tiles.size()) + " tiles");
+    const std::int32_t lim = p.slm_bits >= 1 && p.slm_bits <= 31 ? (1 << (p.slm_bits - 1)) : 0;
+    for (std::int32_t c : p.codes)
+      if (c < -lim || c > lim - 1) bad_plan(p, "SLM code " + std::to_string(c) + " does not fit " + std::to_string(p.slm_bits) + " bits");
+  }
+}
+
+// The optical ops of a region, by name, and their weight operand.
+void optical_ops(const std::vector<Op>& ops, std::map<std::string, const Op*>& out) {
+  for (const Op& o : ops) {
+    if (attr_string(o, kPlaceAttr, "") == "optical") out[op_label(o)] = &o;
+    if (o.body) optical_ops(o.body->ops, out);
+  }
+}
+
+}  // namespace
+
+void verify_program(const Program& p) {
+  const auto types = verify(p.graph, p.weights.empty() ? nullptr : &p.weights);
+  std::map<std::string, const Op*> ops;
+  optical_ops(p.graph.ops, ops);
+  std::set<std::string> seen;
+  for (const OpticalPlan& plan : p.optical) {
+    if (!seen.insert(plan.op).second) bad_plan(plan, "is given twice");
+    const auto it = ops.find(plan.op);
+    if (it == ops.end()) bad_plan(plan, "there is no optical op of that name");
+    const Op& o = *it->second;
+    if (o.inputs[1] != plan.weight) bad_plan(plan, "names weight '" + plan.weight + "', the op multiplies by '" + o.inputs[1] + "'");
+    if (plan.aoc_layout != (o.kind == OpKind::MatMul)) bad_plan(plan, "has the wrong weight layout for a " + std::string(op_info(o.kind).name));
+    check_plan(p, plan, types);
+  }
+  // Plans exist from the tile pass on; before it no optical op has one.
+  if (!p.optical.empty())
+    for (const auto& [name, o] : ops)
+      if (!seen.count(name)) throw Error("verify program: optical op '" + name + "' has no plan");
+}
+
+namespace {
+
+std::string attr_text(const Attr& a) {
+  if (const auto* d = std::get_if<double>(&a)) return jsonr::num(*d);
+  if (const auto* i = std::get_if<std::int64_t>(&a)) return std::to_string(*i);
+  if (const auto* s = std::get_if<std::string>(&a)) return "\"" + *s + "\"";
+  const auto& v = std::get<std::vector<std::int64_t>>(a);
+  std::string t = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) t += (i ? ", " : "") + std::to_string(v[i]);
+  return t + "]";
+}
+
+bool is_weight(const Graph& g, const std::string& n) {
+  return std::any_of(g.weights.begin(), g.weights.end(), [&](const Value& v) { return v.name == n; });
+}
+
+void print_ops(std::ostringstream& s, const Graph& g, const std::vector<Op>& ops, const std::map<std::string, Type>& types,
+               const std::string& indent) {
+  for (const Op& o : ops) {
+    s << indent;
+    for (std::size_t i = 0; i < o.outputs.size(); ++i) s << (i ? ", %" : "%") << o.outputs[i];
+    s << " = " << op_info(o.kind).name << "(";
+    for (std::size_t i = 0; i < o.inputs.size(); ++i) s << (i ? ", " : "") << (is_weight(g, o.inputs[i]) ? "@" : "%") << o.inputs[i];
+    s << ")";
+    s << " {name = \"" << op_label(o) << "\"";
+    for (const auto& [k, v] : o.attrs) s << ", " << k << " = " << attr_text(v);
+    s << "} : ";
+    for (std::size_t i = 0; i < o.outputs.size(); ++i) {
+      const auto t = types.find(o.outputs[i]);
+      s << (i ? ", " : "") << (t == types.end() ? "?" : to_string(t->second));
+    }
+    if (o.body) {
+      s << " {\n" << indent << "  ^(";
+      for (std::size_t i = 0; i < o.body->args.size(); ++i) s << (i ? ", %" : "%") << o.body->args[i];
+      s << "):\n";
+      print_ops(s, g, o.body->ops, types, indent + "    ");
+      s << indent << "    yield %" << o.body->results[0] << "\n" << indent << "}";
+    }
+    s << "\n";
+  }
+}
+
+}  // namespace
+
+std::string print_program(const Program& p) {
+  std::map<std::string, Type> types;
+  try {
+    types = verify(p.graph);
+  } catch (const Error&) {
+    // Print what there is; the types of a broken program are unknown ("?").
+  }
+  std::ostringstream s;
+  s << "program \"" << p.graph.name << "\"";
+  if (!p.target.hardware.empty())
+    s << " for " << p.target.hardware << " (" << p.target.channels << " channels, " << p.target.modules << " module"
+      << (p.target.modules == 1 ? "" : "s") << ")";
+  s << "\n";
+  for (const Value& v : p.graph.inputs) s << "  input %" << v.name << " : " << to_string(v.type) << "\n";
+  for (const Value& v : p.graph.weights) s << "  weight @" << v.name << " : " << to_string(v.type) << "\n";
+  print_ops(s, p.graph, p.graph.ops, types, "  ");
+  s << "  return";
+  for (const auto& o : p.graph.outputs) s << " %" << o;
+  s << "\n";
+  for (const OpticalPlan& plan : p.optical) {
+    s << "plan '" << plan.op << "' @" << plan.weight << " [" << plan.rows << " x " << plan.cols << "] "
+      << (plan.loop.empty() ? "top level" : "in loop '" + plan.loop + "'") << ": " << plan.tiles.size() << " tile"
+      << (plan.tiles.size() == 1 ? "" : "s") << (plan.slm_bits ? ", SLM " + std::to_string(plan.slm_bits) + " bit" : "")
+      << (plan.codes.empty() ? "" : " (codes)") << "\n";
+    const std::size_t shown = std::min<std::size_t>(plan.tiles.size(), 4);
+    for (std::size_t i = 0; i < shown; ++i) {
+      const Tile& t = plan.tiles[i];
+      s << "  tile " << i << ": rows " << t.row0 << ".." << t.row0 + t.rows << ", cols " << t.col0 << ".." << t.col0 + t.cols
+        << " -> module " << t.module << ", pass " << t.pass << "\n";
+    }
+    if (plan.tiles.size() > shown) s << "  ... " << plan.tiles.size() - shown << " more\n";
+  }
+  return s.str();
+}
+
+}  // namespace aoc::ir

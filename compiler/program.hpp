@@ -1,0 +1,86 @@
+// A compiled program: the graph after the lowering passes (every op placed optical, analog or
+// digital, Convert ops at every crossing), its weights, and one optical plan per optical op (its
+// tiles on the modules, its SLM codes). docs/program.md documents it and its HDF5 form.
+//
+// The graph stays an ordinary ir::Graph, so the verifier, the printer and the interpreter work on
+// programs too (Convert is the identity there): a program run on the CPU reference is the
+// interpreter plus the tiles.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compiler/ir.hpp"
+
+namespace aoc {
+struct Hardware;
+}
+
+namespace aoc::ir {
+
+// One core-sized block of an optical op's matrix (torch convention [out, in]: rows are outputs).
+struct Tile {
+  std::int64_t row0 = 0, col0 = 0, rows = 0, cols = 0;
+  int module = 0;  // which optical module holds it
+  int pass = 0;    // which programming of that module (pass > 0: reloaded over earlier tiles)
+};
+
+struct OpticalPlan {
+  std::string op;      // the op's name (unique in the program)
+  std::string weight;  // its weight operand
+  bool aoc_layout = false;  // MatMul: the weight is stored [in, out]; Linear: [out, in]
+  std::int64_t rows = 0, cols = 0;  // out, in
+  std::string loop;    // the FixedPoint it runs in ("" at the top level)
+  std::vector<Tile> tiles;
+  int slm_bits = 0;                  // 0: the weights are exact (not quantized)
+  std::vector<std::int32_t> codes;   // rows * cols signed SLM codes, [out, in] row-major (when quantized and weights exist)
+  std::vector<double> code_step;     // per tile: the value of one code step
+
+  std::int64_t weights() const { return rows * cols; }
+};
+
+// The facts of the target machine the program was compiled for (a copy, so that a program is
+// self-describing and can be checked against the hardware it is run or estimated on).
+struct Target {
+  std::string hardware;       // the machine's name
+  std::string hardware_path;  // the file it came from
+  std::vector<std::string> overrides;  // --set section.field=value applied to it
+  int channels = 0;           // a core is channels x channels weights
+  int modules = 1;
+  std::vector<std::string> analog_functions;
+  bool analog_partial_sums = false;
+  bool analog_state_memory = false;
+  int slm_bits = 0;  // 0: no converters section (weights, DAC and ADC are ideal)
+  int dac_bits = 0, adc_bits = 0;
+  double dac_lo = 0, dac_hi = 0, adc_lo = 0, adc_hi = 0;
+};
+
+// Reads the compiler's facts from a hardware file (which needs an architecture section).
+Target target_of(const Hardware& hw, const std::string& path, const std::vector<std::string>& overrides);
+
+struct Program {
+  Graph graph;
+  WeightStore weights;  // empty for a shapes-only program (estimates only)
+  std::vector<OpticalPlan> optical;
+  Target target;
+  std::vector<std::string> passes;  // the passes run, in order
+
+  const OpticalPlan* plan(const std::string& op) const;
+  OpticalPlan* plan(const std::string& op);
+  bool has_weights() const { return !weights.empty() || graph.weights.empty(); }
+};
+
+// Checks the graph (ir::verify, with the weights when the program has them) and the plans against
+// it: every optical op has one plan whose shape matches its weight, tiles cover the matrix exactly
+// once within a core, modules exist, codes fit their bits. Throws aoc::Error naming the op:
+//   verify program: plan 'l0.in_proj': tile 3 covers rows 96..144, the matrix has 100
+void verify_program(const Program& p);
+
+// The program as text, MLIR-style: one line per op with its placement and result types, bodies
+// indented, then each optical plan's tiles. For --print-after-all and `aoc compile --print`.
+std::string print_program(const Program& p);
+
+// The name an op is known by in plans, reports and noise keys.
+std::string op_label(const Op& op);
+
+}  // namespace aoc::ir

@@ -1,0 +1,193 @@
+// The program file (HDF5, docs/program.md):
+//   /            attributes format = "aoc-program", version = 1, tool = the aoc version
+//   /graph       the lowered graph, as the JSON text of docs/ir.md (a string)
+//   /program     the target, the passes and the optical plans with their tiles (a JSON string)
+//   /weights/<name>   float64, one dataset per weight (absent in a shapes-only program)
+//   /codes/<k>        int32 [rows, cols]: plan k's SLM codes, when quantized with weights
+//   /code_step/<k>    float64 [tiles]: the value of one code step of each of plan k's tiles
+#include "compiler/program_h5.hpp"
+
+#include <H5Cpp.h>
+
+#include <nlohmann/json.hpp>
+
+#include "compiler/graph_json.hpp"
+#include "sim/error.hpp"
+#include "sim/h5file.hpp"
+#include "sim/json_reader.hpp"
+
+namespace aoc::ir {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+constexpr const char* kFormat = "aoc-program";
+constexpr int kVersion = 1;
+
+void put_string(H5::H5File& f, const std::string& name, const std::string& text) {
+  const H5::StrType t(H5::PredType::C_S1, std::max<std::size_t>(1, text.size()));
+  f.createDataSet(name, t, H5::DataSpace(H5S_SCALAR)).write(text, t);
+}
+
+void put_attr(H5::H5Object& o, const std::string& name, const std::string& v) {
+  const H5::StrType t(H5::PredType::C_S1, std::max<std::size_t>(1, v.size()));
+  o.createAttribute(name, t, H5::DataSpace(H5S_SCALAR)).write(t, v);
+}
+
+bool exists(const H5::H5File& f, const std::string& name) { return H5Lexists(f.getId(), name.c_str(), H5P_DEFAULT) > 0; }
+
+std::string get_string(const H5::H5File& f, const std::string& path, const std::string& name) {
+  if (!exists(f, name)) throw Error(path + ": /" + name + ": missing (not an aoc program?)");
+  const H5::DataSet d = f.openDataSet(name);
+  if (d.getTypeClass() != H5T_STRING) throw Error(path + ": /" + name + ": expected a string");
+  std::string s;
+  d.read(s, d.getStrType());
+  return s;
+}
+
+template <class T>
+std::vector<T> get_numbers(const H5::H5File& f, const std::string& path, const std::string& name, std::size_t n,
+                           const H5::PredType& type) {
+  if (!exists(f, name)) throw Error(path + ": /" + name + ": missing");
+  const H5::DataSet d = f.openDataSet(name);
+  if (d.getSpace().getSimpleExtentNpoints() != static_cast<hssize_t>(n))
+    throw Error(path + ": /" + name + ": expected " + std::to_string(n) + " values, got " + std::to_string(d.getSpace().getSimpleExtentNpoints()));
+  std::vector<T> v(n);
+  if (n) d.read(v.data(), type);
+  return v;
+}
+
+json target_json(const Target& t) {
+  return {{"hardware", t.hardware},           {"hardware_path", t.hardware_path}, {"overrides", t.overrides},
+          {"channels", t.channels},           {"modules", t.modules},             {"analog_functions", t.analog_functions},
+          {"analog_partial_sums", t.analog_partial_sums}, {"analog_state_memory", t.analog_state_memory},
+          {"slm_bits", t.slm_bits},           {"dac_bits", t.dac_bits},           {"adc_bits", t.adc_bits},
+          {"dac_range", {t.dac_lo, t.dac_hi}}, {"adc_range", {t.adc_lo, t.adc_hi}}};
+}
+
+Target read_target(const jsonr::Reader& r, const nlohmann::json& j) {
+  const std::string F = "target";
+  r.object(j, F);
+  Target t;
+  t.hardware = r.text(r.need(j, F, "hardware"), F + ".hardware", false);
+  t.hardware_path = r.text(r.need(j, F, "hardware_path"), F + ".hardware_path", false);
+  for (const auto& o : r.need(j, F, "overrides")) t.overrides.push_back(r.text(o, F + ".overrides", true));
+  t.channels = static_cast<int>(r.integer(r.need(j, F, "channels"), F + ".channels", 1, 1 << 20));
+  t.modules = static_cast<int>(r.integer(r.need(j, F, "modules"), F + ".modules", 1, 1'000'000));
+  for (const auto& a : r.need(j, F, "analog_functions")) t.analog_functions.push_back(r.text(a, F + ".analog_functions", true));
+  t.analog_partial_sums = r.boolean(r.need(j, F, "analog_partial_sums"), F + ".analog_partial_sums");
+  t.analog_state_memory = r.boolean(r.need(j, F, "analog_state_memory"), F + ".analog_state_memory");
+  t.slm_bits = static_cast<int>(r.integer(r.need(j, F, "slm_bits"), F + ".slm_bits", 0, 24));
+  t.dac_bits = static_cast<int>(r.integer(r.need(j, F, "dac_bits"), F + ".dac_bits", 0, 24));
+  t.adc_bits = static_cast<int>(r.integer(r.need(j, F, "adc_bits"), F + ".adc_bits", 0, 24));
+  const auto dac = r.numbers(r.need(j, F, "dac_range"), F + ".dac_range", 2);
+  const auto adc = r.numbers(r.need(j, F, "adc_range"), F + ".adc_range", 2);
+  t.dac_lo = dac[0], t.dac_hi = dac[1], t.adc_lo = adc[0], t.adc_hi = adc[1];
+  return t;
+}
+
+}  // namespace
+
+void write_program_h5(const std::string& path, const Program& p) {
+  json meta{{"format", kFormat}, {"version", kVersion}, {"target", target_json(p.target)}, {"passes", p.passes},
+            {"has_weights", !p.weights.empty()}};
+  json plans = json::array();
+  for (const OpticalPlan& pl : p.optical) {
+    json tiles = json::array();
+    for (const Tile& t : pl.tiles) tiles.push_back({t.row0, t.col0, t.rows, t.cols, t.module, t.pass});
+    plans.push_back({{"op", pl.op}, {"weight", pl.weight}, {"aoc_layout", pl.aoc_layout}, {"rows", pl.rows}, {"cols", pl.cols},
+                     {"loop", pl.loop}, {"slm_bits", pl.slm_bits}, {"codes", !pl.codes.empty()}, {"tiles", tiles}});
+  }
+  meta["plans"] = plans;
+  const std::string graph = write_graph(p.graph);
+  write_h5_atomic(path, [&](H5::H5File& f) {
+    put_attr(f, "format", kFormat);
+    put_attr(f, "version", std::to_string(kVersion));
+    put_attr(f, "tool", AOC_VERSION);
+    put_string(f, "graph", graph);
+    put_string(f, "program", meta.dump(1));
+    H5::DSetCreatPropList dcpl;
+    H5Pset_obj_track_times(dcpl.getId(), false);  // no timestamps: the same program gives the same bytes
+    f.createGroup("weights");
+    for (const auto& [name, t] : p.weights) {
+      const std::vector<hsize_t> dims(t.shape.begin(), t.shape.end());
+      H5::DataSet d = f.createDataSet("weights/" + name, H5::PredType::IEEE_F64LE,
+                                      H5::DataSpace(static_cast<int>(dims.size()), dims.data()), dcpl);
+      if (!t.data.empty()) d.write(t.data.data(), H5::PredType::NATIVE_DOUBLE);
+    }
+    f.createGroup("codes"), f.createGroup("code_step");
+    for (std::size_t k = 0; k < p.optical.size(); ++k) {
+      const OpticalPlan& pl = p.optical[k];
+      if (pl.codes.empty()) continue;
+      const hsize_t dims[2] = {static_cast<hsize_t>(pl.rows), static_cast<hsize_t>(pl.cols)};
+      f.createDataSet("codes/" + std::to_string(k), H5::PredType::STD_I32LE, H5::DataSpace(2, dims), dcpl)
+          .write(pl.codes.data(), H5::PredType::NATIVE_INT32);
+      const hsize_t n = pl.code_step.size();
+      f.createDataSet("code_step/" + std::to_string(k), H5::PredType::IEEE_F64LE, H5::DataSpace(1, &n), dcpl)
+          .write(pl.code_step.data(), H5::PredType::NATIVE_DOUBLE);
+    }
+  });
+}
+
+Program read_program_h5(const std::string& path) {
+  const H5::H5File f = open_h5_read(path);
+  Program p;
+  try {
+    const jsonr::Reader r(path + ": /program");
+    nlohmann::json meta;
+    try {
+      meta = nlohmann::json::parse(get_string(f, path, "program"));
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(path + ": /program: malformed JSON: " + e.what());
+    }
+    r.object(meta, "");
+    const auto& fmt = r.need(meta, "", "format");
+    if (!fmt.is_string() || fmt.get<std::string>() != kFormat) r.fail("format", "expected \"aoc-program\"");
+    if (r.integer(r.need(meta, "", "version"), "version", 0, 1 << 30) != kVersion) r.fail("version", "unsupported version");
+    p.graph = parse_graph(get_string(f, path, "graph"), path + ": /graph");
+    p.target = read_target(r, r.need(meta, "", "target"));
+    for (const auto& s : r.need(meta, "", "passes")) p.passes.push_back(r.text(s, "passes", true));
+    const nlohmann::json& plans = r.need(meta, "", "plans");
+    if (!plans.is_array()) r.fail("plans", "expected an array");
+    for (std::size_t k = 0; k < plans.size(); ++k) {
+      const nlohmann::json& j = plans[k];
+      const std::string F = "plans[" + std::to_string(k) + "]";
+      r.object(j, F);
+      OpticalPlan pl;
+      pl.op = r.text(r.need(j, F, "op"), F + ".op", true);
+      pl.weight = r.text(r.need(j, F, "weight"), F + ".weight", true);
+      pl.aoc_layout = r.boolean(r.need(j, F, "aoc_layout"), F + ".aoc_layout");
+      pl.rows = r.integer(r.need(j, F, "rows"), F + ".rows", 1, std::int64_t{1} << 40);
+      pl.cols = r.integer(r.need(j, F, "cols"), F + ".cols", 1, std::int64_t{1} << 40);
+      pl.loop = r.text(r.need(j, F, "loop"), F + ".loop", false);
+      pl.slm_bits = static_cast<int>(r.integer(r.need(j, F, "slm_bits"), F + ".slm_bits", 0, 24));
+      const nlohmann::json& tiles = r.need(j, F, "tiles");
+      if (!tiles.is_array()) r.fail(F + ".tiles", "expected an array");
+      for (std::size_t i = 0; i < tiles.size(); ++i) {
+        const std::string T = F + ".tiles[" + std::to_string(i) + "]";
+        if (!tiles[i].is_array() || tiles[i].size() != 6) r.fail(T, "expected [row0, col0, rows, cols, module, pass]");
+        std::int64_t v[6];
+        for (int c = 0; c < 6; ++c) v[c] = r.integer(tiles[i][c], T, 0, std::int64_t{1} << 40);
+        pl.tiles.push_back({v[0], v[1], v[2], v[3], static_cast<int>(v[4]), static_cast<int>(v[5])});
+      }
+      if (r.boolean(r.need(j, F, "codes"), F + ".codes")) {
+        pl.codes = get_numbers<std::int32_t>(f, path, "codes/" + std::to_string(k), static_cast<std::size_t>(pl.rows * pl.cols),
+                                             H5::PredType::NATIVE_INT32);
+        pl.code_step = get_numbers<double>(f, path, "code_step/" + std::to_string(k), pl.tiles.size(), H5::PredType::NATIVE_DOUBLE);
+      }
+      p.optical.push_back(std::move(pl));
+    }
+    if (r.boolean(r.need(meta, "", "has_weights"), "has_weights")) {
+      const WeightStore all = read_weights_h5(path);
+      const std::string prefix = "weights/";
+      for (const auto& [name, t] : all)
+        if (name.rfind(prefix, 0) == 0) p.weights[name.substr(prefix.size())] = t;
+    }
+  } catch (const H5::Exception& e) {
+    throw Error(path + ": cannot read the program (" + e.getDetailMsg() + ")");
+  }
+  verify_program(p);
+  return p;
+}
+
+}  // namespace aoc::ir

@@ -1,0 +1,61 @@
+// Backends run compiled programs (compiler/program.hpp) on token sequences. Each one is the graph
+// interpreter with hooks for the hardware ops (compiler/interpret.hpp):
+//   cpu  the digital reference: every optical op is the exact product in double, tile by tile as the
+//        plan splits it, every Convert the identity. With the untiled plan it is the interpreter.
+//   sim  the simulated optical core: per-tile SLM codes (when the program was quantized), the DAC
+//        and ADC of every Convert (bits and range of the target), partial sums of split matrices
+//        converted when the hardware adds them digitally, and the hardware's noise: receiver
+//        (thermal) noise on every optical output and the SLM's fixed pattern per programming,
+//        keyed by Philox on (seed, op, iteration, row, channel).
+// docs/program.md, "Running programs".
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/interpret.hpp"
+#include "compiler/program.hpp"
+
+namespace aoc {
+
+struct Hardware;
+
+struct BackendOptions {
+  int threads = 1;
+  std::uint64_t seed = 0;      // sim: noise seed
+  bool noise = true;           // sim: the hardware's noise section (required when on)
+  bool quantize = true;        // sim: SLM codes and the converters (when the program has them)
+  ir::Mode mode = ir::Mode::Simultaneous;
+  bool trace = false;          // every top-level value, not only the outputs
+};
+
+// What a run did beside its outputs (the sim backend counts its conversions).
+struct RunCounters {
+  long long dac = 0, adc = 0;          // values converted
+  long long dac_clipped = 0, adc_clipped = 0;  // of those, outside the converter's range
+  long long optical_products = 0;      // tile products computed (rows x tiles)
+};
+
+struct ProgramResult {
+  std::map<std::string, ir::Tensor> values;  // the graph's outputs (every top-level value with trace)
+  std::vector<ir::FixedPointStats> fixed_points;
+  RunCounters counters;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual ProgramResult run(const ir::Program& p, const std::map<std::string, ir::Tensor>& inputs, const BackendOptions& o) const = 0;
+};
+
+// "cpu" or "sim" (the sim backend needs the hardware the program was compiled for; noise needs its
+// noise section). Any other name is an error listing the backends.
+std::unique_ptr<Backend> make_backend(const std::string& name, const Hardware* hw = nullptr);
+
+// The names make_backend accepts.
+const std::vector<std::string>& backend_names();
+
+}  // namespace aoc
