@@ -420,59 +420,79 @@ Tensor einsum(const std::string& spec_attr, const std::vector<const Tensor*>& xs
   return y;
 }
 
-// q, k, v [B, L, D]: `heads` heads of d = D/heads channels (head h: channels h*d .. h*d+d-1);
-// rotate-half RoPE on q and k when theta > 0; causal softmax attention, scale 1/sqrt(d).
-Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t heads, std::optional<double> theta,
-                        const std::string& where) {
+// The checks CausalAttention's q, k, v pass in both modes; returns the head dim d.
+std::int64_t attention_head_dim(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t heads, std::optional<double> theta,
+                                const std::string& where) {
   if (q.shape.size() != 3) fail(where, "q " + str(q.shape) + " must have rank 3");
   if (k.shape != q.shape || v.shape != q.shape)
     fail(where, "q " + str(q.shape) + ", k " + str(k.shape) + ", v " + str(v.shape) + " must have one shape");
   if (theta && !(*theta > 0)) fail(where, "rope_theta " + jsonr::num(*theta) + " must be > 0");
-  const std::int64_t B = q.shape[0], L = q.shape[1], D = q.shape[2];
+  const std::int64_t D = q.shape[2];
   if (heads < 1 || D % heads != 0) fail(where, "heads " + std::to_string(heads) + " does not divide D " + std::to_string(D));
-  const std::int64_t d = D / heads, half = d / 2;
-  Tensor qr = q, kr = k;
-  if (theta) {
-    if (d % 2 != 0) fail(where, "RoPE needs an even head dim, got " + std::to_string(d));
-    for (std::int64_t t = 0; t < L; ++t)
-      for (std::int64_t i = 0; i < half; ++i) {
-        const double ang = static_cast<double>(t) * std::pow(*theta, -2.0 * static_cast<double>(i) / static_cast<double>(d));
-        const double c = std::cos(ang), sn = std::sin(ang);
-        for (std::int64_t b = 0; b < B; ++b)
-          for (std::int64_t h = 0; h < heads; ++h) {
-            const std::int64_t base = (b * L + t) * D + h * d;
-            for (Tensor* x : {&qr, &kr}) {
-              const double x1 = x->data[base + i], x2 = x->data[base + half + i];
-              x->data[base + i] = x1 * c - x2 * sn;
-              x->data[base + half + i] = x2 * c + x1 * sn;
-            }
-          }
-      }
-  }
-  Tensor y = make(q.shape);
+  const std::int64_t d = D / heads;
+  if (theta && d % 2 != 0) fail(where, "RoPE needs an even head dim, got " + std::to_string(d));
+  return d;
+}
+
+// Rotate-half RoPE in place on x [B, L, D] (heads of d channels); row t along axis 1 is position
+// pos0 + t.
+void rope(Tensor& x, std::int64_t heads, double theta, std::int64_t pos0) {
+  const std::int64_t B = x.shape[0], L = x.shape[1], D = x.shape[2], d = D / heads, half = d / 2;
+  for (std::int64_t t = 0; t < L; ++t)
+    for (std::int64_t i = 0; i < half; ++i) {
+      const double ang = static_cast<double>(pos0 + t) * std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(d));
+      const double c = std::cos(ang), sn = std::sin(ang);
+      for (std::int64_t b = 0; b < B; ++b)
+        for (std::int64_t h = 0; h < heads; ++h) {
+          const std::int64_t base = (b * L + t) * D + h * d;
+          const double x1 = x.data[base + i], x2 = x.data[base + half + i];
+          x.data[base + i] = x1 * c - x2 * sn;
+          x.data[base + half + i] = x2 * c + x1 * sn;
+        }
+    }
+}
+
+// Causal softmax attention of the (rotated) queries qr [B, Lq, D] over the keys kr and values v
+// [B, Lk, D] of positions 0 .. Lk-1: query row t is position pos0 + t and reads keys 0 .. pos0 + t.
+Tensor attend(const Tensor& qr, const Tensor& kr, const Tensor& v, std::int64_t heads, std::int64_t pos0) {
+  const std::int64_t B = qr.shape[0], Lq = qr.shape[1], Lk = kr.shape[1], D = qr.shape[2], d = D / heads;
+  Tensor y = make(qr.shape);
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  std::vector<double> s(static_cast<size_t>(L));
+  std::vector<double> s(static_cast<size_t>(Lk));
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t h = 0; h < heads; ++h)
-      for (std::int64_t t = 0; t < L; ++t) {
-        const std::int64_t qb = (b * L + t) * D + h * d;
+      for (std::int64_t t = 0; t < Lq; ++t) {
+        const std::int64_t qb = (b * Lq + t) * D + h * d, last = pos0 + t;
         double mx = -std::numeric_limits<double>::infinity();
-        for (std::int64_t j = 0; j <= t; ++j) {
-          const std::int64_t kb = (b * L + j) * D + h * d;
+        for (std::int64_t j = 0; j <= last; ++j) {
+          const std::int64_t kb = (b * Lk + j) * D + h * d;
           double acc = 0;
           for (std::int64_t c = 0; c < d; ++c) acc += qr.data[qb + c] * kr.data[kb + c];
           s[j] = acc * scale;
           mx = std::max(mx, s[j]);
         }
         double den = 0;
-        for (std::int64_t j = 0; j <= t; ++j) den += (s[j] = std::exp(s[j] - mx));
-        for (std::int64_t j = 0; j <= t; ++j) {
-          const std::int64_t vb = (b * L + j) * D + h * d;
+        for (std::int64_t j = 0; j <= last; ++j) den += (s[j] = std::exp(s[j] - mx));
+        for (std::int64_t j = 0; j <= last; ++j) {
+          const std::int64_t vb = (b * Lk + j) * D + h * d;
           const double p = s[j] / den;
           for (std::int64_t c = 0; c < d; ++c) y.data[qb + c] += p * v.data[vb + c];
         }
       }
   return y;
+}
+
+// q, k, v [B, L, D]: `heads` heads of d = D/heads channels (head h: channels h*d .. h*d+d-1);
+// rotate-half RoPE on q and k when theta > 0; causal softmax attention, scale 1/sqrt(d).
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t heads, std::optional<double> theta,
+                        const std::string& where) {
+  attention_head_dim(q, k, v, heads, theta, where);
+  Tensor qr = q, kr = k;
+  if (theta) {
+    rope(qr, heads, *theta, 0);
+    rope(kr, heads, *theta, 0);
+  }
+  return attend(qr, kr, v, heads, 0);
 }
 
 Tensor scan(const Tensor& a, const Tensor& x, const Tensor* h0, const std::string& where) {
@@ -500,6 +520,70 @@ Tensor scan(const Tensor& a, const Tensor& x, const Tensor* h0, const std::strin
   return y;
 }
 
+// ---- sequential mode: one token of the ops that carry state along axis 1 ----
+//
+// Each takes one token ([B, 1, ...]) and its op instance's state (empty before the first token),
+// runs the simultaneous kernel above on the state and the token (so the maths is the kernel's), and
+// replaces the state only when `commit` (a FixedPoint's iterations read the state, never update it).
+
+// state = {the op's last K-1 inputs, [B, K-1, C]}: zeros before the first token.
+Tensor conv1d_causal_step(const Tensor& x, const Tensor& w, const Tensor* b, std::vector<Tensor>& state, bool commit,
+                          const std::string& where) {
+  if (x.shape.size() != 3 || x.shape[1] != 1) fail(where, "x must be one token [B, 1, C] in sequential mode, got " + str(x.shape));
+  const std::int64_t K = w.shape.size() == 2 ? w.shape[1] : 1;  // a malformed w is the kernel's error
+  if (K < 1) return conv1d_causal(x, w, b, where);               // no taps, nothing to remember
+  const Tensor past = state.empty() ? make({x.shape[0], K - 1, x.shape[2]}) : state[0];
+  const Tensor window = concat({&past, &x}, 1, where);
+  Tensor y = std::move(split(conv1d_causal(window, w, b, where), {K - 1, 1}, 1, 2, where)[1]);
+  if (commit) state = {std::move(split(window, {1, K - 1}, 1, 2, where)[1])};
+  return y;
+}
+
+// state = {h of the last token, [B, ...]}: h0 (or zeros) before the first token.
+Tensor scan_step(const Tensor& a, const Tensor& x, const Tensor* h0, std::vector<Tensor>& state, bool commit,
+                 const std::string& where) {
+  if (x.shape.size() < 2 || x.shape[1] != 1) fail(where, "x must be one token [B, 1, ...] in sequential mode, got " + str(x.shape));
+  Tensor y = scan(a, x, state.empty() ? h0 : &state[0], where);
+  if (commit) {
+    Tensor h = y;
+    h.shape.erase(h.shape.begin() + 1);
+    state = {std::move(h)};
+  }
+  return y;
+}
+
+// state = {the RoPE-rotated keys, the values} of the earlier tokens, [B, t, D]; this token is
+// position t.
+Tensor causal_attention_step(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t heads, std::optional<double> theta,
+                             std::vector<Tensor>& state, bool commit, const std::string& where) {
+  attention_head_dim(q, k, v, heads, theta, where);
+  if (q.shape[1] != 1) fail(where, "q, k, v must be one token [B, 1, D] in sequential mode, got " + str(q.shape));
+  const std::int64_t t = state.empty() ? 0 : state[0].shape[1];
+  Tensor qr = q, kr = k;
+  if (theta) {
+    rope(qr, heads, *theta, t);
+    rope(kr, heads, *theta, t);
+  }
+  Tensor keys = state.empty() ? std::move(kr) : concat({&state[0], &kr}, 1, where);
+  Tensor values = state.empty() ? v : concat({&state[1], &v}, 1, where);
+  Tensor y = attend(qr, keys, values, heads, t);
+  if (commit) state = {std::move(keys), std::move(values)};
+  return y;
+}
+
+// x's slice t along axis 1: [B, 1, ...].
+Tensor token_slice(const Tensor& x, std::int64_t t) {
+  Dims s = x.shape;
+  const std::int64_t L = s[1];
+  s[1] = 1;
+  std::int64_t inner = 1;
+  for (size_t i = 2; i < s.size(); ++i) inner *= s[i];
+  Tensor y = make(s);
+  for (std::int64_t b = 0; b < s[0]; ++b)
+    std::copy(x.data.begin() + (b * L + t) * inner, x.data.begin() + (b * L + t + 1) * inner, y.data.begin() + b * inner);
+  return y;
+}
+
 // ---- the walker ----
 
 class Interp {
@@ -516,11 +600,16 @@ class Interp {
       const std::string where = head + " op #" + std::to_string(i) + " " + op_info(op.kind).name + " '" + label + "'";
       std::vector<const Tensor*> in;
       for (const auto& name : op.inputs) in.push_back(&lookup(env, name, where));
+      const bool per_token_results = sequential() && per_token(op, in, where);
       std::vector<Tensor> out = eval(op, in, where, top);
       if (out.size() != op.outputs.size())
         fail(where, "makes " + std::to_string(out.size()) + " results but names " + std::to_string(op.outputs.size()));
       for (size_t k = 0; k < out.size(); ++k) {
         if (env.count(op.outputs[k])) fail(where, "value '" + op.outputs[k] + "' is already defined");
+        if (per_token_results) {
+          one_token_result(out[k], op.outputs[k], where);
+          seq_.insert(op.outputs[k]);
+        }
         env.emplace(op.outputs[k], std::move(out[k]));
       }
     }
@@ -532,10 +621,86 @@ class Interp {
     fail(where, "unknown value '" + name + "'");
   }
 
+  // Sequential mode: marks a value whose axis 1 is the sequence axis (a graph input of rank >= 2);
+  // values computed from such values are marked as they are defined.
+  void mark_sequence(const std::string& name) { seq_.insert(name); }
+  bool carries_sequence(const std::string& name) const { return seq_.count(name) > 0; }
+  void set_token(int t) { ctx_.token = t; }
+
  private:
   const WeightStore& w_;
   const InterpretOptions& opt_;
   OpContext ctx_;  // what the hooks are told about the op they compute
+
+  // ---- sequential mode state (unused in simultaneous mode) ----
+  // The state of each stateful op instance, keyed by its position (`where`: the region path and
+  // the op's index, unique per instance even where FixedPoints share a body); empty before the
+  // first token.
+  std::map<std::string, std::vector<Tensor>> states_;
+  bool commit_ = true;        // whether this evaluation updates the states (false in FixedPoint iterations)
+  std::set<std::string> seq_;  // values whose axis 1 is the sequence axis
+
+  bool sequential() const { return opt_.mode == Mode::Sequential; }
+
+  // Refuses an op that would make a token's result depend on other tokens, which one token at a
+  // time cannot compute: one that acts along axis 1 of an operand carrying the sequence. Checked
+  // cheaply from attributes and ranks; what moves axis 1 otherwise (a Reshape to [B, L*D]) is caught
+  // on its result by one_token_result. Returns whether the op's results carry the sequence.
+  bool per_token(const Op& op, const std::vector<const Tensor*>& in, const std::string& where) const {
+    std::vector<size_t> seq;
+    for (size_t i = 0; i < op.inputs.size(); ++i)
+      if (seq_.count(op.inputs[i])) seq.push_back(i);
+    if (seq.empty()) return false;
+    auto refuse = [&](const std::string& what) { fail(where, what + "; sequential mode needs per-token ops"); };
+    switch (op.kind) {
+      case OpKind::Split:
+      case OpKind::Concat: {
+        const std::int64_t axis = attr_int(op, "axis", where).value_or(-1);
+        for (size_t i : seq)
+          if (in[i]->shape.size() >= 2 && norm_axis(axis, in[i]->shape.size(), where) == 1)
+            refuse(std::string(op.kind == OpKind::Split ? "splits" : "concatenates") + " along axis 1, the sequence axis of '" +
+                   op.inputs[i] + "'");
+        break;
+      }
+      case OpKind::Linear:
+      case OpKind::MatMul:
+      case OpKind::RMSNorm:
+      case OpKind::GatedRMSNorm:  // they act along x's last axis, which is the sequence axis at rank 2
+        if (seq.front() == 0 && in[0]->shape.size() == 2) refuse("acts along the last axis of '" + op.inputs[0] + "', its sequence axis");
+        break;
+      case OpKind::Einsum: {  // the letter on axis 1 of a sequence operand must stay on axis 1
+        std::string spec;
+        for (char c : attr_str(op, "spec", where).value_or("")) if (c != ' ') spec += c;
+        const size_t arrow = spec.find("->");
+        std::vector<std::string> terms;
+        std::stringstream ss(spec.substr(0, arrow));
+        for (std::string term; std::getline(ss, term, ',');) terms.push_back(term);
+        std::string out;
+        if (arrow != std::string::npos) {
+          out = spec.substr(arrow + 2);
+        } else {  // the implicit form: the letters that occur once, in order
+          std::map<char, int> count;
+          for (const auto& term : terms) for (char c : term) ++count[c];
+          for (auto [c, n] : count) if (n == 1) out += c;
+        }
+        for (size_t i : seq)
+          if (i < terms.size() && terms[i].size() >= 2 && (out.size() < 2 || out[1] != terms[i][1]))
+            refuse("spec '" + spec + "' " + (out.find(terms[i][1]) == std::string::npos ? "sums" : "moves") + " letter '" +
+                   std::string(1, terms[i][1]) + "', the sequence axis of '" + op.inputs[i] + "'");
+        break;
+      }
+      default: break;
+    }
+    return true;
+  }
+
+  // A result computed from the sequence is one token, [B, 1, ...]; any other shape means the op
+  // moved or merged axis 1.
+  static void one_token_result(const Tensor& t, const std::string& name, const std::string& where) {
+    if (t.shape.size() < 2 || t.shape[1] != 1)
+      fail(where, "result '" + name + "' is " + str(t.shape) + " at one token, not [B, 1, ...]: the op moves the sequence axis; " +
+                      "sequential mode needs per-token ops");
+  }
 
   static void arity(const std::vector<const Tensor*>& in, size_t lo, size_t hi, const std::string& where) {
     if (in.size() < lo || in.size() > hi) {
@@ -594,6 +759,7 @@ class Interp {
       }
       case OpKind::Conv1dCausal:
         arity(in, 2, 3, where);
+        if (sequential()) return one(conv1d_causal_step(*in[0], *in[1], in.size() > 2 ? in[2] : nullptr, states_[where], commit_, where));
         return one(conv1d_causal(*in[0], *in[1], in.size() > 2 ? in[2] : nullptr, where));
       case OpKind::Embedding:
         arity(in, 2, 2, where);
@@ -613,11 +779,15 @@ class Interp {
         return one(einsum(required(attr_str(op, "spec", where), "spec", where), in, th, where));
       case OpKind::Scan:
         arity(in, 2, 3, where);
+        if (sequential()) return one(scan_step(*in[0], *in[1], in.size() > 2 ? in[2] : nullptr, states_[where], commit_, where));
         return one(scan(*in[0], *in[1], in.size() > 2 ? in[2] : nullptr, where));
-      case OpKind::CausalAttention:
+      case OpKind::CausalAttention: {
         arity(in, 3, 3, where);
-        return one(causal_attention(*in[0], *in[1], *in[2], required(attr_int(op, "heads", where), "heads", where),
-                                    attr_num(op, "rope_theta", where), where));
+        const std::int64_t heads = required(attr_int(op, "heads", where), "heads", where);
+        if (sequential())
+          return one(causal_attention_step(*in[0], *in[1], *in[2], heads, attr_num(op, "rope_theta", where), states_[where], commit_, where));
+        return one(causal_attention(*in[0], *in[1], *in[2], heads, attr_num(op, "rope_theta", where), where));
+      }
       case OpKind::Convert:
         arity(in, 1, 1, where);
         return one(opt_.hooks ? opt_.hooks->convert(op, *in[0], ctx_) : *in[0]);  // without hooks an ideal converter
@@ -655,6 +825,11 @@ class Interp {
     const std::int64_t S = zshape.empty() ? 1 : zshape[0];
     const std::int64_t N = S == 0 ? 0 : numel(zshape) / S;
     const std::string body_head = where + " body";
+    if (sequential()) {  // the body's args carry the sequence when the values bound to them do
+      if (seq_.count(like)) seq_.insert(body.args[0]);
+      for (size_t i = 0; i < in.size(); ++i)
+        if (seq_.count(op.inputs[i])) seq_.insert(body.args[i + 1]);
+    }
 
     const int outer_iteration = ctx_.iteration;
     int step = 0;
@@ -690,6 +865,8 @@ class Interp {
     st.iterations.assign(static_cast<size_t>(S), 0);
     st.converged.assign(static_cast<size_t>(S), 0);
     Tensor z = make(zshape), result = make(zshape);
+    const bool commit = commit_;
+    commit_ = false;  // sequential mode: the iterations read the committed states and leave them
 
     if (rule == "relative") {
       std::vector<std::uint8_t> active(static_cast<size_t>(S), 1);
@@ -733,6 +910,11 @@ class Interp {
       }
       for (std::int64_t s = 0; s < S; ++s) st.converged[s] = best[s] < tol;
     }
+    // Sequential mode: one more evaluation at the result updates the states of the body's stateful
+    // ops (when the enclosing evaluation commits), as the reference's final call does; the op's
+    // result stays the iterate the rule returned.
+    commit_ = commit;
+    if (sequential()) f(result);
     ctx_.iteration = outer_iteration;
     if (top) stats.push_back(std::move(st));
     return result;
@@ -760,6 +942,69 @@ void bind_symbols(const std::string& what, const Value& decl, const Tensor& t, s
   }
 }
 
+// Sequential mode (docs/ir.md, "Sequential mode"): the graph once per token t on the [B, 1, ...]
+// slices of the inputs of rank >= 2 (the others whole), run keeping the stateful ops' states from
+// token to token; each output is its per-token results concatenated along axis 1.
+InterpretResult run_sequential(const Graph& g, const Env& inputs, Interp& run, bool trace) {
+  std::int64_t L = -1;
+  std::string first;
+  for (const auto& [name, x] : inputs) {
+    if (x.shape.size() < 2) continue;
+    if (L >= 0 && x.shape[1] != L)
+      throw Error("interpret: sequential mode: input '" + name + "' has " + std::to_string(x.shape[1]) +
+                  " tokens along axis 1, input '" + first + "' has " + std::to_string(L));
+    if (L < 0) L = x.shape[1], first = name;
+    run.mark_sequence(name);
+  }
+  if (L < 0) throw Error("interpret: sequential mode needs an input with a sequence axis (rank >= 2, axis 1); graph '" + g.name + "' has none");
+  if (L == 0) throw Error("interpret: sequential mode needs at least one token, input '" + first + "' has none along axis 1");
+
+  std::map<std::string, std::vector<Tensor>> parts;  // per returned value, its result at each token
+  std::vector<FixedPointStats> fps;
+  for (std::int64_t t = 0; t < L; ++t) {
+    Env env;
+    for (const auto& [name, x] : inputs) env[name] = x.shape.size() >= 2 ? token_slice(x, t) : x;
+    run.stats.clear();
+    run.set_token(static_cast<int>(t));
+    run.run_ops(g.ops, env, "interpret:", true);
+    for (const auto& name : g.outputs) {
+      const std::string where = "interpret: output '" + name + "'";
+      const Tensor& y = run.lookup(env, name, where);
+      if (!run.carries_sequence(name))
+        throw Error(where + " has no sequence axis (it depends on no input of rank >= 2); sequential mode returns per-token outputs");
+      if (!trace) parts[name].push_back(y);
+    }
+    if (trace)
+      for (auto& [name, x] : env) parts[name].push_back(std::move(x));
+    // the top-level FixedPoints run in the same order at every token; their stats go sample-major
+    if (t == 0)
+      for (const auto& st : run.stats) {
+        const size_t n = st.iterations.size() * static_cast<size_t>(L);
+        fps.push_back({st.op, std::vector<int>(n, 0), std::vector<std::uint8_t>(n, 0)});
+      }
+    if (run.stats.size() != fps.size()) throw Error("interpret: sequential mode: token " + std::to_string(t) + " ran another set of FixedPoints");
+    for (size_t k = 0; k < fps.size(); ++k)
+      for (size_t b = 0; b < run.stats[k].iterations.size(); ++b) {
+        const size_t at = b * static_cast<size_t>(L) + static_cast<size_t>(t);
+        fps[k].iterations[at] = run.stats[k].iterations[b];
+        fps[k].converged[at] = run.stats[k].converged[b];
+      }
+  }
+
+  InterpretResult res;
+  for (const auto& [name, xs] : parts) {
+    if (!run.carries_sequence(name)) {  // traced, computed without the sequence: the same at every token
+      res.values[name] = xs.back();
+      continue;
+    }
+    std::vector<const Tensor*> ptrs;
+    for (const Tensor& x : xs) ptrs.push_back(&x);
+    res.values[name] = concat(ptrs, 1, "interpret: output '" + name + "'");
+  }
+  res.fixed_points = std::move(fps);
+  return res;
+}
+
 }  // namespace
 
 InterpretResult interpret(const Graph& g, const WeightStore& w, const std::map<std::string, Tensor>& inputs,
@@ -784,6 +1029,7 @@ InterpretResult interpret(const Graph& g, const WeightStore& w, const std::map<s
   }
 
   Interp run(w, options);
+  if (options.mode == Mode::Sequential) return run_sequential(g, env, run, options.trace);
   run.run_ops(g.ops, env, "interpret:", true);
 
   InterpretResult res;

@@ -17,6 +17,12 @@
 
 namespace aoc::ir {
 
+// How the sequence (axis 1) is run (docs/ir.md, "Sequential mode"). Simultaneous: every op sees the
+// whole [B, L, ...] sequence and a FixedPoint iterates all tokens at once. Sequential: the graph runs
+// token by token on the [B, 1, ...] slices of the inputs of rank >= 2; Conv1dCausal, Scan and
+// CausalAttention carry their state from token to token, a FixedPoint solves each token with the
+// earlier tokens' states held fixed and then commits the states. Both have the same fixed points on
+// a contractive model.
 enum class Mode { Simultaneous, Sequential };
 
 // Where an op runs, for hooks that model the hardware (noise keys, conversion counts).
@@ -37,13 +43,16 @@ struct Hooks {
 
 struct InterpretOptions {
   int threads = 1;     // OpenMP threads for the contractions (results do not depend on it)
-  bool trace = false;  // return every top-level value, not only the graph's outputs
+  bool trace = false;  // return every top-level value, not only the graph's outputs (sequential
+                       // mode: those that carry the sequence concatenated over the tokens)
   const Hooks* hooks = nullptr;
   Mode mode = Mode::Simultaneous;
 };
 
 // One top-level FixedPoint op's run: per sample (the iterate's leading axis), the steps it took and
-// whether it met the tolerance, with the same meaning as sim/solver.hpp's SolveResult.
+// whether it met the tolerance, with the same meaning as sim/solver.hpp's SolveResult. In sequential
+// mode each token is a solve of its own: B*L entries, sample-major (entry b*L + t is batch row b at
+// token t), and the steps do not count the one committing evaluation that follows each solve.
 struct FixedPointStats {
   std::string op;  // the op's name (its first output's name when it has none)
   std::vector<int> iterations;
