@@ -6,6 +6,8 @@
 #include <sstream>
 #include <utility>
 
+#include "compiler/checkpoint_map.hpp"
+#include "compiler/safetensors.hpp"
 #include "sim/error.hpp"
 #include "sim/json_reader.hpp"
 
@@ -25,6 +27,12 @@ struct Mamba2Config {
   std::int64_t n_head = 0, d_inner = 0;                           // Llama (d_inner: the MLP's nominal width)
   double tol = 0, damping = 1;
   std::int64_t max_iter = 0;
+  // How the implicit backbone's weights are normalised (torchdeq, deq_params.norm): only matters
+  // when trained weights are read.
+  bool do_weight_norm = true;            // backbone_config.do_weight_norm
+  std::string norm_type = "weight_norm";  // weight_norm, spectral_norm or none
+  bool norm_no_scale = false, norm_clip = false;
+  double norm_target = 1;
 };
 
 std::string base_name(const std::string& path) {
@@ -81,6 +89,7 @@ Mamba2Config parse(const std::string& path) {
   } else if (integer(bb, "backbone_config", "d_inner", 0, 1 << 24) != 0) {
     r.fail("backbone_config.d_inner", "an MLP after the Mamba2 mixer (d_inner > 0) is not supported yet");
   }
+  if (const json* wn = r.find(bb, "do_weight_norm")) c.do_weight_norm = r.boolean(*wn, "backbone_config.do_weight_norm");
   if (const json* pn = r.find(bb, "pre_norm"); pn && !r.boolean(*pn, "backbone_config.pre_norm"))
     r.fail("backbone_config.pre_norm", "only pre-norm blocks (true) are supported");
   if (const json* rn = r.find(bb, "rms_norm"); rn && !r.boolean(*rn, "backbone_config.rms_norm"))
@@ -114,6 +123,10 @@ Mamba2Config parse(const std::string& path) {
     const std::int64_t m = integer(j, "", "pad_vocab_size_multiple", 1, 1 << 20);
     c.vocab = (c.vocab + m - 1) / m * m;  // mamba_ssm pads the embedding to a multiple
   }
+  // d_embed != d_model puts a projection after the embedding (and before the head): not modelled
+  if (const json* de = r.find(j, "d_embed"); de && !de->is_null() && integer(j, "", "d_embed", 1, 1 << 20) != c.d_model)
+    r.fail("d_embed", std::to_string(de->get<long long>()) + " differs from backbone_config.d_model " + std::to_string(c.d_model) +
+                          ": the embedding projection is not supported");
   if (const json* t = r.find(j, "tie_embeddings"); t && !r.boolean(*t, "tie_embeddings"))
     r.fail("tie_embeddings", "untied output heads are not supported yet (all published configs tie them)");
 
@@ -133,6 +146,14 @@ Mamba2Config parse(const std::string& path) {
     const json& t = r.need(deq, "deq_params", "training");
     r.object(t, "deq_params.training");
     c.damping = r.number(r.need(t, "deq_params.training", "tau"), "deq_params.training.tau", {0, 1, false, true});
+    if (const json* nm = r.find(deq, "norm")) {
+      r.object(*nm, "deq_params.norm");
+      const std::string nf = "deq_params.norm";
+      if (const json* x = r.find(*nm, "norm_type")) c.norm_type = r.choice(*x, nf + ".norm_type", {"weight_norm", "spectral_norm", "none"});
+      if (const json* x = r.find(*nm, "norm_no_scale")) c.norm_no_scale = r.boolean(*x, nf + ".norm_no_scale");
+      if (const json* x = r.find(*nm, "norm_clip")) c.norm_clip = r.boolean(*x, nf + ".norm_clip");
+      if (const json* x = r.find(*nm, "norm_target_norm")) c.norm_target = r.number(*x, nf + ".norm_target_norm", jsonr::kPositive);
+    }
   }
   return c;
 }
@@ -310,6 +331,27 @@ Imported import_config(const std::string& config_path, const ImportOptions& opti
   g.outputs = {"logits"};
 
   if (!options.weights) return out;
+  if (!options.weights_path.empty()) {
+    // Trained weights. torchdeq normalises the implicit backbone's linear and conv weights
+    // (implicit_ssm.md 1.4); only weight norm without clipping is folded here.
+    const bool normed = c.implicit && c.do_weight_norm && c.norm_type != "none";
+    if (normed && c.norm_type == "spectral_norm")
+      throw Error(config_path + ": deq_params.norm.norm_type: reading spectral-normalised weights is not supported (weight_norm, none)");
+    if (normed && c.norm_clip)
+      throw Error(config_path + ": deq_params.norm.norm_clip: reading weights with clipped weight-norm scales is not supported");
+    CheckpointForm form;
+    form.llama = c.llama;
+    form.implicit = c.implicit;
+    form.n_layer = static_cast<int>(c.n_layer);
+    form.weight_norm = normed;
+    form.learn_scale = !c.norm_no_scale;
+    form.target_norm = c.norm_target;
+    MappedWeights m = map_checkpoint(g, form, read_safetensors(options.weights_path));
+    out.weights = std::move(m.weights);
+    out.unused_tensors = std::move(m.unused);
+    out.folded = m.folded;
+    return out;
+  }
   if (out.parameter_count > options.max_weights)
     throw Error(config_path + ": " + std::to_string(out.parameter_count) + " parameters is more than the " +
                 std::to_string(options.max_weights) +

@@ -253,6 +253,14 @@ TEST_CASE("import: a Llama config with heads not dividing d_model is named") {
   CHECK_THROWS_WITH(import_config(p, {}), Catch::StartsWith(p + ": backbone_config.block_cfg.n_head: 3 heads do not split d_model 16"));
 }
 
+TEST_CASE("import: a d_embed other than d_model is named (no embedding projection)") {
+  nlohmann::json j = read_json(tiny_config());
+  j["d_embed"] = 8;
+  const std::string p = write_json(j, "bad-d-embed.json");
+  CHECK_THROWS_WITH(import_config(p, {}),
+                    p + ": d_embed: 8 differs from backbone_config.d_model 16: the embedding projection is not supported");
+}
+
 TEST_CASE("import: a missing field is named with its path") {
   nlohmann::json j = read_json(tiny_config());
   j["backbone_config"]["block_cfg"].erase("d_state");
@@ -309,9 +317,9 @@ TEST_CASE("import: aoc import errors are one line with exit 1") {
   CHECK(ls.status == 0);
   CHECK(ls.out.find("12 layer(s), d_model 768, 125339136 parameters") != std::string::npos);
   CHECK(ls.out.find("tol 0.05, max_iter 128, damping 0.8") != std::string::npos);
-  const Run w = run_aoc("import " + kStateTracking + " --weights x.safetensors -o " + (dir / "st.json").string());
+  const Run w = run_aoc("import " + kStateTracking + " --weights x.safetensors --shapes-only -o " + (dir / "st.json").string());
   CHECK(w.status == 1);
-  CHECK(w.out == "aoc: error: --weights: reading safetensors is not implemented yet\n");
+  CHECK(w.out == "aoc: error: --weights: a checkpoint and --shapes-only exclude each other\n");
   const Run s = run_aoc("import " + k130m + " --shapes-only -o " + (dir / "m130.json").string());
   INFO(s.out);
   CHECK(s.status == 0);

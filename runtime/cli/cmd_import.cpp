@@ -1,5 +1,6 @@
-// aoc import: a published implicit model's config.json -> a graph (JSON) and seeded random weights
-// (HDF5). docs/ir.md, "Importing implicit Mamba2 configs".
+// aoc import: a published implicit model's config.json -> a graph (JSON) and its weights (HDF5):
+// seeded random ones, or the trained ones of a safetensors checkpoint (--weights). docs/ir.md,
+// "Importing implicit Mamba2 and Llama3 configs".
 #include <cstdio>
 #include <string>
 
@@ -19,14 +20,26 @@ struct Opts {
   std::string config, output, weights_in, weights_out;
   std::uint64_t seed = 0;
   bool shapes_only = false;
+  const CLI::Option* seed_option = nullptr;
 };
 
 int run(const Opts& o) {
-  if (!o.weights_in.empty()) throw Error("--weights: reading safetensors is not implemented yet");
+  const bool trained = !o.weights_in.empty();
+  if (trained && o.shapes_only) throw Error("--weights: a checkpoint and --shapes-only exclude each other");
+  if (trained && o.seed_option->count() > 0) throw Error("--seed: only for random weights, not with --weights");
   ir::ImportOptions io;
   io.seed = o.seed;
   io.weights = !o.shapes_only;
+  io.weights_path = o.weights_in;
   const ir::Imported m = ir::import_config(o.config, io);
+  if (!m.unused_tensors.empty()) {
+    // Not an error (a checkpoint may hold tensors the graph has no use for), but never silent.
+    std::string list;
+    for (std::size_t i = 0; i < m.unused_tensors.size() && i < 8; ++i) list += (i ? ", " : "") + m.unused_tensors[i];
+    if (m.unused_tensors.size() > 8) list += ", ...";
+    std::fprintf(stderr, "import: warning: %s: %zu tensor(s) not used by the graph: %s\n", o.weights_in.c_str(),
+                 m.unused_tensors.size(), list.c_str());
+  }
   ir::verify(m.graph, o.shapes_only ? nullptr : &m.weights);
 
   std::string wpath = o.weights_out;
@@ -57,7 +70,11 @@ int run(const Opts& o) {
     }
   if (!fixed_point) std::printf("        explicit backbone: no FixedPoint\n");
   std::printf("        wrote %s (verified)", o.output.c_str());
-  if (!o.shapes_only) std::printf(" and %s (seeded random weights, seed %llu)", wpath.c_str(), static_cast<unsigned long long>(o.seed));
+  if (trained)
+    std::printf(" and %s (trained weights from %s, %zu tensors, %d weight norm(s) folded)", wpath.c_str(), o.weights_in.c_str(),
+                m.weights.size(), m.folded);
+  else if (!o.shapes_only)
+    std::printf(" and %s (seeded random weights, seed %llu)", wpath.c_str(), static_cast<unsigned long long>(o.seed));
   else std::printf(" (shapes only, no weights)");
   std::printf("\n");
   return 0;
@@ -71,16 +88,19 @@ void add_import(CLI::App& app) {
   c->add_option("config", o.config, "config.json of an implicit Mamba2 or Llama3 model (microsoft/implicit_languagemodels)")
       ->required()->check(CLI::ExistingFile);
   c->add_option("-o,--output", o.output, "the graph JSON to write")->required();
-  c->add_option("--weights", o.weights_in, "trained weights (safetensors): not implemented yet");
+  c->add_option("--weights", o.weights_in,
+                "trained weights: a .safetensors file, or a sharded checkpoint's model.safetensors.index.json");
   c->add_option("--weights-out", o.weights_out, "the weights HDF5 to write (default: the graph's path with .h5)");
-  c->add_option("--seed", o.seed, "seed of the random weights")->capture_default_str();
+  o.seed_option = c->add_option("--seed", o.seed, "seed of the random weights (not with --weights)")->capture_default_str();
   c->add_flag("--shapes-only", o.shapes_only, "write the graph without weight data (any size; for estimates)");
   c->footer(
       "The graph is the model of research/implicit_ssm.md 1.1-1.2: embedding, input injection, a\n"
       "FixedPoint over the Mamba2 (or Llama: CausalAttention + SwiGLU, 1.3) blocks and the final norm (tol, max_iter, damping from deq_params),\n"
-      "tied output head. Weights are seeded random with the reference's init (docs/ir.md).\n"
+      "tied output head. Weights are seeded random with the reference's init, or read from a trained\n"
+      "checkpoint with --weights: its PyTorch names mapped onto the graph's, weight norm folded (docs/ir.md).\n"
       "Example:\n"
       "  aoc import hf_models/mamba2-state-tracking-implicit/config.json -o st.json      (st.json + st.h5)\n"
+      "  aoc import CONFIG --weights model.safetensors -o m.json --weights-out m.h5\n"
       "  aoc import hf_models/mamba2-130m-implicit/config.json -o m130.json --shapes-only");
   c->callback([] { exit_status() = run(o); });
 }
