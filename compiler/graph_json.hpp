@@ -21,7 +21,8 @@ std::string write_graph(const Graph& g);
 // Every numeric dataset of an HDF5 file (nested groups included, named by their path without the
 // leading '/': "layer0/W"), as f64 tensors; integer datasets become exact doubles. A NaN or
 // infinite value, or a non-numeric dataset, is an error naming the file and the dataset.
-WeightStore read_weights_h5(const std::string& path);
+// `group` reads only the datasets under that group, named relative to it (a program's "/weights").
+WeightStore read_weights_h5(const std::string& path, const std::string& group = "/");
 // One float64 dataset per tensor ('/' in a name makes groups); written to a temporary file next to
 // `path` and renamed into place.
 void write_weights_h5(const std::string& path, const WeightStore& weights);

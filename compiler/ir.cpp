@@ -58,6 +58,13 @@ std::optional<OpKind> op_kind(const std::string& name) {
   return std::nullopt;
 }
 
+Body::Body(const Body& o) : p_(o.p_ ? std::make_shared<Region>(*o.p_) : nullptr) {}
+
+Body& Body::operator=(const Body& o) {
+  if (this != &o) p_ = o.p_ ? std::make_shared<Region>(*o.p_) : nullptr;
+  return *this;
+}
+
 std::int64_t Tensor::size() const {
   std::int64_t n = 1;
   for (std::int64_t d : shape) n *= d;

@@ -73,13 +73,32 @@ struct Region;
 // An attribute value: a number, an integer, a string, or a list of integers.
 using Attr = std::variant<double, std::int64_t, std::string, std::vector<std::int64_t>>;
 
+// A FixedPoint's body, held by value: copying an op (or a graph) copies its body, so that a pass
+// working on a copy never changes the region of the graph it was copied from.
+class Body {
+ public:
+  Body() = default;
+  Body(std::nullptr_t) {}
+  Body(std::shared_ptr<Region> r) : p_(std::move(r)) {}
+  Body(const Body& o);
+  Body& operator=(const Body& o);
+  Body(Body&&) noexcept = default;
+  Body& operator=(Body&&) noexcept = default;
+  Region* operator->() const { return p_.get(); }
+  Region& operator*() const { return *p_; }
+  explicit operator bool() const { return p_ != nullptr; }
+
+ private:
+  std::shared_ptr<Region> p_;
+};
+
 struct Op {
   OpKind kind{};
   std::string name;                 // optional label ("layer0.in_proj"), for messages and reports
   std::vector<std::string> inputs;  // value names
   std::vector<std::string> outputs;
   std::map<std::string, Attr> attrs;
-  std::shared_ptr<Region> body;     // FixedPoint only
+  Body body;                        // FixedPoint only
 };
 
 Op make_op(OpKind kind, std::vector<std::string> inputs, std::vector<std::string> outputs,

@@ -25,7 +25,7 @@ constexpr const char* kFormat = "aoc-program";
 constexpr int kVersion = 1;
 
 void put_string(H5::H5File& f, const std::string& name, const std::string& text) {
-  const H5::StrType t(H5::PredType::C_S1, std::max<std::size_t>(1, text.size()));
+  const H5::StrType t(H5::PredType::C_S1, H5T_VARIABLE);
   f.createDataSet(name, t, H5::DataSpace(H5S_SCALAR)).write(text, t);
 }
 
@@ -65,7 +65,7 @@ json target_json(const Target& t) {
           {"dac_range", {t.dac_lo, t.dac_hi}}, {"adc_range", {t.adc_lo, t.adc_hi}}};
 }
 
-Target read_target(const jsonr::Reader& r, const nlohmann::json& j) {
+Target read_target(const jsonr::Reader& r, const jsonr::json& j) {
   const std::string F = "target";
   r.object(j, F);
   Target t;
@@ -134,10 +134,10 @@ Program read_program_h5(const std::string& path) {
   Program p;
   try {
     const jsonr::Reader r(path + ": /program");
-    nlohmann::json meta;
+    jsonr::json meta;
     try {
-      meta = nlohmann::json::parse(get_string(f, path, "program"));
-    } catch (const nlohmann::json::exception& e) {
+      meta = jsonr::json::parse(get_string(f, path, "program"));
+    } catch (const jsonr::json::exception& e) {
       throw Error(path + ": /program: malformed JSON: " + e.what());
     }
     r.object(meta, "");
@@ -147,10 +147,10 @@ Program read_program_h5(const std::string& path) {
     p.graph = parse_graph(get_string(f, path, "graph"), path + ": /graph");
     p.target = read_target(r, r.need(meta, "", "target"));
     for (const auto& s : r.need(meta, "", "passes")) p.passes.push_back(r.text(s, "passes", true));
-    const nlohmann::json& plans = r.need(meta, "", "plans");
+    const jsonr::json& plans = r.need(meta, "", "plans");
     if (!plans.is_array()) r.fail("plans", "expected an array");
     for (std::size_t k = 0; k < plans.size(); ++k) {
-      const nlohmann::json& j = plans[k];
+      const jsonr::json& j = plans[k];
       const std::string F = "plans[" + std::to_string(k) + "]";
       r.object(j, F);
       OpticalPlan pl;
@@ -161,7 +161,7 @@ Program read_program_h5(const std::string& path) {
       pl.cols = r.integer(r.need(j, F, "cols"), F + ".cols", 1, std::int64_t{1} << 40);
       pl.loop = r.text(r.need(j, F, "loop"), F + ".loop", false);
       pl.slm_bits = static_cast<int>(r.integer(r.need(j, F, "slm_bits"), F + ".slm_bits", 0, 24));
-      const nlohmann::json& tiles = r.need(j, F, "tiles");
+      const jsonr::json& tiles = r.need(j, F, "tiles");
       if (!tiles.is_array()) r.fail(F + ".tiles", "expected an array");
       for (std::size_t i = 0; i < tiles.size(); ++i) {
         const std::string T = F + ".tiles[" + std::to_string(i) + "]";
@@ -178,10 +178,8 @@ Program read_program_h5(const std::string& path) {
       p.optical.push_back(std::move(pl));
     }
     if (r.boolean(r.need(meta, "", "has_weights"), "has_weights")) {
-      const WeightStore all = read_weights_h5(path);
       const std::string prefix = "weights/";
-      for (const auto& [name, t] : all)
-        if (name.rfind(prefix, 0) == 0) p.weights[name.substr(prefix.size())] = t;
+      for (auto& [name, t] : read_weights_h5(path, "/weights")) p.weights[name.substr(prefix.size())] = std::move(t);
     }
   } catch (const H5::Exception& e) {
     throw Error(path + ": cannot read the program (" + e.getDetailMsg() + ")");

@@ -67,11 +67,12 @@ void walk(const H5::Group& g, const std::string& prefix, const std::string& path
 
 }  // namespace
 
-WeightStore read_weights_h5(const std::string& path) {
+WeightStore read_weights_h5(const std::string& path, const std::string& group) {
   const H5::H5File f = open_h5_read(path);
   WeightStore w;
   try {
-    walk(f.openGroup("/"), "", path, w);
+    if (H5Lexists(f.getId(), group.c_str(), H5P_DEFAULT) <= 0 && group != "/") throw Error(path + ": " + group + ": missing");
+    walk(f.openGroup(group), group == "/" ? "" : group.substr(1), path, w);
   } catch (const H5::Exception& e) {
     throw Error(path + ": cannot read (" + e.getDetailMsg() + ")");
   }

@@ -1,0 +1,321 @@
+// The lowering passes and the backends that run their programs (docs/program.md): each pass does its
+// one job and leaves a program the verifier accepts; a compiled model run on the CPU reference is
+// the interpreter's result within 1e-9, tiled or not; the simulator is the reference when its
+// converters and noise are off.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "compiler/graph_json.hpp"
+#include "compiler/import_config.hpp"
+#include "compiler/interpret.hpp"
+#include "compiler/passes.hpp"
+#include "compiler/program_h5.hpp"
+#include "compiler/verify.hpp"
+#include "runtime/backend.hpp"
+#include "sim/error.hpp"
+#include "tests/graph_support.hpp"
+#include "tests/support.hpp"
+
+using namespace aoc;
+using namespace aoc::ir;
+using namespace aoc::test;
+
+namespace {
+
+// The 48-variable machine as a compiler target, with a core of `channels` and `modules` modules so
+// that small matrices tile.
+Target small_target(int channels = 8, int modules = 3) {
+  Target t = target_of(hw48(), "aoc-48", {});
+  t.channels = channels;
+  t.modules = modules;
+  return t;
+}
+
+// x[B, L, 12] -> u = x U^T + b (digital: it has a bias) -> z* = tanh(z W^T + u) (a native loop)
+// -> y = z* V^T (optical, top level). W is scaled to a contraction.
+Program deq(const Target& t) {
+  Program p;
+  Graph& g = p.graph;
+  g.name = "deq";
+  g.inputs.push_back(decl("x", {0, 0, 12}, {"B", "L"}));
+  g.weights = {decl("U", {20, 12}), decl("b", {20}), decl("W", {20, 20}), decl("V", {6, 20})};
+  p.weights = {{"U", wave({20, 12}, 0.1, 0.3)}, {"b", wave({20}, 0.2, 0.1)}, {"W", wave({20, 20}, 0.3, 0.04)}, {"V", wave({6, 20}, 0.4, 0.2)}};
+  g.ops.push_back(make_op(OpKind::Linear, {"x", "U", "b"}, {"u"}, {}, "inj"));
+  auto body = std::make_shared<Region>();
+  body->args = {"z", "uc"};
+  body->ops = {make_op(OpKind::Linear, {"z", "W"}, {"wz"}, {}, "mix"), make_op(OpKind::Add, {"wz", "uc"}, {"pre"}),
+               make_op(OpKind::Tanh, {"pre"}, {"zn"})};
+  body->results = {"zn"};
+  Op fp = make_op(OpKind::FixedPoint, {"u"}, {"zs"}, {{"tol", 1e-13}, {"max_iter", std::int64_t{400}}, {"like", std::string("u")}}, "deq");
+  fp.body = body;
+  g.ops.push_back(fp);
+  g.ops.push_back(make_op(OpKind::Linear, {"zs", "V"}, {"y"}, {}, "head"));
+  g.outputs = {"y"};
+  p.target = t;
+  return p;
+}
+
+// A body with digital ops between the products: n = RMSNorm(z); a = n Wa^T, c = n Wc^T (one input:
+// gathered); h = SiLU(a) * c; z' = tanh(h Wo^T + u).
+Program assisted(const Target& t) {
+  Program p;
+  Graph& g = p.graph;
+  g.name = "assisted";
+  g.inputs.push_back(decl("u", {0, 0, 10}, {"B", "L"}));
+  g.weights = {decl("gain", {10}), decl("Wa", {9, 10}), decl("Wc", {9, 10}), decl("Wo", {10, 9})};
+  p.weights = {{"gain", wave({10}, 0.5, 0.1)}, {"Wa", wave({9, 10}, 0.6, 0.3)}, {"Wc", wave({9, 10}, 0.7, 0.3)}, {"Wo", wave({10, 9}, 0.8, 0.2)}};
+  for (double& v : p.weights["gain"].data) v += 1.0;
+  auto body = std::make_shared<Region>();
+  body->args = {"z", "uc"};
+  body->ops = {make_op(OpKind::RMSNorm, {"z", "gain"}, {"n"}), make_op(OpKind::Linear, {"n", "Wa"}, {"a"}, {}, "a_proj"),
+               make_op(OpKind::Linear, {"n", "Wc"}, {"c"}, {}, "c_proj"), make_op(OpKind::SiLU, {"a"}, {"sa"}),
+               make_op(OpKind::Mul, {"sa", "c"}, {"h"}), make_op(OpKind::Linear, {"h", "Wo"}, {"o"}, {}, "o_proj"),
+               make_op(OpKind::Add, {"o", "uc"}, {"pre"}), make_op(OpKind::Tanh, {"pre"}, {"zn"})};
+  body->results = {"zn"};
+  Op fp = make_op(OpKind::FixedPoint, {"u"}, {"zs"}, {{"tol", 1e-13}, {"max_iter", std::int64_t{400}}, {"like", std::string("u")}}, "loop");
+  fp.body = body;
+  g.ops.push_back(fp);
+  g.outputs = {"zs"};
+  p.target = t;
+  return p;
+}
+
+Program compiled(Program p, PassOptions o = {}) {
+  run_pipeline(p, o);
+  return p;
+}
+
+ProgramResult run_on(const std::string& backend, const Program& p, const std::map<std::string, Tensor>& in, BackendOptions o = {}) {
+  return make_backend(backend, &hw48())->run(p, in, o);
+}
+
+std::vector<const Op*> ops_of(const std::vector<Op>& ops, OpKind k) {
+  std::vector<const Op*> v;
+  for (const Op& o : ops)
+    if (o.kind == k) v.push_back(&o);
+  return v;
+}
+
+const Op& the_loop(const Program& p) { return *ops_of(p.graph.ops, OpKind::FixedPoint).at(0); }
+
+std::string compile_error(Program p, PassOptions o = {}) {
+  try {
+    run_pipeline(p, o);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+const Tensor kX = wave({2, 3, 12}, 1.0, 0.8);
+const Tensor kU = wave({2, 3, 10}, 2.0, 0.8);
+
+}  // namespace
+
+TEST_CASE("compile: the pipeline runs its passes in order and the verifier accepts each result") {
+  Program p = deq(small_target());
+  std::vector<std::string> seen;
+  run_pipeline(p, {}, [&](const std::string& pass, const Program& q) {
+    seen.push_back(pass);
+    CHECK_NOTHROW(verify_program(q));
+  });
+  CHECK(seen == std::vector<std::string>{"name-ops", "gather-linear", "loop-form", "partition", "tile", "quantize"});
+  CHECK(p.passes == seen);
+}
+
+TEST_CASE("compile: gather-linear stacks the Linears that read one value into one matrix and a Split") {
+  Program p = assisted(small_target());
+  pass_name_ops(p, {});
+  pass_gather_linear(p, {});
+  const Region& body = *the_loop(p).body;
+  CHECK(ops_of(body.ops, OpKind::Linear).size() == 2);  // a_proj + c_proj stacked, o_proj alone
+  const auto splits = ops_of(body.ops, OpKind::Split);
+  REQUIRE(splits.size() == 1);
+  CHECK(splits[0]->outputs == std::vector<std::string>{"a", "c"});
+  CHECK(p.weights.count("Wa") == 0);
+  CHECK(p.weights.at("stacked.a_proj").shape == std::vector<std::int64_t>{18, 10});
+  const Program original = assisted(small_target());
+  const auto before = interpret(original.graph, original.weights, {{"u", kU}}).values.at("zs");
+  const auto after = interpret(p.graph, p.weights, {{"u", kU}}).values.at("zs");
+  CHECK(max_diff(before, after) < 1e-12);
+}
+
+TEST_CASE("compile: a tanh loop is native and converts nothing inside it") {
+  const Program p = compiled(deq(small_target()));
+  const Op& loop = the_loop(p);
+  CHECK(attr_string(loop, "layout", "") == "native");
+  CHECK(ops_of(loop.body->ops, OpKind::Convert).empty());
+  for (const Op& o : loop.body->ops) CHECK(attr_string(o, kPlaceAttr, "") != "digital");
+  // the injection is converted once, before the loop; the fixed point once, after it
+  const auto top = ops_of(p.graph.ops, OpKind::Convert);
+  REQUIRE(top.size() >= 2);
+  CHECK(attr_string(*top[0], "to", "") == "analog");
+  CHECK(loop.inputs[0] == top[0]->outputs[0]);
+}
+
+TEST_CASE("compile: an assisted loop converts at every crossing between analog and digital ops") {
+  const Program p = compiled(assisted(small_target()));
+  const Op& loop = the_loop(p);
+  CHECK(attr_string(loop, "layout", "") == "assisted");
+  std::map<std::string, int> to;
+  for (const Op* c : ops_of(loop.body->ops, OpKind::Convert)) ++to[attr_string(*c, "to", "")];
+  // DAC: n into the stacked product, h into o_proj; ADC: the stacked product's result, the result of
+  // tanh back to the digital iterate
+  CHECK(to["analog"] == 2);
+  CHECK(to["digital"] == 2);
+  for (const Op& o : loop.body->ops) {
+    if (o.kind == OpKind::RMSNorm || o.kind == OpKind::SiLU || o.kind == OpKind::Mul) CHECK(attr_string(o, kPlaceAttr, "") == "digital");
+    if (o.kind == OpKind::Tanh) CHECK(attr_string(o, kPlaceAttr, "") == "analog");
+  }
+}
+
+TEST_CASE("compile: tiles cover each matrix once, a core at most, dealt over modules then passes") {
+  const Program p = compiled(deq(small_target(8, 3)));
+  const OpticalPlan* mix = p.plan("mix");
+  REQUIRE(mix);
+  CHECK(mix->loop == "deq");
+  CHECK(mix->tiles.size() == 9);  // 20 x 20 on 8 x 8 cores: 3 x 3
+  std::int64_t area = 0;
+  int max_pass = 0;
+  for (const Tile& t : mix->tiles) {
+    CHECK(t.rows <= 8);
+    CHECK(t.cols <= 8);
+    CHECK(t.module < 3);
+    area += t.rows * t.cols, max_pass = std::max(max_pass, t.pass);
+  }
+  CHECK(area == 400);
+  CHECK(max_pass >= 2);
+  const Program untiled = compiled(deq(small_target(8, 3)), {.tile = false});
+  CHECK(untiled.plan("mix")->tiles.size() == 1);
+}
+
+TEST_CASE("compile: quantize gives every tile SLM codes within the machine's bits") {
+  const Program p = compiled(deq(small_target()));
+  const OpticalPlan* mix = p.plan("mix");
+  REQUIRE(mix);
+  CHECK(mix->slm_bits == hw48().converters->slm_bits);
+  REQUIRE(mix->codes.size() == 400);
+  REQUIRE(mix->code_step.size() == mix->tiles.size());
+  const std::int32_t top = (1 << (mix->slm_bits - 1)) - 1;
+  CHECK(*std::max_element(mix->codes.begin(), mix->codes.end()) <= top);
+  // each tile's largest weight is the largest code
+  const Tile& t = mix->tiles[0];
+  std::int32_t m = 0;
+  for (std::int64_t r = 0; r < t.rows; ++r)
+    for (std::int64_t c = 0; c < t.cols; ++c) m = std::max(m, std::abs(mix->codes[static_cast<size_t>(r * 20 + c)]));
+  CHECK(m == top);
+}
+
+TEST_CASE("run: compiled models on the CPU reference match the interpreter within 1e-9") {
+  for (auto make : {deq, assisted}) {
+    const Program source = make(small_target());
+    const Program p = compiled(source);
+    const std::string in = source.graph.inputs[0].name;
+    const Tensor& x = in == "x" ? kX : kU;
+    const auto want = interpret(source.graph, source.weights, {{in, x}});
+    const auto got = run_on("cpu", p, {{in, x}});
+    const std::string out = source.graph.outputs[0];
+    INFO(source.graph.name);
+    CHECK(max_diff(want.values.at(out), got.values.at(p.graph.outputs[0])) < 1e-9);
+    CHECK(want.fixed_points[0].iterations == got.fixed_points[0].iterations);
+  }
+}
+
+TEST_CASE("run: an imported implicit Mamba2 and Llama3, compiled and tiled, match the interpreter within 1e-9") {
+  for (const std::string& cfg : {tiny_mamba2(), tiny_llama()}) {
+    Imported m = import_config(cfg, {});
+    for (Op& o : m.graph.ops)  // a fixed number of steps: the comparison is per step, converged or not
+      if (o.kind == OpKind::FixedPoint) o.attrs["rule"] = std::string("fixed"), o.attrs["max_iter"] = std::int64_t{6};
+    Program p;
+    p.graph = m.graph, p.weights = m.weights, p.target = small_target(8, 4);
+    run_pipeline(p, {});
+    const Tensor tokens = tensor({2, 5}, {3, 1, 4, 1, 5, 9, 2, 6, 5, 3});
+    const auto want = interpret(m.graph, m.weights, {{"tokens", tokens}});
+    const auto got = run_on("cpu", p, {{"tokens", tokens}});
+    INFO(cfg);
+    CHECK(max_diff(want.values.at("logits"), got.values.at(p.graph.outputs[0])) < 1e-9);
+  }
+}
+
+TEST_CASE("run: a tiled program matches the untiled one") {
+  const Program tiled = compiled(assisted(small_target(4, 2)));
+  const Program whole = compiled(assisted(small_target(4, 2)), {.tile = false});
+  CHECK(tiled.plan("o_proj")->tiles.size() > 1);
+  CHECK(max_diff(run_on("cpu", tiled, {{"u", kU}}).values.at("zs"), run_on("cpu", whole, {{"u", kU}}).values.at("zs")) < 1e-12);
+}
+
+TEST_CASE("run: the simulator without converters and noise is the CPU reference") {
+  const Program p = compiled(deq(small_target()));
+  BackendOptions ideal;
+  ideal.noise = false, ideal.quantize = false;
+  CHECK(max_diff(run_on("sim", p, {{"x", kX}}, ideal).values.at(p.graph.outputs[0]),
+                 run_on("cpu", p, {{"x", kX}}).values.at(p.graph.outputs[0])) < 1e-12);
+}
+
+TEST_CASE("run: the simulator's converters and noise change the result, the same for a seed and any thread count") {
+  const Program p = compiled(deq(small_target()));
+  const std::string y = p.graph.outputs[0];
+  const auto ref = run_on("cpu", p, {{"x", kX}}).values.at(y);
+  BackendOptions o;
+  o.seed = 7;
+  const ProgramResult a = run_on("sim", p, {{"x", kX}}, o);
+  o.threads = 2;
+  const ProgramResult b = run_on("sim", p, {{"x", kX}}, o);
+  o.seed = 8;
+  const ProgramResult c = run_on("sim", p, {{"x", kX}}, o);
+  CHECK(max_diff(a.values.at(y), ref) > 1e-6);
+  CHECK(a.values.at(y).data == b.values.at(y).data);
+  CHECK(a.values.at(y).data != c.values.at(y).data);
+  CHECK(a.counters.dac > 0);
+  CHECK(a.counters.adc > 0);
+}
+
+TEST_CASE("run: sequential and simultaneous modes reach the same fixed points on a compiled contractive model") {
+  const Program p = compiled(assisted(small_target()));
+  BackendOptions seq;
+  seq.mode = Mode::Sequential;
+  const auto a = run_on("cpu", p, {{"u", kU}});
+  const auto b = run_on("cpu", p, {{"u", kU}}, seq);
+  CHECK(max_diff(a.values.at(p.graph.outputs[0]), b.values.at(p.graph.outputs[0])) < 1e-9);
+  CHECK(b.fixed_points[0].iterations.size() == 6);  // one solve per token
+}
+
+TEST_CASE("program: the HDF5 file gives back the program and its results") {
+  const Program p = compiled(assisted(small_target()));
+  const auto path = temp_dir() / "assisted.aocp.h5";
+  write_program_h5(path.string(), p);
+  const Program q = read_program_h5(path.string());
+  CHECK(print_program(q) == print_program(p));
+  CHECK(q.plan("o_proj")->codes == p.plan("o_proj")->codes);
+  CHECK(run_on("cpu", q, {{"u", kU}}).values.at(q.graph.outputs[0]).data == run_on("cpu", p, {{"u", kU}}).values.at(p.graph.outputs[0]).data);
+}
+
+TEST_CASE("program: a file that is not a program is one error naming it") {
+  const auto path = temp_dir() / "not-a-program.h5";
+  write_weights_h5(path.string(), {{"W", tensor({1}, {1.0})}});
+  REQUIRE_THROWS_WITH(read_program_h5(path.string()), Catch::Contains("not-a-program.h5: /program: missing"));
+}
+
+TEST_CASE("compile: a target without converters cannot quantize, and says how to compile without") {
+  Target t = small_target();
+  t.slm_bits = 0;
+  CHECK_THAT(compile_error(deq(t)), Catch::Contains("quantize") && Catch::Contains("--no-quantize"));
+  CHECK(compile_error(deq(t), {.quantize = false}) == "(no error)");
+}
+
+TEST_CASE("compile: malformed graphs stop before the first pass with the verifier's message") {
+  Program p = deq(small_target());
+  p.weights["W"].data[3] = std::nan("");
+  CHECK_THAT(compile_error(p), Catch::Contains("the input graph") && Catch::Contains("NaN"));
+  Program q = deq(small_target());
+  q.graph.ops[2].inputs[0] = "nowhere";
+  CHECK_THAT(compile_error(q), Catch::Contains("undefined value 'nowhere'"));
+}
+
+TEST_CASE("compile: a placement the core cannot run is refused by the verifier") {
+  Program p = compiled(deq(small_target()));
+  for (Op& o : p.graph.ops)
+    if (o.name == "inj") o.attrs[kPlaceAttr] = std::string("optical");  // a Linear with a bias
+  CHECK_THROWS_WITH(verify_program(p), Catch::Contains("'inj'") && Catch::Contains("only a Linear without bias"));
+}
