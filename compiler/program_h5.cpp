@@ -129,6 +129,21 @@ void write_program_h5(const std::string& path, const Program& p) {
   });
 }
 
+bool is_program_h5(const std::string& path) {
+  try {
+    H5::Exception::dontPrint();
+    if (!H5::H5File::isHdf5(path)) return false;
+    const H5::H5File f(path, H5F_ACC_RDONLY);
+    if (!f.attrExists("format")) return false;
+    const H5::Attribute a = f.openAttribute("format");
+    std::string s;
+    a.read(a.getStrType(), s);
+    return s == kFormat;
+  } catch (...) {
+    return false;
+  }
+}
+
 Program read_program_h5(const std::string& path) {
   const H5::H5File f = open_h5_read(path);
   Program p;

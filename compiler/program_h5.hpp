@@ -10,5 +10,7 @@ namespace aoc::ir {
 
 void write_program_h5(const std::string& path, const Program& p);
 Program read_program_h5(const std::string& path);
+// Whether the file is an HDF5 file whose root says format = "aoc-program" (no error otherwise).
+bool is_program_h5(const std::string& path);
 
 }  // namespace aoc::ir

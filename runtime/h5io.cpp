@@ -239,7 +239,7 @@ std::string read_h5_attr(const std::string& path, const std::string& name) {
   return numbers_text(*v);
 }
 
-void write_h5_arrays(const std::string& path, const std::vector<H5Array>& arrays, const H5Attrs& attrs) {
+void write_h5_arrays(const std::string& path, const std::vector<H5Array>& arrays, const H5Attrs& attrs, const H5Text& text) {
   write_h5_atomic(path, [&](H5::H5File& f) {
     for (const H5Array& a : arrays) {
       const std::vector<hsize_t> dims(a.shape.begin(), a.shape.end());
@@ -251,6 +251,7 @@ void write_h5_arrays(const std::string& path, const std::vector<H5Array>& arrays
       }
     }
     for (const auto& [name, v] : attrs) put_numbers(f, name, v);
+    for (const auto& [name, v] : text) put_text(f, name, v);
   });
 }
 

@@ -38,7 +38,9 @@ using H5Attrs = std::vector<std::pair<std::string, std::vector<double>>>;  // nu
 H5Array read_h5_array(const std::string& path, const std::string& name);
 // Root attribute as text (numbers printed with %.17g).
 std::string read_h5_attr(const std::string& path, const std::string& name);
-void write_h5_arrays(const std::string& path, const std::vector<H5Array>& arrays, const H5Attrs& attrs = {});
+using H5Text = std::vector<std::pair<std::string, std::string>>;       // text root attributes
+void write_h5_arrays(const std::string& path, const std::vector<H5Array>& arrays, const H5Attrs& attrs = {},
+                     const H5Text& text = {});
 
 // The output of `aoc run`: every result array (codes only when quantized, the trace only when
 // traced) plus root attributes (`text` as strings, `numbers` as float64 / uint64 for "seed").

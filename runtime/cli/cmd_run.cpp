@@ -4,8 +4,11 @@
 #include <fstream>
 #include <sstream>
 
+#include "compiler/program_h5.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/loop_flags.hpp"
+#include "runtime/cli/program_flags.hpp"
+#include "runtime/program_run.hpp"
 #include "runtime/h5io.hpp"
 #include "runtime/loop_run.hpp"
 #include "runtime/output.hpp"
@@ -16,9 +19,45 @@ namespace aoc::cli {
 namespace {
 
 struct Opts : LoopFlags {
-  std::string input, output, example;
-  int n = 0, batch = 16;
+  std::string input, output, example, backend = "sim";
+  int n = 0, batch = 16, length = 8;
+  ProgramFlags program;  // --inputs, --sequence (a program run takes --quantize, --noise, --seed, --threads from LoopFlags)
 };
+
+// `aoc run PROG.h5 --inputs IN.h5 --backend sim|cpu -o OUT.h5`: a compiled program on token sequences.
+void run_program(const Opts& o) {
+  const ir::Program p = ir::read_program_h5(o.input);
+  if (!o.example.empty()) {
+    write_example_inputs(o.example, p, o.batch, o.length, o.seed);
+    std::printf("wrote %s: the inputs of %s, batch %d, length %d (seed %llu)\n", o.example.c_str(), o.input.c_str(), o.batch, o.length,
+                static_cast<unsigned long long>(o.seed));
+    return;
+  }
+  if (o.program.inputs.empty()) throw Error("run: " + o.input + " is a program: give its inputs with --inputs FILE.h5 (docs/program.md)");
+  if (o.output.empty()) throw Error("run: no output file (-o OUT.h5)");
+  if (o.backend != "sim" && (o.quantize || o.noise))
+    throw Error("run: --quantize and --noise are the sim backend's; the " + o.backend + " backend is the exact digital reference");
+  ProgramFlags f = o.program;
+  f.quantize = o.quantize, f.noise = o.noise, f.seed = o.seed, f.threads = o.threads;
+  const Hardware hw = program_hardware(p);
+  const auto backend = make_backend(o.backend, &hw);
+  const auto inputs = read_program_inputs(o.program.inputs, p);
+  const auto t0 = std::chrono::steady_clock::now();
+  const ProgramResult r = backend->run(p, inputs, backend_options(f));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ProgramRunMeta m{o.input, file_digest(o.input), o.backend, f.sequence, o.program.inputs, o.seed, o.noise, o.quantize};
+  write_program_output(o.output, p, r, m);
+  const IterationSummary it = summarize(r);
+  std::printf("run: %s on %s, backend %s, %s mode, quantize %s, noise %s, seed %llu, %d thread(s)\n", o.input.c_str(),
+              o.program.inputs.c_str(), o.backend.c_str(), f.sequence.c_str(), o.quantize ? "on" : "off", o.noise ? "on" : "off",
+              static_cast<unsigned long long>(o.seed), o.threads);
+  if (it.solves)
+    std::printf("%lld of %lld fixed points converged; iterations mean %.2f, min %d, max %d\n", it.converged, it.solves, it.mean, it.min, it.max);
+  if (o.backend == "sim")
+    std::printf("conversions: %lld DAC (%lld clipped), %lld ADC (%lld clipped)\n", r.counters.dac, r.counters.dac_clipped,
+                r.counters.adc, r.counters.adc_clipped);
+  std::printf("%.3g s; wrote %s\n", secs, o.output.c_str());
+}
 
 // The mode's configuration, then the input file's attributes, then --alpha.
 CoreConfig make_config(const Opts& o, const Hardware& hw, const RunInput& in) {
@@ -61,6 +100,7 @@ void write_example(const Opts& o, const Hardware& hw) {
 }
 
 void run(const Opts& o) {
+  if (!o.input.empty() && ir::is_program_h5(o.input)) return run_program(o);
   const Hardware hw = load_machine(o);
   if (!o.example.empty()) return write_example(o, hw);
   if (o.input.empty()) throw Error("run: no input file (aoc run INPUT.h5 -o OUT.h5, or --example-input FILE)");
@@ -116,17 +156,24 @@ void run(const Opts& o) {
 void add_run(CLI::App& app) {
   static Opts o;
   auto* c = app.add_subcommand("run", "Solve the fixed-point loop on weights and inputs from an HDF5 file, write an HDF5 file");
-  c->add_option("input", o.input, "input HDF5 file: /W (N x N), /x (B x N), optional /bias, /z0 (docs/run.md)");
+  c->add_option("input", o.input, "input HDF5 file: /W (N x N), /x (B x N), optional /bias, /z0 (docs/run.md); or a program from aoc compile");
   c->add_option("-o,--output", o.output, "output HDF5 file (fixed points, readout, iterations, residuals, codes)");
   add_loop_flags(c, o, "noise seed; with --example-input, the seed of the weights and inputs");
   c->add_option("--example-input", o.example, "write a seeded example input file to this path and exit");
   c->add_option("--n", o.n, "with --example-input: state size (default: the machine's channel count)");
   c->add_option("--batch", o.batch, "with --example-input: samples")->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_option("--backend", o.backend, "for a program: sim (the simulated core) or cpu (the exact digital reference)")
+      ->check(CLI::IsMember(backend_names()))
+      ->capture_default_str();
+  add_program_flags(c, o.program, false);
+  c->add_option("--length", o.length, "with a program and --example-input: the sequence length")->check(CLI::PositiveNumber)->capture_default_str();
   c->footer(
       "Example:\n"
       "  aoc run --example-input in.h5 --n 48 --batch 16 --seed 1    a seeded input file\n"
       "  aoc run in.h5 --hw aoc-48 -o out.h5 --precision f64         solve it, write out.h5\n"
       "  aoc run in.h5 --hw my-machine.json -o q.h5 --quantize --trace\n"
+      "  aoc run model.aocp.h5 --example-input tokens.h5 --batch 4 --length 16     seeded inputs of a program\n"
+      "  aoc run model.aocp.h5 --inputs tokens.h5 --backend sim --quantize --noise -o out.h5   a compiled program\n"
       "Root attributes alpha, beta (one value or N) and gamma of the input override the mode's; --alpha\n"
       "overrides both. Formats: docs/run.md.");
   c->callback([] { run(o); });

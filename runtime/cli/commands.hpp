@@ -12,6 +12,8 @@ void add_bench(CLI::App& app);
 void add_estimate(CLI::App& app);
 void add_import(CLI::App& app);
 void add_interpret(CLI::App& app);
+void add_compile(CLI::App& app);
+void add_check(CLI::App& app);
 
 // The process exit status a subcommand asks for (0 unless it sets it: e.g. verify-dt on a failure).
 int& exit_status();

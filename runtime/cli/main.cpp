@@ -44,6 +44,8 @@ int main(int argc, char** argv) {
   aoc::cli::add_run(app);
   aoc::cli::add_import(app);
   aoc::cli::add_interpret(app);
+  aoc::cli::add_compile(app);
+  aoc::cli::add_check(app);
   aoc::cli::add_bench(app);
   aoc::cli::add_estimate(app);
   try {

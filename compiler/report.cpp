@@ -1,0 +1,145 @@
+#include "compiler/report.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "compiler/verify.hpp"
+
+namespace aoc::ir {
+
+using ojson = nlohmann::ordered_json;
+
+std::int64_t per_token_elements(const Type& t) {
+  std::int64_t n = 1;
+  for (const Dim& d : t.shape)
+    if (d.is_fixed()) n *= d.size;
+  return n;
+}
+
+namespace {
+
+struct RegionCounts {
+  std::map<std::string, int> placed;  // optical / analog / digital / convert
+  std::int64_t dac = 0, adc = 0;      // elements converted per token (per iteration inside a loop)
+};
+
+RegionCounts count(const std::vector<Op>& ops, const std::map<std::string, Type>& types) {
+  RegionCounts c;
+  for (const Op& o : ops) {
+    if (o.kind == OpKind::FixedPoint) continue;
+    if (o.kind == OpKind::Convert) {
+      ++c.placed["convert"];
+      (attr_string(o, "to", "") == "analog" ? c.dac : c.adc) += per_token_elements(types.at(o.outputs[0]));
+      continue;
+    }
+    ++c.placed[attr_string(o, kPlaceAttr, "unplaced")];
+  }
+  return c;
+}
+
+ojson counts_json(const RegionCounts& c) {
+  ojson j{{"ops", c.placed}, {"dac_per_token", c.dac}, {"adc_per_token", c.adc}};
+  return j;
+}
+
+}  // namespace
+
+ojson mapping_report(const Program& p) {
+  const auto types = verify(p.graph);
+  const Target& t = p.target;
+  ojson r{{"program", p.graph.name}, {"passes", p.passes}};
+  r["target"] = {{"hardware", t.hardware}, {"channels", t.channels}, {"modules", t.modules},
+                 {"analog_functions", t.analog_functions},
+                 {"partial_sums", t.analog_partial_sums ? "analog" : "digital"},
+                 {"state_memory", t.analog_state_memory ? "analog" : "digital"},
+                 {"slm_bits", t.slm_bits}, {"dac_bits", t.dac_bits}, {"adc_bits", t.adc_bits}};
+  r["top_level"] = counts_json(count(p.graph.ops, types));
+  ojson loops = ojson::array();
+  for (const Op& o : p.graph.ops) {
+    if (o.kind != OpKind::FixedPoint) continue;
+    const RegionCounts c = count(o.body->ops, types);
+    ojson l{{"name", o.name}, {"layout", attr_string(o, "layout", "")}, {"max_iter", attr_int(o, "max_iter", 0)},
+            {"ops", c.placed}, {"dac_per_token_iteration", c.dac}, {"adc_per_token_iteration", c.adc}};
+    std::int64_t tiles = 0, weights = 0;
+    int passes = 0;
+    for (const OpticalPlan& pl : p.optical)
+      if (pl.loop == o.name) {
+        tiles += static_cast<std::int64_t>(pl.tiles.size()), weights += pl.weights();
+        for (const Tile& tl : pl.tiles) passes = std::max(passes, tl.pass + 1);
+      }
+    l["tiles"] = tiles;
+    l["weights"] = weights;
+    l["state_between_tokens"] = t.analog_state_memory ? "analog memory" : "digital memory";
+    loops.push_back(l);
+  }
+  r["loops"] = loops;
+  std::int64_t tiles = 0, weights = 0;
+  int rounds = 0;
+  std::set<int> modules;
+  ojson plans = ojson::array();
+  for (const OpticalPlan& pl : p.optical) {
+    int pl_rounds = 0;
+    std::set<int> pl_modules;
+    for (const Tile& tl : pl.tiles) pl_rounds = std::max(pl_rounds, tl.pass + 1), pl_modules.insert(tl.module), modules.insert(tl.module);
+    tiles += static_cast<std::int64_t>(pl.tiles.size()), weights += pl.weights(), rounds = std::max(rounds, pl_rounds);
+    plans.push_back({{"op", pl.op}, {"loop", pl.loop}, {"rows", pl.rows}, {"cols", pl.cols}, {"tiles", pl.tiles.size()},
+                     {"modules", pl_modules.size()}, {"slm_bits", pl.slm_bits}});
+  }
+  const double core = static_cast<double>(t.channels) * t.channels;
+  r["optical"] = {{"ops", p.optical.size()},
+                  {"tiles", tiles},
+                  {"weights", weights},
+                  {"modules_used", modules.size()},
+                  {"programming_rounds", rounds},
+                  {"modules_for_weight_stationary", tiles},
+                  {"weight_reloads_needed", rounds > 1},
+                  {"utilisation", tiles ? static_cast<double>(weights) / (static_cast<double>(tiles) * core) : 0.0}};
+  r["plans"] = plans;
+  return r;
+}
+
+std::string mapping_report_text(const ojson& r) {
+  std::string s;
+  char buf[512];
+  const auto& t = r["target"];
+  std::snprintf(buf, sizeof buf, "mapping of \"%s\" onto %s: %d x %d weights per module, %d module(s)\n",
+                r["program"].get<std::string>().c_str(), t["hardware"].get<std::string>().c_str(), t["channels"].get<int>(),
+                t["channels"].get<int>(), t["modules"].get<int>());
+  s += buf;
+  std::string fns;
+  for (const auto& f : t["analog_functions"]) fns += (fns.empty() ? "" : ", ") + f.get<std::string>();
+  s += "  analog electronics: " + fns + "; partial sums " + t["partial_sums"].get<std::string>() + "; state between tokens in " +
+       t["state_memory"].get<std::string>() + " memory\n";
+  const auto ops = [](const ojson& m) {
+    std::string o;
+    for (const auto& [k, v] : m.items()) o += (o.empty() ? "" : ", ") + std::to_string(v.get<int>()) + " " + k;
+    return o.empty() ? std::string("none") : o;
+  };
+  const auto& top = r["top_level"];
+  std::snprintf(buf, sizeof buf, "  top level: %s; per token %lld DAC and %lld ADC conversions\n", ops(top["ops"]).c_str(),
+                top["dac_per_token"].get<long long>(), top["adc_per_token"].get<long long>());
+  s += buf;
+  for (const auto& l : r["loops"]) {
+    std::snprintf(buf, sizeof buf,
+                  "  loop '%s' (%s, max_iter %lld): %s; per token and iteration %lld DAC and %lld ADC conversions; %lld tiles, %lld weights\n",
+                  l["name"].get<std::string>().c_str(), l["layout"].get<std::string>().c_str(), l["max_iter"].get<long long>(),
+                  ops(l["ops"]).c_str(), l["dac_per_token_iteration"].get<long long>(), l["adc_per_token_iteration"].get<long long>(),
+                  l["tiles"].get<long long>(), l["weights"].get<long long>());
+    s += buf;
+  }
+  const auto& o = r["optical"];
+  std::snprintf(buf, sizeof buf,
+                "  optical: %lld ops, %lld tiles, %lld weights on %lld module(s) in %d programming round(s)%s; utilisation %.1f%%\n",
+                o["ops"].get<long long>(), o["tiles"].get<long long>(), o["weights"].get<long long>(), o["modules_used"].get<long long>(),
+                o["programming_rounds"].get<int>(),
+                o["weight_reloads_needed"].get<bool>()
+                    ? (" (weights are reloaded: " + std::to_string(o["modules_for_weight_stationary"].get<long long>()) +
+                       " modules would hold them all)").c_str()
+                    : "",
+                100.0 * o["utilisation"].get<double>());
+  s += buf;
+  return s;
+}
+
+}  // namespace aoc::ir

@@ -1,0 +1,19 @@
+// The mapping report of a compiled program (`aoc compile`): what runs where, the loops and their
+// layouts, the tiles on the modules, the weight programming rounds, the conversions per token and the
+// core utilisation. Energy and latency are `aoc estimate PROG`'s (runtime/program_estimate.hpp).
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "compiler/program.hpp"
+
+namespace aoc::ir {
+
+// Elements of one token of a value: its fixed dims multiplied, every symbol (B, L) taken as 1.
+std::int64_t per_token_elements(const Type& t);
+
+nlohmann::ordered_json mapping_report(const Program& p);
+std::string mapping_report_text(const nlohmann::ordered_json& report);
+
+}  // namespace aoc::ir

@@ -1,0 +1,174 @@
+// aoc check: one compiled program on the same inputs on two backends (the simulator against the
+// digital reference by default), compared: errors, decisions (argmax), ADC codes of the outputs,
+// iterations and convergence; with noise, the statistics over seeds. Exits 1 outside the tolerances.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "compiler/program_h5.hpp"
+#include "runtime/cli/commands.hpp"
+#include "runtime/cli/program_flags.hpp"
+#include "runtime/program_run.hpp"
+#include "sim/error.hpp"
+#include "sim/json_reader.hpp"
+#include "sim/quantize.hpp"
+
+namespace aoc::cli {
+
+namespace {
+
+struct Opts : ProgramFlags {
+  std::string program, backends = "sim,cpu", json_out;
+  int seeds = 1;
+  bool json = false, ideal = false;
+  double max_abs = -1, max_rel = -1, min_argmax = -1, min_codes = -1;
+  int max_failures = -1;
+};
+
+struct Compare {
+  double max_abs = 0, max_rel = 0;  // over every output element; rel: against the reference's largest |value|
+  double argmax = 1, codes = 1;     // fraction of positions / elements that agree
+  int failures = 0;                 // fixed points that missed their tolerance (device under test)
+  double iterations = 0;
+};
+
+Compare compare(const ir::Program& p, const ProgramResult& dut, const ProgramResult& ref) {
+  Compare c;
+  const UniformConverter adc{p.target.adc_lo, p.target.adc_hi, std::max(p.target.adc_bits, 1)};
+  long long pos = 0, same = 0, elems = 0, same_codes = 0;
+  for (const auto& name : p.graph.outputs) {
+    const ir::Tensor &a = dut.values.at(name), &b = ref.values.at(name);
+    double scale = 0;
+    for (double v : b.data) scale = std::max(scale, std::fabs(v));
+    for (std::size_t i = 0; i < a.data.size(); ++i) {
+      const double d = std::fabs(a.data[i] - b.data[i]);
+      c.max_abs = std::max(c.max_abs, d);
+      c.max_rel = std::max(c.max_rel, scale > 0 ? d / scale : d);
+      if (p.target.adc_bits > 0) same_codes += adc.code(a.data[i]) == adc.code(b.data[i]);
+    }
+    elems += static_cast<long long>(a.data.size());
+    const std::size_t V = a.shape.empty() ? 1 : static_cast<std::size_t>(a.shape.back());
+    for (std::size_t i = 0; V && i + V <= a.data.size(); i += V, ++pos)
+      same += std::max_element(a.data.begin() + i, a.data.begin() + i + V) - a.data.begin() ==
+              std::max_element(b.data.begin() + i, b.data.begin() + i + V) - b.data.begin();
+  }
+  c.argmax = pos ? static_cast<double>(same) / pos : 1.0;
+  c.codes = p.target.adc_bits > 0 && elems ? static_cast<double>(same_codes) / elems : 1.0;
+  const IterationSummary s = summarize(dut);
+  c.failures = static_cast<int>(s.solves - s.converged);
+  c.iterations = s.mean;
+  return c;
+}
+
+struct Stat {
+  double mean = 0, sd = 0, min = 0, max = 0;
+};
+Stat stat(const std::vector<double>& v) {
+  Stat s;
+  s.min = *std::min_element(v.begin(), v.end()), s.max = *std::max_element(v.begin(), v.end());
+  for (double x : v) s.mean += x / static_cast<double>(v.size());
+  for (double x : v) s.sd += (x - s.mean) * (x - s.mean) / static_cast<double>(v.size());
+  s.sd = std::sqrt(s.sd);
+  return s;
+}
+
+int run(Opts o) {
+  const ir::Program p = ir::read_program_h5(o.program);
+  if (o.inputs.empty()) throw Error("check: give the program's inputs with --inputs FILE.h5");
+  std::vector<std::string> names;
+  std::stringstream ss(o.backends);
+  for (std::string b; std::getline(ss, b, ',');) names.push_back(b);
+  if (names.size() != 2) throw Error("--backends: expected two backends, the one checked and the reference (e.g. sim,cpu), got \"" + o.backends + "\"");
+  if (o.ideal) o.quantize = false, o.noise = false;
+  const Hardware hw = program_hardware(p);
+  const auto dut = make_backend(names[0], &hw), ref = make_backend(names[1], &hw);
+  const auto inputs = read_program_inputs(o.inputs, p);
+  BackendOptions ro = backend_options(o);
+  ro.noise = false, ro.quantize = false;
+  const ProgramResult reference = ref->run(p, inputs, ro);
+  const IterationSummary ref_it = summarize(reference);
+
+  std::vector<Compare> runs;
+  for (int k = 0; k < o.seeds; ++k) {
+    BackendOptions bo = backend_options(o);
+    bo.seed = o.seed + static_cast<std::uint64_t>(k);
+    runs.push_back(compare(p, dut->run(p, inputs, bo), reference));
+  }
+  std::vector<double> abs, rel, arg, codes, fails, iters;
+  for (const Compare& c : runs)
+    abs.push_back(c.max_abs), rel.push_back(c.max_rel), arg.push_back(c.argmax), codes.push_back(c.codes), fails.push_back(c.failures),
+        iters.push_back(c.iterations);
+  const Stat sa = stat(abs), sr = stat(rel), sg = stat(arg), sc = stat(codes), sf = stat(fails), si = stat(iters);
+
+  std::vector<std::string> out_of_tolerance;
+  const auto limit = [&](bool bad, const std::string& what) {
+    if (bad) out_of_tolerance.push_back(what);
+  };
+  if (o.max_abs >= 0) limit(sa.max > o.max_abs, "max abs error " + jsonr::num(sa.max) + " > " + jsonr::num(o.max_abs));
+  if (o.max_rel >= 0) limit(sr.max > o.max_rel, "max rel error " + jsonr::num(sr.max) + " > " + jsonr::num(o.max_rel));
+  if (o.min_argmax >= 0) limit(sg.min < o.min_argmax, "argmax agreement " + jsonr::num(sg.min) + " < " + jsonr::num(o.min_argmax));
+  if (o.min_codes >= 0) limit(sc.min < o.min_codes, "ADC-code agreement " + jsonr::num(sc.min) + " < " + jsonr::num(o.min_codes));
+  if (o.max_failures >= 0) limit(sf.max > o.max_failures, "convergence failures " + jsonr::num(sf.max) + " > " + std::to_string(o.max_failures));
+
+  const auto band = [](const Stat& s) { return nlohmann::ordered_json{{"mean", s.mean}, {"sd", s.sd}, {"min", s.min}, {"max", s.max}}; };
+  if (o.json) {
+    nlohmann::ordered_json j{{"tool", "aoc check"}, {"version", AOC_VERSION}, {"program", o.program}, {"config_hash", file_digest(o.program)},
+                             {"inputs", o.inputs}, {"checked", names[0]}, {"reference", names[1]}, {"mode", o.sequence},
+                             {"quantize", o.quantize}, {"noise", o.noise}, {"seed", o.seed}, {"seeds", o.seeds}};
+    j["max_abs_error"] = band(sa), j["max_rel_error"] = band(sr), j["argmax_agreement"] = band(sg), j["adc_code_agreement"] = band(sc);
+    j["convergence_failures"] = band(sf), j["iterations_mean"] = band(si);
+    j["reference_iterations_mean"] = ref_it.mean, j["reference_convergence_failures"] = ref_it.solves - ref_it.converged;
+    j["out_of_tolerance"] = out_of_tolerance;
+    emit_json(j.dump(1), o.json_out);
+  } else {
+    std::printf("check: %s on %s: %s against %s, %s mode, quantize %s, noise %s, %d seed(s) from %llu\n", o.program.c_str(),
+                o.inputs.c_str(), names[0].c_str(), names[1].c_str(), o.sequence.c_str(), o.quantize ? "on" : "off",
+                o.noise ? "on" : "off", o.seeds, static_cast<unsigned long long>(o.seed));
+    const auto line = [&](const char* what, const Stat& s) {
+      if (o.seeds == 1) std::printf("  %-24s %.6g\n", what, s.mean);
+      else std::printf("  %-24s mean %.6g  sd %.3g  min %.6g  max %.6g\n", what, s.mean, s.sd, s.min, s.max);
+    };
+    line("max abs error", sa);
+    line("max rel error", sr);
+    line("argmax agreement", sg);
+    line("ADC-code agreement", sc);
+    line("convergence failures", sf);
+    line("iterations (mean)", si);
+    std::printf("  reference: iterations mean %.2f, %lld of %lld fixed points converged\n", ref_it.mean, ref_it.converged, ref_it.solves);
+    for (const auto& s : out_of_tolerance) std::printf("FAIL: %s\n", s.c_str());
+    if (out_of_tolerance.empty()) std::printf("%s\n", o.max_abs < 0 && o.max_rel < 0 && o.min_argmax < 0 && o.min_codes < 0 && o.max_failures < 0
+                                                         ? "no tolerances given: nothing to fail"
+                                                         : "within the tolerances");
+  }
+  return out_of_tolerance.empty() ? 0 : 1;
+}
+
+}  // namespace
+
+void add_check(CLI::App& app) {
+  static Opts o;
+  auto* c = app.add_subcommand("check", "Run a program on the simulator and the digital reference and compare them");
+  c->add_option("program", o.program, "the program (aoc compile -o)")->required()->check(CLI::ExistingFile);
+  add_program_flags(c, o, true);
+  c->add_option("--backends", o.backends, "the backend checked and the reference, comma-separated")->capture_default_str();
+  c->add_flag("--ideal", o.ideal, "the checked backend without converters and noise (the lowering alone)");
+  c->add_option("--seeds", o.seeds, "noise seeds to run (seed, seed+1, ...): statistics over them")->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_option("--max-abs-error", o.max_abs, "fail when the largest absolute output error exceeds this");
+  c->add_option("--max-rel-error", o.max_rel, "fail when the largest error over the reference's largest |output| exceeds this");
+  c->add_option("--min-argmax-agreement", o.min_argmax, "fail when fewer positions (fraction) have the reference's argmax");
+  c->add_option("--min-code-agreement", o.min_codes, "fail when fewer output elements (fraction) have the reference's ADC code");
+  c->add_option("--max-failures", o.max_failures, "fail when more fixed points miss their tolerance");
+  c->add_flag("--json", o.json, "print a JSON record");
+  c->add_option("-o,--output", o.json_out, "write the JSON record to this file (with --json)");
+  c->footer(
+      "The reference runs once, exactly. The checked backend runs once per seed with --quantize (SLM codes,\n"
+      "DAC, ADC) and --noise as given. ADC-code agreement quantizes both outputs with the target's ADC.\n"
+      "Exit status 1 when a tolerance is exceeded (the lines starting with FAIL say which).\n"
+      "Example:\n"
+      "  aoc check m.aocp.h5 --inputs tokens.h5 --quantize --noise --seeds 8 --min-argmax-agreement 0.9");
+  c->callback([] { exit_status() = run(o); });
+}
+
+}  // namespace aoc::cli

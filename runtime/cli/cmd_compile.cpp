@@ -1,0 +1,89 @@
+// aoc compile: a graph (and its weights) lowered onto a machine: the program file and its mapping
+// report (compiler/passes.hpp, compiler/report.hpp, docs/program.md).
+#include <cstdio>
+
+#include "compiler/graph_json.hpp"
+#include "compiler/passes.hpp"
+#include "compiler/program_h5.hpp"
+#include "compiler/report.hpp"
+#include "runtime/cli/commands.hpp"
+#include "sim/error.hpp"
+#include "sim/hardware.hpp"
+
+namespace aoc::cli {
+
+namespace {
+
+struct Opts {
+  std::string graph, weights, hw = "aoc-48", output, report_json;
+  std::vector<std::string> set;
+  int tile_size = 0;
+  bool shapes_only = false, no_quantize = false, no_tile = false, no_gather = false, print_after_all = false, print = false;
+};
+
+int run(const Opts& o) {
+  const std::string hw_path = resolve_hardware_path(o.hw);
+  const Hardware hw = load_hardware(hw_path, o.set);
+  ir::Program p;
+  p.graph = ir::read_graph(o.graph);
+  if (!o.weights.empty()) p.weights = ir::read_weights_h5(o.weights);
+  else if (!p.graph.weights.empty() && !o.shapes_only)
+    throw Error(o.graph + ": the graph has " + std::to_string(p.graph.weights.size()) +
+                " weights: give them with --weights W.h5, or compile --shapes-only (a program for estimates only)");
+  p.target = ir::target_of(hw, o.hw, o.set);
+  if (o.tile_size) {
+    if (o.tile_size > hw.channels)
+      throw Error("--tile-size: " + std::to_string(o.tile_size) + " is more than the " + std::to_string(hw.channels) + " channels of " + hw.name);
+    p.target.channels = o.tile_size;
+  }
+  ir::PassOptions po;
+  po.quantize = !o.no_quantize;
+  po.tile = !o.no_tile;
+  po.gather = !o.no_gather;
+  ir::run_pipeline(p, po, [&](const std::string& pass, const ir::Program& q) {
+    if (o.print_after_all) std::printf("// ----- after %s -----\n%s\n", pass.c_str(), ir::print_program(q).c_str());
+  });
+  if (o.print && !o.print_after_all) std::printf("%s\n", ir::print_program(p).c_str());
+  const auto report = ir::mapping_report(p);
+  if (!o.output.empty()) ir::write_program_h5(o.output, p);
+  if (!o.report_json.empty()) emit_json(report.dump(1), o.report_json);
+  std::printf("%s", ir::mapping_report_text(report).c_str());
+  if (!o.output.empty())
+    std::printf("wrote %s (%s)\n", o.output.c_str(), p.weights.empty() ? "shapes only: aoc estimate can use it, aoc run cannot" : "with weights");
+  return 0;
+}
+
+}  // namespace
+
+void add_compile(CLI::App& app) {
+  static Opts o;
+  auto* c = app.add_subcommand("compile", "Lower a graph onto a machine: a program (HDF5) and its mapping report");
+  c->add_option("graph", o.graph, "the graph JSON (docs/ir.md; aoc import writes one)")->required()->check(CLI::ExistingFile);
+  c->add_option("--weights", o.weights, "the weights HDF5")->check(CLI::ExistingFile);
+  c->add_flag("--shapes-only", o.shapes_only, "compile without weights: a program for aoc estimate only");
+  c->add_option("--hw", o.hw, "hardware file or bundled machine with an architecture section (aoc-48, aoc-16, aoc-scale)")
+      ->capture_default_str();
+  c->add_option("--set", o.set, "override a hardware value, e.g. --set architecture.modules=100 (repeatable)");
+  c->add_option("-o,--output", o.output, "write the program to this HDF5 file");
+  c->add_option("--report-json", o.report_json, "write the mapping report as JSON to this file");
+  c->add_option("--tile-size", o.tile_size, "cut tiles of this size instead of the machine's channel count (what-if)")
+      ->check(CLI::PositiveNumber);
+  c->add_flag("--no-quantize", o.no_quantize, "keep exact weights (no SLM codes)");
+  c->add_flag("--no-tile", o.no_tile, "one tile per matrix, whatever its size (the untiled reference)");
+  c->add_flag("--no-gather", o.no_gather, "keep Linears that read one value as separate products");
+  c->add_flag("--print-after-all", o.print_after_all, "print the program after every pass");
+  c->add_flag("--print", o.print, "print the final program");
+  c->footer(
+      "Passes (each followed by the program verifier): name-ops, gather-linear, loop-form,\n"
+      "partition, tile, quantize (docs/program.md). The report says what runs optically, in the\n"
+      "analog electronics and digitally, the ADC/DAC conversions per token, the tiles on the\n"
+      "modules and whether weights must be reloaded.\n"
+      "Examples:\n"
+      "  aoc import tests/data/implicit-lm/mamba2-state-tracking-implicit/config.json -o m.json\n"
+      "  aoc compile m.json --weights m.h5 --hw aoc-48 -o m.aocp.h5\n"
+      "  aoc compile m.json --shapes-only --hw aoc-scale --print-after-all\n"
+      "  aoc run m.aocp.h5 --inputs tokens.h5 --backend sim --quantize -o out.h5");
+  c->callback([] { exit_status() = run(o); });
+}
+
+}  // namespace aoc::cli

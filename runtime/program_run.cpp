@@ -1,0 +1,105 @@
+#include "runtime/program_run.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <random>
+
+#include "compiler/graph_json.hpp"
+#include "runtime/h5io.hpp"
+#include "runtime/output.hpp"
+#include "sim/error.hpp"
+
+namespace aoc {
+
+std::map<std::string, ir::Tensor> read_program_inputs(const std::string& path, const ir::Program& p) {
+  ir::WeightStore all = ir::read_weights_h5(path);
+  std::map<std::string, ir::Tensor> in;
+  for (const ir::Value& v : p.graph.inputs) {
+    auto it = all.find(v.name);
+    if (it == all.end())
+      throw Error(path + ": /" + v.name + ": missing (the program's input " + ir::to_string(v.type) + ")");
+    if (v.type.dtype == ir::DType::I64)
+      for (std::size_t i = 0; i < it->second.data.size(); ++i)
+        if (it->second.data[i] != std::floor(it->second.data[i]))
+          throw Error(path + ": /" + v.name + ": element " + std::to_string(i) + " is not a whole number (an i64 input)");
+    in[v.name] = std::move(it->second);
+    all.erase(it);
+  }
+  if (!all.empty()) throw Error(path + ": /" + all.begin()->first + ": not an input of the program (its inputs: " + p.graph.inputs[0].name + (p.graph.inputs.size() > 1 ? ", ..." : "") + ")");
+  return in;
+}
+
+namespace {
+// The rows of the table of the first Embedding that reads `input` (0: none).
+std::int64_t id_bound(const ir::Program& p, const std::string& input) {
+  for (const ir::Op& o : p.graph.ops)
+    if (o.kind == ir::OpKind::Embedding && o.inputs[0] == input)
+      for (const ir::Value& w : p.graph.weights)
+        if (w.name == o.inputs[1]) return w.type.shape[0].size;
+  return 0;
+}
+}  // namespace
+
+void write_example_inputs(const std::string& path, const ir::Program& p, std::int64_t batch, std::int64_t length, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  ir::WeightStore store;
+  for (const ir::Value& v : p.graph.inputs) {
+    ir::Tensor t;
+    for (std::size_t i = 0; i < v.type.shape.size(); ++i)
+      t.shape.push_back(v.type.shape[i].is_fixed() ? v.type.shape[i].size : i == 0 ? batch : length);
+    t.data.resize(static_cast<std::size_t>(t.size()));
+    if (v.type.dtype == ir::DType::I64) {
+      const std::int64_t V = id_bound(p, v.name);
+      if (V < 1) throw Error("example inputs: i64 input '" + v.name + "' is read by no Embedding: the id range is unknown");
+      std::uniform_int_distribution<std::int64_t> d(0, V - 1);
+      for (double& x : t.data) x = static_cast<double>(d(rng));
+    } else {
+      std::uniform_real_distribution<double> d(-1.0, 1.0);
+      for (double& x : t.data) x = d(rng);
+    }
+    store[v.name] = std::move(t);
+  }
+  ir::write_weights_h5(path, store);
+}
+
+std::string file_digest(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return digest_hex(bytes.data(), bytes.size());
+}
+
+void write_program_output(const std::string& path, const ir::Program&, const ProgramResult& r, const ProgramRunMeta& m) {
+  std::vector<H5Array> arrays;
+  for (const auto& [name, t] : r.values)
+    arrays.push_back({name, std::vector<std::size_t>(t.shape.begin(), t.shape.end()), t.data, false});
+  for (const auto& fp : r.fixed_points) {
+    arrays.push_back({fp.op + ".iterations", {fp.iterations.size()}, std::vector<double>(fp.iterations.begin(), fp.iterations.end()), true});
+    arrays.push_back({fp.op + ".converged", {fp.converged.size()}, std::vector<double>(fp.converged.begin(), fp.converged.end()), true});
+  }
+  std::string bytes;
+  for (const auto& a : arrays) bytes.append(reinterpret_cast<const char*>(a.values.data()), sizeof(double) * a.values.size());
+  const H5Text text{{"tool", "aoc run"},        {"version", AOC_VERSION},  {"program", m.program},
+                    {"config_hash", m.program_digest}, {"backend", m.backend}, {"mode", m.mode},
+                    {"inputs", m.inputs},      {"output_digest", digest_hex(bytes.data(), bytes.size())}};
+  const H5Attrs nums{{"seed", {static_cast<double>(m.seed)}}, {"noise", {m.noise ? 1.0 : 0.0}}, {"quantize", {m.quantize ? 1.0 : 0.0}},
+                     {"dac_conversions", {static_cast<double>(r.counters.dac)}},
+                     {"adc_conversions", {static_cast<double>(r.counters.adc)}}};
+  write_h5_arrays(path, arrays, nums, text);
+}
+
+IterationSummary summarize(const ProgramResult& r) {
+  IterationSummary s;
+  s.min = std::numeric_limits<int>::max();
+  for (const auto& fp : r.fixed_points)
+    for (std::size_t i = 0; i < fp.iterations.size(); ++i) {
+      s.mean += fp.iterations[i], ++s.solves, s.converged += fp.converged[i];
+      s.min = std::min(s.min, fp.iterations[i]), s.max = std::max(s.max, fp.iterations[i]);
+    }
+  if (s.solves) s.mean /= static_cast<double>(s.solves);
+  else s.min = 0;
+  return s;
+}
+
+}  // namespace aoc

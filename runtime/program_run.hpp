@@ -1,0 +1,42 @@
+// Files around a program run (docs/program.md, "Running programs"): the inputs (one HDF5 dataset per
+// graph input, by name) and the outputs (one dataset per graph output, the iterations and the
+// convergence of every FixedPoint, root attributes saying what ran: tool version, backend, mode,
+// seed, the program's digest).
+#pragma once
+#include <map>
+#include <string>
+
+#include "compiler/program.hpp"
+#include "runtime/backend.hpp"
+
+namespace aoc {
+
+// The graph's inputs from an HDF5 file: every declared input must be there; other datasets are an
+// error naming them (a typo would otherwise run on zeros). i64 inputs must hold whole numbers.
+std::map<std::string, ir::Tensor> read_program_inputs(const std::string& path, const ir::Program& p);
+
+// Seeded example inputs for a program: every symbolic dim is `batch` at axis 0 and `length`
+// elsewhere; an i64 input read by an Embedding gets ids below the table's rows, f64 inputs U(-1, 1).
+void write_example_inputs(const std::string& path, const ir::Program& p, std::int64_t batch, std::int64_t length, std::uint64_t seed);
+
+// A digest of the program file's bytes: the "config hash" of everything a run depends on besides
+// its inputs and options.
+std::string file_digest(const std::string& path);
+
+struct ProgramRunMeta {
+  std::string program, program_digest, backend, mode, inputs;
+  std::uint64_t seed = 0;
+  bool noise = false, quantize = false;
+};
+
+void write_program_output(const std::string& path, const ir::Program& p, const ProgramResult& r, const ProgramRunMeta& m);
+
+// The mean, min and max of the iterations of every FixedPoint of a run, over samples (and tokens).
+struct IterationSummary {
+  double mean = 0;
+  int min = 0, max = 0;
+  long long solves = 0, converged = 0;
+};
+IterationSummary summarize(const ProgramResult& r);
+
+}  // namespace aoc
