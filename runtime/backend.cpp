@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <functional>
 #include <set>
 
 #include "sim/error.hpp"
@@ -75,6 +76,9 @@ std::vector<double> exact_tile(const ir::OpticalPlan& plan, const Tensor& w, con
 }
 
 class CpuHooks : public ir::Hooks {
+ protected:
+  virtual void saw(const ir::Op&, const Tensor&) const {}
+
  public:
   CpuHooks(const ir::Program& p, int threads) : p_(p), threads_(threads) {}
   Tensor optical(const ir::Op& op, const Tensor& x, const Tensor& w, const OpContext&) const override {
@@ -85,11 +89,27 @@ class CpuHooks : public ir::Hooks {
         *plan, x, threads_, [&](std::size_t k) -> const std::vector<double>& { return tile = exact_tile(*plan, w, plan->tiles[k]); },
         [](std::size_t, std::int64_t, std::vector<double>&) {});
   }
-  Tensor convert(const ir::Op&, const Tensor& x, const OpContext&) const override { return x; }
+  Tensor convert(const ir::Op& op, const Tensor& x, const OpContext&) const override {
+    saw(op, x);
+    return x;
+  }
 
  private:
   const ir::Program& p_;
   int threads_;
+};
+
+// The reference, noting the largest |value| each Convert sees.
+class CalibrationHooks : public CpuHooks {
+ public:
+  using CpuHooks::CpuHooks;
+  mutable std::map<std::string, double> largest;
+
+ protected:
+  void saw(const ir::Op& op, const Tensor& x) const override {
+    double& m = largest[op.name];
+    for (double v : x.data) m = std::max(m, std::fabs(v));
+  }
 };
 
 class SimHooks : public ir::Hooks {
@@ -222,6 +242,28 @@ class SimBackend : public Backend {
 };
 
 }  // namespace
+
+int calibrate_converters(ir::Program& p, const std::map<std::string, ir::Tensor>& inputs, double margin, ir::Mode mode) {
+  if (!(margin > 0)) throw Error("calibrate: the margin must be > 0");
+  CalibrationHooks hooks(p, 1);
+  BackendOptions o;
+  o.mode = mode;
+  interpret_with(p, inputs, o, hooks);
+  int set = 0;
+  const std::function<void(std::vector<ir::Op>&)> walk = [&](std::vector<ir::Op>& ops) {
+    for (ir::Op& op : ops) {
+      if (op.body) walk(op.body->ops);
+      if (op.kind != ir::OpKind::Convert || !op.attrs.count("bits")) continue;
+      const auto it = hooks.largest.find(op.name);
+      if (it == hooks.largest.end() || !(it->second > 0)) continue;
+      op.attrs["lo"] = -margin * it->second;
+      op.attrs["hi"] = margin * it->second;
+      ++set;
+    }
+  };
+  walk(p.graph.ops);
+  return set;
+}
 
 const std::vector<std::string>& backend_names() {
   static const std::vector<std::string> n = {"cpu", "sim"};

@@ -55,6 +55,13 @@ class Backend {
 // noise section). Any other name is an error listing the backends.
 std::unique_ptr<Backend> make_backend(const std::string& name, const Hardware* hw = nullptr);
 
+// Calibration of the converters: runs the program exactly (the cpu backend) on sample inputs and
+// sets every Convert's range (attrs lo, hi) to +-margin x the largest |value| it saw, so that each
+// conversion uses its converter's full range (the gain before a DAC and after an ADC is the
+// compiler's). Returns how many Converts were set; one that saw only zeros keeps its range.
+int calibrate_converters(ir::Program& p, const std::map<std::string, ir::Tensor>& inputs, double margin = 1.0,
+                         ir::Mode mode = ir::Mode::Simultaneous);
+
 // The names make_backend accepts.
 const std::vector<std::string>& backend_names();
 

@@ -319,3 +319,85 @@ TEST_CASE("compile: a placement the core cannot run is refused by the verifier")
     if (o.name == "inj") o.attrs[kPlaceAttr] = std::string("optical");  // a Linear with a bias
   CHECK_THROWS_WITH(verify_program(p), Catch::Contains("'inj'") && Catch::Contains("only a Linear without bias"));
 }
+
+TEST_CASE("run: calibrated converter ranges bring the simulator closer to the reference") {
+  Program p = compiled(assisted(small_target()));
+  BackendOptions q;
+  q.noise = false;
+  const std::string y = p.graph.outputs[0];
+  const auto ref = run_on("cpu", p, {{"u", kU}}).values.at(y);
+  const double before = max_diff(run_on("sim", p, {{"u", kU}}, q).values.at(y), ref);
+  CHECK(calibrate_converters(p, {{"u", kU}}) > 0);
+  CHECK_NOTHROW(verify_program(p));
+  const double after = max_diff(run_on("sim", p, {{"u", kU}}, q).values.at(y), ref);
+  CHECK(after < before);
+}
+
+namespace {
+
+// A tiny implicit Mamba2 imported, compiled for aoc-48 and given seeded inputs, through the CLI.
+struct CliModel {
+  std::filesystem::path dir = temp_dir() / "cli";
+  std::string graph = (dir / "m.json").string(), weights = (dir / "m.h5").string(), prog = (dir / "m.aocp.h5").string(),
+              tokens = (dir / "tok.h5").string();
+  CliModel() {
+    std::filesystem::create_directories(dir);
+    REQUIRE(run_aoc("import " + tiny_mamba2() + " -o " + graph).status == 0);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("cli: aoc compile writes a program and prints where each op runs") {
+  CliModel m;
+  const Run r = run_aoc("compile " + m.graph + " --weights " + m.weights + " --hw aoc-48 -o " + m.prog);
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.out, Catch::Contains("loop 'deq' (assisted") && Catch::Contains("DAC") && Catch::Contains("tiles") &&
+                        Catch::Contains("wrote " + m.prog));
+  CHECK(is_program_h5(m.prog));
+  const Run all = run_aoc("compile " + m.graph + " --weights " + m.weights + " --print-after-all");
+  CHECK_THAT(all.out, Catch::Contains("----- after partition -----") && Catch::Contains("----- after quantize -----") &&
+                          Catch::Contains("Convert("));
+}
+
+TEST_CASE("cli: aoc compile of a graph with weights but none given says what to pass") {
+  CliModel m;
+  const std::string prog = (m.dir / "never.aocp.h5").string();
+  const Run r = run_aoc("compile " + m.graph + " --hw aoc-48 -o " + prog);
+  CHECK(r.status != 0);
+  CHECK_THAT(r.out, Catch::Contains("--weights") && Catch::Contains("--shapes-only"));
+  CHECK_FALSE(std::filesystem::exists(prog));
+}
+
+TEST_CASE("cli: aoc run runs a program on both backends and aoc check compares them") {
+  CliModel m;
+  REQUIRE(run_aoc("compile " + m.graph + " --weights " + m.weights + " -o " + m.prog).status == 0);
+  REQUIRE(run_aoc("run " + m.prog + " --example-input " + m.tokens + " --batch 2 --length 4").status == 0);
+  const Run cpu = run_aoc("run " + m.prog + " --inputs " + m.tokens + " --backend cpu -o " + (m.dir / "cpu.h5").string());
+  INFO(cpu.out);
+  REQUIRE(cpu.status == 0);
+  CHECK_THAT(cpu.out, Catch::Contains("fixed points converged"));
+  const Run sim = run_aoc("run " + m.prog + " --inputs " + m.tokens + " --backend sim --quantize --noise -o " + (m.dir / "sim.h5").string());
+  INFO(sim.out);
+  REQUIRE(sim.status == 0);
+  CHECK_THAT(sim.out, Catch::Contains("conversions:"));
+  const Run exact = run_aoc("check " + m.prog + " --inputs " + m.tokens + " --ideal --max-abs-error 1e-12");
+  INFO(exact.out);
+  CHECK(exact.status == 0);
+  CHECK_THAT(exact.out, Catch::Contains("within the tolerances"));
+  const Run noisy = run_aoc("check " + m.prog + " --inputs " + m.tokens + " --quantize --noise --seeds 2 --max-abs-error 1e-12");
+  INFO(noisy.out);
+  CHECK(noisy.status == 1);
+  CHECK_THAT(noisy.out, Catch::Contains("FAIL: max abs error"));
+}
+
+TEST_CASE("cli: aoc run of a program with an input missing names the file and the dataset") {
+  CliModel m;
+  REQUIRE(run_aoc("compile " + m.graph + " --weights " + m.weights + " -o " + m.prog).status == 0);
+  const std::string bad = (m.dir / "bad.h5").string();
+  write_weights_h5(bad, {{"tokenz", tensor({1, 2}, {1, 2})}});
+  const Run r = run_aoc("run " + m.prog + " --inputs " + bad + " -o " + (m.dir / "out.h5").string());
+  CHECK(r.status != 0);
+  CHECK_THAT(r.out, Catch::Contains("bad.h5: /tokens: missing"));
+}

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "compiler/program_h5.hpp"
+#include "compiler/verify.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/program_flags.hpp"
 #include "runtime/program_run.hpp"
@@ -34,11 +35,20 @@ struct Compare {
   double iterations = 0;
 };
 
+// The ADC that reads an output out: the Convert that produces it (its calibrated range), else the
+// target's ADC.
+UniformConverter output_adc(const ir::Program& p, const std::string& name) {
+  for (const ir::Op& op : p.graph.ops)
+    if (op.kind == ir::OpKind::Convert && op.outputs[0] == name && op.attrs.count("bits"))
+      return {ir::attr_number(op, "lo", 0), ir::attr_number(op, "hi", 1), static_cast<int>(ir::attr_int(op, "bits", 8))};
+  return {p.target.adc_lo, p.target.adc_hi, std::max(p.target.adc_bits, 1)};
+}
+
 Compare compare(const ir::Program& p, const ProgramResult& dut, const ProgramResult& ref) {
   Compare c;
-  const UniformConverter adc{p.target.adc_lo, p.target.adc_hi, std::max(p.target.adc_bits, 1)};
   long long pos = 0, same = 0, elems = 0, same_codes = 0;
   for (const auto& name : p.graph.outputs) {
+    const UniformConverter adc = output_adc(p, name);
     const ir::Tensor &a = dut.values.at(name), &b = ref.values.at(name);
     double scale = 0;
     for (double v : b.data) scale = std::max(scale, std::fabs(v));
@@ -164,7 +174,8 @@ void add_check(CLI::App& app) {
   c->add_option("-o,--output", o.json_out, "write the JSON record to this file (with --json)");
   c->footer(
       "The reference runs once, exactly. The checked backend runs once per seed with --quantize (SLM codes,\n"
-      "DAC, ADC) and --noise as given. ADC-code agreement quantizes both outputs with the target's ADC.\n"
+      "DAC, ADC) and --noise as given. ADC-code agreement reads both outputs through the ADC that reads\n"
+      "them out (its calibrated range when the program was compiled with --calibrate).\n"
       "Exit status 1 when a tolerance is exceeded (the lines starting with FAIL say which).\n"
       "Example:\n"
       "  aoc check m.aocp.h5 --inputs tokens.h5 --quantize --noise --seeds 8 --min-argmax-agreement 0.9");

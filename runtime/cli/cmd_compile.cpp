@@ -6,6 +6,8 @@
 #include "compiler/passes.hpp"
 #include "compiler/program_h5.hpp"
 #include "compiler/report.hpp"
+#include "runtime/backend.hpp"
+#include "runtime/program_run.hpp"
 #include "runtime/cli/commands.hpp"
 #include "sim/error.hpp"
 #include "sim/hardware.hpp"
@@ -15,7 +17,8 @@ namespace aoc::cli {
 namespace {
 
 struct Opts {
-  std::string graph, weights, hw = "aoc-48", output, report_json;
+  std::string graph, weights, hw = "aoc-48", output, report_json, calibrate;
+  double margin = 1.0;
   std::vector<std::string> set;
   int tile_size = 0;
   bool shapes_only = false, no_quantize = false, no_tile = false, no_gather = false, print_after_all = false, print = false;
@@ -43,6 +46,14 @@ int run(const Opts& o) {
   ir::run_pipeline(p, po, [&](const std::string& pass, const ir::Program& q) {
     if (o.print_after_all) std::printf("// ----- after %s -----\n%s\n", pass.c_str(), ir::print_program(q).c_str());
   });
+  if (!o.calibrate.empty()) {
+    if (p.weights.empty()) throw Error("--calibrate: needs the weights (a shapes-only program cannot run)");
+    const int n = calibrate_converters(p, read_program_inputs(o.calibrate, p), o.margin);
+    p.passes.push_back("calibrate");
+    ir::verify_program(p);
+    std::printf("calibrated %d converter range(s) on %s (margin %g)\n", n, o.calibrate.c_str(), o.margin);
+    if (o.print_after_all) std::printf("// ----- after calibrate -----\n%s\n", ir::print_program(p).c_str());
+  }
   if (o.print && !o.print_after_all) std::printf("%s\n", ir::print_program(p).c_str());
   const auto report = ir::mapping_report(p);
   if (!o.output.empty()) ir::write_program_h5(o.output, p);
@@ -68,6 +79,11 @@ void add_compile(CLI::App& app) {
   c->add_option("--report-json", o.report_json, "write the mapping report as JSON to this file");
   c->add_option("--tile-size", o.tile_size, "cut tiles of this size instead of the machine's channel count (what-if)")
       ->check(CLI::PositiveNumber);
+  c->add_option("--calibrate", o.calibrate,
+                 "sample inputs (HDF5, as aoc run --inputs): set each converter's range to the largest |value| it sees "
+                 "on the exact reference, times --calibrate-margin")
+      ->check(CLI::ExistingFile);
+  c->add_option("--calibrate-margin", o.margin, "headroom of the calibrated ranges")->check(CLI::PositiveNumber)->capture_default_str();
   c->add_flag("--no-quantize", o.no_quantize, "keep exact weights (no SLM codes)");
   c->add_flag("--no-tile", o.no_tile, "one tile per matrix, whatever its size (the untiled reference)");
   c->add_flag("--no-gather", o.no_gather, "keep Linears that read one value as separate products");
