@@ -65,7 +65,7 @@ json target_json(const Target& t) {
           {"dac_range", {t.dac_lo, t.dac_hi}}, {"adc_range", {t.adc_lo, t.adc_hi}}};
 }
 
-Target read_target(const jsonr::Reader& r, const nlohmann::json& j) {
+Target read_target(const jsonr::Reader& r, const json& j) {
   const std::string F = "target";
   r.object(j, F);
   Target t;
@@ -134,9 +134,9 @@ Program read_program_h5(const std::string& path) {
   Program p;
   try {
     const jsonr::Reader r(path + ": /program");
-    nlohmann::json meta;
+    json meta;  // the Reader's own (ordered) json: another type would be converted to a temporary per call
     try {
-      meta = nlohmann::json::parse(get_string(f, path, "program"));
+      meta = json::parse(get_string(f, path, "program"));
     } catch (const nlohmann::json::exception& e) {
       throw Error(path + ": /program: malformed JSON: " + e.what());
     }
@@ -147,10 +147,10 @@ Program read_program_h5(const std::string& path) {
     p.graph = parse_graph(get_string(f, path, "graph"), path + ": /graph");
     p.target = read_target(r, r.need(meta, "", "target"));
     for (const auto& s : r.need(meta, "", "passes")) p.passes.push_back(r.text(s, "passes", true));
-    const nlohmann::json& plans = r.need(meta, "", "plans");
+    const json& plans = r.need(meta, "", "plans");
     if (!plans.is_array()) r.fail("plans", "expected an array");
     for (std::size_t k = 0; k < plans.size(); ++k) {
-      const nlohmann::json& j = plans[k];
+      const json& j = plans[k];
       const std::string F = "plans[" + std::to_string(k) + "]";
       r.object(j, F);
       OpticalPlan pl;
@@ -161,7 +161,7 @@ Program read_program_h5(const std::string& path) {
       pl.cols = r.integer(r.need(j, F, "cols"), F + ".cols", 1, std::int64_t{1} << 40);
       pl.loop = r.text(r.need(j, F, "loop"), F + ".loop", false);
       pl.slm_bits = static_cast<int>(r.integer(r.need(j, F, "slm_bits"), F + ".slm_bits", 0, 24));
-      const nlohmann::json& tiles = r.need(j, F, "tiles");
+      const json& tiles = r.need(j, F, "tiles");
       if (!tiles.is_array()) r.fail(F + ".tiles", "expected an array");
       for (std::size_t i = 0; i < tiles.size(); ++i) {
         const std::string T = F + ".tiles[" + std::to_string(i) + "]";
