@@ -103,16 +103,41 @@ Workload inference_workload(const Hardware& hw, int n, long long fixed_points, d
   if (!hw.timing) throw Error(hw.path + ": timing: missing (needed for the readout samples of the estimate)");
   Workload w;
   w.n = n;
-  w.fixed_points = fixed_points;
+  w.fixed_points = static_cast<double>(fixed_points);
   w.iterations_per_fixed_point = iterations;
-  w.weight_writes = static_cast<long long>(n) * n;
+  w.weight_writes = static_cast<double>(static_cast<long long>(n) * n);
   w.weight_reloads = 1;
-  w.dac_conversions = n * fixed_points;
-  w.adc_conversions = n * fixed_points * hw.timing->readout_samples;
+  w.dac_conversions = static_cast<double>(n * fixed_points);
+  w.adc_conversions = static_cast<double>(n * fixed_points * hw.timing->readout_samples);
   return w;
 }
 
-EnergyReport estimate(const Hardware& hw, const Workload& w) {
+namespace {
+
+// The counts the loop form derives (docs/energy.md), for those the workload leaves unset; in the
+// explicit form (n = 0) an unset count is 0.
+Workload resolved(const Workload& given, const TimingSpec& t) {
+  Workload w = given;
+  const bool loop = w.n > 0;
+  const double F = w.fixed_points, K = w.iterations_per_fixed_point, n = w.n;
+  const auto fill = [&](std::optional<double>& v, double from_loop) {
+    if (!v) v = loop ? from_loop : 0.0;
+  };
+  fill(w.led_channel_iterations, n * K * F);
+  fill(w.receiver_channel_iterations, n * K * F);
+  fill(w.analog_macs, n * n * K * F);
+  fill(w.modules, 1);
+  fill(w.loop_periods, F * K);
+  fill(w.settle_events, F);
+  fill(w.dac_steps, F);
+  fill(w.adc_samples, F * t.readout_samples);
+  if (!w.gpu_macs) w.gpu_macs = w.analog_macs;
+  return w;
+}
+
+}  // namespace
+
+EnergyReport estimate(const Hardware& hw, const Workload& given) {
   const auto missing = [&](const std::string& field, const std::string& why) {
     return Error(hw.path + ": " + field + ": missing (needed " + why + ")");
   };
@@ -120,39 +145,61 @@ EnergyReport estimate(const Hardware& hw, const Workload& w) {
     const auto it = hw.sources.find(key);
     return it == hw.sources.end() ? std::string("-") : it->second;
   };
-  if (w.n < 1) throw Error("estimate: n must be at least 1, got " + std::to_string(w.n));
-  if (w.fixed_points < 1) throw Error("estimate: fixed points must be at least 1, got " + std::to_string(w.fixed_points));
-  if (!(w.iterations_per_fixed_point >= 0 && std::isfinite(w.iterations_per_fixed_point)))
-    throw Error("estimate: iterations per fixed point must be finite and >= 0, got " + num(w.iterations_per_fixed_point));
-  if (w.weight_writes < 0 || w.weight_reloads < 0 || w.dac_conversions < 0 || w.adc_conversions < 0 || w.digital_macs < 0)
-    throw Error("estimate: action counts must be >= 0");
+  const bool loop_form = given.n > 0;
+  if (given.n < 0) throw Error("estimate: n must be at least 1 (the loop form) or 0 (explicit counts), got " + std::to_string(given.n));
+  if (loop_form && given.fixed_points < 1) throw Error("estimate: fixed points must be at least 1, got " + num(given.fixed_points));
+  if (loop_form && !(given.iterations_per_fixed_point >= 0 && std::isfinite(given.iterations_per_fixed_point)))
+    throw Error("estimate: iterations per fixed point must be finite and >= 0, got " + num(given.iterations_per_fixed_point));
   if (!hw.timing) throw missing("timing", "for the latency of the estimate");
   if (!hw.energy) throw missing("energy", "for the estimate");
   const TimingSpec& t = *hw.timing;
   const EnergySpec& e = *hw.energy;
+  const Workload w = resolved(given, t);
+  for (double c : {w.fixed_points, w.weight_writes, w.weight_reloads, w.dac_conversions, w.adc_conversions, w.digital_macs,
+                   *w.led_channel_iterations, *w.receiver_channel_iterations, *w.analog_macs, *w.modules, *w.loop_periods,
+                   *w.settle_events, *w.dac_steps, *w.adc_samples, w.serial_digital_macs.value_or(0), *w.gpu_macs})
+    if (!(c >= 0 && std::isfinite(c))) throw Error("estimate: action counts must be finite and >= 0, got " + num(c));
 
   EnergyReport rep;
   rep.machine = hw.name;
   rep.work = w;
-  const double F = static_cast<double>(w.fixed_points), K = w.iterations_per_fixed_point, n = w.n;
+  const double F = w.fixed_points, K = w.iterations_per_fixed_point;
 
-  // Latency: the fixed points run one after another; each loops K periods, settles, then reads out.
+  // Latency: the serial counts times their durations. The loop form's formulas say it per fixed
+  // point: K loop periods, a settle, the readout window, one input conversion.
   const std::string per_fp = num(F) + " fixed points x ";
+  const auto times = [&](double count, const char* what) { return num(count) + " " + what + " x "; };
   rep.latency = {
-      {"loop", F * K * t.loop_period_ns * 1e-9, per_fp + num(K) + " iterations x " + num(t.loop_period_ns) + " ns",
+      {"loop", *w.loop_periods * t.loop_period_ns * 1e-9,
+       (loop_form ? per_fp + num(K) + " iterations x " : times(*w.loop_periods, "loop periods")) + num(t.loop_period_ns) + " ns",
        "timing.loop_period_ns: " + source("timing.loop_period_ns")},
-      {"settle", F * t.settle_ns * 1e-9, per_fp + num(t.settle_ns) + " ns", "timing.settle_ns: " + source("timing.settle_ns")},
-      {"readout", F * t.readout_samples / (t.readout_rate_mhz * 1e6),
-       per_fp + std::to_string(t.readout_samples) + " samples / " + num(t.readout_rate_mhz) + " MHz",
+      {"settle", *w.settle_events * t.settle_ns * 1e-9,
+       (loop_form ? per_fp : times(*w.settle_events, "readouts")) + num(t.settle_ns) + " ns",
+       "timing.settle_ns: " + source("timing.settle_ns")},
+      {"readout", *w.adc_samples / (t.readout_rate_mhz * 1e6),
+       (loop_form ? per_fp + std::to_string(t.readout_samples) + " samples / "
+                  : num(*w.adc_samples) + " ADC samples in series (timing.readout_samples " + std::to_string(t.readout_samples) +
+                        " per readout) / ") +
+           num(t.readout_rate_mhz) + " MHz",
        "timing.readout_samples: " + source("timing.readout_samples") + " | timing.readout_rate_mhz: " + source("timing.readout_rate_mhz")},
-      {"conversions", F * t.dac_conversion_ns * 1e-9,
-       per_fp + num(t.dac_conversion_ns) + " ns: one input conversion per fixed point, all channels in parallel "
-       "(the ADC's samples are the readout window)",
+      {"conversions", *w.dac_steps * t.dac_conversion_ns * 1e-9,
+       loop_form ? per_fp + num(t.dac_conversion_ns) + " ns: one input conversion per fixed point, all channels in parallel "
+                   "(the ADC's samples are the readout window)"
+                 : times(*w.dac_steps, "DAC steps") + num(t.dac_conversion_ns) +
+                       " ns: the channels of one step in parallel (the ADC's samples are the readout)",
        "timing.dac_conversion_ns: " + source("timing.dac_conversion_ns")},
-      {"weight_reload", static_cast<double>(w.weight_reloads) * t.slm_reload_us * 1e-6,
-       std::to_string(w.weight_reloads) + " reload(s) x " + num(t.slm_reload_us) + " us",
-       "timing.slm_reload_us: " + source("timing.slm_reload_us")},
   };
+  if (w.serial_digital_macs) {
+    const double macs = *w.serial_digital_macs;
+    if (macs > 0 && !(t.digital_gmac_per_s > 0))
+      throw missing("timing.digital_gmac_per_s", "for the latency of " + g4(macs) + " digital MACs of the estimate");
+    rep.latency.push_back({"digital", macs > 0 ? macs / (t.digital_gmac_per_s * 1e9) : 0.0,
+                           num(macs) + " digital MACs in series / " + num(t.digital_gmac_per_s) + " GMAC/s",
+                           "timing.digital_gmac_per_s: " + source("timing.digital_gmac_per_s")});
+  }
+  rep.latency.push_back({"weight_reload", w.weight_reloads * t.slm_reload_us * 1e-6,
+                         num(w.weight_reloads) + " reload(s) x " + num(t.slm_reload_us) + " us",
+                         "timing.slm_reload_us: " + source("timing.slm_reload_us")});
   for (const auto& l : rep.latency) rep.total_seconds += l.seconds;
 
   // Photon budget: from the workload, else the noise section, else the energy section's design point.
@@ -186,11 +233,11 @@ EnergyReport estimate(const Hardware& hw, const Workload& w) {
     const Kind& kind = kinds().at(name);
     const std::string action = kind.action;
     double count = 0;
-    if (action == "channel_iteration") count = n * K * F;
-    else if (action == "second") count = rep.total_seconds;
-    else if (action == "weight_write") count = static_cast<double>(w.weight_writes);
-    else if (action == "conversion") count = static_cast<double>(std::string(name) == "dac" ? w.dac_conversions : w.adc_conversions);
-    else if (action == "mac") count = static_cast<double>(w.digital_macs);
+    if (action == "channel_iteration") count = std::string(name) == "led_drive" ? *w.led_channel_iterations : *w.receiver_channel_iterations;
+    else if (action == "second") count = rep.total_seconds * *w.modules;
+    else if (action == "weight_write") count = w.weight_writes;
+    else if (action == "conversion") count = std::string(name) == "dac" ? w.dac_conversions : w.adc_conversions;
+    else if (action == "mac") count = w.digital_macs;
     else if (action == "fixed_point") count = F;
     const double scale = std::string(kind.unit) == "W" ? 1.0 : 1e-12;
     EnergyLine l{name, action, count, 0, {}, ""};
@@ -220,7 +267,7 @@ EnergyReport estimate(const Hardware& hw, const Workload& w) {
     rep.energy.push_back(l);
   }
 
-  rep.analog_macs = n * n * K * F;
+  rep.analog_macs = *w.analog_macs;
   rep.ops = 2 * rep.analog_macs;
   rep.tops_per_watt = {rep.ops / rep.total_joules.max * 1e-12, rep.ops / rep.total_joules.typ * 1e-12,
                        rep.ops / rep.total_joules.min * 1e-12};
@@ -230,8 +277,9 @@ EnergyReport estimate(const Hardware& hw, const Workload& w) {
   g.flops = kGpuFlops;
   g.watts = kGpuWatts;
   g.pj_per_mac = 2 * kGpuWatts / kGpuFlops * 1e12;
-  g.joules = rep.analog_macs * 2 * kGpuWatts / kGpuFlops;
-  g.seconds = rep.ops / kGpuFlops;
+  g.macs = *w.gpu_macs;
+  g.joules = g.macs * 2 * kGpuWatts / kGpuFlops;
+  g.seconds = 2 * g.macs / kGpuFlops;
   g.tops_per_watt = kGpuFlops / kGpuWatts * 1e-12;
   g.source = kGpuSource;
   return rep;

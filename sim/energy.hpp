@@ -2,8 +2,8 @@
 // one of its actions (or its static power) as a min / typical / max band and the source of the
 // figure. Component names are fixed (docs/energy.md); an unknown one is an error.
 //
-// estimate() turns a workload (how many fixed points, iterations, conversions, weight writes)
-// into an energy and latency report: every line carries its action count, its band and the
+// estimate() turns a workload (a count of each action: channel-iterations, conversions, weight
+// writes, digital MACs, and the serial counts that make the latency) into an energy and latency report: every line carries its action count, its band and the
 // source of its figure; TOPS/W and the same work on a GPU follow from them.
 #pragma once
 #include <optional>
@@ -42,18 +42,40 @@ struct EnergySpec {
   const EnergyComponent* find(const std::string& name) const;
 };
 
-// What runs on the machine: F fixed points of K iterations each (mean) on n channels, plus the
-// conversions and weight writes around them.
+// What runs on the machine, as a count of each action. Two forms, one model:
+//  - the loop form (n > 0): F fixed points of K iterations each (mean) on n channels, the one loop
+//    of `aoc estimate --hw`. Every count below that is left unset follows from it: n*K*F LED and
+//    receiver channel-iterations, n*n*K*F analog MACs, one module's SLMs, and per fixed point one
+//    settle, one DAC step and timing.readout_samples ADC samples (all channels in parallel).
+//  - explicit (n = 0): every count as given, unset = 0 (a compiled program's counts per token,
+//    runtime/program_estimate.hpp).
+// Counts are doubles: a per-token count of a loop of K (mean) iterations need not be whole.
 struct Workload {
-  int n = 0;                               // state size: channels used
-  long long fixed_points = 1;              // F
-  double iterations_per_fixed_point = 0;   // K (mean)
-  long long weight_writes = 0;             // weights programmed (n*n for one load)
-  long long weight_reloads = 0;            // times the SLM is programmed (each costs timing.slm_reload_us)
-  long long dac_conversions = 0;           // input injection
-  long long adc_conversions = 0;           // fixed-point readout
-  long long digital_macs = 0;              // digital work outside the loop
+  int n = 0;                               // loop form: state size, channels used
+  double fixed_points = 1;                 // F; the control component's count (runs of the core)
+  double iterations_per_fixed_point = 0;   // loop form: K (mean)
+  double weight_writes = 0;                // weights programmed (n*n for one load)
+  double weight_reloads = 0;               // serial SLM programmings on the critical path (each timing.slm_reload_us)
+  double dac_conversions = 0;              // values converted to analog
+  double adc_conversions = 0;              // values converted to digital
+  double digital_macs = 0;                 // digital operations (each at energy.digital)
   std::optional<double> photons_per_sample;  // photon-budget mode: overrides energy.photon_budget.photons_per_sample
+
+  // Energy counts (loop form: derived when unset).
+  std::optional<double> led_channel_iterations;       // inputs lit, per optical pass
+  std::optional<double> receiver_channel_iterations;  // outputs detected; also the analog electronics' count
+  std::optional<double> analog_macs;                  // weights x inputs of the optical passes
+  std::optional<double> modules;                      // modules whose SLMs draw static power over the whole latency
+  // Serial counts: the latency (loop form: derived when unset).
+  std::optional<double> loop_periods;   // optical periods one after another (timing.loop_period_ns each)
+  std::optional<double> settle_events;  // waits before a readout (timing.settle_ns each)
+  std::optional<double> dac_steps;      // DAC conversions one after another (timing.dac_conversion_ns each)
+  std::optional<double> adc_samples;    // ADC samples one after another (1 / timing.readout_rate_mhz each)
+  // Digital work on the critical path, at timing.digital_gmac_per_s (a latency line only when set;
+  // a count > 0 with no digital_gmac_per_s in the file is an error naming it).
+  std::optional<double> serial_digital_macs;
+  // The MACs the GPU comparison runs (default: the analog MACs).
+  std::optional<double> gpu_macs;
 };
 
 // One inference as `aoc estimate` models it: F fixed points on n channels with the same weights
@@ -63,14 +85,14 @@ Workload inference_workload(const Hardware& hw, int n, long long fixed_points, d
 
 struct EnergyLine {
   std::string name, action;
-  double count = 0;  // actions over the workload (seconds for a static power)
+  double count = 0;  // actions over the workload (module-seconds for a static power)
   double per_action = 0;  // typ figure per action, in the file's unit (pJ or W)
   Band joules;       // over the workload
   std::string source;
 };
 
 struct LatencyLine {
-  std::string name;     // loop, settle, readout, conversions, weight_reload
+  std::string name;     // loop, settle, readout, conversions, digital (when set), weight_reload
   double seconds = 0;   // over the workload
   std::string formula;  // how it was computed, with the numbers
   std::string source;
@@ -81,7 +103,8 @@ struct GpuComparison {
   std::string name;
   double flops = 0, watts = 0;  // dense peak and board power
   double pj_per_mac = 0;
-  double joules = 0;            // for the workload's analog MACs
+  double macs = 0;              // the workload's gpu_macs (default: its analog MACs)
+  double joules = 0;            // for those MACs
   double seconds = 0;           // at peak throughput
   double tops_per_watt = 0;
   std::string source;
@@ -89,12 +112,12 @@ struct GpuComparison {
 
 struct EnergyReport {
   std::string machine;
-  Workload work;
+  Workload work;  // as given, with every count the loop form derives filled in
   std::vector<EnergyLine> energy;  // every component of the model, in a fixed order
   Band total_joules;
   std::vector<LatencyLine> latency;
   double total_seconds = 0;
-  double analog_macs = 0;  // n*n*K*F
+  double analog_macs = 0;  // n*n*K*F in the loop form
   double ops = 0;          // 2 * analog_macs
   Band tops_per_watt;      // min from the max energy, max from the min energy
   bool photon_budget = false;

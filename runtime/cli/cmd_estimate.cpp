@@ -1,27 +1,35 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "compiler/graph_json.hpp"
+#include "compiler/program_h5.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/loop_run.hpp"
 #include "runtime/problem.hpp"
+#include "runtime/program_estimate.hpp"
 #include "sim/energy.hpp"
 #include "sim/error.hpp"
 #include "sim/hardware.hpp"
+#include "sim/json_reader.hpp"
 
 namespace aoc::cli {
 
 namespace {
 
 struct Opts {
-  std::string hw = "aoc-48", json_out;
+  std::string hw = "aoc-48", json_out, program;
   int n = 0, threads = 1;
   long long fixed_points = 64;
   double iterations = -1, photons = 0;
+  std::int64_t seq_len = 1024;
   std::uint64_t seed = 1;
   bool json = false;
   std::vector<std::string> set;
+  // which options the command line gave (program mode takes the hardware from the program)
+  bool hw_given = false, n_given = false, fixed_points_given = false, seq_len_given = false, seed_given = false;
 };
 
 constexpr int kMeasureBatch = 64;
@@ -63,6 +71,9 @@ Measured measure(const Hardware& hw, int n, const Opts& o) {
   return m;
 }
 
+// The loop form's counts are whole numbers (n, F and the readout samples are).
+long long whole(double count) { return std::llround(count); }
+
 nlohmann::ordered_json band(const Band& b) { return {{"min", b.min}, {"typ", b.typ}, {"max", b.max}}; }
 
 int run(const Opts& o) {
@@ -94,10 +105,10 @@ int run(const Opts& o) {
 
   if (o.json) {
     nlohmann::ordered_json j{{"tool", "aoc estimate"}, {"version", AOC_VERSION}, {"hardware", hw.name}, {"n", n},
-                             {"fixed_points", w.fixed_points}, {"iterations_per_fixed_point", K}, {"iterations_from", how}};
-    j["workload"] = {{"weight_writes", w.weight_writes}, {"weight_reloads", w.weight_reloads},
-                     {"dac_conversions", w.dac_conversions}, {"adc_conversions", w.adc_conversions},
-                     {"digital_macs", w.digital_macs}};
+                             {"fixed_points", whole(w.fixed_points)}, {"iterations_per_fixed_point", K}, {"iterations_from", how}};
+    j["workload"] = {{"weight_writes", whole(w.weight_writes)}, {"weight_reloads", whole(w.weight_reloads)},
+                     {"dac_conversions", whole(w.dac_conversions)}, {"adc_conversions", whole(w.adc_conversions)},
+                     {"digital_macs", whole(w.digital_macs)}};
     j["photon_budget"] = r.photon_budget;
     if (r.photon_budget) j["led_pj_per_channel_iteration"] = r.led_pj_photon;
     for (const auto& l : r.latency)
@@ -122,10 +133,11 @@ int run(const Opts& o) {
   }
 
   std::printf("estimate: %s (%d channels), n %d, %lld fixed points per inference, %.4g iterations per fixed point\n",
-              hw.name.c_str(), hw.channels, n, w.fixed_points, K);
+              hw.name.c_str(), hw.channels, n, whole(w.fixed_points), K);
   std::printf("          iterations %s\n", how.c_str());
   std::printf("          weights programmed once (%lld writes, %lld reload), %lld DAC and %lld ADC conversions, %lld digital MACs\n\n",
-              w.weight_writes, w.weight_reloads, w.dac_conversions, w.adc_conversions, w.digital_macs);
+              whole(w.weight_writes), whole(w.weight_reloads), whole(w.dac_conversions), whole(w.adc_conversions),
+              whole(w.digital_macs));
 
   std::printf("latency          per fixed point  per inference  how\n");
   for (const auto& l : r.latency)
@@ -161,24 +173,201 @@ int run(const Opts& o) {
   return 0;
 }
 
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// "129,135,360": digits in groups of three, for counts a reader compares by eye.
+std::string grouped(double v) {
+  const long long n = std::llround(v);
+  std::string d = std::to_string(n < 0 ? -n : n), out;
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    if (i && (d.size() - i) % 3 == 0) out += ',';
+    out += d[i];
+  }
+  return (n < 0 ? "-" : "") + out;
+}
+
+nlohmann::ordered_json energy_json(const EnergyReport& r, double scale) {
+  nlohmann::ordered_json a = nlohmann::ordered_json::array();
+  for (const auto& l : r.energy)
+    a.push_back({{"name", l.name}, {"action", l.action}, {"count", l.count}, {"per_action_typ", l.per_action},
+                 {"unit", l.action == "second" ? "W" : "pJ"}, {"joules", band(l.joules)},
+                 {"per_sequence_j", band({l.joules.min * scale, l.joules.typ * scale, l.joules.max * scale})},
+                 {"source", l.source}});
+  return a;
+}
+
+// `aoc estimate PROG`: a program file (HDF5) or a graph JSON compiled here (shapes only).
+int run_program(const Opts& o) {
+  if (o.n_given || o.fixed_points_given || o.seed_given)
+    throw Error("--n, --fixed-points and --seed are for the loop estimate (without PROG); a program's counts come from its ops");
+  ir::Program p;
+  std::string hw_path, how;
+  std::vector<std::string> overrides;
+  Hardware hw;
+  if (ends_with(o.program, ".json")) {
+    if (!o.hw_given) throw Error(o.program + ": a graph needs --hw, the machine to compile it for");
+    hw_path = resolve_hardware_path(o.hw);
+    overrides = o.set;
+    hw = load_hardware(hw_path, overrides);
+    p = compile_for_estimate(ir::read_graph(o.program), hw, o.hw, overrides);
+    how = "graph " + o.program + " compiled here for " + hw.name + " (shapes only, no quantize)";
+  } else {
+    p = ir::read_program_h5(o.program);
+    const std::string recorded = p.target.hardware_path.empty() ? p.target.hardware : p.target.hardware_path;
+    hw_path = resolve_hardware_path(o.hw_given ? o.hw : recorded);
+    // a program compiled elsewhere: its recorded file may not exist here, its bundled name may
+    if (!o.hw_given && !std::filesystem::exists(hw_path)) hw_path = resolve_hardware_path(p.target.hardware);
+    overrides = p.target.overrides;
+    overrides.insert(overrides.end(), o.set.begin(), o.set.end());
+    hw = load_hardware(hw_path, overrides);
+    how = "program " + o.program + ", compiled for " + p.target.hardware + " (passes: ";
+    for (std::size_t i = 0; i < p.passes.size(); ++i) how += (i ? ", " : "") + p.passes[i];
+    how += ")";
+  }
+  ProgramEstimateOptions po;
+  if (o.iterations >= 0) po.iterations = o.iterations;
+  po.seq_len = o.seq_len;
+  if (o.photons > 0) po.photons_per_sample = o.photons;
+  const ProgramEstimate e = estimate_program(p, hw, po);
+  const EnergyReport& r = e.token;
+  const Workload& w = r.work;
+  const double L = static_cast<double>(e.seq_len);
+  const Band per_seq{r.total_joules.min * L, r.total_joules.typ * L, r.total_joules.max * L};
+
+  if (o.json) {
+    nlohmann::ordered_json j{{"tool", "aoc estimate"}, {"version", AOC_VERSION}, {"program", e.program}, {"source", how},
+                             {"hardware", hw.name}, {"hardware_path", hw_path}, {"overrides", overrides},
+                             {"seq_len", e.seq_len}};
+    for (const auto& l : e.loops)
+      j["loops"].push_back({{"name", l.name}, {"layout", l.layout}, {"iterations", l.iterations},
+                            {"iterations_from", l.upper_bound ? "max_iter (an upper bound)" : "given (--iterations)"},
+                            {"depth", l.depth}});
+    if (e.loops.empty()) j["loops"] = nlohmann::ordered_json::array();
+    j["mapping"] = {{"parameters", e.parameters}, {"optical_weights", e.optical_weights}, {"channels", e.channels},
+                    {"tiles", e.tiles}, {"modules", e.modules}, {"modules_used", e.modules_used},
+                    {"modules_weight_stationary", e.tiles}, {"passes", e.passes}, {"utilisation", e.utilisation}};
+    j["placement"] = e.placement;
+    j["per_token"] = {{"analog_macs", r.analog_macs}, {"tile_runs", e.tile_runs},
+                      {"led_channel_iterations", *w.led_channel_iterations},
+                      {"receiver_channel_iterations", *w.receiver_channel_iterations},
+                      {"dac_conversions", w.dac_conversions}, {"adc_conversions", w.adc_conversions},
+                      {"partial_sum_adc_conversions", e.partial_sum_adc}, {"digital_ops", w.digital_macs},
+                      {"weight_reloads", w.weight_reloads}, {"weight_writes", w.weight_writes},
+                      {"control_runs", w.fixed_points}, {"loop_periods", *w.loop_periods}, {"settle_events", *w.settle_events},
+                      {"dac_steps", *w.dac_steps}, {"adc_samples", *w.adc_samples}};
+    for (const auto& [kind, d] : e.digital) j["digital_ops_by_kind"][kind] = {{"ops", d.ops}, {"rule", d.rule}};
+    for (const auto& l : r.latency)
+      j["latency"].push_back({{"name", l.name}, {"per_token_s", l.seconds}, {"per_sequence_s", l.seconds * L},
+                              {"formula", l.formula}, {"source", l.source}});
+    j["latency_per_token_s"] = r.total_seconds;
+    j["latency_per_sequence_s"] = r.total_seconds * L;
+    j["energy"] = energy_json(r, L);
+    j["energy_per_token_j"] = band(r.total_joules);
+    j["energy_per_sequence_j"] = band(per_seq);
+    j["ops_per_token"] = r.ops;
+    j["tops_per_watt"] = band(r.tops_per_watt);
+    j["initial_programming"] = {{"weight_writes", e.initial_writes}, {"seconds", e.load.total_seconds},
+                                {"joules", band(e.load.total_joules)}};
+    j["gpu"] = {{"name", r.gpu.name}, {"what", "the same work: the analog MACs and the digital ops (one MAC each) at dense peak"},
+                {"macs_per_token", r.gpu.macs}, {"pj_per_mac", r.gpu.pj_per_mac}, {"joules_per_token", r.gpu.joules},
+                {"seconds_per_token", r.gpu.seconds}, {"energy_ratio_gpu_over_aoc_typ", r.gpu.joules / r.total_joules.typ},
+                {"source", r.gpu.source}};
+    j["notes"] = e.notes;
+    for (const auto& n : r.notes) j["notes"].push_back(n);
+    emit_json(j.dump(1), o.json_out);
+    return 0;
+  }
+
+  std::printf("estimate: %s on %s (%d channels, %d modules), per token and per sequence of %lld tokens\n", e.program.c_str(),
+              hw.name.c_str(), e.channels, e.modules, static_cast<long long>(e.seq_len));
+  std::printf("          from %s\n", how.c_str());
+  for (const auto& l : e.loops)
+    std::printf("          FixedPoint '%s' (%s): K = %.4g iterations per token, %s\n", l.name.c_str(), l.layout.c_str(),
+                l.iterations, l.upper_bound ? "its max_iter: an UPPER BOUND (give --iterations K)" : "given (--iterations)");
+  if (e.loops.empty()) std::printf("          no FixedPoint (an explicit model): every op once per token\n");
+  std::printf("\nmapping\n");
+  std::printf("  parameters %s, of which %s in the %zu optical matrices\n", grouped(static_cast<double>(e.parameters)).c_str(),
+              grouped(static_cast<double>(e.optical_weights)).c_str(), p.optical.size());
+  std::printf("  tiles %d of %d x %d (a weight-stationary mapping needs %d modules; the machine has %d, %d used, %d pass%s)\n",
+              e.tiles, e.channels, e.channels, e.tiles, e.modules, e.modules_used, e.passes, e.passes == 1 ? "" : "es");
+  std::printf("  utilisation %.1f %% (analog MACs / (tile runs x %d^2))\n", 100 * e.utilisation, e.channels);
+  std::printf("  ops by placement:");
+  for (const auto& [k, v] : e.placement) std::printf(" %s %d;", k.c_str(), v);
+  std::printf("\n\nper token\n");
+  std::printf("  analog MACs %.4g (%.4g tile runs), digital ops %.4g\n", r.analog_macs, e.tile_runs, w.digital_macs);
+  std::printf("  conversions: %.4g DAC, %.4g ADC (%.4g of them partial sums)\n", w.dac_conversions, w.adc_conversions, e.partial_sum_adc);
+  std::printf("  weight reloads %.4g (%.4g weight writes); initial programming once per model load: %.4g writes, %s, %s\n",
+              w.weight_reloads, w.weight_writes, e.initial_writes, si(e.load.total_joules.typ, "J").c_str(),
+              si(e.load.total_seconds, "s").c_str());
+  std::printf("  serial: %.4g loop periods, %.4g readouts (%.4g ADC samples), %.4g DAC steps, %.4g digital ops\n\n", *w.loop_periods,
+              *w.settle_events, *w.adc_samples, *w.dac_steps, w.serial_digital_macs.value_or(0));
+
+  std::printf("digital ops per token  %12s  rule\n", "ops");
+  for (const auto& [kind, d] : e.digital) std::printf("  %-20s %12.4g  %s\n", kind.c_str(), d.ops, d.rule.c_str());
+
+  std::printf("\nlatency          per token      per sequence  how (per token)\n");
+  for (const auto& l : r.latency)
+    std::printf("  %-14s %10s %17s  %s\n", l.name.c_str(), si(l.seconds, "s").c_str(), si(l.seconds * L, "s").c_str(), l.formula.c_str());
+  std::printf("  %-14s %10s %17s\n\n", "total", si(r.total_seconds, "s").c_str(), si(r.total_seconds * L, "s").c_str());
+
+  std::printf("energy per token       action             count       per action        min        typ        max  typ per sequence\n");
+  for (const auto& l : r.energy) {
+    const bool watts = l.action == "second";
+    std::printf("  %-22s %-17s %9.4g %13s %10s %10s %10s %10s\n", l.name.c_str(), watts ? "module-second" : l.action.c_str(),
+                l.count, si(watts ? l.per_action : l.per_action * 1e-12, watts ? "W" : "J").c_str(), si(l.joules.min, "J").c_str(),
+                si(l.joules.typ, "J").c_str(), si(l.joules.max, "J").c_str(), si(l.joules.typ * L, "J").c_str());
+  }
+  std::printf("  %-22s %-17s %9s %13s %10s %10s %10s %10s\n\n", "total", "", "", "", si(r.total_joules.min, "J").c_str(),
+              si(r.total_joules.typ, "J").c_str(), si(r.total_joules.max, "J").c_str(), si(per_seq.typ, "J").c_str());
+
+  std::printf("TOPS/W: %.4g typ (band %.4g .. %.4g): 2 ops per analog MAC over all the energy (digital included)\n",
+              r.tops_per_watt.typ, r.tops_per_watt.min, r.tops_per_watt.max);
+  std::printf("GPU, %s (%.4g TFLOPS at %.4g W = %.4g pJ per MAC): the same work, %.4g analog MACs + %.4g digital ops\n",
+              r.gpu.name.c_str(), r.gpu.flops * 1e-12, r.gpu.watts, r.gpu.pj_per_mac, r.analog_macs, w.digital_macs);
+  std::printf("     (one MAC each) at dense peak: %s and %s per token; the AOC's typ energy is %.4g x the GPU's (GPU / AOC = %.4g)\n\n",
+              si(r.gpu.joules, "J").c_str(), si(r.gpu.seconds, "s").c_str(), r.total_joules.typ / r.gpu.joules,
+              r.gpu.joules / r.total_joules.typ);
+
+  std::printf("sources\n");
+  for (const auto& l : r.latency) std::printf("  latency %s: %s\n", l.name.c_str(), l.source.c_str());
+  for (const auto& l : r.energy) std::printf("  energy %s: %s\n", l.name.c_str(), l.source.c_str());
+  std::printf("  gpu: %s\n", r.gpu.source.c_str());
+  std::printf("notes\n");
+  for (const auto& n : e.notes) std::printf("  %s\n", n.c_str());
+  for (const auto& n : r.notes) std::printf("  %s\n", n.c_str());
+  return 0;
+}
+
 }  // namespace
 
 void add_estimate(CLI::App& app) {
   static Opts o;
-  auto* c = app.add_subcommand("estimate", "Energy and latency of an inference on a machine (Accelergy-style), against a GPU");
-  c->add_option("--hw", o.hw, "hardware file or bundled machine with timing and energy sections (aoc-48, aoc-16, aoc-scale)")
-      ->capture_default_str();
-  c->add_option("--n", o.n, "state size: channels used (default: all of the machine's)")->check(CLI::PositiveNumber);
+  auto* c = app.add_subcommand("estimate", "Energy and latency (Accelergy-style) of fixed points on a machine, or of a compiled program per token, against a GPU");
+  static CLI::Option *hw, *n, *fp, *seq, *seed;
+  c->add_option("program", o.program,
+                "a compiled program (.h5) or a graph (.json, compiled here for --hw, shapes only): its energy and latency "
+                "per token and per sequence")
+      ->check(CLI::ExistingFile);
+  hw = c->add_option("--hw", o.hw,
+                     "hardware file or bundled machine with timing and energy sections (aoc-48, aoc-16, aoc-scale); "
+                     "a program's default is the hardware it was compiled for")
+           ->capture_default_str();
+  n = c->add_option("--n", o.n, "state size: channels used (default: all of the machine's)")->check(CLI::PositiveNumber);
   c->add_option("--iterations", o.iterations,
-                "mean iterations per fixed point (default: measured by running the loop, twin stop rule, batch 64)")
+                "mean iterations per fixed point (default: measured by running the loop, twin stop rule, batch 64; "
+                "for a program: each FixedPoint's max_iter, an upper bound)")
       ->check(CLI::NonNegativeNumber);
-  c->add_option("--fixed-points", o.fixed_points, "fixed points per inference, run one after another with the same weights")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+  fp = c->add_option("--fixed-points", o.fixed_points, "fixed points per inference, run one after another with the same weights")
+           ->check(CLI::PositiveNumber)->capture_default_str();
+  seq = c->add_option("--seq-len", o.seq_len, "program: tokens per sequence (attention's mean context is half of it)")
+            ->check(CLI::PositiveNumber)->capture_default_str();
   c->add_option("--set", o.set, "override a hardware value, e.g. --set timing.loop_period_ns=1 (repeatable)");
   c->add_option("--photons", o.photons,
                 "photons per detector sample: photon-budget mode, the LED energy follows from energy.photon_budget")
       ->check(CLI::PositiveNumber);
-  c->add_option("--seed", o.seed, "seed of the problem the iterations are measured on")->capture_default_str();
+  seed = c->add_option("--seed", o.seed, "seed of the problem the iterations are measured on")->capture_default_str();
   c->add_option("--threads", o.threads, "threads for the measurement")->check(CLI::PositiveNumber)->capture_default_str();
   c->add_flag("--json", o.json, "print a JSON record (every line with its count, band and source)");
   c->add_option("-o,--output", o.json_out, "write the JSON record to this file (with --json)");
@@ -187,9 +376,18 @@ void add_estimate(CLI::App& app) {
       "channel-iterations per fixed point, DAC/ADC conversions, weight writes, seconds of static power\n"
       "(docs/energy.md). Latency: K loop periods + settle + readout window per fixed point, plus the\n"
       "SLM reload. TOPS/W counts 2 ops per analog MAC (n*n MACs per iteration).\n"
+      "A program (PROG): one token's actions counted from its ops (docs/energy.md, \"Programs\"): the\n"
+      "optical tiles, every Convert (DAC/ADC), the digital ops, the weight reloads when the tiles\n"
+      "outnumber the modules; per sequence = per token x --seq-len.\n"
       "Example:\n  aoc estimate --hw aoc-scale --fixed-points 1000000 --iterations 20\n"
-      "  aoc estimate --hw aoc-48 --json -o estimate.json     (iterations measured on the loop)");
-  c->callback([] { exit_status() = run(o); });
+      "  aoc estimate --hw aoc-48 --json -o estimate.json     (iterations measured on the loop)\n"
+      "  aoc import config.json -o g.json --shapes-only && aoc estimate g.json --hw aoc-scale --iterations 20");
+  c->callback([] {
+    o.hw_given = hw->count() > 0, o.n_given = n->count() > 0, o.fixed_points_given = fp->count() > 0;
+    o.seq_len_given = seq->count() > 0, o.seed_given = seed->count() > 0;
+    if (o.program.empty() && o.seq_len_given) throw Error("--seq-len is for a program (aoc estimate PROG)");
+    exit_status() = o.program.empty() ? run(o) : run_program(o);
+  });
 }
 
 }  // namespace aoc::cli

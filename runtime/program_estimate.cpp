@@ -1,0 +1,403 @@
+#include "runtime/program_estimate.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <functional>
+#include <set>
+
+#include "compiler/passes.hpp"
+#include "compiler/verify.hpp"
+#include "sim/error.hpp"
+#include "sim/hardware.hpp"
+#include "sim/json_reader.hpp"
+
+namespace aoc {
+
+using namespace ir;
+
+namespace {
+
+// Elements of one token's share of a value: its type with every symbolic dim (B, L) taken as 1.
+double per_token(const Type& t) {
+  double n = 1;
+  for (const Dim& d : t.shape) n *= d.is_fixed() ? static_cast<double>(d.size) : 1.0;
+  return n;
+}
+
+double dim_or_1(const Dim& d) { return d.is_fixed() ? static_cast<double>(d.size) : 1.0; }
+
+// Which op reads a value (every region), and whether a value leaves a region (a body's result, a
+// graph output).
+struct Uses {
+  std::map<std::string, std::vector<const Op*>> readers;
+  std::set<std::string> results;
+  void add(const std::vector<Op>& ops) {
+    for (const Op& o : ops) {
+      for (const auto& in : o.inputs) readers[in].push_back(&o);
+      if (o.body) {
+        results.insert(o.body->results.begin(), o.body->results.end());
+        add(o.body->ops);
+      }
+    }
+  }
+};
+
+class Counter {
+ public:
+  Counter(const Program& p, const Hardware& hw, const ProgramEstimateOptions& o, ProgramEstimate& e)
+      : p_(p), hw_(hw), o_(o), e_(e), types_(verify(p.graph)) {
+    uses_.add(p.graph.ops);
+    uses_.results.insert(p.graph.outputs.begin(), p.graph.outputs.end());
+    parallel_ = static_cast<double>(p.target.channels) * p.target.modules;
+  }
+
+  // The counts of one token: every op of the top level once, a body K times.
+  void count() { region(p_.graph.ops, 1.0, 0); }
+
+  // Weight reloads and writes of one token in steady state: the modules start with the pass-0
+  // tiles (the initial programming); a first token is simulated from there, the second from where
+  // the first left the modules, and its counts are the per-token ones.
+  void reloads() {
+    int id = 0;
+    for (const OpticalPlan& plan : p_.optical)
+      for (const Tile& t : plan.tiles) tile_id_[{&plan, &t}] = id++;
+    std::vector<int> state(static_cast<std::size_t>(p_.target.modules), -1);
+    for (const OpticalPlan& plan : p_.optical)
+      for (const Tile& t : plan.tiles)
+        if (t.pass == 0) {
+          state[static_cast<std::size_t>(t.module)] = tile_id_.at({&plan, &t});
+          e_.initial_writes += static_cast<double>(t.rows * t.cols);
+        }
+    simulate(p_.graph.ops, state);
+    const Reload steady = simulate(p_.graph.ops, state);
+    e_.work.weight_reloads = steady.events;
+    e_.work.weight_writes = steady.writes;
+  }
+
+  Workload& w() { return e_.work; }
+
+ private:
+  const Program& p_;
+  const Hardware& hw_;
+  const ProgramEstimateOptions& o_;
+  ProgramEstimate& e_;
+  std::map<std::string, Type> types_;
+  Uses uses_;
+  double parallel_ = 1;  // converters that work at once: one per channel of every module
+  std::map<std::pair<const OpticalPlan*, const Tile*>, int> tile_id_;
+
+  const Type& type(const std::string& v) const {
+    const auto it = types_.find(v);
+    if (it == types_.end()) throw Error("estimate: internal: no type for value '" + v + "'");
+    return it->second;
+  }
+
+  double iterations(const Op& fp, bool& upper) const {
+    upper = !o_.iterations;
+    if (o_.iterations) return *o_.iterations;
+    const std::int64_t m = attr_int(fp, "max_iter", 0);
+    if (m < 1) throw Error("estimate: FixedPoint '" + op_label(fp) + "' has no max_iter; give --iterations");
+    return static_cast<double>(m);
+  }
+
+  const OpticalPlan& plan(const Op& o) const {
+    const OpticalPlan* pl = p_.plan(op_label(o));
+    if (!pl) throw Error("estimate: optical op '" + op_label(o) + "' has no plan (the program was not tiled)");
+    return *pl;
+  }
+
+  static int passes_of(const OpticalPlan& pl) {
+    std::set<int> s;
+    for (const Tile& t : pl.tiles) s.insert(t.pass);
+    return static_cast<int>(s.size());
+  }
+
+  // A conversion of `elements` values to analog (DAC) or digital (ADC), `mult` times per token:
+  // the channels of every module convert at once, so a value takes ceil(elements / (channels x
+  // modules)) steps; each ADC step waits for the signal to settle and takes the readout window.
+  void convert(double elements, bool to_analog, double mult) {
+    const double steps = std::ceil(elements / parallel_);
+    if (to_analog) {
+      w().dac_conversions += mult * elements;
+      *w().dac_steps += mult * steps;
+    } else {
+      w().adc_conversions += mult * elements;
+      *w().settle_events += mult * steps;
+      *w().adc_samples += mult * steps * hw_.timing->readout_samples;
+    }
+  }
+
+  void digital(const std::string& kind, double ops, const std::string& rule) {
+    DigitalCount& d = e_.digital[kind];
+    d.ops += ops;
+    d.rule = rule;
+    w().digital_macs += ops;
+    *w().serial_digital_macs += ops;
+  }
+
+  void region(const std::vector<Op>& ops, double mult, int depth) {
+    for (const Op& o : ops) {
+      if (o.kind == OpKind::FixedPoint) {
+        bool upper = false;
+        const double K = iterations(o, upper);
+        e_.loops.push_back({op_label(o), attr_string(o, "layout", "?"), K, upper, depth});
+        w().fixed_points += mult;  // the control runs each fixed point
+        region(o.body->ops, mult * K, depth + 1);
+        continue;
+      }
+      if (o.kind == OpKind::Convert) {
+        convert(per_token(type(o.inputs[0])), attr_string(o, "to", "") == "analog", mult);
+        continue;
+      }
+      const std::string place = attr_string(o, kPlaceAttr, "digital");
+      if (place == "optical") optical(o, mult, depth);
+      else if (place == "digital") digital_op(o, mult);
+      // analog: the analog electronics' work, counted per receiver channel-iteration
+    }
+  }
+
+  void optical(const Op& o, double mult, int depth) {
+    const OpticalPlan& pl = plan(o);
+    // Vectors per token: the input's per-token elements over the matrix's columns (1 for [B, L, in]).
+    const double vectors = per_token(type(o.inputs[0])) / static_cast<double>(pl.cols);
+    const double runs = mult * vectors;
+    for (const Tile& t : pl.tiles) {
+      *w().led_channel_iterations += runs * static_cast<double>(t.cols);
+      *w().receiver_channel_iterations += runs * static_cast<double>(t.rows);
+      *w().analog_macs += runs * static_cast<double>(t.rows) * static_cast<double>(t.cols);
+      e_.tile_runs += runs;
+    }
+    // The tiles of one pass run at once on their modules; the passes one after another.
+    *w().loop_periods += runs * passes_of(pl);
+    if (depth == 0) w().fixed_points += runs;  // a run of the core outside any loop: one control sequence
+    // Column tiles summed in digital: every column tile beyond the first is read out and added.
+    std::set<std::int64_t> col_blocks;
+    for (const Tile& t : pl.tiles) col_blocks.insert(t.col0);
+    const double extra = static_cast<double>(col_blocks.size()) - 1;
+    if (!p_.target.analog_partial_sums && extra > 0) {
+      const double rows = static_cast<double>(pl.rows);
+      w().adc_conversions += runs * extra * rows;
+      e_.partial_sum_adc += runs * extra * rows;
+      digital("partial sums", runs * extra * rows, "architecture.partial_sums digital: rows adds per column tile beyond the first");
+      // A sum that stays in the analog domain (not read by an ADC next) goes back through a DAC,
+      // and the first column tile is read out too.
+      const auto rd = uses_.readers.find(o.outputs[0]);
+      const bool read_digital = rd != uses_.readers.end() && !uses_.results.count(o.outputs[0]) &&
+                                std::all_of(rd->second.begin(), rd->second.end(), [](const Op* r) {
+                                  return r->kind == OpKind::Convert && attr_string(*r, "to", "") == "digital";
+                                });
+      // (When an ADC reads the sum next, the partial sums are read out with it, on the other
+      // modules' ADCs: no extra time.)
+      if (!read_digital) {
+        e_.partial_sum_adc += runs * rows;
+        convert(rows, false, runs);
+        convert(rows, true, runs);
+      }
+    }
+  }
+
+  // The documented op count of a digital op (docs/energy.md, "Programs").
+  void digital_op(const Op& o, double mult) {
+    const std::string kind = op_info(o.kind).name;
+    const double out = per_token(type(o.outputs[0]));
+    switch (o.kind) {
+      case OpKind::Linear: {
+        const Shape& W = type(o.inputs[1]).shape;  // [out, in]
+        const double in = dim_or_1(W[1]), rows = per_token(type(o.inputs[0])) / in;
+        digital(kind, mult * (rows * in * dim_or_1(W[0]) + (o.inputs.size() > 2 ? out : 0)), "in x out per vector (+ out with a bias)");
+        return;
+      }
+      case OpKind::MatMul: {
+        const Shape& b = type(o.inputs[1]).shape;  // [k, n]
+        const double k = dim_or_1(b[0]), rows = per_token(type(o.inputs[0])) / k;
+        digital(kind, mult * rows * k * dim_or_1(b[1]), "k x n per vector");
+        return;
+      }
+      case OpKind::Einsum: {
+        std::map<char, double> size;
+        std::string spec = attr_string(o, "spec", "");
+        spec = spec.substr(0, spec.find("->"));
+        std::size_t arg = 0, pos = 0;
+        for (char c : spec) {
+          if (c == ',') ++arg, pos = 0;
+          else if (std::isalpha(static_cast<unsigned char>(c)) && arg < o.inputs.size()) {
+            const Shape& s = type(o.inputs[arg]).shape;
+            if (pos < s.size()) size[c] = std::max(size[c], dim_or_1(s[pos]));
+            ++pos;
+          }
+        }
+        double n = 1;
+        for (const auto& [c, v] : size) n *= v;
+        digital(kind, mult * n, "the product of every index's size (B, L = 1)");
+        return;
+      }
+      case OpKind::RMSNorm: digital(kind, mult * 3 * out, "3 per element (square, sum, scale)"); return;
+      case OpKind::GatedRMSNorm: digital(kind, mult * 5 * out, "5 per element (SiLU gate, product, square, sum, scale)"); return;
+      case OpKind::Scan: digital(kind, mult * 2 * out, "2 per element (a h + x)"); return;
+      case OpKind::Conv1dCausal: {
+        const double K = dim_or_1(type(o.inputs[1]).shape[1]);
+        digital(kind, mult * K * out, "K (kernel width) per element");
+        return;
+      }
+      case OpKind::CausalAttention: {
+        const double context = static_cast<double>(o_.seq_len) / 2;
+        digital(kind, mult * 2 * out * context,
+                "2 x D x context per token (q.k and the weighted sum of v), context = seq_len / 2 = " + jsonr::num(context));
+        return;
+      }
+      case OpKind::Embedding: e_.digital[kind].rule = "0 (a table lookup)"; return;
+      case OpKind::Split:
+      case OpKind::Concat:
+      case OpKind::Reshape: e_.digital[kind].rule = "0 (data movement)"; return;
+      default: {
+        double n = 0;
+        for (const auto& r : o.outputs) n += per_token(type(r));
+        digital(kind, mult * n, "1 per element");
+      }
+    }
+  }
+
+  struct Reload {
+    double events = 0, writes = 0;
+  };
+
+  // Walks the ops in order with the tile each module holds: an op's tiles of one pass that are not
+  // in place are programmed together (one reload event: the modules load in parallel, the core
+  // waits); a loop counts its first iteration from the entry state and K - 1 more from the state
+  // one iteration leaves (which repeats).
+  Reload simulate(const std::vector<Op>& ops, std::vector<int>& state) {
+    Reload r;
+    for (const Op& o : ops) {
+      if (o.kind == OpKind::FixedPoint) {
+        bool upper = false;
+        const double K = iterations(o, upper);
+        const Reload first = simulate(o.body->ops, state);
+        Reload next;
+        if (K > 1) next = simulate(o.body->ops, state);
+        const double rest = std::max(0.0, K - 1), f = std::min(1.0, K);
+        r.events += f * first.events + rest * next.events;
+        r.writes += f * first.writes + rest * next.writes;
+        continue;
+      }
+      if (attr_string(o, kPlaceAttr, "") != "optical") continue;
+      const OpticalPlan& pl = plan(o);
+      std::map<int, std::vector<const Tile*>> by_pass;
+      for (const Tile& t : pl.tiles) by_pass[t.pass].push_back(&t);
+      for (const auto& [pass, tiles] : by_pass) {
+        bool any = false;
+        for (const Tile* t : tiles) {
+          const int id = tile_id_.at({&pl, t});
+          int& held = state[static_cast<std::size_t>(t->module)];
+          if (held != id) {
+            held = id, any = true;
+            r.writes += static_cast<double>(t->rows * t->cols);
+          }
+        }
+        if (any) r.events += 1;
+      }
+    }
+    return r;
+  }
+};
+
+void count_places(const std::vector<Op>& ops, std::map<std::string, int>& m) {
+  for (const Op& o : ops) {
+    if (o.kind == OpKind::Convert) ++m[attr_string(o, "to", "") == "analog" ? "convert to analog (DAC)" : "convert to digital (ADC)"];
+    else if (o.kind == OpKind::FixedPoint) ++m["fixed point, " + attr_string(o, "layout", "?")];
+    else ++m[attr_string(o, kPlaceAttr, "unplaced")];
+    if (o.body) count_places(o.body->ops, m);
+  }
+}
+
+}  // namespace
+
+ProgramEstimate estimate_program(const Program& p, const Hardware& hw, const ProgramEstimateOptions& o) {
+  if (hw.name != p.target.hardware)
+    throw Error("estimate: the program was compiled for " + p.target.hardware + ", the hardware file " + hw.path + " is " + hw.name);
+  if (!hw.architecture) throw Error(hw.path + ": architecture: missing (needed to estimate a program)");
+  if (hw.channels != p.target.channels || hw.architecture->modules != p.target.modules)
+    throw Error("estimate: the program was compiled for " + std::to_string(p.target.channels) + " channels and " +
+                std::to_string(p.target.modules) + " modules, " + hw.path + " has " + std::to_string(hw.channels) + " and " +
+                std::to_string(hw.architecture->modules) + ": compile it again for this hardware");
+  if (!hw.timing) throw Error(hw.path + ": timing: missing (needed for the latency of the estimate)");
+  if (o.seq_len < 1) throw Error("estimate: --seq-len must be at least 1, got " + std::to_string(o.seq_len));
+  if (o.iterations && !(*o.iterations >= 1 && std::isfinite(*o.iterations)))
+    throw Error("estimate: --iterations must be at least 1 for a program, got " + jsonr::num(*o.iterations));
+  if (std::find(p.passes.begin(), p.passes.end(), "tile") == p.passes.end())
+    throw Error("estimate: the program has not been through the tile pass (compile it fully)");
+
+  ProgramEstimate e;
+  e.program = p.graph.name;
+  e.machine = hw.name;
+  e.channels = p.target.channels;
+  e.modules = p.target.modules;
+  e.seq_len = o.seq_len;
+  for (const Value& v : p.graph.weights) {
+    std::int64_t n = 1;
+    for (const Dim& d : v.type.shape) n *= d.is_fixed() ? d.size : 1;
+    e.parameters += n;
+  }
+  std::set<int> used;
+  for (const OpticalPlan& pl : p.optical) {
+    e.optical_weights += pl.weights();
+    e.tiles += static_cast<int>(pl.tiles.size());
+    for (const Tile& t : pl.tiles) used.insert(t.module), e.passes = std::max(e.passes, t.pass + 1);
+  }
+  e.modules_used = static_cast<int>(used.size());
+  count_places(p.graph.ops, e.placement);
+
+  // The explicit counts start at 0 (n = 0: not the loop form).
+  Workload& w = e.work;
+  w.n = 0;
+  w.fixed_points = 0;
+  w.photons_per_sample = o.photons_per_sample;
+  w.led_channel_iterations = w.receiver_channel_iterations = w.analog_macs = 0;
+  w.loop_periods = w.settle_events = w.dac_steps = w.adc_samples = 0;
+  w.serial_digital_macs = 0;
+  w.modules = std::max(1, e.modules_used);
+
+  Counter c(p, hw, o, e);
+  c.count();
+  c.reloads();
+  w.gpu_macs = *w.analog_macs + w.digital_macs;
+  e.utilisation = e.tile_runs > 0 ? *w.analog_macs / (e.tile_runs * static_cast<double>(e.channels) * e.channels) : 0;
+  e.token = estimate(hw, w);
+
+  // The initial programming, once per model load: the pass-0 tiles in one reload (the modules in
+  // parallel), the SLMs drawing their static power meanwhile.
+  Workload load;
+  load.n = 0;
+  load.fixed_points = 0;
+  load.weight_writes = e.initial_writes;
+  load.weight_reloads = e.initial_writes > 0 ? 1 : 0;
+  load.modules = std::max(1, e.modules_used);
+  load.photons_per_sample = o.photons_per_sample;
+  e.load = estimate(hw, load);
+
+  const bool upper = std::any_of(e.loops.begin(), e.loops.end(), [](const LoopCount& l) { return l.upper_bound; });
+  if (upper)
+    e.notes.push_back("iterations: each FixedPoint's max_iter, an upper bound (the models' mean iterations are not known "
+                      "here; give --iterations K)");
+  else if (!e.loops.empty())
+    e.notes.push_back("iterations: given (--iterations " + jsonr::num(*o.iterations) + ") for every FixedPoint");
+  if (e.passes > 1)
+    e.notes.push_back(std::to_string(e.tiles) + " tiles on " + std::to_string(e.modules) +
+                      " modules: the weights are not stationary; modules are reprogrammed during each token "
+                      "(a weight-stationary mapping needs " + std::to_string(e.tiles) + " modules: --set architecture.modules=" +
+                      std::to_string(e.tiles) + ")");
+  return e;
+}
+
+Program compile_for_estimate(const Graph& g, const Hardware& hw, const std::string& hw_path,
+                             const std::vector<std::string>& overrides) {
+  Program p;
+  p.graph = g;
+  p.target = target_of(hw, hw_path, overrides);
+  PassOptions opt;
+  opt.quantize = false;  // shapes only: the bits are the target's, there are no codes to make
+  run_pipeline(p, opt);
+  return p;
+}
+
+}  // namespace aoc

@@ -1,0 +1,74 @@
+// The energy and latency of a compiled program, per token and per sequence (`aoc estimate PROG`,
+// docs/energy.md "Programs"). One token's actions are counted by walking the program (its ops in
+// order, a FixedPoint's body K times, every optical op's tiles, every Convert op, the digital ops
+// with a documented op count each) and a simulation of which tile each module holds (the weight
+// reloads); the counts go to the one energy model, sim/energy.hpp's estimate().
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/program.hpp"
+#include "sim/energy.hpp"
+
+namespace aoc {
+
+struct ProgramEstimateOptions {
+  std::optional<double> iterations;  // K of every FixedPoint; nullopt: each one's max_iter (an upper bound)
+  std::int64_t seq_len = 1024;       // L: tokens per sequence; attention's mean context is L / 2
+  std::optional<double> photons_per_sample;  // photon-budget mode (as `aoc estimate --photons`)
+};
+
+// A FixedPoint of the program and the iterations it is counted with.
+struct LoopCount {
+  std::string name, layout;  // layout: native or assisted
+  double iterations = 0;     // K per token
+  bool upper_bound = false;  // K is the FixedPoint's max_iter (no --iterations)
+  int depth = 0;             // 0: at the top level
+};
+
+// Digital work of one kind of op per token, with the rule that counted it.
+struct DigitalCount {
+  double ops = 0;
+  std::string rule;
+};
+
+struct ProgramEstimate {
+  std::string program;   // the graph's name
+  std::string machine;   // the hardware's name
+  std::int64_t parameters = 0;       // elements of every weight of the graph
+  std::int64_t optical_weights = 0;  // elements of the optical ops' matrices
+  int channels = 0, modules = 0;     // the machine's
+  int tiles = 0;                     // over all optical ops (= modules a weight-stationary mapping needs)
+  int modules_used = 0;              // distinct modules holding a tile
+  int passes = 0;                    // programmings of the busiest module (max tile.pass + 1)
+  std::int64_t seq_len = 0;
+
+  std::map<std::string, int> placement;  // ops by place (optical, analog, digital), Convert by direction (dac, adc)
+  std::vector<LoopCount> loops;
+
+  // Per token (the workload's counts are per token too).
+  double tile_runs = 0;            // tile executions (an op's tiles times its executions)
+  double partial_sum_adc = 0;      // of adc_conversions: column tiles summed digitally
+  double initial_writes = 0;       // weights programmed once per model load (the pass-0 tiles)
+  double utilisation = 0;          // analog MACs / (tile executions x channels^2)
+  std::map<std::string, DigitalCount> digital;  // by op kind (and "partial sums")
+  Workload work;                   // per token, explicit counts
+  EnergyReport token;              // per token
+  EnergyReport load;               // the initial programming, once per model load
+  std::vector<std::string> notes;
+};
+
+// Counts one token of `p` on `hw` and estimates it. The hardware must be the program's target
+// (same name, channels and modules: else an error saying to recompile). Throws aoc::Error, e.g.
+// naming timing.digital_gmac_per_s when the program has digital work and the file lacks it.
+ProgramEstimate estimate_program(const ir::Program& p, const Hardware& hw, const ProgramEstimateOptions& o = {});
+
+// A graph compiled for `hw` in memory, shapes only: the pipeline without quantize (for estimates
+// of a graph JSON; `aoc compile` writes a program file).
+ir::Program compile_for_estimate(const ir::Graph& g, const Hardware& hw, const std::string& hw_path,
+                                 const std::vector<std::string>& overrides);
+
+}  // namespace aoc
