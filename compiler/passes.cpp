@@ -291,6 +291,10 @@ void pass_tile(Program& p, const PassOptions& options) {
       plan.cols = plan.aoc_layout ? s[0].size : s[1].size;
       plan.loop = loop;
       const std::int64_t C = options.tile ? t.channels : std::max<std::int64_t>({plan.rows, plan.cols, 1});
+      // An op whose tiles fit the modules starts a new pass rather than straddle two: its tiles then
+      // run in parallel, one loop period.
+      const std::int64_t count = ((plan.rows + C - 1) / C) * ((plan.cols + C - 1) / C);
+      if (count <= t.modules && next % t.modules + count > t.modules) next += t.modules - next % t.modules;
       for (std::int64_t r = 0; r < plan.rows; r += C)
         for (std::int64_t c = 0; c < plan.cols; c += C, ++next)
           plan.tiles.push_back({r, c, std::min(C, plan.rows - r), std::min(C, plan.cols - c), next % t.modules, next / t.modules});

@@ -10,6 +10,7 @@
 #include "sim/hardware.hpp"
 #include "sim/noise.hpp"
 #include "sim/quantize.hpp"
+#include "sim/stages.hpp"
 
 namespace aoc {
 
@@ -114,7 +115,11 @@ class CalibrationHooks : public CpuHooks {
 
 class SimHooks : public ir::Hooks {
  public:
-  SimHooks(const ir::Program& p, const Hardware& hw, const BackendOptions& o) : p_(p), o_(o) {
+  SimHooks(const ir::Program& p, const Hardware& hw, const BackendOptions& o) : p_(p), o_(o), hw_(hw), chain_(CoreConfig::twin_defaults(hw)) {
+    chain_.gain = GainMode::Explicit;  // output = x W exactly when every non-ideality is off
+    chain_.beta = {1.0};
+    chain_.led = LedModel::Linear;
+    chain_.closed_loop = false;
     if (o.noise) {
       if (!hw.noise) throw Error(hw.path + ": noise: missing (needed for a noisy run; run without noise to skip it)");
       noise_ = *hw.noise;
@@ -131,6 +136,7 @@ class SimHooks : public ir::Hooks {
     const ir::OpticalPlan* plan = p_.plan(op.name);
     if (!plan) throw Error("run: optical op '" + op.name + "' has no plan");
     const std::uint32_t key = op_key(op.name);
+    std::vector<std::vector<double>> offsets(plan->tiles.size());  // the optical chain's constant output per tile
     const bool codes = o_.quantize && !plan->codes.empty();
     const bool sums = digital_sums_.count(op.name) > 0;
     const UniformConverter adc{p_.target.adc_lo, p_.target.adc_hi, p_.target.adc_bits};
@@ -150,10 +156,12 @@ class SimHooks : public ir::Hooks {
                              noise::normal(o_.seed, noise::Source::SlmPattern, key + static_cast<std::uint32_t>(k),
                                            static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(j));
             }
+          if (o_.optics) through_chain(t, tile, offsets[k]);
           return tile;
         },
         [&](std::size_t k, std::int64_t r, std::vector<double>& part) {
           const ir::Tile& t = plan->tiles[k];
+          for (std::size_t i = 0; i < offsets[k].size(); ++i) part[i] += offsets[k][i];
           // Receiver noise on every detected output of every tile, per iteration.
           if (noise_.thermal_sigma > 0)
             for (std::int64_t i = 0; i < t.rows; ++i)
@@ -183,8 +191,31 @@ class SimHooks : public ir::Hooks {
  private:
   const ir::Program& p_;
   const BackendOptions& o_;
+  const Hardware& hw_;
+  CoreConfig chain_;
   NoiseSpec noise_;
   std::set<std::string> digital_sums_;
+
+  // The tile as the optics compute it: the chain is affine in the LED drives, g(x) = x F + c, so F
+  // and c follow from the drives 0 and the identity on a core padded to the machine's channels.
+  void through_chain(const ir::Tile& t, std::vector<double>& tile, std::vector<double>& offset) const {
+    const int C = hw_.channels;
+    if (t.rows > C || t.cols > C)
+      throw Error("run: --optics: a tile of " + std::to_string(t.rows) + " x " + std::to_string(t.cols) + " does not fit the " +
+                  std::to_string(C) + " channels of " + hw_.name + " (compile with tiles of the machine's size)");
+    MatrixXdR W = MatrixXdR::Zero(C, C);  // AOC convention: W(in, out)
+    for (std::int64_t i = 0; i < t.rows; ++i)
+      for (std::int64_t j = 0; j < t.cols; ++j) W(j, i) = tile[static_cast<std::size_t>(i * t.cols + j)];
+    offset.assign(static_cast<std::size_t>(t.rows), 0.0);
+    if (W.cwiseAbs().maxCoeff() == 0) return;
+    MatrixXdR drives = MatrixXdR::Zero(C + 1, C);
+    drives.bottomRows(C).setIdentity();
+    const MatrixXdR g = optical_chain(hw_, chain_, W, drives, drives);
+    for (std::int64_t i = 0; i < t.rows; ++i) {
+      offset[static_cast<std::size_t>(i)] = g(0, i);
+      for (std::int64_t j = 0; j < t.cols; ++j) tile[static_cast<std::size_t>(i * t.cols + j)] = g(1 + j, i) - g(0, i);
+    }
+  }
 
   static std::uint32_t step_key(const OpContext& c) { return static_cast<std::uint32_t>(c.iteration + 1) * 0x9E3779B9u; }
   static std::uint32_t row_key(std::int64_t r, const OpContext& c) {

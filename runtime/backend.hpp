@@ -6,7 +6,11 @@
 //        and ADC of every Convert (bits and range of the target), partial sums of split matrices
 //        converted when the hardware adds them digitally, and the hardware's noise: receiver
 //        (thermal) noise on every optical output and the SLM's fixed pattern per programming,
-//        keyed by Philox on (seed, op, iteration, row, channel).
+//        keyed by Philox on (seed, op, iteration, row, channel). With `optics`, every tile goes
+//        through the machine's calibrated optical chain (sim/stages.hpp: fan-in profile, SLM
+//        distortion and darkness, TIA gains, photodetector and beam-splitter crosstalk), folded
+//        into an affine map per programming; the LED drive is taken as linear (pre-distorted) and
+//        the twin's closed-loop correction, tied to its own operating point, is left out.
 // docs/program.md, "Running programs".
 #pragma once
 #include <cstdint>
@@ -27,6 +31,7 @@ struct BackendOptions {
   std::uint64_t seed = 0;      // sim: noise seed
   bool noise = true;           // sim: the hardware's noise section (required when on)
   bool quantize = true;        // sim: SLM codes and the converters (when the program has them)
+  bool optics = false;         // sim: each tile through the machine's calibrated optical chain
   ir::Mode mode = ir::Mode::Simultaneous;
   bool trace = false;          // every top-level value, not only the outputs
 };

@@ -401,3 +401,28 @@ TEST_CASE("cli: aoc run of a program with an input missing names the file and th
   CHECK(r.status != 0);
   CHECK_THAT(r.out, Catch::Contains("bad.h5: /tokens: missing"));
 }
+
+TEST_CASE("run: the calibrated optical chain perturbs each tile, the same on every run") {
+  const Program p = compiled(assisted(small_target(8, 3)));
+  const std::string y = p.graph.outputs[0];
+  const auto ref = run_on("cpu", p, {{"u", kU}}).values.at(y);
+  BackendOptions o;
+  o.noise = false, o.quantize = false, o.optics = true;
+  const auto a = run_on("sim", p, {{"u", kU}}, o).values.at(y);
+  const auto b = run_on("sim", p, {{"u", kU}}, o).values.at(y);
+  CHECK(a.data == b.data);
+  CHECK(max_diff(a, ref) > 1e-6);
+  for (double v : a.data) CHECK(std::isfinite(v));
+}
+
+TEST_CASE("run: the calibrated optical chain refuses tiles larger than the machine's core") {
+  Target t16 = target_of(hw16(), "aoc-16", {});
+  const Program fits = compiled(assisted(t16), {.tile = false});  // 18 x 10 and 10 x 9 on 16 channels
+  const Program big = compiled(deq(t16), {.tile = false});       // 20 x 20
+  BackendOptions o;
+  o.noise = false, o.quantize = false, o.optics = true;
+  CHECK_THROWS_WITH(make_backend("sim", &hw16())->run(big, {{"x", kX}}, o), Catch::Contains("does not fit the 16 channels"));
+  CHECK_THROWS_WITH(make_backend("sim", &hw16())->run(fits, {{"u", kU}}, o), Catch::Contains("18 x 10"));
+  const Program tiled = compiled(deq(t16));
+  CHECK_NOTHROW(make_backend("sim", &hw16())->run(tiled, {{"x", kX}}, o));
+}

@@ -91,12 +91,12 @@ int run(Opts o) {
   std::stringstream ss(o.backends);
   for (std::string b; std::getline(ss, b, ',');) names.push_back(b);
   if (names.size() != 2) throw Error("--backends: expected two backends, the one checked and the reference (e.g. sim,cpu), got \"" + o.backends + "\"");
-  if (o.ideal) o.quantize = false, o.noise = false;
+  if (o.ideal) o.quantize = false, o.noise = false, o.optics = false;
   const Hardware hw = program_hardware(p);
   const auto dut = make_backend(names[0], &hw), ref = make_backend(names[1], &hw);
   const auto inputs = read_program_inputs(o.inputs, p);
   BackendOptions ro = backend_options(o);
-  ro.noise = false, ro.quantize = false;
+  ro.noise = false, ro.quantize = false, ro.optics = false;
   const ProgramResult reference = ref->run(p, inputs, ro);
   const IterationSummary ref_it = summarize(reference);
 
@@ -126,16 +126,16 @@ int run(Opts o) {
   if (o.json) {
     nlohmann::ordered_json j{{"tool", "aoc check"}, {"version", AOC_VERSION}, {"program", o.program}, {"config_hash", file_digest(o.program)},
                              {"inputs", o.inputs}, {"checked", names[0]}, {"reference", names[1]}, {"mode", o.sequence},
-                             {"quantize", o.quantize}, {"noise", o.noise}, {"seed", o.seed}, {"seeds", o.seeds}};
+                             {"quantize", o.quantize}, {"noise", o.noise}, {"optics", o.optics}, {"seed", o.seed}, {"seeds", o.seeds}};
     j["max_abs_error"] = band(sa), j["max_rel_error"] = band(sr), j["argmax_agreement"] = band(sg), j["adc_code_agreement"] = band(sc);
     j["convergence_failures"] = band(sf), j["iterations_mean"] = band(si);
     j["reference_iterations_mean"] = ref_it.mean, j["reference_convergence_failures"] = ref_it.solves - ref_it.converged;
     j["out_of_tolerance"] = out_of_tolerance;
     emit_json(j.dump(1), o.json_out);
   } else {
-    std::printf("check: %s on %s: %s against %s, %s mode, quantize %s, noise %s, %d seed(s) from %llu\n", o.program.c_str(),
+    std::printf("check: %s on %s: %s against %s, %s mode, quantize %s, noise %s, optics %s, %d seed(s) from %llu\n", o.program.c_str(),
                 o.inputs.c_str(), names[0].c_str(), names[1].c_str(), o.sequence.c_str(), o.quantize ? "on" : "off",
-                o.noise ? "on" : "off", o.seeds, static_cast<unsigned long long>(o.seed));
+                o.noise ? "on" : "off", o.optics ? "calibrated" : "ideal", o.seeds, static_cast<unsigned long long>(o.seed));
     const auto line = [&](const char* what, const Stat& s) {
       if (o.seeds == 1) std::printf("  %-24s %.6g\n", what, s.mean);
       else std::printf("  %-24s mean %.6g  sd %.3g  min %.6g  max %.6g\n", what, s.mean, s.sd, s.min, s.max);

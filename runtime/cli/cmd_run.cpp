@@ -35,8 +35,8 @@ void run_program(const Opts& o) {
   }
   if (o.program.inputs.empty()) throw Error("run: " + o.input + " is a program: give its inputs with --inputs FILE.h5 (docs/program.md)");
   if (o.output.empty()) throw Error("run: no output file (-o OUT.h5)");
-  if (o.backend != "sim" && (o.quantize || o.noise))
-    throw Error("run: --quantize and --noise are the sim backend's; the " + o.backend + " backend is the exact digital reference");
+  if (o.backend != "sim" && (o.quantize || o.noise || o.program.optics))
+    throw Error("run: --quantize, --noise and --optics are the sim backend's; the " + o.backend + " backend is the exact digital reference");
   ProgramFlags f = o.program;
   f.quantize = o.quantize, f.noise = o.noise, f.seed = o.seed, f.threads = o.threads;
   const Hardware hw = program_hardware(p);
@@ -48,8 +48,9 @@ void run_program(const Opts& o) {
   ProgramRunMeta m{o.input, file_digest(o.input), o.backend, f.sequence, o.program.inputs, o.seed, o.noise, o.quantize};
   write_program_output(o.output, p, r, m);
   const IterationSummary it = summarize(r);
-  std::printf("run: %s on %s, backend %s, %s mode, quantize %s, noise %s, seed %llu, %d thread(s)\n", o.input.c_str(),
+  std::printf("run: %s on %s, backend %s, %s mode, quantize %s, noise %s, optics %s, seed %llu, %d thread(s)\n", o.input.c_str(),
               o.program.inputs.c_str(), o.backend.c_str(), f.sequence.c_str(), o.quantize ? "on" : "off", o.noise ? "on" : "off",
+              o.program.optics ? "calibrated" : "ideal",
               static_cast<unsigned long long>(o.seed), o.threads);
   if (it.solves)
     std::printf("%lld of %lld fixed points converged; iterations mean %.2f, min %d, max %d\n", it.converged, it.solves, it.mean, it.min, it.max);

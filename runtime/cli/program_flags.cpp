@@ -10,6 +10,8 @@ void add_program_flags(CLI::App* c, ProgramFlags& f, bool with_physics) {
                 "each token's fixed point with the earlier tokens' states committed")
       ->check(CLI::IsMember({"simultaneous", "sequential"}))
       ->capture_default_str();
+  c->add_flag("--optics", f.optics,
+              "sim: every tile through the machine's calibrated optical chain (fan-in, SLM distortion, TIA gains, crosstalk)");
   if (!with_physics) return;
   c->add_flag("--quantize", f.quantize, "sim: the program's SLM codes and the DAC/ADC of every conversion");
   c->add_flag("--noise", f.noise, "sim: the hardware's noise (receiver noise, SLM fixed pattern)");
@@ -23,6 +25,7 @@ BackendOptions backend_options(const ProgramFlags& f) {
   o.seed = f.seed;
   o.noise = f.noise;
   o.quantize = f.quantize;
+  o.optics = f.optics;
   o.mode = f.sequence == "sequential" ? ir::Mode::Sequential : ir::Mode::Simultaneous;
   return o;
 }

@@ -16,7 +16,7 @@ namespace aoc::cli {
 
 struct ProgramFlags {
   std::string inputs, sequence = "simultaneous";
-  bool quantize = false, noise = false;
+  bool quantize = false, noise = false, optics = false;
   std::uint64_t seed = 1;
   int threads = 1;
 };
