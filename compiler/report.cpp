@@ -24,9 +24,21 @@ struct RegionCounts {
   std::int64_t dac = 0, adc = 0;      // elements converted per token (per iteration inside a loop)
 };
 
-RegionCounts count(const std::vector<Op>& ops, const std::map<std::string, Type>& types) {
+// ADC reads of partial sums per token of one optical op: when the machine adds the partial sums of a
+// split matrix digitally, every tile's outputs are converted.
+std::int64_t partial_sum_adc(const Program& p, const Op& o) {
+  if (p.target.analog_partial_sums) return 0;
+  const OpticalPlan* pl = p.plan(o.name);
+  if (!pl) return 0;
+  std::int64_t col_tiles = 0, adc = 0;
+  for (const Tile& t : pl->tiles) col_tiles += t.row0 == 0, adc += t.rows;
+  return col_tiles > 1 ? adc : 0;
+}
+
+RegionCounts count(const Program& p, const std::vector<Op>& ops, const std::map<std::string, Type>& types) {
   RegionCounts c;
   for (const Op& o : ops) {
+    c.adc += partial_sum_adc(p, o);
     if (o.kind == OpKind::FixedPoint) continue;
     if (o.kind == OpKind::Convert) {
       ++c.placed["convert"];
@@ -54,11 +66,11 @@ ojson mapping_report(const Program& p) {
                  {"partial_sums", t.analog_partial_sums ? "analog" : "digital"},
                  {"state_memory", t.analog_state_memory ? "analog" : "digital"},
                  {"slm_bits", t.slm_bits}, {"dac_bits", t.dac_bits}, {"adc_bits", t.adc_bits}};
-  r["top_level"] = counts_json(count(p.graph.ops, types));
+  r["top_level"] = counts_json(count(p, p.graph.ops, types));
   ojson loops = ojson::array();
   for (const Op& o : p.graph.ops) {
     if (o.kind != OpKind::FixedPoint) continue;
-    const RegionCounts c = count(o.body->ops, types);
+    const RegionCounts c = count(p, o.body->ops, types);
     ojson l{{"name", o.name}, {"layout", attr_string(o, "layout", "")}, {"max_iter", attr_int(o, "max_iter", 0)},
             {"ops", c.placed}, {"dac_per_token_iteration", c.dac}, {"adc_per_token_iteration", c.adc}};
     std::int64_t tiles = 0, weights = 0;
