@@ -277,7 +277,14 @@ void pass_tile(Program& p, const PassOptions& options) {
   p.optical.clear();
   const Target& t = p.target;
   if (t.channels < 1 || t.modules < 1) throw Error("compile: tile: the target has no channels or modules");
-  int next = 0;  // tiles are dealt to the modules in program order; one past the last module is the next pass
+  // Tiles are packed in program order down the diagonal of a core (module, pass) while they fit
+  // (rows and LED channels both left), then the next module; past the last module the next pass.
+  int module = 0, pass = 0;
+  std::int64_t at_row = 0, at_col = 0;
+  const auto next_core = [&] {
+    at_row = at_col = 0;
+    if (++module == t.modules) module = 0, ++pass;
+  };
   const std::function<void(const std::vector<Op>&, const std::string&)> walk = [&](const std::vector<Op>& ops, const std::string& loop) {
     for (const Op& o : ops) {
       if (o.body) walk(o.body->ops, o.name);
@@ -291,13 +298,23 @@ void pass_tile(Program& p, const PassOptions& options) {
       plan.cols = plan.aoc_layout ? s[0].size : s[1].size;
       plan.loop = loop;
       const std::int64_t C = options.tile ? t.channels : std::max<std::int64_t>({plan.rows, plan.cols, 1});
-      // An op whose tiles fit the modules starts a new pass rather than straddle two: its tiles then
-      // run in parallel, one loop period.
+      // An op whose tiles fit the modules of one pass does not straddle two: its tiles then run in
+      // parallel, one loop period.
       const std::int64_t count = ((plan.rows + C - 1) / C) * ((plan.cols + C - 1) / C);
-      if (count <= t.modules && next % t.modules + count > t.modules) next += t.modules - next % t.modules;
+      const int used = module + (at_row > 0 ? 1 : 0);
+      if (count > 1 && count <= t.modules && used + count > t.modules) {
+        module = 0, ++pass, at_row = at_col = 0;
+      }
       for (std::int64_t r = 0; r < plan.rows; r += C)
-        for (std::int64_t c = 0; c < plan.cols; c += C, ++next)
-          plan.tiles.push_back({r, c, std::min(C, plan.rows - r), std::min(C, plan.cols - c), next % t.modules, next / t.modules});
+        for (std::int64_t c = 0; c < plan.cols; c += C) {
+          const std::int64_t rows = std::min(C, plan.rows - r), cols = std::min(C, plan.cols - c);
+          if (!options.tile || at_row + rows > t.channels || at_col + cols > t.channels) {
+            if (at_row > 0) next_core();
+          }
+          plan.tiles.push_back({r, c, rows, cols, module, pass, at_row, at_col});
+          at_row += rows, at_col += cols;
+          if (!options.tile) next_core();
+        }
       p.optical.push_back(std::move(plan));
     }
   };

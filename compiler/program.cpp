@@ -68,6 +68,10 @@ void check_plan(const Program& prog, const OpticalPlan& p, const std::map<std::s
     if (t.module < 0 || t.module >= prog.target.modules || t.pass < 0)
       bad_plan(p, ti + "is on module " + std::to_string(t.module) + " pass " + std::to_string(t.pass) + " of " +
                       std::to_string(prog.target.modules) + " modules");
+    if (p.tiles.size() > 1 && (t.core_row0 < 0 || t.core_col0 < 0 || t.core_row0 + t.rows > prog.target.channels ||
+                               t.core_col0 + t.cols > prog.target.channels))
+      bad_plan(p, ti + "sits at core row " + std::to_string(t.core_row0) + ", channel " + std::to_string(t.core_col0) +
+                      ", outside a core of " + std::to_string(prog.target.channels));
     covered += t.rows * t.cols;
   }
   if (covered != rows * cols) bad_plan(p, "tiles cover " + std::to_string(covered) + " elements of " + std::to_string(rows * cols));
@@ -110,6 +114,20 @@ void verify_program(const Program& p) {
     if (plan.aoc_layout != (o.kind == OpKind::MatMul)) bad_plan(plan, "has the wrong weight layout for a " + std::string(op_info(o.kind).name));
     check_plan(p, plan, types);
   }
+  // Tiles programmed together share their core block-diagonally: no detector row or LED channel in common.
+  std::map<std::pair<int, int>, std::vector<std::pair<const OpticalPlan*, const Tile*>>> cores;
+  for (const OpticalPlan& plan : p.optical)
+    for (const Tile& t : plan.tiles) cores[{t.module, t.pass}].push_back({&plan, &t});
+  for (const auto& [where, tiles] : cores)
+    for (std::size_t i = 0; i < tiles.size(); ++i)
+      for (std::size_t j = i + 1; j < tiles.size(); ++j) {
+        const Tile &a = *tiles[i].second, &b = *tiles[j].second;
+        const bool rows = a.core_row0 < b.core_row0 + b.rows && b.core_row0 < a.core_row0 + a.rows;
+        const bool cols = a.core_col0 < b.core_col0 + b.cols && b.core_col0 < a.core_col0 + a.cols;
+        if (rows || cols)
+          bad_plan(*tiles[i].first, "a tile shares detector rows or LED channels of module " + std::to_string(where.first) + " pass " +
+                                        std::to_string(where.second) + " with a tile of '" + tiles[j].first->op + "'");
+      }
   // Plans exist from the tile pass on; before it no optical op has one.
   if (!p.optical.empty())
     for (const auto& [name, o] : ops)
@@ -188,7 +206,7 @@ std::string print_program(const Program& p) {
     for (std::size_t i = 0; i < shown; ++i) {
       const Tile& t = plan.tiles[i];
       s << "  tile " << i << ": rows " << t.row0 << ".." << t.row0 + t.rows << ", cols " << t.col0 << ".." << t.col0 + t.cols
-        << " -> module " << t.module << ", pass " << t.pass << "\n";
+        << " -> module " << t.module << ", pass " << t.pass << ", core " << t.core_row0 << ", " << t.core_col0 << "\n";
     }
     if (plan.tiles.size() > shown) s << "  ... " << plan.tiles.size() - shown << " more\n";
   }

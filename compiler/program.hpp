@@ -23,6 +23,10 @@ struct Tile {
   std::int64_t row0 = 0, col0 = 0, rows = 0, cols = 0;
   int module = 0;  // which optical module holds it
   int pass = 0;    // which programming of that module (pass > 0: reloaded over earlier tiles)
+  // Where it sits in the module's core: detector rows core_row0.., LED channels core_col0... Tiles
+  // of one programming share a core block-diagonally (no row or channel in common, the twin's block
+  // layouts), so each can be lit while the others are dark, or all at once.
+  std::int64_t core_row0 = 0, core_col0 = 0;
 };
 
 struct OpticalPlan {

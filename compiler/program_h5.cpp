@@ -94,7 +94,7 @@ void write_program_h5(const std::string& path, const Program& p) {
   json plans = json::array();
   for (const OpticalPlan& pl : p.optical) {
     json tiles = json::array();
-    for (const Tile& t : pl.tiles) tiles.push_back({t.row0, t.col0, t.rows, t.cols, t.module, t.pass});
+    for (const Tile& t : pl.tiles) tiles.push_back({t.row0, t.col0, t.rows, t.cols, t.module, t.pass, t.core_row0, t.core_col0});
     plans.push_back({{"op", pl.op}, {"weight", pl.weight}, {"aoc_layout", pl.aoc_layout}, {"rows", pl.rows}, {"cols", pl.cols},
                      {"loop", pl.loop}, {"slm_bits", pl.slm_bits}, {"codes", !pl.codes.empty()}, {"tiles", tiles}});
   }
@@ -180,10 +180,10 @@ Program read_program_h5(const std::string& path) {
       if (!tiles.is_array()) r.fail(F + ".tiles", "expected an array");
       for (std::size_t i = 0; i < tiles.size(); ++i) {
         const std::string T = F + ".tiles[" + std::to_string(i) + "]";
-        if (!tiles[i].is_array() || tiles[i].size() != 6) r.fail(T, "expected [row0, col0, rows, cols, module, pass]");
-        std::int64_t v[6];
-        for (int c = 0; c < 6; ++c) v[c] = r.integer(tiles[i][c], T, 0, std::int64_t{1} << 40);
-        pl.tiles.push_back({v[0], v[1], v[2], v[3], static_cast<int>(v[4]), static_cast<int>(v[5])});
+        if (!tiles[i].is_array() || tiles[i].size() != 8) r.fail(T, "expected [row0, col0, rows, cols, module, pass, core_row0, core_col0]");
+        std::int64_t v[8];
+        for (int c = 0; c < 8; ++c) v[c] = r.integer(tiles[i][c], T, 0, std::int64_t{1} << 40);
+        pl.tiles.push_back({v[0], v[1], v[2], v[3], static_cast<int>(v[4]), static_cast<int>(v[5]), v[6], v[7]});
       }
       if (r.boolean(r.need(j, F, "codes"), F + ".codes")) {
         pl.codes = get_numbers<std::int32_t>(f, path, "codes/" + std::to_string(k), static_cast<std::size_t>(pl.rows * pl.cols),

@@ -89,11 +89,13 @@ ojson mapping_report(const Program& p) {
   std::int64_t tiles = 0, weights = 0;
   int rounds = 0;
   std::set<int> modules;
+  std::set<std::pair<int, int>> cores;
   ojson plans = ojson::array();
   for (const OpticalPlan& pl : p.optical) {
     int pl_rounds = 0;
     std::set<int> pl_modules;
-    for (const Tile& tl : pl.tiles) pl_rounds = std::max(pl_rounds, tl.pass + 1), pl_modules.insert(tl.module), modules.insert(tl.module);
+    for (const Tile& tl : pl.tiles)
+      pl_rounds = std::max(pl_rounds, tl.pass + 1), pl_modules.insert(tl.module), modules.insert(tl.module), cores.insert({tl.module, tl.pass});
     tiles += static_cast<std::int64_t>(pl.tiles.size()), weights += pl.weights(), rounds = std::max(rounds, pl_rounds);
     plans.push_back({{"op", pl.op}, {"loop", pl.loop}, {"rows", pl.rows}, {"cols", pl.cols}, {"tiles", pl.tiles.size()},
                      {"modules", pl_modules.size()}, {"slm_bits", pl.slm_bits}});
@@ -104,9 +106,10 @@ ojson mapping_report(const Program& p) {
                   {"weights", weights},
                   {"modules_used", modules.size()},
                   {"programming_rounds", rounds},
-                  {"modules_for_weight_stationary", tiles},
+                  {"module_programmings", cores.size()},
+                  {"modules_for_weight_stationary", cores.size()},
                   {"weight_reloads_needed", rounds > 1},
-                  {"utilisation", tiles ? static_cast<double>(weights) / (static_cast<double>(tiles) * core) : 0.0}};
+                  {"utilisation", cores.empty() ? 0.0 : static_cast<double>(weights) / (static_cast<double>(cores.size()) * core)}};
   r["plans"] = plans;
   return r;
 }
@@ -142,8 +145,9 @@ std::string mapping_report_text(const ojson& r) {
   }
   const auto& o = r["optical"];
   std::snprintf(buf, sizeof buf,
-                "  optical: %lld ops, %lld tiles, %lld weights on %lld module(s) in %d programming round(s)%s; utilisation %.1f%%\n",
-                o["ops"].get<long long>(), o["tiles"].get<long long>(), o["weights"].get<long long>(), o["modules_used"].get<long long>(),
+                "  optical: %lld ops, %lld tiles, %lld weights in %lld module programming(s) on %lld module(s), %d round(s)%s; utilisation %.1f%%\n",
+                o["ops"].get<long long>(), o["tiles"].get<long long>(), o["weights"].get<long long>(),
+                o["module_programmings"].get<long long>(), o["modules_used"].get<long long>(),
                 o["programming_rounds"].get<int>(),
                 o["weight_reloads_needed"].get<bool>()
                     ? (" (weights are reloaded: " + std::to_string(o["modules_for_weight_stationary"].get<long long>()) +

@@ -197,23 +197,26 @@ class SimHooks : public ir::Hooks {
   std::set<std::string> digital_sums_;
 
   // The tile as the optics compute it: the chain is affine in the LED drives, g(x) = x F + c, so F
-  // and c follow from the drives 0 and the identity on a core padded to the machine's channels.
+  // and c follow from the drives 0 and each of the tile's channels lit alone.
   void through_chain(const ir::Tile& t, std::vector<double>& tile, std::vector<double>& offset) const {
-    const int C = hw_.channels;
-    if (t.rows > C || t.cols > C)
+    const std::int64_t C = hw_.channels;
+    if (t.core_row0 + t.rows > C || t.core_col0 + t.cols > C)
       throw Error("run: --optics: a tile of " + std::to_string(t.rows) + " x " + std::to_string(t.cols) + " does not fit the " +
                   std::to_string(C) + " channels of " + hw_.name + " (compile with tiles of the machine's size)");
-    MatrixXdR W = MatrixXdR::Zero(C, C);  // AOC convention: W(in, out)
+    // The tile where the plan puts it in the core (AOC convention: W(LED channel, detector)); the
+    // other tiles of its programming are dark while it runs and are left out of the frame.
+    MatrixXdR W = MatrixXdR::Zero(C, C);
     for (std::int64_t i = 0; i < t.rows; ++i)
-      for (std::int64_t j = 0; j < t.cols; ++j) W(j, i) = tile[static_cast<std::size_t>(i * t.cols + j)];
+      for (std::int64_t j = 0; j < t.cols; ++j) W(t.core_col0 + j, t.core_row0 + i) = tile[static_cast<std::size_t>(i * t.cols + j)];
     offset.assign(static_cast<std::size_t>(t.rows), 0.0);
     if (W.cwiseAbs().maxCoeff() == 0) return;
-    MatrixXdR drives = MatrixXdR::Zero(C + 1, C);
-    drives.bottomRows(C).setIdentity();
+    MatrixXdR drives = MatrixXdR::Zero(t.cols + 1, C);  // no light, then each of the tile's channels alone
+    for (std::int64_t j = 0; j < t.cols; ++j) drives(1 + j, t.core_col0 + j) = 1.0;
     const MatrixXdR g = optical_chain(hw_, chain_, W, drives, drives);
     for (std::int64_t i = 0; i < t.rows; ++i) {
-      offset[static_cast<std::size_t>(i)] = g(0, i);
-      for (std::int64_t j = 0; j < t.cols; ++j) tile[static_cast<std::size_t>(i * t.cols + j)] = g(1 + j, i) - g(0, i);
+      const std::int64_t d = t.core_row0 + i;
+      offset[static_cast<std::size_t>(i)] = g(0, d);
+      for (std::int64_t j = 0; j < t.cols; ++j) tile[static_cast<std::size_t>(i * t.cols + j)] = g(1 + j, d) - g(0, d);
     }
   }
 

@@ -59,16 +59,12 @@ class Counter {
   // tiles (the initial programming); a first token is simulated from there, the second from where
   // the first left the modules, and its counts are the per-token ones.
   void reloads() {
-    int id = 0;
+    // What each (module, pass) programming writes: all of its tiles, packed in one core.
     for (const OpticalPlan& plan : p_.optical)
-      for (const Tile& t : plan.tiles) tile_id_[{&plan, &t}] = id++;
+      for (const Tile& t : plan.tiles) frame_[{t.module, t.pass}] += static_cast<double>(t.rows * t.cols);
     std::vector<int> state(static_cast<std::size_t>(p_.target.modules), -1);
-    for (const OpticalPlan& plan : p_.optical)
-      for (const Tile& t : plan.tiles)
-        if (t.pass == 0) {
-          state[static_cast<std::size_t>(t.module)] = tile_id_.at({&plan, &t});
-          e_.initial_writes += static_cast<double>(t.rows * t.cols);
-        }
+    for (const auto& [where, writes] : frame_)
+      if (where.second == 0) state[static_cast<std::size_t>(where.first)] = 0, e_.initial_writes += writes;
     simulate(p_.graph.ops, state);
     const Reload steady = simulate(p_.graph.ops, state);
     e_.work.weight_reloads = steady.events;
@@ -85,7 +81,7 @@ class Counter {
   std::map<std::string, Type> types_;
   Uses uses_;
   double parallel_ = 1;  // converters that work at once: one per channel of every module
-  std::map<std::pair<const OpticalPlan*, const Tile*>, int> tile_id_;
+  std::map<std::pair<int, int>, double> frame_;  // weights programmed per (module, pass)
 
   const Type& type(const std::string& v) const {
     const auto it = types_.find(v);
@@ -287,11 +283,10 @@ class Counter {
       for (const auto& [pass, tiles] : by_pass) {
         bool any = false;
         for (const Tile* t : tiles) {
-          const int id = tile_id_.at({&pl, t});
           int& held = state[static_cast<std::size_t>(t->module)];
-          if (held != id) {
-            held = id, any = true;
-            r.writes += static_cast<double>(t->rows * t->cols);
+          if (held != t->pass) {
+            held = t->pass, any = true;
+            r.writes += frame_.at({t->module, t->pass});
           }
         }
         if (any) r.events += 1;
@@ -339,12 +334,14 @@ ProgramEstimate estimate_program(const Program& p, const Hardware& hw, const Pro
     e.parameters += n;
   }
   std::set<int> used;
+  std::set<std::pair<int, int>> cores;
   for (const OpticalPlan& pl : p.optical) {
     e.optical_weights += pl.weights();
     e.tiles += static_cast<int>(pl.tiles.size());
-    for (const Tile& t : pl.tiles) used.insert(t.module), e.passes = std::max(e.passes, t.pass + 1);
+    for (const Tile& t : pl.tiles) used.insert(t.module), cores.insert({t.module, t.pass}), e.passes = std::max(e.passes, t.pass + 1);
   }
   e.modules_used = static_cast<int>(used.size());
+  e.cores = static_cast<int>(cores.size());
   count_places(p.graph.ops, e.placement);
 
   // The explicit counts start at 0 (n = 0: not the loop form).
@@ -382,10 +379,10 @@ ProgramEstimate estimate_program(const Program& p, const Hardware& hw, const Pro
   else if (!e.loops.empty())
     e.notes.push_back("iterations: given (--iterations " + jsonr::num(*o.iterations) + ") for every FixedPoint");
   if (e.passes > 1)
-    e.notes.push_back(std::to_string(e.tiles) + " tiles on " + std::to_string(e.modules) +
-                      " modules: the weights are not stationary; modules are reprogrammed during each token "
-                      "(a weight-stationary mapping needs " + std::to_string(e.tiles) + " modules: --set architecture.modules=" +
-                      std::to_string(e.tiles) + ")");
+    e.notes.push_back(std::to_string(e.tiles) + " tiles in " + std::to_string(e.cores) + " module programmings on " +
+                      std::to_string(e.modules) + " modules: the weights are not stationary; modules are reprogrammed during each "
+                      "token (a weight-stationary mapping needs " + std::to_string(e.cores) + " modules: --set architecture.modules=" +
+                      std::to_string(e.cores) + ")");
   return e;
 }
 

@@ -41,7 +41,8 @@ struct ProgramEstimate {
   std::int64_t parameters = 0;       // elements of every weight of the graph
   std::int64_t optical_weights = 0;  // elements of the optical ops' matrices
   int channels = 0, modules = 0;     // the machine's
-  int tiles = 0;                     // over all optical ops (= modules a weight-stationary mapping needs)
+  int tiles = 0;                     // over all optical ops
+  int cores = 0;                     // distinct (module, pass) programmings (= modules a weight-stationary mapping needs)
   int modules_used = 0;              // distinct modules holding a tile
   int passes = 0;                    // programmings of the busiest module (max tile.pass + 1)
   std::int64_t seq_len = 0;

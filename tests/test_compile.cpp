@@ -426,3 +426,18 @@ TEST_CASE("run: the calibrated optical chain refuses tiles larger than the machi
   const Program tiled = compiled(deq(t16));
   CHECK_NOTHROW(make_backend("sim", &hw16())->run(tiled, {{"x", kX}}, o));
 }
+
+TEST_CASE("compile: small matrices share a core block-diagonally, and overlapping tiles are refused") {
+  Program p = compiled(deq(target_of(hw48(), "aoc-48", {})));  // 20 x 20 and 6 x 20 on 48 channels
+  REQUIRE(p.plan("mix"));
+  REQUIRE(p.plan("head"));
+  const Tile &mix = p.plan("mix")->tiles.at(0), &head = p.plan("head")->tiles.at(0);
+  CHECK(head.module == mix.module);
+  CHECK(head.pass == mix.pass);
+  CHECK(head.core_row0 >= mix.core_row0 + mix.rows);
+  CHECK(head.core_col0 >= mix.core_col0 + mix.cols);
+  CHECK(max_diff(run_on("cpu", p, {{"x", kX}}).values.at(p.graph.outputs[0]),
+                 interpret(deq(small_target()).graph, deq(small_target()).weights, {{"x", kX}}).values.at("y")) < 1e-9);
+  p.plan("head")->tiles[0].core_col0 = mix.core_col0;  // now both read LED channels 0..19
+  CHECK_THROWS_WITH(verify_program(p), Catch::Contains("shares detector rows or LED channels"));
+}

@@ -247,7 +247,7 @@ int run_program(const Opts& o) {
     if (e.loops.empty()) j["loops"] = nlohmann::ordered_json::array();
     j["mapping"] = {{"parameters", e.parameters}, {"optical_weights", e.optical_weights}, {"channels", e.channels},
                     {"tiles", e.tiles}, {"modules", e.modules}, {"modules_used", e.modules_used},
-                    {"modules_weight_stationary", e.tiles}, {"passes", e.passes}, {"utilisation", e.utilisation}};
+                    {"cores", e.cores}, {"modules_weight_stationary", e.cores}, {"passes", e.passes}, {"utilisation", e.utilisation}};
     j["placement"] = e.placement;
     j["per_token"] = {{"analog_macs", r.analog_macs}, {"tile_runs", e.tile_runs},
                       {"led_channel_iterations", *w.led_channel_iterations},
@@ -290,8 +290,8 @@ int run_program(const Opts& o) {
   std::printf("\nmapping\n");
   std::printf("  parameters %s, of which %s in the %zu optical matrices\n", grouped(static_cast<double>(e.parameters)).c_str(),
               grouped(static_cast<double>(e.optical_weights)).c_str(), p.optical.size());
-  std::printf("  tiles %d of %d x %d (a weight-stationary mapping needs %d modules; the machine has %d, %d used, %d pass%s)\n",
-              e.tiles, e.channels, e.channels, e.tiles, e.modules, e.modules_used, e.passes, e.passes == 1 ? "" : "es");
+  std::printf("  tiles %d of at most %d x %d in %d module programmings (a weight-stationary mapping needs %d modules; the machine has %d, %d used, %d pass%s)\n",
+              e.tiles, e.channels, e.channels, e.cores, e.cores, e.modules, e.modules_used, e.passes, e.passes == 1 ? "" : "es");
   std::printf("  utilisation %.1f %% (analog MACs / (tile runs x %d^2))\n", 100 * e.utilisation, e.channels);
   std::printf("  ops by placement:");
   for (const auto& [k, v] : e.placement) std::printf(" %s %d;", k.c_str(), v);
