@@ -50,16 +50,7 @@ std::string base_name(const std::string& path) {
 }
 
 Mamba2Config parse(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(path + ": cannot open the file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json j;
-  try {
-    j = json::parse(ss.str());
-  } catch (const json::parse_error& e) {
-    throw Error(jsonr::one_line(path + ": malformed JSON: " + e.what()));
-  }
+  const json j = jsonr::parse_file(path);
   const jsonr::Reader r(path);
   r.object(j, "");
   auto integer = [&](const json& obj, const std::string& field, const std::string& key, long long lo, long long hi) {

@@ -255,16 +255,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 // A sharded checkpoint: {"metadata": {...}, "weight_map": {tensor: shard file next to the index}}.
 Checkpoint read_index(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail(path, "cannot open the file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json j;
-  try {
-    j = json::parse(ss.str());
-  } catch (const json::parse_error& e) {
-    fail(path, std::string("malformed JSON: ") + e.what());
-  }
+  const json j = jsonr::parse_file<json>(path);
   if (!j.is_object() || !j.contains("weight_map") || !j.at("weight_map").is_object())
     fail(path, "weight_map: missing required field (a sharded checkpoint's index maps each tensor to its shard)");
   Checkpoint c;

@@ -9,7 +9,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,6 +50,21 @@ inline std::string one_line(std::string s) {
   for (char& c : s)
     if (c == '\n' || c == '\r' || c == '\t') c = ' ';
   return s;
+}
+
+// A JSON file parsed whole (nlohmann::json or ordered_json); a file that cannot be opened or holds
+// malformed JSON is one line naming the file.
+template <class Json = json>
+Json parse_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(path + ": cannot open the file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return Json::parse(ss.str());
+  } catch (const typename Json::parse_error& e) {
+    throw Error(one_line(path + ": malformed JSON: " + e.what()));
+  }
 }
 
 inline std::string join(const std::vector<std::string>& v, const std::string& sep) {

@@ -2,6 +2,7 @@
 // number of parameters; tiny variants run in the interpreter and their fixed points converge.
 #include <catch2/catch.hpp>
 
+#include "tests/graph_support.hpp"
 #include "tests/support.hpp"
 
 #include <filesystem>
@@ -18,19 +19,15 @@
 using namespace aoc::ir;
 using aoc::test::Run;
 using aoc::test::run_aoc;
+using aoc::test::kData;
+using aoc::test::temp_dir;
 
 namespace {
 
-const std::string kData = AOC_TEST_DATA "/implicit-lm/";
 const std::string kStateTracking = kData + "mamba2-state-tracking-implicit/config.json";
 const std::string k130m = kData + "mamba2-130m-implicit/config.json";
 const std::string kLlama = kData + "llama3-130m-implicit/config.json";
 
-std::filesystem::path temp_dir() {
-  auto d = std::filesystem::temp_directory_path() / ("aoc-import-test-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(d);
-  return d;
-}
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);

@@ -3,6 +3,7 @@
 // conv, tied head) imports to exactly the weights and logits it was made from, for both families.
 #include <catch2/catch.hpp>
 
+#include "tests/graph_support.hpp"
 #include "tests/support.hpp"
 
 #include <cmath>
@@ -25,18 +26,14 @@
 using namespace aoc::ir;
 using aoc::test::Run;
 using aoc::test::run_aoc;
+using aoc::test::kData;
+using aoc::test::temp_dir;
 
 namespace {
 
-const std::string kData = AOC_TEST_DATA "/implicit-lm/";
 const std::string kStateTracking = kData + "mamba2-state-tracking-implicit/config.json";
 const std::string kLlama = kData + "llama3-130m-implicit/config.json";
 
-std::filesystem::path temp_dir() {
-  auto d = std::filesystem::temp_directory_path() / ("aoc-safetensors-test-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(d);
-  return d;
-}
 std::string tmp(const std::string& name) { return (temp_dir() / name).string(); }
 
 // ---------------------------------------------------------------------------------------------

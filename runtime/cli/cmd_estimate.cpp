@@ -74,6 +74,17 @@ Measured measure(const Hardware& hw, int n, const Opts& o) {
 // The loop form's counts are whole numbers (n, F and the readout samples are).
 long long whole(double count) { return std::llround(count); }
 
+// Where every figure of a report came from, then the notes (the caller's first).
+void print_sources(const EnergyReport& r, const std::vector<std::string>& notes) {
+  std::printf("sources\n");
+  for (const auto& l : r.latency) std::printf("  latency %s: %s\n", l.name.c_str(), l.source.c_str());
+  for (const auto& l : r.energy) std::printf("  energy %s: %s\n", l.name.c_str(), l.source.c_str());
+  std::printf("  gpu: %s\n", r.gpu.source.c_str());
+  std::printf("notes\n");
+  for (const auto& n : notes) std::printf("  %s\n", n.c_str());
+  for (const auto& n : r.notes) std::printf("  %s\n", n.c_str());
+}
+
 nlohmann::ordered_json band(const Band& b) { return {{"min", b.min}, {"typ", b.typ}, {"max", b.max}}; }
 
 int run(const Opts& o) {
@@ -164,12 +175,7 @@ int run(const Opts& o) {
   std::printf("     the AOC's typ energy is %.4g x the GPU's (GPU / AOC = %.4g)\n\n", r.total_joules.typ / r.gpu.joules,
               r.gpu.joules / r.total_joules.typ);
 
-  std::printf("sources\n");
-  for (const auto& l : r.latency) std::printf("  latency %s: %s\n", l.name.c_str(), l.source.c_str());
-  for (const auto& l : r.energy) std::printf("  energy %s: %s\n", l.name.c_str(), l.source.c_str());
-  std::printf("  gpu: %s\n", r.gpu.source.c_str());
-  std::printf("notes\n");
-  for (const auto& s : r.notes) std::printf("  %s\n", s.c_str());
+  print_sources(r, {});
   return 0;
 }
 
@@ -330,13 +336,7 @@ int run_program(const Opts& o) {
               si(r.gpu.joules, "J").c_str(), si(r.gpu.seconds, "s").c_str(), r.total_joules.typ / r.gpu.joules,
               r.gpu.joules / r.total_joules.typ);
 
-  std::printf("sources\n");
-  for (const auto& l : r.latency) std::printf("  latency %s: %s\n", l.name.c_str(), l.source.c_str());
-  for (const auto& l : r.energy) std::printf("  energy %s: %s\n", l.name.c_str(), l.source.c_str());
-  std::printf("  gpu: %s\n", r.gpu.source.c_str());
-  std::printf("notes\n");
-  for (const auto& n : e.notes) std::printf("  %s\n", n.c_str());
-  for (const auto& n : r.notes) std::printf("  %s\n", n.c_str());
+  print_sources(r, e.notes);
   return 0;
 }
 
