@@ -1,0 +1,71 @@
+// The implicit Mamba2 layer of Schöne et al. (research/implicit_ssm.md 1.1-1.2) and its explicit
+// twin, as trainable models on the autodiff tape. The model IS the graph the importer builds from its
+// config (compiler/import_config.hpp): the same weights by the same names, the same ops in the same
+// order, so a trained model exports as (config.json, weights) and runs on the interpreter, the
+// compiler and the backends unchanged. The tape forward is tested against the interpreter.
+//
+// Sequences are rows b*L + t of [B*L, D] matrices. One layer (n_layer 1), tied embeddings.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "compiler/import_config.hpp"
+#include "models/autodiff.hpp"
+
+namespace aoc::models {
+
+struct Mamba2Spec {
+  int vocab = 2;  // tokens and classes (the head is the tied embedding)
+  int d_model = 32, d_state = 8, expand = 2, headdim = 16, d_conv = 4;
+  bool implicit = true;
+  // The FixedPoint of the exported graph (evaluation): the reference's sequential rule, per sample.
+  double tol = 0.05, damping = 0.8;
+  int max_iter = 200;
+
+  int d_inner() const { return expand * d_model; }
+  int heads() const { return d_inner() / headdim; }
+  int d_in_proj() const { return 2 * d_inner() + 2 * d_state + heads(); }
+  // The config.json the importer reads (implicit_mamba2, one layer, tied embeddings).
+  nlohmann::ordered_json config() const;
+  // Reads the fields config() writes back (a trained model's config); errors name the file and field.
+  static Mamba2Spec from_config(const std::string& path);
+};
+
+class Mamba2Model {
+ public:
+  // Seeded weights with the reference's init (the importer's).
+  Mamba2Model(const Mamba2Spec& spec, std::uint64_t seed);
+  // Trained weights (ir weight names, A stored as A = -exp(A_log)).
+  Mamba2Model(const Mamba2Spec& spec, const ir::WeightStore& weights);
+
+  const Mamba2Spec& spec() const { return spec_; }
+  std::vector<ad::Param*> params();
+  std::int64_t parameter_count() const;
+
+  // The graph and its weights (A = -exp(A_log)); `config_path` names the written config in messages.
+  ir::Imported export_graph() const;
+  ir::WeightStore weights() const;
+
+  // On a tape, simultaneous over the rows of B sequences of length L:
+  ad::Var embed(ad::Tape& t, const std::vector<int>& tokens);
+  ad::Var inject(ad::Tape& t, ad::Var e);                // u = W_inj RMSNorm(e) + b_inj (implicit only)
+  ad::Var body(ad::Tape& t, ad::Var z, ad::Var u, int L);  // f(z; u) = RMSNorm_f(z + Mixer(RMSNorm(z); u))
+  ad::Var explicit_forward(ad::Tape& t, ad::Var e, int L);  // RMSNorm_f(e + Mixer(RMSNorm(e)))
+  ad::Var head(ad::Tape& t, ad::Var z);                  // logits = z E^T
+
+ private:
+  Mamba2Spec spec_;
+  std::map<std::string, ad::Param> p_;  // by the graph's weight names; "layer0.A_log" instead of "layer0.A"
+  std::map<std::string, std::vector<std::int64_t>> shapes_;  // the graph's shape of each weight
+  ad::Mat head_rep_, pn_rep_, n_tile_, n_sum_;  // constant 0/1 maps between per-head, per-(h,p) and per-(h,p,n) columns
+
+  void init_from(const ir::WeightStore& w);
+  ad::Var block(ad::Tape& t, ad::Var z, const ad::Var* u, int L);
+  ad::Var w(ad::Tape& t, const std::string& name);
+  ad::Var row(ad::Tape& t, const std::string& name);  // a [1, n] view of a vector weight
+};
+
+}  // namespace aoc::models

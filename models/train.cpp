@@ -1,0 +1,127 @@
+#include "models/train.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+#include "models/optim.hpp"
+#include "models/tasks.hpp"
+#include "sim/error.hpp"
+
+namespace aoc::models {
+
+using ad::Mat;
+using ad::Tape;
+using ad::Var;
+
+namespace {
+
+// The gradient-free solve: undamped steps from z = 0 until every sample's relative residual
+// ||f(z) - z|| / (||f(z)|| + 1e-9) (over its L x D block) is below tol, keeping each sample's best
+// iterate. Returns that iterate and the steps taken.
+std::pair<Mat, int> solve(Mamba2Model& m, const Mat& u, int B, int L, int max_steps, double tol) {
+  const Eigen::Index D = m.spec().d_model;
+  Mat z = Mat::Zero(u.rows(), D), best = z;
+  std::vector<double> best_rel(static_cast<std::size_t>(B), std::numeric_limits<double>::infinity());
+  int k = 0;
+  for (; k < max_steps;) {
+    Tape t(false);
+    const Mat fz = t.value(m.body(t, t.constant(z), t.constant(u), L));
+    ++k;
+    double worst = 0;
+    for (int b = 0; b < B; ++b) {
+      const auto fb = fz.middleRows(static_cast<Eigen::Index>(b) * L, L), zb = z.middleRows(static_cast<Eigen::Index>(b) * L, L);
+      const double rel = (fb - zb).norm() / (fb.norm() + 1e-9);
+      if (rel < best_rel[static_cast<std::size_t>(b)]) {
+        best_rel[static_cast<std::size_t>(b)] = rel;
+        best.middleRows(static_cast<Eigen::Index>(b) * L, L) = fb;
+      }
+      worst = std::max(worst, rel);
+    }
+    z = fz;
+    if (worst < tol) break;
+  }
+  return {best, k};
+}
+
+}  // namespace
+
+void train(Mamba2Model& m, const TrainOptions& o, const std::function<void(const TrainStep&)>& log) {
+  const tasks::Task task = tasks::parse_task(o.task);
+  if (task.vocab != m.spec().vocab)
+    throw Error("train: task " + o.task + " has " + std::to_string(task.vocab) + " tokens, the model " + std::to_string(m.spec().vocab));
+  if (o.steps < 1 || o.batch < 1 || o.length < 1) throw Error("train: steps, batch and length must be at least 1");
+  ad::AdamW opt;
+  opt.beta2 = o.beta2;
+  opt.weight_decay = o.weight_decay;
+  const std::vector<ad::Param*> params = m.params();
+  const int bounded = static_cast<int>(std::lround(o.bounded_fraction * o.steps));
+  const int L = o.length;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int step = 0; step < o.steps; ++step) {
+    const tasks::SeqBatch data = tasks::sample(task, o.batch, L, o.seed, static_cast<std::uint64_t>(step));
+    for (ad::Param* p : params) p->zero_grad();
+    Tape t;
+    const Var e = m.embed(t, data.tokens);
+    Var z;
+    int solve_steps = 0;
+    if (!m.spec().implicit) {
+      z = m.explicit_forward(t, e, L);
+    } else {
+      const Var u = m.inject(t, e);
+      const auto damped = [&](Var zk) { return t.add(t.scale(zk, 1 - o.tau), t.scale(m.body(t, zk, u, L), o.tau)); };
+      if (step < bounded) {
+        z = m.body(t, t.constant(Mat::Zero(t.value(e).rows(), m.spec().d_model)), u, L);
+        for (int k = 1; k < o.unroll; ++k) z = damped(z);
+      } else {
+        auto [zs, k] = solve(m, t.value(u), o.batch, L, o.solve_max, o.solve_tol);
+        solve_steps = k;
+        z = t.constant(zs);
+        for (int k2 = 0; k2 < o.phantom; ++k2) z = damped(z);
+      }
+    }
+    const Var loss = t.cross_entropy(m.head(t, z), data.targets);
+    t.backward(loss);
+    const double norm = ad::clip_grad_norm(params, o.clip);
+    const double lr = ad::warmup_cosine(step, o.steps, o.warmup, o.lr);
+    opt.step(params, lr);
+    if (log)
+      log({step, t.value(loss)(0, 0), lr, norm, solve_steps,
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
+  }
+}
+
+EvalResult evaluate(const Mamba2Model& m, const EvalOptions& o) {
+  const tasks::Task task = tasks::parse_task(o.task);
+  const tasks::SeqBatch data = tasks::sample(task, o.batch, o.length, o.seed, 0);
+  const ir::Imported g = m.export_graph();
+  ir::Tensor tokens;
+  tokens.shape = {o.batch, o.length};
+  tokens.data.assign(data.tokens.begin(), data.tokens.end());
+  ir::InterpretOptions io;
+  io.mode = o.mode;
+  io.threads = o.threads;
+  const ir::InterpretResult r = ir::interpret(g.graph, g.weights, {{"tokens", tokens}}, io);
+  const ir::Tensor& logits = r.values.at("logits");
+  const std::int64_t V = logits.shape.back();
+  EvalResult e;
+  long long right = 0, right10 = 0, n10 = 0;
+  for (int b = 0; b < o.batch; ++b)
+    for (int t = 0; t < o.length; ++t) {
+      const std::size_t row = static_cast<std::size_t>(b) * o.length + t;
+      const auto first = logits.data.begin() + static_cast<std::ptrdiff_t>(row * V);
+      const int guess = static_cast<int>(std::max_element(first, first + V) - first);
+      const bool ok = guess == data.targets[row];
+      right += ok;
+      if (t >= o.length - 10) right10 += ok, ++n10;
+    }
+  e.accuracy = static_cast<double>(right) / (static_cast<double>(o.batch) * o.length);
+  e.last10 = n10 ? static_cast<double>(right10) / n10 : 0;
+  for (const auto& fp : r.fixed_points)
+    for (std::size_t i = 0; i < fp.iterations.size(); ++i) e.mean_iterations += fp.iterations[i], ++e.solves, e.converged += fp.converged[i];
+  if (e.solves) e.mean_iterations /= static_cast<double>(e.solves);
+  return e;
+}
+
+}  // namespace aoc::models

@@ -1,0 +1,63 @@
+// Training and evaluating the state-tracking models (research/implicit_ssm.md 2, 5.2).
+//
+// Training is simultaneous (the whole sequence per fixed-point step) with the reference's
+// curriculum: a bounded phase of a few unrolled steps with full backpropagation (z = f(0), then
+// z <- (1 - tau) z + tau f(z)), then a gradient-free solve (at most `solve_max` undamped steps,
+// per-sample relative residual, the best iterate of each sample kept) followed by `phantom` damped
+// steps with gradients (the phantom gradient, tau = 0.8). AdamW, linear warm-up and cosine decay,
+// gradient-norm clipping. The explicit model is trained by plain backpropagation.
+//
+// Evaluation exports the model as a graph and runs the interpreter, sequential (token by token) or
+// simultaneous, so what is measured is what the compiler and the backends run.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "compiler/interpret.hpp"
+#include "models/mamba2.hpp"
+
+namespace aoc::models {
+
+struct TrainOptions {
+  std::string task = "parity";  // a task spec (models/tasks.hpp)
+  int length = 32, batch = 64, steps = 600;
+  double lr = 3e-3, warmup = 0.1, clip = 1.0, weight_decay = 0.0, beta2 = 0.95;
+  double bounded_fraction = 0.3;  // of the steps, the unrolled phase
+  int unroll = 4;                 // f evaluations in the unrolled phase
+  int solve_max = 16;             // gradient-free steps, then
+  double solve_tol = 0.05;
+  int phantom = 4;                // damped steps with gradients
+  double tau = 0.8;
+  std::uint64_t seed = 0;         // data stream (the weights have their own seed)
+};
+
+struct TrainStep {
+  int step = 0;
+  double loss = 0, lr = 0, grad_norm = 0;
+  int solve_iterations = 0;  // of the gradient-free solve (0 in the unrolled phase)
+  double seconds = 0;        // since the start
+};
+
+// Trains in place; `log` (if given) sees every step.
+void train(Mamba2Model& m, const TrainOptions& o, const std::function<void(const TrainStep&)>& log = {});
+
+struct EvalOptions {
+  std::string task = "parity";
+  int length = 32, batch = 128;
+  std::uint64_t seed = 1000;  // a data stream the training did not see
+  ir::Mode mode = ir::Mode::Sequential;
+  int threads = 1;
+};
+
+struct EvalResult {
+  double accuracy = 0;        // per position, argmax of the logits = the label
+  double last10 = 0;          // over the last 10 positions of each sequence (the reference's metric)
+  double mean_iterations = 0; // per token (sequential) or per sequence (simultaneous); 0 for explicit
+  long long solves = 0, converged = 0;
+};
+
+EvalResult evaluate(const Mamba2Model& m, const EvalOptions& o);
+
+}  // namespace aoc::models

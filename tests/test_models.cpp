@@ -1,0 +1,147 @@
+// The trainable implicit Mamba2 (models/mamba2.hpp) is the importer's graph: its tape forward gives
+// the interpreter's logits, its gradients are finite differences', and a tiny one learns parity.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+
+#include "compiler/graph_json.hpp"
+#include "compiler/interpret.hpp"
+#include "models/tasks.hpp"
+#include "models/train.hpp"
+#include "sim/error.hpp"
+#include "tests/graph_support.hpp"
+#include "tests/support.hpp"
+
+using namespace aoc;
+using namespace aoc::models;
+using aoc::test::max_diff;
+using aoc::test::Run;
+using aoc::test::run_aoc;
+using aoc::test::temp_dir;
+
+namespace {
+
+Mamba2Spec tiny(bool implicit, int vocab = 6) {
+  Mamba2Spec s;
+  s.vocab = vocab, s.d_model = 8, s.d_state = 4, s.expand = 2, s.headdim = 4, s.implicit = implicit;
+  return s;
+}
+
+const std::vector<int> kTokens = {3, 1, 4, 1, 5, 0, 2, 5, 3, 1};  // B = 2, L = 5
+
+ir::Tensor tokens_tensor() {
+  ir::Tensor t;
+  t.shape = {2, 5};
+  t.data.assign(kTokens.begin(), kTokens.end());
+  return t;
+}
+
+ir::Tensor as_tensor(const ad::Mat& m) {
+  ir::Tensor t;
+  t.shape = {2, 5, m.cols()};
+  t.data.assign(m.data(), m.data() + m.size());
+  return t;
+}
+
+// The exported graph with its FixedPoint set to `steps` undamped steps.
+ir::Imported fixed_steps(const Mamba2Model& m, int steps) {
+  ir::Imported g = m.export_graph();
+  for (ir::Op& o : g.graph.ops)
+    if (o.kind == ir::OpKind::FixedPoint)
+      o.attrs["rule"] = std::string("fixed"), o.attrs["max_iter"] = std::int64_t{steps}, o.attrs["damping"] = 1.0;
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("models: the implicit Mamba2 on the tape computes the interpreter's logits") {
+  Mamba2Model m(tiny(true), 3);
+  for (int steps : {1, 3}) {
+    ad::Tape t;
+    const ad::Var u = m.inject(t, m.embed(t, kTokens));
+    ad::Var z = t.constant(ad::Mat::Zero(10, 8));
+    for (int k = 0; k < steps; ++k) z = m.body(t, z, u, 5);
+    const ir::Imported g = fixed_steps(m, steps);
+    const auto want = ir::interpret(g.graph, g.weights, {{"tokens", tokens_tensor()}}).values.at("logits");
+    INFO(steps << " steps");
+    CHECK(max_diff(as_tensor(t.value(m.head(t, z))), want) < 1e-10);
+  }
+}
+
+TEST_CASE("models: the explicit Mamba2 on the tape computes the interpreter's logits") {
+  Mamba2Model m(tiny(false), 4);
+  ad::Tape t;
+  const ad::Var logits = m.head(t, m.explicit_forward(t, m.embed(t, kTokens), 5));
+  const ir::Imported g = m.export_graph();
+  CHECK(max_diff(as_tensor(t.value(logits)), ir::interpret(g.graph, g.weights, {{"tokens", tokens_tensor()}}).values.at("logits")) < 1e-10);
+}
+
+TEST_CASE("models: the gradients of the implicit model's loss are finite differences'") {
+  Mamba2Spec s = tiny(true, 2);
+  s.d_model = 4, s.d_state = 2, s.headdim = 4;
+  Mamba2Model m(s, 5);
+  const std::vector<int> tokens = {1, 0, 1, 1, 0, 1}, targets = {1, 1, 0, 1, 1, 0};
+  const auto loss = [&](ad::Tape& t) {
+    const ad::Var u = m.inject(t, m.embed(t, tokens));
+    ad::Var z = m.body(t, t.constant(ad::Mat::Zero(6, 4)), u, 3);
+    z = t.add(t.scale(z, 0.2), t.scale(m.body(t, z, u, 3), 0.8));
+    return t.cross_entropy(m.head(t, z), targets);
+  };
+  CHECK(ad::grad_check(loss, m.params()) < 1e-5);
+}
+
+TEST_CASE("models: the exported weights and config give the same model back") {
+  Mamba2Model m(tiny(true), 6);
+  const auto dir = temp_dir() / "model-roundtrip";
+  std::filesystem::create_directories(dir);
+  const std::string cfg = (dir / "config.json").string(), w = (dir / "weights.h5").string();
+  aoc::write_file_atomic(cfg, m.spec().config().dump(1));
+  ir::write_weights_h5(w, m.weights());
+  const Mamba2Model back(Mamba2Spec::from_config(cfg), ir::read_weights_h5(w));
+  const ir::Imported a = m.export_graph(), b = back.export_graph();
+  CHECK(ir::write_graph(a.graph) == ir::write_graph(b.graph));
+  for (const auto& [name, t] : a.weights) CHECK(b.weights.at(name).data == t.data);
+}
+
+TEST_CASE("models: a tiny implicit model learns parity and keeps it at four times the length") {
+  Mamba2Spec s;
+  s.vocab = 2, s.d_model = 16, s.d_state = 4, s.expand = 2, s.headdim = 8;
+  Mamba2Model m(s, 0);
+  TrainOptions o;
+  o.task = "parity", o.length = 16, o.batch = 32, o.steps = 150, o.lr = 5e-3;
+  double last = 0;
+  train(m, o, [&](const TrainStep& st) { last = st.loss; });
+  EvalOptions e;
+  e.task = "parity", e.batch = 32;
+  e.length = 16;
+  const EvalResult at16 = evaluate(m, e);
+  e.length = 64;
+  const EvalResult at64 = evaluate(m, e);
+  INFO("final loss " << last << ", accuracy " << at16.accuracy << " at 16, " << at64.accuracy << " at 64");
+  CHECK(at16.accuracy > 0.99);
+  CHECK(at64.accuracy > 0.95);
+  CHECK(at16.mean_iterations > 1);
+}
+
+TEST_CASE("cli: aoc train writes a model folder the importer reads, and names a bad scenario field") {
+  const auto dir = temp_dir() / "train-cli";
+  std::filesystem::create_directories(dir);
+  const std::string scen = (dir / "tiny.json").string();
+  aoc::write_file_atomic(scen, R"({"format": "aoc-train", "version": 1, "name": "tiny", "task": "parity",
+    "model": {"implicit": true, "d_model": 8, "d_state": 2, "expand": 2, "headdim": 8},
+    "train": {"length": 8, "batch": 4, "steps": 3}, "eval": {"lengths": [8], "batch": 4}})");
+  const std::string out = (dir / "model").string();
+  const Run r = run_aoc("train " + scen + " -o " + out);
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.out, Catch::Contains("eval sequential L    8: accuracy"));
+  CHECK(std::filesystem::exists(dir / "model" / "weights.h5"));
+  CHECK(std::filesystem::exists(dir / "model" / "train.json"));
+  const Run imp = run_aoc("import " + out + "/config.json --shapes-only -o " + (dir / "g.json").string());
+  CHECK(imp.status == 0);
+  aoc::write_file_atomic(scen, R"({"format": "aoc-train", "version": 1, "name": "tiny", "task": "parity",
+    "model": {"implicit": true, "d_modle": 8}, "train": {}})");
+  const Run bad = run_aoc("train " + scen + " -o " + out);
+  CHECK(bad.status != 0);
+  CHECK_THAT(bad.out, Catch::Contains("tiny.json: model.d_modle: unknown key"));
+}
