@@ -75,6 +75,7 @@ ir::Imported import_spec(const Mamba2Spec& s, const ir::ImportOptions& o) {
   try {
     ir::Imported m = ir::import_config(path, o);
     std::filesystem::remove(path);
+    m.graph.name = std::string(s.implicit ? "implicit" : "explicit") + "-mamba2-d" + std::to_string(s.d_model);
     return m;
   } catch (...) {
     std::filesystem::remove(path);

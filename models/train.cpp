@@ -31,11 +31,11 @@ std::pair<Mat, int> solve(Mamba2Model& m, const Mat& u, int B, int L, int max_st
     ++k;
     double worst = 0;
     for (int b = 0; b < B; ++b) {
-      const auto fb = fz.middleRows(static_cast<Eigen::Index>(b) * L, L), zb = z.middleRows(static_cast<Eigen::Index>(b) * L, L);
-      const double rel = (fb - zb).norm() / (fb.norm() + 1e-9);
+      const Eigen::Index r0 = static_cast<Eigen::Index>(b) * L;
+      const double rel = (fz.middleRows(r0, L) - z.middleRows(r0, L)).norm() / (fz.middleRows(r0, L).norm() + 1e-9);
       if (rel < best_rel[static_cast<std::size_t>(b)]) {
         best_rel[static_cast<std::size_t>(b)] = rel;
-        best.middleRows(static_cast<Eigen::Index>(b) * L, L) = fb;
+        best.middleRows(r0, L) = fz.middleRows(r0, L);
       }
       worst = std::max(worst, rel);
     }

@@ -9,6 +9,7 @@
 #include "models/tasks.hpp"
 #include "models/train.hpp"
 #include "sim/error.hpp"
+#include "sim/files.hpp"
 #include "tests/graph_support.hpp"
 #include "tests/support.hpp"
 
@@ -87,7 +88,13 @@ TEST_CASE("models: the gradients of the implicit model's loss are finite differe
     z = t.add(t.scale(z, 0.2), t.scale(m.body(t, z, u, 3), 0.8));
     return t.cross_entropy(m.head(t, z), targets);
   };
-  CHECK(ad::grad_check(loss, m.params()) < 1e-5);
+  // Central differences of a loss of 1e-2 .. 1 through two iterations of the body carry ~1e-5
+  // relative noise where the gradients are small (the init's embedding has std 0.01); a wrong
+  // backward shows up at O(1).
+  for (ad::Param* p : m.params()) {
+    INFO(p->name);
+    CHECK(ad::grad_check(loss, {p}, 1e-4) < 1e-4);
+  }
 }
 
 TEST_CASE("models: the exported weights and config give the same model back") {

@@ -92,7 +92,9 @@ Scenario read_scenario(const std::string& path) {
     r.only_keys(*e, "eval", {"lengths", "batch", "seed", "modes"});
     if (const jsonr::json* l = r.find(*e, "lengths")) {
       s.eval_lengths.clear();
-      for (const double v : r.numbers(*l, "eval.lengths")) s.eval_lengths.push_back(static_cast<int>(v));
+      if (!l->is_array() || l->empty()) r.fail("eval.lengths", "expected a non-empty array of lengths");
+      for (std::size_t i = 0; i < l->size(); ++i)
+        s.eval_lengths.push_back(static_cast<int>(r.integer((*l)[i], "eval.lengths[" + std::to_string(i) + "]", 1, 1 << 20)));
     }
     integer(*e, "eval", "batch", 1, 1 << 16, s.eval_batch);
     integer(*e, "eval", "seed", 0, std::numeric_limits<long long>::max(), s.eval_seed);

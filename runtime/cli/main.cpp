@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   aoc::cli::add_interpret(app);
   aoc::cli::add_compile(app);
   aoc::cli::add_check(app);
+  aoc::cli::add_train(app);
   aoc::cli::add_bench(app);
   aoc::cli::add_estimate(app);
   try {

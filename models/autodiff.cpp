@@ -1,0 +1,555 @@
+#include "models/autodiff.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "sim/error.hpp"
+
+namespace aoc::ad {
+
+namespace {
+
+[[noreturn]] void fail(const char* op, const std::string& what) {
+  throw Error(std::string("ad::") + op + ": " + what);
+}
+
+using Row = Eigen::Matrix<double, 1, Eigen::Dynamic>;
+
+// Stable logistic function: exp(-|x|) never overflows.
+template <class A>
+Mat sigmoid_of(const A& x) {
+  const auto e = (-x.abs()).exp().eval();
+  const auto inv = (1.0 + e).inverse().eval();
+  return (x >= 0).select(inv, e * inv).matrix();
+}
+
+}  // namespace
+
+std::string shape_of(const Mat& m) {
+  std::string s(1, '[');  // appended, not "[" + ...: GCC 12 warns falsely (-Wrestrict) on the latter
+  s += std::to_string(m.rows());
+  s += ", ";
+  s += std::to_string(m.cols());
+  s += ']';
+  return s;
+}
+
+void Param::zero_grad() { grad = Mat::Zero(value.rows(), value.cols()); }
+
+Tape::Tape(bool record) : record_(record) {}
+
+const Tape::Node& Tape::node(Var v, const char* op) const {
+  if (v.id < 0 || v.id >= static_cast<int>(nodes_.size()))
+    fail(op, "Var " + std::to_string(v.id) + " is not a node of this tape (" + std::to_string(nodes_.size()) + " nodes)");
+  return nodes_[v.id];
+}
+
+Var Tape::push(Mat value, std::initializer_list<Var> parents, Back back) {
+  Node n;
+  n.value = std::move(value);
+  if (record_) {
+    for (Var p : parents) n.needs_grad = n.needs_grad || nodes_[p.id].needs_grad;
+    if (n.needs_grad) n.back = std::move(back);
+  }
+  nodes_.push_back(std::move(n));
+  return Var{static_cast<int>(nodes_.size()) - 1};
+}
+
+Mat* Tape::grad_buf(Var v) {
+  if (!nodes_[v.id].needs_grad) return nullptr;
+  Mat& g = grads_[v.id];
+  if (g.size() == 0) g = Mat::Zero(nodes_[v.id].value.rows(), nodes_[v.id].value.cols());
+  return &g;
+}
+
+template <class E>
+void Tape::acc(Var v, const E& e) {
+  if (!nodes_[v.id].needs_grad) return;
+  Mat& g = grads_[v.id];
+  if (g.size() == 0)
+    g = e;
+  else
+    g.array() += e.array();
+}
+
+bool Tape::broadcast_row(const char* op, const Mat& a, const Mat& b) const {
+  if (b.rows() == a.rows() && b.cols() == a.cols()) return false;
+  if (b.rows() == 1 && b.cols() == a.cols()) return true;
+  fail(op, "a is " + shape_of(a) + ", b is " + shape_of(b) + ": b must have a's shape or be a row [1, " +
+               std::to_string(a.cols()) + "]");
+}
+
+void Tape::check_blocks(const char* op, const Mat& x, int L) const {
+  if (L <= 0 || x.rows() % L != 0)
+    fail(op, "x is " + shape_of(x) + ", L = " + std::to_string(L) + ": L must be positive and divide the rows");
+}
+
+// ---------------------------------------------------------------------------------------------------
+// leaves
+
+Var Tape::leaf(Param& p) {
+  if (record_ && (p.grad.rows() != p.value.rows() || p.grad.cols() != p.value.cols())) p.zero_grad();
+  Node n;
+  n.value = p.value;
+  if (record_) {
+    n.param = &p;
+    n.needs_grad = true;
+  }
+  nodes_.push_back(std::move(n));
+  return Var{static_cast<int>(nodes_.size()) - 1};
+}
+
+Var Tape::constant(const Mat& m) {
+  Node n;
+  n.value = m;
+  nodes_.push_back(std::move(n));
+  return Var{static_cast<int>(nodes_.size()) - 1};
+}
+
+const Mat& Tape::value(Var v) const { return node(v, "value").value; }
+Mat Tape::detach_value(Var v) const { return node(v, "detach_value").value; }
+
+// ---------------------------------------------------------------------------------------------------
+// products
+
+Var Tape::matmul(Var a, Var b) {
+  const Mat& A = node(a, "matmul").value;
+  const Mat& B = node(b, "matmul").value;
+  if (A.cols() != B.rows()) fail("matmul", "a is " + shape_of(A) + ", b is " + shape_of(B) + ": inner sizes differ");
+  Mat out(A.rows(), B.cols());
+  out.noalias() = A * B;
+  return push(std::move(out), {a, b}, [a, b](Tape& t, const Mat& g) {
+    const Mat& A = t.nodes_[a.id].value;
+    const Mat& B = t.nodes_[b.id].value;
+    if (Mat* ga = t.grad_buf(a)) ga->noalias() += g * B.transpose();
+    if (Mat* gb = t.grad_buf(b)) gb->noalias() += A.transpose() * g;
+  });
+}
+
+Var Tape::linear(Var x, Var W) {
+  const Mat& X = node(x, "linear").value;
+  const Mat& Wm = node(W, "linear").value;
+  if (X.cols() != Wm.cols())
+    fail("linear", "x is " + shape_of(X) + ", W is " + shape_of(Wm) + ": W must be [out, " + std::to_string(X.cols()) + "]");
+  Mat out(X.rows(), Wm.rows());
+  out.noalias() = X * Wm.transpose();
+  return push(std::move(out), {x, W}, [x, W](Tape& t, const Mat& g) {
+    const Mat& X = t.nodes_[x.id].value;
+    const Mat& Wm = t.nodes_[W.id].value;
+    if (Mat* gx = t.grad_buf(x)) gx->noalias() += g * Wm;
+    if (Mat* gw = t.grad_buf(W)) gw->noalias() += g.transpose() * X;
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------
+// elementwise
+
+Var Tape::add(Var a, Var b) {
+  const Mat& A = node(a, "add").value;
+  const Mat& B = node(b, "add").value;
+  const bool row = broadcast_row("add", A, B);
+  Mat out = row ? Mat(A.rowwise() + B.row(0)) : Mat(A + B);
+  return push(std::move(out), {a, b}, [a, b, row](Tape& t, const Mat& g) {
+    t.acc(a, g);
+    if (row)
+      t.acc(b, g.colwise().sum());
+    else
+      t.acc(b, g);
+  });
+}
+
+Var Tape::sub(Var a, Var b) {
+  const Mat& A = node(a, "sub").value;
+  const Mat& B = node(b, "sub").value;
+  const bool row = broadcast_row("sub", A, B);
+  Mat out = row ? Mat(A.rowwise() - B.row(0)) : Mat(A - B);
+  return push(std::move(out), {a, b}, [a, b, row](Tape& t, const Mat& g) {
+    t.acc(a, g);
+    if (row)
+      t.acc(b, -g.colwise().sum());
+    else
+      t.acc(b, -g);
+  });
+}
+
+Var Tape::mul(Var a, Var b) {
+  const Mat& A = node(a, "mul").value;
+  const Mat& B = node(b, "mul").value;
+  const bool row = broadcast_row("mul", A, B);
+  Mat out = row ? Mat(A.array().rowwise() * B.row(0).array()) : Mat(A.array() * B.array());
+  return push(std::move(out), {a, b}, [a, b, row](Tape& t, const Mat& g) {
+    const Mat& A = t.nodes_[a.id].value;
+    const Mat& B = t.nodes_[b.id].value;
+    if (row) {
+      t.acc(a, g.array().rowwise() * B.row(0).array());
+      t.acc(b, (g.array() * A.array()).colwise().sum());
+    } else {
+      t.acc(a, g.array() * B.array());
+      t.acc(b, g.array() * A.array());
+    }
+  });
+}
+
+Var Tape::scale(Var a, double s) {
+  Mat out = node(a, "scale").value * s;
+  return push(std::move(out), {a}, [a, s](Tape& t, const Mat& g) { t.acc(a, g * s); });
+}
+
+Var Tape::add_scalar(Var a, double s) {
+  Mat out = (node(a, "add_scalar").value.array() + s).matrix();
+  return push(std::move(out), {a}, [a](Tape& t, const Mat& g) { t.acc(a, g); });
+}
+
+Var Tape::neg(Var a) {
+  Mat out = -node(a, "neg").value;
+  return push(std::move(out), {a}, [a](Tape& t, const Mat& g) { t.acc(a, -g); });
+}
+
+Var Tape::square(Var a) {
+  Mat out = node(a, "square").value.array().square().matrix();
+  return push(std::move(out), {a}, [a](Tape& t, const Mat& g) {
+    t.acc(a, 2.0 * g.array() * t.nodes_[a.id].value.array());
+  });
+}
+
+Var Tape::tanh(Var a) {
+  Mat out = node(a, "tanh").value.array().tanh().matrix();
+  const int self = static_cast<int>(nodes_.size());
+  return push(std::move(out), {a}, [a, self](Tape& t, const Mat& g) {
+    const Mat& y = t.nodes_[self].value;
+    t.acc(a, g.array() * (1.0 - y.array().square()));
+  });
+}
+
+Var Tape::sigmoid(Var a) {
+  Mat out = sigmoid_of(node(a, "sigmoid").value.array());
+  const int self = static_cast<int>(nodes_.size());
+  return push(std::move(out), {a}, [a, self](Tape& t, const Mat& g) {
+    const Mat& s = t.nodes_[self].value;
+    t.acc(a, g.array() * s.array() * (1.0 - s.array()));
+  });
+}
+
+Var Tape::silu(Var a) {
+  const Mat& X = node(a, "silu").value;
+  Mat out = (X.array() * sigmoid_of(X.array()).array()).matrix();
+  return push(std::move(out), {a}, [a](Tape& t, const Mat& g) {
+    const Mat& X = t.nodes_[a.id].value;
+    const Mat s = sigmoid_of(X.array());
+    t.acc(a, g.array() * s.array() * (1.0 + X.array() * (1.0 - s.array())));
+  });
+}
+
+Var Tape::softplus(Var a) {
+  const Mat& X = node(a, "softplus").value;
+  Mat out = (X.array().max(0.0) + (-X.array().abs()).exp().log1p()).matrix();
+  return push(std::move(out), {a}, [a](Tape& t, const Mat& g) {
+    t.acc(a, g.array() * sigmoid_of(t.nodes_[a.id].value.array()).array());
+  });
+}
+
+Var Tape::exp(Var a) {
+  Mat out = node(a, "exp").value.array().exp().matrix();
+  const int self = static_cast<int>(nodes_.size());
+  return push(std::move(out), {a}, [a, self](Tape& t, const Mat& g) {
+    t.acc(a, g.array() * t.nodes_[self].value.array());
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------
+// normalisation, slicing, gathering
+
+Var Tape::rmsnorm(Var x, Var gain, double eps) {
+  const Mat& X = node(x, "rmsnorm").value;
+  const Mat& G = node(gain, "rmsnorm").value;
+  if (G.rows() != 1 || G.cols() != X.cols())
+    fail("rmsnorm", "x is " + shape_of(X) + ", g is " + shape_of(G) + ": g must be a row [1, " + std::to_string(X.cols()) + "]");
+  if (X.cols() == 0) fail("rmsnorm", "x is " + shape_of(X) + ": no columns");
+  const Eigen::VectorXd r = ((X.array().square().rowwise().sum() / static_cast<double>(X.cols())) + eps).rsqrt();
+  Mat n = X.array().colwise() * r.array();
+  Mat out = n.array().rowwise() * G.row(0).array();
+  return push(std::move(out), {x, gain}, [x, gain, r, n = std::move(n)](Tape& t, const Mat& gy) {
+    const Mat& G = t.nodes_[gain.id].value;
+    t.acc(gain, (gy.array() * n.array()).colwise().sum());
+    if (t.needs(x)) {
+      const Mat gn = gy.array().rowwise() * G.row(0).array();
+      const Eigen::VectorXd dot = (gn.array() * n.array()).rowwise().sum() / static_cast<double>(n.cols());
+      t.acc(x, (gn.array() - n.array().colwise() * dot.array()).colwise() * r.array());
+    }
+  });
+}
+
+Var Tape::slice_cols(Var x, int c0, int n) {
+  const Mat& X = node(x, "slice_cols").value;
+  if (c0 < 0 || n < 0 || c0 + n > X.cols())
+    fail("slice_cols", "x is " + shape_of(X) + ": columns [" + std::to_string(c0) + ", " + std::to_string(c0 + n) +
+                           ") are out of range");
+  Mat out = X.middleCols(c0, n);
+  return push(std::move(out), {x}, [x, c0, n](Tape& t, const Mat& g) {
+    if (Mat* gx = t.grad_buf(x)) gx->middleCols(c0, n) += g;
+  });
+}
+
+Var Tape::concat_cols(const std::vector<Var>& xs) {
+  if (xs.empty()) fail("concat_cols", "no inputs");
+  const Eigen::Index rows = node(xs[0], "concat_cols").value.rows();
+  Eigen::Index cols = 0;
+  for (Var v : xs) {
+    const Mat& X = node(v, "concat_cols").value;
+    if (X.rows() != rows)
+      fail("concat_cols", "input 0 is " + shape_of(nodes_[xs[0].id].value) + ", an input is " + shape_of(X) + ": rows differ");
+    cols += X.cols();
+  }
+  Mat out(rows, cols);
+  Eigen::Index c = 0;
+  for (Var v : xs) {
+    const Mat& X = nodes_[v.id].value;
+    out.middleCols(c, X.cols()) = X;
+    c += X.cols();
+  }
+  Node n;
+  n.value = std::move(out);
+  if (record_) {
+    for (Var v : xs) n.needs_grad = n.needs_grad || nodes_[v.id].needs_grad;
+    if (n.needs_grad)
+      n.back = [xs](Tape& t, const Mat& g) {
+        Eigen::Index c = 0;
+        for (Var v : xs) {
+          const Eigen::Index w = t.nodes_[v.id].value.cols();
+          if (Mat* gv = t.grad_buf(v)) *gv += g.middleCols(c, w);
+          c += w;
+        }
+      };
+  }
+  nodes_.push_back(std::move(n));
+  return Var{static_cast<int>(nodes_.size()) - 1};
+}
+
+Var Tape::embedding(Var table, const std::vector<int>& ids) {
+  const Mat& T = node(table, "embedding").value;
+  Mat out(static_cast<Eigen::Index>(ids.size()), T.cols());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= T.rows())
+      fail("embedding", "table is " + shape_of(T) + ": id " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
+                            " is out of range");
+    out.row(static_cast<Eigen::Index>(i)) = T.row(ids[i]);
+  }
+  return push(std::move(out), {table}, [table, ids](Tape& t, const Mat& g) {
+    if (Mat* gt = t.grad_buf(table))
+      for (std::size_t i = 0; i < ids.size(); ++i) gt->row(ids[i]) += g.row(static_cast<Eigen::Index>(i));
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------
+// sequence ops: blocks of L rows
+
+Var Tape::shift_rows(Var x, int L) {
+  const Mat& X = node(x, "shift_rows").value;
+  check_blocks("shift_rows", X, L);
+  const Eigen::Index B = X.rows() / L;
+  Mat out = Mat::Zero(X.rows(), X.cols());
+  for (Eigen::Index b = 0; b < B; ++b) out.middleRows(b * L + 1, L - 1) = X.middleRows(b * L, L - 1);
+  return push(std::move(out), {x}, [x, L, B](Tape& t, const Mat& g) {
+    if (Mat* gx = t.grad_buf(x))
+      for (Eigen::Index b = 0; b < B; ++b) gx->middleRows(b * L, L - 1) += g.middleRows(b * L + 1, L - 1);
+  });
+}
+
+Var Tape::scan(Var a, Var x, int L) {
+  const Mat& A = node(a, "scan").value;
+  const Mat& X = node(x, "scan").value;
+  if (A.rows() != X.rows() || A.cols() != X.cols())
+    fail("scan", "a is " + shape_of(A) + ", x is " + shape_of(X) + ": a must have x's shape");
+  check_blocks("scan", X, L);
+  const Eigen::Index B = X.rows() / L;
+  Mat h(X.rows(), X.cols());
+  for (Eigen::Index b = 0; b < B; ++b) {
+    const Eigen::Index r0 = b * L;
+    h.row(r0) = X.row(r0);
+    for (Eigen::Index i = r0 + 1; i < r0 + L; ++i) h.row(i) = A.row(i).cwiseProduct(h.row(i - 1)) + X.row(i);
+  }
+  const int self = static_cast<int>(nodes_.size());
+  return push(std::move(h), {a, x}, [a, x, L, B, self](Tape& t, const Mat& g) {
+    const Mat& A = t.nodes_[a.id].value;
+    const Mat& H = t.nodes_[self].value;
+    Mat* ga = t.grad_buf(a);
+    Mat* gx = t.grad_buf(x);
+    Row dh(g.cols());
+    for (Eigen::Index b = 0; b < B; ++b) {
+      const Eigen::Index r0 = b * L;
+      dh = g.row(r0 + L - 1);
+      for (Eigen::Index i = r0 + L - 1; i >= r0; --i) {
+        if (i < r0 + L - 1) dh = g.row(i) + A.row(i + 1).cwiseProduct(dh);
+        if (gx) gx->row(i) += dh;
+        if (ga && i > r0) ga->row(i) += dh.cwiseProduct(H.row(i - 1));
+      }
+    }
+  });
+}
+
+Var Tape::conv1d_causal(Var x, Var w, int L) {
+  const Mat& X = node(x, "conv1d_causal").value;
+  const Mat& W = node(w, "conv1d_causal").value;
+  if (W.rows() != X.cols() || W.cols() < 1)
+    fail("conv1d_causal", "x is " + shape_of(X) + ", w is " + shape_of(W) + ": w must be [" + std::to_string(X.cols()) + ", K], K >= 1");
+  check_blocks("conv1d_causal", X, L);
+  const Eigen::Index B = X.rows() / L, K = W.cols();
+  const Mat Wt = W.transpose();  // [K, C]: tap k as a contiguous row
+  Mat out = Mat::Zero(X.rows(), X.cols());
+  for (Eigen::Index b = 0; b < B; ++b)
+    for (Eigen::Index k = 0; k < K; ++k) {
+      const Eigen::Index s = K - 1 - k;  // tap k reads s rows back
+      if (s >= L) continue;
+      out.middleRows(b * L + s, L - s).array() += X.middleRows(b * L, L - s).array().rowwise() * Wt.row(k).array();
+    }
+  return push(std::move(out), {x, w}, [x, w, L, B, K](Tape& t, const Mat& g) {
+    const Mat& X = t.nodes_[x.id].value;
+    const Mat Wt = t.nodes_[w.id].value.transpose();
+    Mat* gx = t.grad_buf(x);
+    Mat gwt;
+    if (t.needs(w)) gwt = Mat::Zero(K, X.cols());
+    for (Eigen::Index b = 0; b < B; ++b)
+      for (Eigen::Index k = 0; k < K; ++k) {
+        const Eigen::Index s = K - 1 - k;
+        if (s >= L) continue;
+        const auto gs = g.middleRows(b * L + s, L - s);
+        if (gx) gx->middleRows(b * L, L - s).array() += gs.array().rowwise() * Wt.row(k).array();
+        if (gwt.size()) gwt.row(k) += (gs.array() * X.middleRows(b * L, L - s).array()).colwise().sum().matrix();
+      }
+    if (gwt.size()) t.acc(w, gwt.transpose());
+  });
+}
+
+Var Tape::row_sum(Var x) {
+  const Mat& X = node(x, "row_sum").value;
+  Mat out = X.rowwise().sum();
+  const Eigen::Index m = X.cols();
+  return push(std::move(out), {x}, [x, m](Tape& t, const Mat& g) { t.acc(x, g.col(0).replicate(1, m)); });
+}
+
+Var Tape::mul_col(Var x, Var c) {
+  const Mat& X = node(x, "mul_col").value;
+  const Mat& C = node(c, "mul_col").value;
+  if (C.cols() != 1 || C.rows() != X.rows())
+    fail("mul_col", "x is " + shape_of(X) + ", c is " + shape_of(C) + ": c must be a column [" + std::to_string(X.rows()) + ", 1]");
+  Mat out = X.array().colwise() * C.col(0).array();
+  return push(std::move(out), {x, c}, [x, c](Tape& t, const Mat& g) {
+    const Mat& X = t.nodes_[x.id].value;
+    const Mat& C = t.nodes_[c.id].value;
+    t.acc(x, g.array().colwise() * C.col(0).array());
+    t.acc(c, (g.array() * X.array()).rowwise().sum());
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------
+// reductions and losses
+
+Var Tape::sum(Var x) {
+  const Mat& X = node(x, "sum").value;
+  Mat out(1, 1);
+  out(0, 0) = X.sum();
+  const Eigen::Index r = X.rows(), c = X.cols();
+  return push(std::move(out), {x}, [x, r, c](Tape& t, const Mat& g) { t.acc(x, Mat::Constant(r, c, g(0, 0))); });
+}
+
+Var Tape::mean(Var x) {
+  const Mat& X = node(x, "mean").value;
+  if (X.size() == 0) fail("mean", "x is " + shape_of(X) + ": empty");
+  Mat out(1, 1);
+  out(0, 0) = X.mean();
+  const Eigen::Index r = X.rows(), c = X.cols();
+  return push(std::move(out), {x}, [x, r, c](Tape& t, const Mat& g) {
+    t.acc(x, Mat::Constant(r, c, g(0, 0) / static_cast<double>(r * c)));
+  });
+}
+
+Var Tape::cross_entropy(Var logits, const std::vector<int>& targets) {
+  const Mat& Z = node(logits, "cross_entropy").value;
+  if (static_cast<Eigen::Index>(targets.size()) != Z.rows())
+    fail("cross_entropy", "logits are " + shape_of(Z) + ", " + std::to_string(targets.size()) + " targets: one target per row");
+  Eigen::VectorXd lse(Z.rows());
+  double total = 0.0;
+  int count = 0;
+  for (Eigen::Index i = 0; i < Z.rows(); ++i) {
+    const int y = targets[static_cast<std::size_t>(i)];
+    if (y < 0) continue;
+    if (y >= Z.cols())
+      fail("cross_entropy", "logits are " + shape_of(Z) + ": target " + std::to_string(y) + " at row " + std::to_string(i) +
+                                " is out of range");
+    const double m = Z.row(i).maxCoeff();
+    lse(i) = m + std::log((Z.row(i).array() - m).exp().sum());
+    total += lse(i) - Z(i, y);
+    ++count;
+  }
+  Mat out(1, 1);
+  out(0, 0) = count ? total / count : 0.0;
+  return push(std::move(out), {logits}, [logits, targets, lse, count](Tape& t, const Mat& g) {
+    Mat* gz = t.grad_buf(logits);
+    if (!gz || count == 0) return;
+    const Mat& Z = t.nodes_[logits.id].value;
+    const double s = g(0, 0) / count;
+    for (Eigen::Index i = 0; i < Z.rows(); ++i) {
+      const int y = targets[static_cast<std::size_t>(i)];
+      if (y < 0) continue;
+      gz->row(i).array() += s * (Z.row(i).array() - lse(i)).exp();
+      (*gz)(i, y) -= s;
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------
+
+void Tape::backward(Var scalar) {
+  const Node& top = node(scalar, "backward");
+  if (!record_) fail("backward", "the tape does not record (Tape(false))");
+  if (top.value.rows() != 1 || top.value.cols() != 1)
+    fail("backward", "the output is " + shape_of(top.value) + ": it must be a scalar [1, 1]");
+  grads_.assign(nodes_.size(), Mat());
+  if (!top.needs_grad) return;
+  grads_[scalar.id] = Mat::Ones(1, 1);
+  for (int i = scalar.id; i >= 0; --i) {
+    if (grads_[i].size() == 0) continue;
+    Node& n = nodes_[i];
+    const Mat g = std::move(grads_[i]);
+    grads_[i] = Mat();
+    if (n.back) n.back(*this, g);
+    if (n.param) n.param->grad += g;
+  }
+  grads_.clear();
+}
+
+double grad_check(const std::function<Var(Tape&)>& f, const std::vector<Param*>& params, double h) {
+  auto eval = [&]() {
+    Tape t(false);
+    const Var y = f(t);
+    const Mat& v = t.value(y);
+    if (v.size() != 1) throw Error("ad::grad_check: f must build a scalar [1, 1], got " + shape_of(v));
+    return v(0, 0);
+  };
+  for (Param* p : params) p->zero_grad();
+  {
+    Tape t(true);
+    t.backward(f(t));
+  }
+  double worst = 0.0;
+  for (Param* p : params) {
+    for (Eigen::Index k = 0; k < p->value.size(); ++k) {
+      double& x = p->value.data()[k];
+      const double x0 = x;
+      x = x0 + h;
+      const double fp = eval();
+      x = x0 - h;
+      const double fm = eval();
+      x = x0;
+      const double fd = (fp - fm) / (2.0 * h);
+      const double ad = p->grad.data()[k];
+      const double rel = std::abs(fd - ad) / std::max(1e-8, std::abs(fd) + std::abs(ad));
+      if (!(rel <= worst)) worst = std::isnan(rel) ? std::numeric_limits<double>::infinity() : rel;
+    }
+  }
+  return worst;
+}
+
+}  // namespace aoc::ad

@@ -1,0 +1,125 @@
+// A small reverse-mode automatic differentiation over row-major Eigen matrices: a tape of the ops the
+// implicit state-space models use (products, elementwise maps with row broadcasting, RMSNorm, column
+// slices, embeddings, the per-sequence delay, scan and causal convolution, masked cross-entropy).
+//
+// Every value is a 2-D double matrix. Sequences are laid out as rows b*L + t of a [B*L, D] matrix;
+// the sequence ops act within each block of L rows. A Tape records each op's value and how to send a
+// gradient back to its inputs; backward() runs the tape in reverse once and adds the gradient of a
+// scalar into the Param::grad of every leaf it depends on. Results are deterministic: no reduction is
+// split across threads by this code (matmul/linear are Eigen products, see models/README.md).
+// Shape errors throw aoc::Error with one line that names the op and the shapes.
+#pragma once
+#include <Eigen/Dense>
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace aoc::ad {
+
+using Mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// A trainable tensor. grad has value's shape once a tape has used it (Tape::leaf sizes an empty or
+// mis-shaped grad to zeros); backward adds into it, zero_grad() zeroes it.
+struct Param {
+  std::string name;
+  Mat value, grad;
+  void zero_grad();
+};
+
+// A handle to a node of one tape.
+struct Var {
+  int id = -1;
+};
+
+// "[rows, cols]", for error messages.
+std::string shape_of(const Mat& m);
+
+class Tape {
+ public:
+  // record=false: values only, no backward closures and no gradients (the no-grad solve).
+  explicit Tape(bool record = true);
+
+  bool recording() const { return record_; }
+
+  Var leaf(Param& p);            // the value is copied; backward adds the gradient into p.grad
+  Var constant(const Mat& m);    // no gradient
+  const Mat& value(Var v) const;
+  Mat detach_value(Var v) const;  // a copy
+  int rows(Var v) const { return static_cast<int>(value(v).rows()); }
+  int cols(Var v) const { return static_cast<int>(value(v).cols()); }
+
+  // products
+  Var matmul(Var a, Var b);  // a[n,k] b[k,m] -> [n,m]
+  Var linear(Var x, Var W);  // x[n,in] W[out,in]^T -> [n,out] (torch convention)
+
+  // elementwise; b may have a's shape or be a row [1, m] broadcast over a's rows
+  Var add(Var a, Var b);
+  Var sub(Var a, Var b);
+  Var mul(Var a, Var b);
+  Var scale(Var a, double s);
+  Var add_scalar(Var a, double s);
+  Var tanh(Var a);
+  Var sigmoid(Var a);   // stable for any |a|
+  Var silu(Var a);      // a * sigmoid(a)
+  Var softplus(Var a);  // log(1 + exp(a)), stable: max(a, 0) + log1p(exp(-|a|))
+  Var exp(Var a);
+  Var neg(Var a);
+  Var square(Var a);  // (added) a * a
+
+  // per row: x / sqrt(mean(x^2) + eps) * g, g a row [1, m]
+  Var rmsnorm(Var x, Var g, double eps = 1e-5);
+  Var slice_cols(Var x, int c0, int n);  // columns [c0, c0 + n)
+  Var concat_cols(const std::vector<Var>& xs);
+  Var embedding(Var table, const std::vector<int>& ids);  // out.row(i) = table.row(ids[i])
+
+  // sequences are laid out as rows b*L + t ([B*L, D]); these act within each block of L rows:
+  Var shift_rows(Var x, int L);      // out[b*L+t] = x[b*L+t-1], a zero row at t = 0
+  Var scan(Var a, Var x, int L);     // h[t] = a[t] ⊙ h[t-1] + x[t], h[-1] = 0; a has x's shape
+  Var conv1d_causal(Var x, Var w, int L);  // out[t, c] = sum_{k<K} w[c,k] x[t-K+1+k, c]; w [C, K]
+
+  Var row_sum(Var x);         // [n, m] -> [n, 1]
+  Var mul_col(Var x, Var c);  // x[n,m] ⊙ c[n,1] broadcast over columns
+
+  // losses, scalars [1,1]
+  Var sum(Var x);
+  Var mean(Var x);
+  // mean over the rows whose target is >= 0 of -log softmax(row)[target]; targets < 0 are masked
+  // and not counted (0 when every row is masked)
+  Var cross_entropy(Var logits, const std::vector<int>& targets);
+
+  // d scalar = 1; adds into the leaves' Param::grad. The tape must record and `scalar` be [1,1].
+  void backward(Var scalar);
+  std::size_t size() const { return nodes_.size(); }
+
+ private:
+  using Back = std::function<void(Tape&, const Mat& g)>;
+  struct Node {
+    Mat value;
+    Back back;               // empty for leaves, constants and when not recording
+    Param* param = nullptr;  // set for leaves
+    bool needs_grad = false;
+  };
+
+  const Node& node(Var v, const char* op) const;
+  Var push(Mat value, std::initializer_list<Var> parents, Back back);
+  bool needs(Var v) const { return nodes_[v.id].needs_grad; }
+  // The gradient buffer of v, zero-filled on first use; nullptr when v needs no gradient.
+  Mat* grad_buf(Var v);
+  template <class E>
+  void acc(Var v, const E& e);
+  // b is a's shape (false) or a row broadcast over a's rows (true); otherwise throws.
+  bool broadcast_row(const char* op, const Mat& a, const Mat& b) const;
+  void check_blocks(const char* op, const Mat& x, int L) const;
+
+  bool record_;
+  std::vector<Node> nodes_;
+  std::vector<Mat> grads_;  // used during backward only
+};
+
+// Max relative error |g_fd - g_ad| / max(1e-8, |g_fd| + |g_ad|) over every element of every param.
+// f builds a scalar on a fresh tape; central differences with step h. Leaves each p.grad holding the
+// analytic gradient and each p.value as it was.
+double grad_check(const std::function<Var(Tape&)>& f, const std::vector<Param*>& params, double h = 1e-6);
+
+}  // namespace aoc::ad
