@@ -114,10 +114,13 @@ int run(const Opts& o) {
   std::printf("train: %s: %s %s Mamba2, %lld parameters, task %s, L %d, batch %d, %d steps\n", s.name.c_str(),
               s.spec.implicit ? "implicit" : "explicit", (std::to_string(s.spec.d_model) + "-wide").c_str(),
               static_cast<long long>(m.parameter_count()), s.train.task.c_str(), s.train.length, s.train.batch, s.train.steps);
+  const auto start = std::chrono::steady_clock::now();
+  double train_seconds = 0;
   nlohmann::ordered_json curve = nlohmann::ordered_json::array();
   const int every = std::max(1, s.train.steps / 20);
   models::train(m, s.train, [&](const models::TrainStep& st) {
     curve.push_back({st.step, st.loss, st.solve_iterations});
+    train_seconds = st.seconds;
     if (!o.quiet && (st.step % every == 0 || st.step + 1 == s.train.steps)) {
       const double left = st.seconds / (st.step + 1) * (s.train.steps - st.step - 1);
       std::printf("  step %5d/%d  loss %.4g  lr %.3g  |grad| %.3g  solve %2d  %.0f s, ~%.0f s left\n", st.step + 1, s.train.steps, st.loss,
@@ -137,7 +140,7 @@ int run(const Opts& o) {
       std::printf("  eval %s L %4d: accuracy %.4f (last 10: %.4f), iterations %.2f per %s, %lld of %lld converged, %.1f s\n",
                   mode.c_str(), L, e.accuracy, e.last10, e.mean_iterations, mode == "sequential" ? "token" : "sequence", e.converged,
                   e.solves, secs);
-      evals.push_back({{"mode", mode}, {"length", L}, {"batch", s.eval_batch}, {"seed", s.eval_seed}, {"accuracy", e.accuracy},
+      evals.push_back({{"mode", mode}, {"length", L}, {"batch", s.eval_batch}, {"seed", s.eval_seed}, {"seconds", secs}, {"accuracy", e.accuracy},
                        {"last10", e.last10}, {"mean_iterations", e.mean_iterations}, {"solves", e.solves}, {"converged", e.converged}});
     }
   std::filesystem::create_directories(o.output);
@@ -146,6 +149,8 @@ int run(const Opts& o) {
   nlohmann::ordered_json log{{"tool", "aoc train"}, {"version", AOC_VERSION}, {"scenario", jsonr::parse_file(o.scenario)},
                              {"config_hash", digest_hex(scenario_text.data(), scenario_text.size())},
                              {"model_seed", s.model_seed}, {"data_seed", s.train.seed}, {"parameters", m.parameter_count()},
+                             {"train_seconds", train_seconds},
+                             {"total_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()},
                              {"loss_curve_columns", {"step", "loss", "solve_iterations"}}, {"loss_curve", curve}, {"eval", evals}};
   ir::write_weights_h5((std::filesystem::path(o.output) / "weights.h5").string(), m.weights());
   write_file_atomic((std::filesystem::path(o.output) / "config.json").string(), cfg);
