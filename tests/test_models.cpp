@@ -115,7 +115,7 @@ TEST_CASE("models: a tiny implicit model learns parity and keeps it at four time
   s.vocab = 2, s.d_model = 16, s.d_state = 4, s.expand = 2, s.headdim = 8;
   Mamba2Model m(s, 0);
   TrainOptions o;
-  o.task = "parity", o.length = 16, o.batch = 32, o.steps = 150, o.lr = 5e-3;
+  o.task = "parity", o.length = 16, o.batch = 32, o.steps = 250, o.lr = 5e-3;
   double last = 0;
   train(m, o, [&](const TrainStep& st) { last = st.loss; });
   EvalOptions e;
