@@ -7,6 +7,7 @@
 #include "sim/error.hpp"
 #include "sim/files.hpp"
 #include "sim/json_reader.hpp"
+#include "sim/noise.hpp"
 
 namespace aoc::models {
 
@@ -186,7 +187,7 @@ Var Mamba2Model::block(Tape& t, Var z, const Var* u, int L) {
   const int di = spec_.d_inner(), N = spec_.d_state, H = spec_.heads();
   const std::string l = "layer0.";
   const Var n = t.rmsnorm(z, row(t, l + "norm"));
-  Var p = t.linear(n, w(t, l + "in_proj"));
+  Var p = optical(t, n, l + "in_proj");
   if (u) p = t.add(p, *u);
   const Var g = t.slice_cols(p, 0, di), xbc = t.slice_cols(p, di, di + 2 * N), dt = t.slice_cols(p, 2 * di + 2 * N, H);
   const Var xbc_s = t.silu(t.add(t.conv1d_causal(xbc, w(t, l + "conv_w"), L), row(t, l + "conv_b")));
@@ -204,13 +205,37 @@ Var Mamba2Model::block(Tape& t, Var z, const Var* u, int L) {
   const Var Dx = t.mul(x, t.matmul(row(t, l + "D"), t.constant(head_to_hp)));
   const Var y = t.add(yc, Dx);
   const Var yn = t.rmsnorm(t.mul(y, t.silu(g)), row(t, l + "gate_norm"));
-  return t.add(z, t.linear(yn, w(t, l + "out_proj")));
+  return t.add(z, optical(t, yn, l + "out_proj"));
 }
 
 Var Mamba2Model::body(Tape& t, Var z, Var u, int L) { return t.rmsnorm(block(t, z, &u, L), row(t, "norm_f")); }
 
 Var Mamba2Model::explicit_forward(Tape& t, Var e, int L) { return t.rmsnorm(block(t, e, nullptr, L), row(t, "norm_f")); }
 
-Var Mamba2Model::head(Tape& t, Var z) { return t.linear(z, w(t, "embedding")); }
+Var Mamba2Model::head(Tape& t, Var z) { return optical(t, z, "embedding"); }
+
+Var Mamba2Model::optical(Tape& t, Var x, const std::string& weight) {
+  Var W = w(t, weight);
+  if (hw_.slm_bits > 0) {
+    const Mat& v = t.value(W);
+    const double m = v.cwiseAbs().maxCoeff();
+    if (m > 0) {
+      const double qmax = std::ldexp(1.0, hw_.slm_bits - 1) - 1;
+      const Mat q = (v / m * qmax).array().round().max(-qmax - 1).min(qmax).matrix() * (m / qmax);
+      W = t.add(W, t.constant(q - v));  // forward: the codes' values; backward: the identity
+    }
+  }
+  Var y = t.linear(x, W);
+  if (hw_.output_noise > 0) {
+    const Mat& v = t.value(y);
+    Mat n(v.rows(), v.cols());
+    const std::uint64_t draw = draws_++;
+    for (Eigen::Index r = 0; r < v.rows(); ++r)
+      noise::normals(hw_.seed, noise::Source::Thermal, static_cast<std::uint32_t>(draw), static_cast<std::uint32_t>(r),
+                     static_cast<int>(v.cols()), n.row(r).data());
+    y = t.add(y, t.constant(n * hw_.output_noise));
+  }
+  return y;
+}
 
 }  // namespace aoc::models

@@ -34,6 +34,17 @@ struct Mamba2Spec {
   static Mamba2Spec from_config(const std::string& path);
 };
 
+// Hardware-aware training: the products the compiler puts on the optics (in_proj, out_proj and the
+// tied head) see, in the forward pass, SLM weights quantized to `slm_bits` (per matrix, the
+// straight-through estimator passes the gradient to the float weights) and additive Gaussian
+// receiver noise of rms `output_noise` on every output, fresh per step (Philox, keyed by `seed`
+// and a draw counter). 0 switches each off.
+struct HardwareAware {
+  int slm_bits = 0;
+  double output_noise = 0;
+  std::uint64_t seed = 0;
+};
+
 class Mamba2Model {
  public:
   // Seeded weights with the reference's init (the importer's).
@@ -56,13 +67,19 @@ class Mamba2Model {
   ad::Var explicit_forward(ad::Tape& t, ad::Var e, int L);  // RMSNorm_f(e + Mixer(RMSNorm(e)))
   ad::Var head(ad::Tape& t, ad::Var z);                  // logits = z E^T
 
+  void set_hardware_aware(const HardwareAware& h) { hw_ = h; }
+
  private:
   Mamba2Spec spec_;
   std::map<std::string, ad::Param> p_;  // by the graph's weight names; "layer0.A_log" instead of "layer0.A"
   std::map<std::string, std::vector<std::int64_t>> shapes_;  // the graph's shape of each weight
   ad::Mat head_rep_, pn_rep_, n_tile_, n_sum_;  // constant 0/1 maps between per-head, per-(h,p) and per-(h,p,n) columns
 
+  HardwareAware hw_;
+  std::uint64_t draws_ = 0;  // noise draws so far (the Philox counter)
+
   void init_from(const ir::WeightStore& w);
+  ad::Var optical(ad::Tape& t, ad::Var x, const std::string& weight);  // x W^T as the optics compute it in training
   ad::Var block(ad::Tape& t, ad::Var z, const ad::Var* u, int L);
   ad::Var w(ad::Tape& t, const std::string& name);
   ad::Var row(ad::Tape& t, const std::string& name);  // a [1, n] view of a vector weight

@@ -59,6 +59,7 @@ void train(Mamba2Model& m, const TrainOptions& o, const std::function<void(const
   const int bounded = static_cast<int>(std::lround(o.bounded_fraction * o.steps));
   const int L = o.length;
   const auto t0 = std::chrono::steady_clock::now();
+  m.set_hardware_aware(o.hardware);
   for (int step = 0; step < o.steps; ++step) {
     const tasks::SeqBatch data = tasks::sample(task, o.batch, L, o.seed, static_cast<std::uint64_t>(step));
     for (ad::Param* p : params) p->zero_grad();
@@ -90,6 +91,7 @@ void train(Mamba2Model& m, const TrainOptions& o, const std::function<void(const
       log({step, t.value(loss)(0, 0), lr, norm, solve_steps,
            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
   }
+  m.set_hardware_aware({});
 }
 
 EvalResult evaluate(const Mamba2Model& m, const EvalOptions& o) {

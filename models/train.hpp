@@ -31,6 +31,7 @@ struct TrainOptions {
   int phantom = 4;                // damped steps with gradients
   double tau = 0.8;
   std::uint64_t seed = 0;         // data stream (the weights have their own seed)
+  HardwareAware hardware;         // the optics' quantization and noise in the forward pass (models/mamba2.hpp)
 };
 
 struct TrainStep {

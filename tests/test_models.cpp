@@ -152,3 +152,28 @@ TEST_CASE("cli: aoc train writes a model folder the importer reads, and names a 
   CHECK(bad.status != 0);
   CHECK_THAT(bad.out, Catch::Contains("tiny.json: model.d_modle: unknown key"));
 }
+
+TEST_CASE("models: hardware-aware training sees quantized weights and fresh noise, and passes the gradient through") {
+  Mamba2Model m(tiny(false), 8);
+  const auto logits = [&](HardwareAware h) {
+    m.set_hardware_aware(h);
+    ad::Tape t;
+    const ad::Var y = m.head(t, m.explicit_forward(t, m.embed(t, kTokens), 5));
+    return ad::Mat(t.value(y));
+  };
+  const ad::Mat exact = logits({});
+  const ad::Mat q = logits({3, 0, 0}), q2 = logits({3, 0, 0});
+  CHECK((q - exact).cwiseAbs().maxCoeff() > 1e-6);  // 3-bit weights change the result
+  CHECK(q == q2);
+  const ad::Mat n1 = logits({0, 0.1, 1}), n2 = logits({0, 0.1, 1});
+  CHECK(n1 != n2);                                   // fresh noise per draw
+  CHECK((n1 - exact).cwiseAbs().maxCoeff() < 1.0);
+  m.set_hardware_aware({3, 0, 0});
+  for (ad::Param* p : m.params()) p->zero_grad();
+  ad::Tape t;
+  t.backward(t.cross_entropy(m.head(t, m.explicit_forward(t, m.embed(t, kTokens), 5)), kTokens));
+  double g = 0;
+  for (ad::Param* p : m.params())
+    if (p->name == "layer0.in_proj") g = p->grad.cwiseAbs().maxCoeff();
+  CHECK(g > 0);  // the straight-through estimator reaches the float weights
+}

@@ -70,7 +70,7 @@ Scenario read_scenario(const std::string& path) {
   const jsonr::json& t = r.need(j, "", "train");
   r.object(t, "train");
   r.only_keys(t, "train", {"length", "batch", "steps", "lr", "warmup", "clip", "weight_decay", "beta2", "bounded_fraction", "unroll",
-                           "solve_max", "solve_tol", "phantom", "tau", "seed"});
+                           "solve_max", "solve_tol", "phantom", "tau", "seed", "hardware_aware"});
   auto& o = s.train;
   integer(t, "train", "length", 1, 1 << 16, o.length);
   integer(t, "train", "batch", 1, 1 << 16, o.batch);
@@ -87,6 +87,14 @@ Scenario read_scenario(const std::string& path) {
   number(t, "train", "bounded_fraction", {0, 1, true, true}, o.bounded_fraction);
   number(t, "train", "solve_tol", jsonr::kPositive, o.solve_tol);
   number(t, "train", "tau", {0, 1, false, true}, o.tau);
+  if (const jsonr::json* h = r.find(t, "hardware_aware")) {
+    const std::string F = "train.hardware_aware";
+    r.object(*h, F);
+    r.only_keys(*h, F, {"slm_bits", "output_noise", "seed"});
+    integer(*h, F, "slm_bits", 2, 24, o.hardware.slm_bits);
+    number(*h, F, "output_noise", jsonr::kNonNegative, o.hardware.output_noise);
+    integer(*h, F, "seed", 0, std::numeric_limits<long long>::max(), o.hardware.seed);
+  }
   if (const jsonr::json* e = r.find(j, "eval")) {
     r.object(*e, "eval");
     r.only_keys(*e, "eval", {"lengths", "batch", "seed", "modes"});
