@@ -1,5 +1,6 @@
 #include "compiler/ir.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 
@@ -63,6 +64,26 @@ Body::Body(const Body& o) : p_(o.p_ ? std::make_shared<Region>(*o.p_) : nullptr)
 Body& Body::operator=(const Body& o) {
   if (this != &o) p_ = o.p_ ? std::make_shared<Region>(*o.p_) : nullptr;
   return *this;
+}
+
+bool is_weight(const Graph& g, const std::string& name) {
+  for (const Value& v : g.weights)
+    if (v.name == name) return true;
+  return false;
+}
+
+bool optical_capable(const Graph& g, const Op& o) {
+  return (o.kind == OpKind::Linear && o.inputs.size() == 2 && is_weight(g, o.inputs[1])) ||
+         (o.kind == OpKind::MatMul && o.inputs.size() == 2 && is_weight(g, o.inputs[1]));
+}
+
+std::vector<std::int64_t> argmax_last(const Tensor& t) {
+  const std::size_t V = t.shape.empty() ? 1 : static_cast<std::size_t>(t.shape.back());
+  std::vector<std::int64_t> out;
+  for (std::size_t i = 0; V && i + V <= t.data.size(); i += V)
+    out.push_back(std::max_element(t.data.begin() + static_cast<std::ptrdiff_t>(i), t.data.begin() + static_cast<std::ptrdiff_t>(i + V)) -
+                  (t.data.begin() + static_cast<std::ptrdiff_t>(i)));
+  return out;
 }
 
 std::int64_t Tensor::size() const {

@@ -135,6 +135,12 @@ struct OpInfo {
   std::vector<const char*> required_attrs, optional_attrs;
 };
 const OpInfo& op_info(OpKind k);
+
+// Whether `name` is one of g's weights.
+bool is_weight(const Graph& g, const std::string& name);
+// An op the optical core can run: a product with a programmed matrix (a weight), no bias: a Linear
+// x W^T or a MatMul a W.
+bool optical_capable(const Graph& g, const Op& op);
 std::optional<OpKind> op_kind(const std::string& name);  // nullopt: unknown op
 
 // Dense row-major tensors of doubles (i64 data is stored as exact doubles).
@@ -144,5 +150,9 @@ struct Tensor {
   std::int64_t size() const;
 };
 using WeightStore = std::map<std::string, Tensor>;
+
+// The index of the largest element of each vector along the last axis (the decision of each
+// position of a logits tensor), in row-major order.
+std::vector<std::int64_t> argmax_last(const Tensor& t);
 
 }  // namespace aoc::ir

@@ -12,20 +12,10 @@ namespace aoc::ir {
 
 namespace {
 
-bool is_weight(const Graph& g, const std::string& n) {
-  return std::any_of(g.weights.begin(), g.weights.end(), [&](const Value& v) { return v.name == n; });
-}
-
 const Value& weight_decl(const Graph& g, const std::string& n) {
   for (const Value& v : g.weights)
     if (v.name == n) return v;
   throw Error("compile: weight '" + n + "' is not declared");
-}
-
-// An op the optical core can run: a product with a programmed matrix (a weight), no bias.
-bool optical_capable(const Graph& g, const Op& o) {
-  return (o.kind == OpKind::Linear && o.inputs.size() == 2 && is_weight(g, o.inputs[1])) ||
-         (o.kind == OpKind::MatMul && is_weight(g, o.inputs[1]));
 }
 
 bool analog_capable(const Target& t, const Op& o) {
@@ -332,14 +322,10 @@ void pass_quantize(Program& p, const PassOptions&) {
     if (p.weights.empty()) continue;  // a shapes-only program: the bits are known, the codes are not
     const Tensor& W = p.weights.at(plan.weight);
     plan.codes.assign(static_cast<std::size_t>(plan.rows * plan.cols), 0);
-    // element (r, c) of the [out, in] matrix, whatever the stored layout
-    const auto at = [&](std::int64_t r, std::int64_t c) {
-      return plan.aoc_layout ? W.data[static_cast<std::size_t>(c * plan.rows + r)] : W.data[static_cast<std::size_t>(r * plan.cols + c)];
-    };
     for (const Tile& t : plan.tiles) {
       MatrixXdR block(t.rows, t.cols);
       for (std::int64_t r = 0; r < t.rows; ++r)
-        for (std::int64_t c = 0; c < t.cols; ++c) block(r, c) = at(t.row0 + r, t.col0 + c);
+        for (std::int64_t c = 0; c < t.cols; ++c) block(r, c) = plan.weight_at(W, t.row0 + r, t.col0 + c);
       if (block.cwiseAbs().maxCoeff() == 0) {  // an all-zero tile is all-zero codes
         plan.code_step.push_back(0);
         continue;

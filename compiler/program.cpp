@@ -33,6 +33,19 @@ Target target_of(const Hardware& hw, const std::string& path, const std::vector<
   return t;
 }
 
+std::int64_t OpticalPlan::column_blocks() const {
+  std::set<std::int64_t> c;
+  for (const Tile& t : tiles) c.insert(t.col0);
+  return static_cast<std::int64_t>(c.size());
+}
+
+std::int64_t per_token_elements(const Type& t) {
+  std::int64_t n = 1;
+  for (const Dim& d : t.shape)
+    if (d.is_fixed()) n *= d.size;
+  return n;
+}
+
 const OpticalPlan* Program::plan(const std::string& op) const {
   for (const auto& p : optical)
     if (p.op == op) return &p;
@@ -144,10 +157,6 @@ std::string attr_text(const Attr& a) {
   std::string t = "[";
   for (std::size_t i = 0; i < v.size(); ++i) t += (i ? ", " : "") + std::to_string(v[i]);
   return t + "]";
-}
-
-bool is_weight(const Graph& g, const std::string& n) {
-  return std::any_of(g.weights.begin(), g.weights.end(), [&](const Value& v) { return v.name == n; });
 }
 
 void print_ops(std::ostringstream& s, const Graph& g, const std::vector<Op>& ops, const std::map<std::string, Type>& types,

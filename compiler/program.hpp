@@ -41,7 +41,16 @@ struct OpticalPlan {
   std::vector<double> code_step;     // per tile: the value of one code step
 
   std::int64_t weights() const { return rows * cols; }
+  // Element (r, c) of the [out, in] matrix from the op's weight, whatever its stored layout.
+  double weight_at(const Tensor& w, std::int64_t r, std::int64_t c) const {
+    return aoc_layout ? w.data[static_cast<std::size_t>(c * rows + r)] : w.data[static_cast<std::size_t>(r * cols + c)];
+  }
+  // Distinct column blocks: more than one means partial sums to add.
+  std::int64_t column_blocks() const;
 };
+
+// Elements of one token of a value: its fixed dims multiplied, every symbol (B, L) taken as 1.
+std::int64_t per_token_elements(const Type& t);
 
 // The facts of the target machine the program was compiled for (a copy, so that a program is
 // self-describing and can be checked against the hardware it is run or estimated on).
@@ -71,7 +80,6 @@ struct Program {
 
   const OpticalPlan* plan(const std::string& op) const;
   OpticalPlan* plan(const std::string& op);
-  bool has_weights() const { return !weights.empty() || graph.weights.empty(); }
 };
 
 // Checks the graph (ir::verify, with the weights when the program has them) and the plans against

@@ -10,13 +10,6 @@ namespace aoc::ir {
 
 using ojson = nlohmann::ordered_json;
 
-std::int64_t per_token_elements(const Type& t) {
-  std::int64_t n = 1;
-  for (const Dim& d : t.shape)
-    if (d.is_fixed()) n *= d.size;
-  return n;
-}
-
 namespace {
 
 struct RegionCounts {
@@ -30,9 +23,9 @@ std::int64_t partial_sum_adc(const Program& p, const Op& o) {
   if (p.target.analog_partial_sums) return 0;
   const OpticalPlan* pl = p.plan(o.name);
   if (!pl) return 0;
-  std::int64_t col_tiles = 0, adc = 0;
-  for (const Tile& t : pl->tiles) col_tiles += t.row0 == 0, adc += t.rows;
-  return col_tiles > 1 ? adc : 0;
+  std::int64_t adc = 0;
+  for (const Tile& t : pl->tiles) adc += t.rows;
+  return pl->column_blocks() > 1 ? adc : 0;
 }
 
 RegionCounts count(const Program& p, const std::vector<Op>& ops, const std::map<std::string, Type>& types) {

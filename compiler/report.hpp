@@ -13,9 +13,6 @@ namespace aoc::ir {
 // Conversions per token count the Convert ops' elements and, where the machine adds partial sums
 // digitally, every tile output of a split matrix.
 
-// Elements of one token of a value: its fixed dims multiplied, every symbol (B, L) taken as 1.
-std::int64_t per_token_elements(const Type& t);
-
 nlohmann::ordered_json mapping_report(const Program& p);
 std::string mapping_report_text(const nlohmann::ordered_json& report);
 

@@ -104,10 +104,6 @@ class Verifier {
  public:
   Verifier(const Graph& g, const WeightStore* w) : g_(g), w_(w) {}
 
-  bool is_weight(const std::string& name) const {
-    return std::any_of(g_.weights.begin(), g_.weights.end(), [&](const Value& v) { return v.name == name; });
-  }
-
   std::map<std::string, Type> run() {
     collect(g_.ops);
     for (const auto& v : g_.inputs) all_defs_.insert(v.name);
@@ -561,8 +557,7 @@ class Verifier {
       if (place != "optical" && place != "analog" && place != "digital")
         bad("attribute place \"" + place + "\" is not optical, analog or digital");
       // The optical core only multiplies by a programmed matrix: a weight, not a computed value.
-      if (place == "optical" && !((o.kind == OpKind::Linear && o.inputs.size() == 2 && is_weight(o.inputs[1])) ||
-                                  (o.kind == OpKind::MatMul && is_weight(o.inputs[1]))))
+      if (place == "optical" && !optical_capable(g_, o))
         bad("only a Linear without bias or a MatMul by a weight can be placed optical");
     }
     std::vector<Type> in;

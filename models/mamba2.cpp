@@ -133,6 +133,8 @@ void Mamba2Model::init_from(const ir::WeightStore& ws) {
         head_rep_(h, c) = 1, pn_rep_(h * P + p, c) = 1, n_tile_(n, c) = 1;
       }
   n_sum_ = pn_rep_.transpose();
+  hp_rep_ = Mat::Zero(H, H * P);
+  for (int k = 0; k < H * P; ++k) hp_rep_(k / P, k) = 1;
 }
 
 std::vector<ad::Param*> Mamba2Model::params() {
@@ -175,42 +177,38 @@ Var Mamba2Model::w(Tape& t, const std::string& name) {
   return t.leaf(it->second);
 }
 
-Var Mamba2Model::row(Tape& t, const std::string& name) { return w(t, name); }
-
 Var Mamba2Model::embed(Tape& t, const std::vector<int>& tokens) { return t.embedding(w(t, "embedding"), tokens); }
 
 Var Mamba2Model::inject(Tape& t, Var e) {
-  return t.add(t.linear(t.rmsnorm(e, row(t, "injection.norm")), w(t, "injection.W")), row(t, "injection.b"));
+  return t.add(t.linear(t.rmsnorm(e, w(t, "injection.norm")), w(t, "injection.W")), w(t, "injection.b"));
 }
 
 Var Mamba2Model::block(Tape& t, Var z, const Var* u, int L) {
   const int di = spec_.d_inner(), N = spec_.d_state, H = spec_.heads();
   const std::string l = "layer0.";
-  const Var n = t.rmsnorm(z, row(t, l + "norm"));
+  const Var n = t.rmsnorm(z, w(t, l + "norm"));
   Var p = optical(t, n, l + "in_proj");
   if (u) p = t.add(p, *u);
   const Var g = t.slice_cols(p, 0, di), xbc = t.slice_cols(p, di, di + 2 * N), dt = t.slice_cols(p, 2 * di + 2 * N, H);
-  const Var xbc_s = t.silu(t.add(t.conv1d_causal(xbc, w(t, l + "conv_w"), L), row(t, l + "conv_b")));
+  const Var xbc_s = t.silu(t.add(t.conv1d_causal(xbc, w(t, l + "conv_w"), L), w(t, l + "conv_b")));
   const Var x = t.slice_cols(xbc_s, 0, di), Bm = t.slice_cols(xbc_s, di, N), Cm = t.slice_cols(xbc_s, di + N, N);
-  const Var delta = t.softplus(t.add(dt, row(t, l + "dt_bias")));
-  const Var A = t.neg(t.exp(row(t, l + "A_log")));
+  const Var delta = t.softplus(t.add(dt, w(t, l + "dt_bias")));
+  const Var A = t.neg(t.exp(w(t, l + "A_log")));
   const Var a = t.exp(t.mul(delta, A));
   // dBx[h,p,n] = delta[h] B[n] x[h,p]; h_t = a_t h_{t-1} + dBx_t; y[h,p] = sum_n C[n] h[h,p,n] + D[h] x[h,p]
   const Var rep = t.constant(head_rep_), pn = t.constant(pn_rep_), tile = t.constant(n_tile_), sum = t.constant(n_sum_);
   const Var dBx = t.mul(t.mul(t.matmul(delta, rep), t.matmul(x, pn)), t.matmul(Bm, tile));
   const Var h = t.scan(t.matmul(a, rep), dBx, L);
   const Var yc = t.matmul(t.mul(h, t.matmul(Cm, tile)), sum);
-  Mat head_to_hp = Mat::Zero(H, di);
-  for (int k = 0; k < di; ++k) head_to_hp(k / spec_.headdim, k) = 1;
-  const Var Dx = t.mul(x, t.matmul(row(t, l + "D"), t.constant(head_to_hp)));
+  const Var Dx = t.mul(x, t.matmul(w(t, l + "D"), t.constant(hp_rep_)));
   const Var y = t.add(yc, Dx);
-  const Var yn = t.rmsnorm(t.mul(y, t.silu(g)), row(t, l + "gate_norm"));
+  const Var yn = t.rmsnorm(t.mul(y, t.silu(g)), w(t, l + "gate_norm"));
   return t.add(z, optical(t, yn, l + "out_proj"));
 }
 
-Var Mamba2Model::body(Tape& t, Var z, Var u, int L) { return t.rmsnorm(block(t, z, &u, L), row(t, "norm_f")); }
+Var Mamba2Model::body(Tape& t, Var z, Var u, int L) { return t.rmsnorm(block(t, z, &u, L), w(t, "norm_f")); }
 
-Var Mamba2Model::explicit_forward(Tape& t, Var e, int L) { return t.rmsnorm(block(t, e, nullptr, L), row(t, "norm_f")); }
+Var Mamba2Model::explicit_forward(Tape& t, Var e, int L) { return t.rmsnorm(block(t, e, nullptr, L), w(t, "norm_f")); }
 
 Var Mamba2Model::head(Tape& t, Var z) { return optical(t, z, "embedding"); }
 

@@ -73,7 +73,7 @@ class Mamba2Model {
   Mamba2Spec spec_;
   std::map<std::string, ad::Param> p_;  // by the graph's weight names; "layer0.A_log" instead of "layer0.A"
   std::map<std::string, std::vector<std::int64_t>> shapes_;  // the graph's shape of each weight
-  ad::Mat head_rep_, pn_rep_, n_tile_, n_sum_;  // constant 0/1 maps between per-head, per-(h,p) and per-(h,p,n) columns
+  ad::Mat head_rep_, hp_rep_, pn_rep_, n_tile_, n_sum_;  // constant 0/1 maps between per-head, per-(h,p) and per-(h,p,n) columns
 
   HardwareAware hw_;
   std::uint64_t draws_ = 0;  // noise draws so far (the Philox counter)
@@ -81,8 +81,7 @@ class Mamba2Model {
   void init_from(const ir::WeightStore& w);
   ad::Var optical(ad::Tape& t, ad::Var x, const std::string& weight);  // x W^T as the optics compute it in training
   ad::Var block(ad::Tape& t, ad::Var z, const ad::Var* u, int L);
-  ad::Var w(ad::Tape& t, const std::string& name);
-  ad::Var row(ad::Tape& t, const std::string& name);  // a [1, n] view of a vector weight
+  ad::Var w(ad::Tape& t, const std::string& name);  // a parameter on the tape (vectors are rows [1, n])
 };
 
 }  // namespace aoc::models

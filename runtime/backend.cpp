@@ -6,6 +6,7 @@
 #include <functional>
 #include <set>
 
+#include "compiler/verify.hpp"
 #include "sim/error.hpp"
 #include "sim/hardware.hpp"
 #include "sim/noise.hpp"
@@ -19,11 +20,6 @@ namespace {
 using ir::OpContext;
 using ir::Tensor;
 
-// The [out, in] element of an optical op's weight, whatever its stored layout.
-double weight_at(const ir::OpticalPlan& p, const Tensor& w, std::int64_t r, std::int64_t c) {
-  return p.aoc_layout ? w.data[static_cast<std::size_t>(c * p.rows + r)] : w.data[static_cast<std::size_t>(r * p.cols + c)];
-}
-
 std::uint32_t op_key(const std::string& name) {  // FNV-1a: a stable number per op for the noise keys
   std::uint32_t h = 2166136261u;
   for (unsigned char c : name) h = (h ^ c) * 16777619u;
@@ -31,7 +27,7 @@ std::uint32_t op_key(const std::string& name) {  // FNV-1a: a stable number per 
 }
 
 struct Counters {
-  std::atomic<long long> dac{0}, adc{0}, dac_clipped{0}, adc_clipped{0}, products{0};
+  std::atomic<long long> dac{0}, adc{0}, dac_clipped{0}, adc_clipped{0};
 };
 
 // The tile loop both backends share: y = sum over tiles of x[cols of the tile] W_tile^T. `tile_w`
@@ -72,7 +68,7 @@ Tensor tiled_product(const ir::OpticalPlan& plan, const Tensor& x, int threads, 
 std::vector<double> exact_tile(const ir::OpticalPlan& plan, const Tensor& w, const ir::Tile& t) {
   std::vector<double> m(static_cast<std::size_t>(t.rows * t.cols));
   for (std::int64_t i = 0; i < t.rows; ++i)
-    for (std::int64_t j = 0; j < t.cols; ++j) m[static_cast<std::size_t>(i * t.cols + j)] = weight_at(plan, w, t.row0 + i, t.col0 + j);
+    for (std::int64_t j = 0; j < t.cols; ++j) m[static_cast<std::size_t>(i * t.cols + j)] = plan.weight_at(w, t.row0 + i, t.col0 + j);
   return m;
 }
 
@@ -125,10 +121,7 @@ class SimHooks : public ir::Hooks {
       noise_ = *hw.noise;
     }
     for (const ir::OpticalPlan& plan : p.optical) {
-      if (plan.tiles.size() < 2) continue;
-      std::int64_t col_tiles = 0;
-      for (const ir::Tile& t : plan.tiles) col_tiles += t.row0 == 0;
-      if (col_tiles > 1 && !p.target.analog_partial_sums && o.quantize && p.target.adc_bits > 0) digital_sums_.insert(plan.op);
+      if (plan.column_blocks() > 1 && !p.target.analog_partial_sums && o.quantize && p.target.adc_bits > 0) digital_sums_.insert(plan.op);
     }
   }
 
@@ -171,18 +164,15 @@ class SimHooks : public ir::Hooks {
           if (sums)  // each tile's partial sums leave through an ADC and are added digitally
             for (double& v : part) v = count_convert(adc, v, false);
         });
-    counters.products += static_cast<long long>(plan->tiles.size()) * (plan->cols ? static_cast<long long>(x.data.size()) / plan->cols : 0);
     return y;
   }
 
   Tensor convert(const ir::Op& op, const Tensor& x, const OpContext&) const override {
-    const auto bits = op.attrs.find("bits");
-    if (!o_.quantize || bits == op.attrs.end()) return x;
-    const bool to_analog = std::get<std::string>(op.attrs.at("to")) == "analog";
-    const UniformConverter c{std::get<double>(op.attrs.at("lo")), std::get<double>(op.attrs.at("hi")),
-                             static_cast<int>(std::get<std::int64_t>(bits->second))};
+    const std::optional<UniformConverter> c = converter_of(op);
+    if (!o_.quantize || !c) return x;
+    const bool to_analog = ir::attr_string(op, "to", "") == "analog";
     Tensor y = x;
-    for (double& v : y.data) v = count_convert(c, v, to_analog);
+    for (double& v : y.data) v = count_convert(*c, v, to_analog);
     return y;
   }
 
@@ -266,8 +256,7 @@ class SimBackend : public Backend {
       throw Error("run: the program was compiled for " + p.target.hardware + ", the hardware given is " + hw_.name);
     SimHooks hooks(p, hw_, o);
     ProgramResult res = interpret_with(p, inputs, o, hooks);
-    res.counters = {hooks.counters.dac, hooks.counters.adc, hooks.counters.dac_clipped, hooks.counters.adc_clipped,
-                    hooks.counters.products};
+    res.counters = {hooks.counters.dac, hooks.counters.adc, hooks.counters.dac_clipped, hooks.counters.adc_clipped};
     return res;
   }
 
@@ -297,6 +286,11 @@ int calibrate_converters(ir::Program& p, const std::map<std::string, ir::Tensor>
   };
   walk(p.graph.ops);
   return set;
+}
+
+std::optional<UniformConverter> converter_of(const ir::Op& op) {
+  if (op.kind != ir::OpKind::Convert || !op.attrs.count("bits")) return std::nullopt;
+  return UniformConverter{ir::attr_number(op, "lo", 0), ir::attr_number(op, "hi", 1), static_cast<int>(ir::attr_int(op, "bits", 8))};
 }
 
 const std::vector<std::string>& backend_names() {

@@ -16,11 +16,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "compiler/interpret.hpp"
 #include "compiler/program.hpp"
+#include "sim/quantize.hpp"
 
 namespace aoc {
 
@@ -40,7 +42,6 @@ struct BackendOptions {
 struct RunCounters {
   long long dac = 0, adc = 0;          // values converted
   long long dac_clipped = 0, adc_clipped = 0;  // of those, outside the converter's range
-  long long optical_products = 0;      // tile products computed (rows x tiles)
 };
 
 struct ProgramResult {
@@ -66,6 +67,9 @@ std::unique_ptr<Backend> make_backend(const std::string& name, const Hardware* h
 // compiler's). Returns how many Converts were set; one that saw only zeros keeps its range.
 int calibrate_converters(ir::Program& p, const std::map<std::string, ir::Tensor>& inputs, double margin = 1.0,
                          ir::Mode mode = ir::Mode::Simultaneous);
+
+// The converter a Convert op describes (its bits over [lo, hi]); nullopt for an ideal one (no bits).
+std::optional<UniformConverter> converter_of(const ir::Op& convert);
 
 // The names make_backend accepts.
 const std::vector<std::string>& backend_names();

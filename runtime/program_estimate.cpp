@@ -18,12 +18,8 @@ using namespace ir;
 
 namespace {
 
-// Elements of one token's share of a value: its type with every symbolic dim (B, L) taken as 1.
-double per_token(const Type& t) {
-  double n = 1;
-  for (const Dim& d : t.shape) n *= d.is_fixed() ? static_cast<double>(d.size) : 1.0;
-  return n;
-}
+// Elements of one token's share of a value (program.hpp), as a count of actions.
+double per_token(const Type& t) { return static_cast<double>(per_token_elements(t)); }
 
 double dim_or_1(const Dim& d) { return d.is_fixed() ? static_cast<double>(d.size) : 1.0; }
 
@@ -168,9 +164,7 @@ class Counter {
     *w().loop_periods += runs * passes_of(pl);
     if (depth == 0) w().fixed_points += runs;  // a run of the core outside any loop: one control sequence
     // Column tiles summed in digital: every column tile beyond the first is read out and added.
-    std::set<std::int64_t> col_blocks;
-    for (const Tile& t : pl.tiles) col_blocks.insert(t.col0);
-    const double extra = static_cast<double>(col_blocks.size()) - 1;
+    const double extra = static_cast<double>(pl.column_blocks()) - 1;
     if (!p_.target.analog_partial_sums && extra > 0) {
       const double rows = static_cast<double>(pl.rows);
       w().adc_conversions += runs * extra * rows;

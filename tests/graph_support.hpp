@@ -22,6 +22,8 @@ using ir::Tensor;
 using ir::Value;
 
 inline const std::string kData = AOC_TEST_DATA "/implicit-lm/";
+inline const std::string kStateTracking = kData + "mamba2-state-tracking-implicit/config.json";
+inline const std::string kLlama = kData + "llama3-130m-implicit/config.json";
 
 inline Tensor tensor(std::vector<std::int64_t> shape, std::vector<double> data) {
   Tensor t;

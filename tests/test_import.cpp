@@ -20,13 +20,13 @@ using namespace aoc::ir;
 using aoc::test::Run;
 using aoc::test::run_aoc;
 using aoc::test::kData;
+using aoc::test::kLlama;
+using aoc::test::kStateTracking;
 using aoc::test::temp_dir;
 
 namespace {
 
-const std::string kStateTracking = kData + "mamba2-state-tracking-implicit/config.json";
 const std::string k130m = kData + "mamba2-130m-implicit/config.json";
-const std::string kLlama = kData + "llama3-130m-implicit/config.json";
 
 
 nlohmann::json read_json(const std::string& path) {

@@ -27,12 +27,12 @@ using namespace aoc::ir;
 using aoc::test::Run;
 using aoc::test::run_aoc;
 using aoc::test::kData;
+using aoc::test::kLlama;
+using aoc::test::kStateTracking;
 using aoc::test::temp_dir;
 
 namespace {
 
-const std::string kStateTracking = kData + "mamba2-state-tracking-implicit/config.json";
-const std::string kLlama = kData + "llama3-130m-implicit/config.json";
 
 std::string tmp(const std::string& name) { return (temp_dir() / name).string(); }
 

@@ -39,8 +39,8 @@ struct Compare {
 // target's ADC.
 UniformConverter output_adc(const ir::Program& p, const std::string& name) {
   for (const ir::Op& op : p.graph.ops)
-    if (op.kind == ir::OpKind::Convert && op.outputs[0] == name && op.attrs.count("bits"))
-      return {ir::attr_number(op, "lo", 0), ir::attr_number(op, "hi", 1), static_cast<int>(ir::attr_int(op, "bits", 8))};
+    if (op.outputs[0] == name)
+      if (const auto c = converter_of(op)) return *c;
   return {p.target.adc_lo, p.target.adc_hi, std::max(p.target.adc_bits, 1)};
 }
 
@@ -59,10 +59,8 @@ Compare compare(const ir::Program& p, const ProgramResult& dut, const ProgramRes
       if (p.target.adc_bits > 0) same_codes += adc.code(a.data[i]) == adc.code(b.data[i]);
     }
     elems += static_cast<long long>(a.data.size());
-    const std::size_t V = a.shape.empty() ? 1 : static_cast<std::size_t>(a.shape.back());
-    for (std::size_t i = 0; V && i + V <= a.data.size(); i += V, ++pos)
-      same += std::max_element(a.data.begin() + i, a.data.begin() + i + V) - a.data.begin() ==
-              std::max_element(b.data.begin() + i, b.data.begin() + i + V) - b.data.begin();
+    const auto da = ir::argmax_last(a), db = ir::argmax_last(b);
+    for (std::size_t i = 0; i < da.size(); ++i, ++pos) same += da[i] == db[i];
   }
   c.argmax = pos ? static_cast<double>(same) / pos : 1.0;
   c.codes = p.target.adc_bits > 0 && elems ? static_cast<double>(same_codes) / elems : 1.0;

@@ -54,10 +54,7 @@ int run(const Opts& o) {
   io.mode = sequential ? ir::Mode::Sequential : ir::Mode::Simultaneous;
   const ir::InterpretResult r = ir::interpret(g, w, {{g.inputs[0].name, t}}, io);
   const ir::Tensor& y = r.values.at(g.outputs[0]);
-  const std::int64_t V = y.shape.empty() ? 1 : y.shape.back();
-  std::vector<std::int64_t> argmax;
-  for (std::size_t i = 0; i + V <= y.data.size(); i += static_cast<std::size_t>(V))
-    argmax.push_back(std::max_element(y.data.begin() + i, y.data.begin() + i + V) - (y.data.begin() + i));
+  const std::vector<std::int64_t> argmax = ir::argmax_last(y);
 
   if (o.json) {
     nlohmann::ordered_json j{{"tool", "aoc interpret"}, {"graph", o.graph}, {"mode", o.mode}, {"tokens", t.data},
