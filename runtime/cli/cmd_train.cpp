@@ -45,7 +45,12 @@ Scenario read_scenario(const std::string& path) {
   Scenario s;
   s.name = r.text(r.need(j, "", "name"), "name", true);
   s.train.task = r.text(r.need(j, "", "task"), "task", true);
-  const tasks::Task task = tasks::parse_task(s.train.task);
+  tasks::Task task;
+  try {
+    task = tasks::parse_task(s.train.task);
+  } catch (const Error& e) {
+    r.fail("task", e.what());
+  }
   s.spec.vocab = task.vocab;
   const auto integer = [&](const jsonr::json& o, const std::string& f, const char* k, long long lo, long long hi, auto& out) {
     if (const jsonr::json* v = r.find(o, k)) out = static_cast<std::remove_reference_t<decltype(out)>>(r.integer(*v, jsonr::sub(f, k), lo, hi));
