@@ -520,6 +520,17 @@ Tensor scan(const Tensor& a, const Tensor& x, const Tensor* h0, const std::strin
   return y;
 }
 
+// y[:, t] = x[:, t-1], zeros at t = 0.
+Tensor delay(const Tensor& x, const std::string& where) {
+  if (x.shape.size() < 2) fail(where, "x must be [B, L, ...], got " + str(x.shape));
+  const std::int64_t B = x.shape[0], L = x.shape[1], N = L > 0 && B > 0 ? numel(x.shape) / (B * L) : 0;
+  Tensor y = make(x.shape);
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t t = 1; t < L; ++t)
+      std::copy_n(x.data.begin() + (b * L + t - 1) * N, N, y.data.begin() + (b * L + t) * N);
+  return y;
+}
+
 // ---- sequential mode: one token of the ops that carry state along axis 1 ----
 //
 // Each takes one token ([B, 1, ...]) and its op instance's state (empty before the first token),
@@ -536,6 +547,15 @@ Tensor conv1d_causal_step(const Tensor& x, const Tensor& w, const Tensor* b, std
   const Tensor window = concat({&past, &x}, 1, where);
   Tensor y = std::move(split(conv1d_causal(window, w, b, where), {K - 1, 1}, 1, 2, where)[1]);
   if (commit) state = {std::move(split(window, {1, K - 1}, 1, 2, where)[1])};
+  return y;
+}
+
+// state = {x of the last token, [B, 1, ...]}: zeros before the first token.
+Tensor delay_step(const Tensor& x, std::vector<Tensor>& state, bool commit, const std::string& where) {
+  if (x.shape.size() < 2 || x.shape[1] != 1) fail(where, "x must be one token [B, 1, ...] in sequential mode, got " + str(x.shape));
+  Tensor y = state.empty() ? make(x.shape) : state[0];
+  if (y.shape != x.shape) fail(where, "x " + str(x.shape) + " differs from the last token's " + str(y.shape));
+  if (commit) state = {x};
   return y;
 }
 
@@ -781,6 +801,10 @@ class Interp {
         arity(in, 2, 3, where);
         if (sequential()) return one(scan_step(*in[0], *in[1], in.size() > 2 ? in[2] : nullptr, states_[where], commit_, where));
         return one(scan(*in[0], *in[1], in.size() > 2 ? in[2] : nullptr, where));
+      case OpKind::Delay:
+        arity(in, 1, 1, where);
+        if (sequential()) return one(delay_step(*in[0], states_[where], commit_, where));
+        return one(delay(*in[0], where));
       case OpKind::CausalAttention: {
         arity(in, 3, 3, where);
         const std::int64_t heads = required(attr_int(op, "heads", where), "heads", where);

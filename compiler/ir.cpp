@@ -17,8 +17,8 @@ std::string to_string(const Type& t) {
 namespace {
 
 // One row per OpKind, in enum order (op_info indexes by the enum value).
-const std::array<OpInfo, 24>& table() {
-  static const std::array<OpInfo, 24> t{{
+const std::array<OpInfo, 25>& table() {
+  static const std::array<OpInfo, 25> t{{
       {OpKind::Linear, "Linear", 2, 3, 1, {}, {}},
       {OpKind::MatMul, "MatMul", 2, 2, 1, {}, {}},
       {OpKind::Add, "Add", 2, 2, 1, {}, {}},
@@ -41,6 +41,7 @@ const std::array<OpInfo, 24>& table() {
       {OpKind::Einsum, "Einsum", 1, -1, 1, {"spec"}, {}},
       {OpKind::Scan, "Scan", 2, 3, 1, {}, {}},
       {OpKind::CausalAttention, "CausalAttention", 3, 3, 1, {"heads"}, {"rope_theta"}},
+      {OpKind::Delay, "Delay", 1, 1, 1, {}, {}},
       {OpKind::Convert, "Convert", 1, 1, 1, {"to"}, {"bits", "lo", "hi"}},
       // The iterate's type is the type of the input named by `like` (docs/ir.md), so a FixedPoint
       // has at least one input.

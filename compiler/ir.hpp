@@ -58,6 +58,8 @@ enum class OpKind {
                  // over x's trailing dims); a[B, L, ...], x[B, L, ...] (, h0[B, ...])
   CausalAttention,  // q, k, v [B, L, D] -> [B, L, D]: `heads` heads of D/heads, RoPE (rotate-half)
                     // on q, k when `rope_theta` is given, causal softmax with scale 1/sqrt(d_head)
+  Delay,         // the previous token along axis 1: y[:, t] = x[:, t-1], zeros at t = 0 (in sequential
+                 // mode the committed value of the last token); the state memory of a recurrence
   Convert,       // a crossing between the analog and the digital domain, put in by the partition
                  // pass: attr to = "digital" (an ADC) or "analog" (a DAC); the identity in the
                  // interpreter, a quantizer on the simulator

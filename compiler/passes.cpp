@@ -18,7 +18,10 @@ const Value& weight_decl(const Graph& g, const std::string& n) {
   throw Error("compile: weight '" + n + "' is not declared");
 }
 
+// A Delay is the state memory of a recurrence: analog where the machine holds the previous token's
+// value in its electronics (architecture.state_memory), else the host keeps it.
 bool analog_capable(const Target& t, const Op& o) {
+  if (o.kind == OpKind::Delay) return t.analog_state_memory;
   return std::find(t.analog_functions.begin(), t.analog_functions.end(), op_info(o.kind).name) != t.analog_functions.end();
 }
 

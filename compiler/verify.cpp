@@ -430,6 +430,9 @@ class Verifier {
         }
         return {x};
       }
+      case OpKind::Delay:
+        f64(in[0], "x " + q(I[0])), rank_at_least(in[0], "x " + q(I[0]), 2);
+        return {in[0]};
       case OpKind::CausalAttention: {
         const Type& qt = in[0];
         f64(qt, "q " + q(I[0])), rank(qt, "q " + q(I[0]), 3);

@@ -7,7 +7,6 @@
 #include "sim/error.hpp"
 #include "sim/files.hpp"
 #include "sim/json_reader.hpp"
-#include "sim/noise.hpp"
 
 namespace aoc::models {
 
@@ -143,12 +142,6 @@ std::vector<ad::Param*> Mamba2Model::params() {
   return v;
 }
 
-std::int64_t Mamba2Model::parameter_count() const {
-  std::int64_t n = 0;
-  for (const auto& [name, p] : p_) n += p.value.size();
-  return n;
-}
-
 ir::WeightStore Mamba2Model::weights() const {
   ir::WeightStore out;
   for (const auto& [name, p] : p_) {
@@ -213,27 +206,7 @@ Var Mamba2Model::explicit_forward(Tape& t, Var e, int L) { return t.rmsnorm(bloc
 Var Mamba2Model::head(Tape& t, Var z) { return optical(t, z, "embedding"); }
 
 Var Mamba2Model::optical(Tape& t, Var x, const std::string& weight) {
-  Var W = w(t, weight);
-  if (hw_.slm_bits > 0) {
-    const Mat& v = t.value(W);
-    const double m = v.cwiseAbs().maxCoeff();
-    if (m > 0) {
-      const double qmax = std::ldexp(1.0, hw_.slm_bits - 1) - 1;
-      const Mat q = (v / m * qmax).array().round().max(-qmax - 1).min(qmax).matrix() * (m / qmax);
-      W = t.add(W, t.constant(q - v));  // forward: the codes' values; backward: the identity
-    }
-  }
-  Var y = t.linear(x, W);
-  if (hw_.output_noise > 0) {
-    const Mat& v = t.value(y);
-    Mat n(v.rows(), v.cols());
-    const std::uint64_t draw = draws_++;
-    for (Eigen::Index r = 0; r < v.rows(); ++r)
-      noise::normals(hw_.seed, noise::Source::Thermal, static_cast<std::uint32_t>(draw), static_cast<std::uint32_t>(r),
-                     static_cast<int>(v.cols()), n.row(r).data());
-    y = t.add(y, t.constant(n * hw_.output_noise));
-  }
-  return y;
+  return convert(t, SequenceModel::optical(t, convert(t, x, hw_.dac_bits), w(t, weight)), hw_.adc_bits);
 }
 
 }  // namespace aoc::models

@@ -12,8 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/import_config.hpp"
-#include "models/autodiff.hpp"
+#include "models/model.hpp"
 
 namespace aoc::models {
 
@@ -34,18 +33,7 @@ struct Mamba2Spec {
   static Mamba2Spec from_config(const std::string& path);
 };
 
-// Hardware-aware training: the products the compiler puts on the optics (in_proj, out_proj and the
-// tied head) see, in the forward pass, SLM weights quantized to `slm_bits` (per matrix, the
-// straight-through estimator passes the gradient to the float weights) and additive Gaussian
-// receiver noise of rms `output_noise` on every output, fresh per step (Philox, keyed by `seed`
-// and a draw counter). 0 switches each off.
-struct HardwareAware {
-  int slm_bits = 0;
-  double output_noise = 0;
-  std::uint64_t seed = 0;
-};
-
-class Mamba2Model {
+class Mamba2Model : public SequenceModel {
  public:
   // Seeded weights with the reference's init (the importer's).
   Mamba2Model(const Mamba2Spec& spec, std::uint64_t seed);
@@ -53,21 +41,23 @@ class Mamba2Model {
   Mamba2Model(const Mamba2Spec& spec, const ir::WeightStore& weights);
 
   const Mamba2Spec& spec() const { return spec_; }
-  std::vector<ad::Param*> params();
-  std::int64_t parameter_count() const;
+  std::string kind() const override { return "mamba2"; }
+  bool implicit() const override { return spec_.implicit; }
+  int vocab() const override { return spec_.vocab; }
+  int width() const override { return spec_.d_model; }
+  nlohmann::ordered_json config() const override { return spec_.config(); }
+  std::vector<ad::Param*> params() override;
 
   // The graph and its weights (A = -exp(A_log)); `config_path` names the written config in messages.
-  ir::Imported export_graph() const;
-  ir::WeightStore weights() const;
+  ir::Imported export_graph() const override;
+  ir::WeightStore weights() const override;
 
   // On a tape, simultaneous over the rows of B sequences of length L:
-  ad::Var embed(ad::Tape& t, const std::vector<int>& tokens);
-  ad::Var inject(ad::Tape& t, ad::Var e);                // u = W_inj RMSNorm(e) + b_inj (implicit only)
-  ad::Var body(ad::Tape& t, ad::Var z, ad::Var u, int L);  // f(z; u) = RMSNorm_f(z + Mixer(RMSNorm(z); u))
-  ad::Var explicit_forward(ad::Tape& t, ad::Var e, int L);  // RMSNorm_f(e + Mixer(RMSNorm(e)))
-  ad::Var head(ad::Tape& t, ad::Var z);                  // logits = z E^T
-
-  void set_hardware_aware(const HardwareAware& h) { hw_ = h; }
+  ad::Var embed(ad::Tape& t, const std::vector<int>& tokens) override;
+  ad::Var inject(ad::Tape& t, ad::Var e) override;                // u = W_inj RMSNorm(e) + b_inj (implicit only)
+  ad::Var body(ad::Tape& t, ad::Var z, ad::Var u, int L) override;  // f(z; u) = RMSNorm_f(z + Mixer(RMSNorm(z); u))
+  ad::Var explicit_forward(ad::Tape& t, ad::Var e, int L) override;  // RMSNorm_f(e + Mixer(RMSNorm(e)))
+  ad::Var head(ad::Tape& t, ad::Var z) override;                  // logits = z E^T
 
  private:
   Mamba2Spec spec_;
@@ -75,11 +65,10 @@ class Mamba2Model {
   std::map<std::string, std::vector<std::int64_t>> shapes_;  // the graph's shape of each weight
   ad::Mat head_rep_, hp_rep_, pn_rep_, n_tile_, n_sum_;  // constant 0/1 maps between per-head, per-(h,p) and per-(h,p,n) columns
 
-  HardwareAware hw_;
-  std::uint64_t draws_ = 0;  // noise draws so far (the Philox counter)
-
   void init_from(const ir::WeightStore& w);
-  ad::Var optical(ad::Tape& t, ad::Var x, const std::string& weight);  // x W^T as the optics compute it in training
+  // x W^T as the compiled program computes it (aoc-48's partition): the product on the optics
+  // between a DAC of x and an ADC of the result.
+  ad::Var optical(ad::Tape& t, ad::Var x, const std::string& weight);
   ad::Var block(ad::Tape& t, ad::Var z, const ad::Var* u, int L);
   ad::Var w(ad::Tape& t, const std::string& name);  // a parameter on the tape (vectors are rows [1, n])
 };

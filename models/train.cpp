@@ -17,11 +17,11 @@ using ad::Var;
 
 namespace {
 
-// The gradient-free solve: undamped steps from z = 0 until every sample's relative residual
+// The gradient-free solve: steps z <- (1 - d) z + d f(z) from z = 0 until every sample's relative residual
 // ||f(z) - z|| / (||f(z)|| + 1e-9) (over its L x D block) is below tol, keeping each sample's best
 // iterate. Returns that iterate and the steps taken.
-std::pair<Mat, int> solve(Mamba2Model& m, const Mat& u, int B, int L, int max_steps, double tol) {
-  const Eigen::Index D = m.spec().d_model;
+std::pair<Mat, int> solve(SequenceModel& m, const Mat& u, int B, int L, int max_steps, double tol, double d) {
+  const Eigen::Index D = m.width();
   Mat z = Mat::Zero(u.rows(), D), best = z;
   std::vector<double> best_rel(static_cast<std::size_t>(B), std::numeric_limits<double>::infinity());
   int k = 0;
@@ -39,7 +39,7 @@ std::pair<Mat, int> solve(Mamba2Model& m, const Mat& u, int B, int L, int max_st
       }
       worst = std::max(worst, rel);
     }
-    z = fz;
+    z = d == 1.0 ? fz : Mat((1 - d) * z + d * fz);
     if (worst < tol) break;
   }
   return {best, k};
@@ -47,10 +47,10 @@ std::pair<Mat, int> solve(Mamba2Model& m, const Mat& u, int B, int L, int max_st
 
 }  // namespace
 
-void train(Mamba2Model& m, const TrainOptions& o, const std::function<void(const TrainStep&)>& log) {
+void train(SequenceModel& m, const TrainOptions& o, const std::function<void(const TrainStep&)>& log) {
   const tasks::Task task = tasks::parse_task(o.task);
-  if (task.vocab != m.spec().vocab)
-    throw Error("train: task " + o.task + " has " + std::to_string(task.vocab) + " tokens, the model " + std::to_string(m.spec().vocab));
+  if (task.vocab != m.vocab())
+    throw Error("train: task " + o.task + " has " + std::to_string(task.vocab) + " tokens, the model " + std::to_string(m.vocab()));
   if (o.steps < 1 || o.batch < 1 || o.length < 1) throw Error("train: steps, batch and length must be at least 1");
   ad::AdamW opt;
   opt.beta2 = o.beta2;
@@ -67,16 +67,16 @@ void train(Mamba2Model& m, const TrainOptions& o, const std::function<void(const
     const Var e = m.embed(t, data.tokens);
     Var z;
     int solve_steps = 0;
-    if (!m.spec().implicit) {
+    if (!m.implicit()) {
       z = m.explicit_forward(t, e, L);
     } else {
       const Var u = m.inject(t, e);
       const auto damped = [&](Var zk) { return t.add(t.scale(zk, 1 - o.tau), t.scale(m.body(t, zk, u, L), o.tau)); };
       if (step < bounded) {
-        z = m.body(t, t.constant(Mat::Zero(t.value(e).rows(), m.spec().d_model)), u, L);
+        z = m.body(t, t.constant(Mat::Zero(t.value(e).rows(), m.width())), u, L);
         for (int k = 1; k < o.unroll; ++k) z = damped(z);
       } else {
-        auto [zs, k] = solve(m, t.value(u), o.batch, L, o.solve_max, o.solve_tol);
+        auto [zs, k] = solve(m, t.value(u), o.batch, L, o.solve_max, o.solve_tol, o.solve_damping);
         solve_steps = k;
         z = t.constant(zs);
         for (int k2 = 0; k2 < o.phantom; ++k2) z = damped(z);
@@ -94,7 +94,7 @@ void train(Mamba2Model& m, const TrainOptions& o, const std::function<void(const
   m.set_hardware_aware({});
 }
 
-EvalResult evaluate(const Mamba2Model& m, const EvalOptions& o) {
+EvalResult evaluate(const SequenceModel& m, const EvalOptions& o) {
   const tasks::Task task = tasks::parse_task(o.task);
   const tasks::SeqBatch data = tasks::sample(task, o.batch, o.length, o.seed, 0);
   const ir::Imported g = m.export_graph();

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "compiler/interpret.hpp"
-#include "models/mamba2.hpp"
+#include "models/model.hpp"
 
 namespace aoc::models {
 
@@ -28,10 +28,11 @@ struct TrainOptions {
   int unroll = 4;                 // f evaluations in the unrolled phase
   int solve_max = 16;             // gradient-free steps, then
   double solve_tol = 0.05;
+  double solve_damping = 1.0;     // of the gradient-free steps (1: undamped, the reference's)
   int phantom = 4;                // damped steps with gradients
   double tau = 0.8;
   std::uint64_t seed = 0;         // data stream (the weights have their own seed)
-  HardwareAware hardware;         // the optics' quantization and noise in the forward pass (models/mamba2.hpp)
+  HardwareAware hardware;         // the simulator's physics in the forward pass (models/model.hpp)
 };
 
 struct TrainStep {
@@ -42,7 +43,7 @@ struct TrainStep {
 };
 
 // Trains in place; `log` (if given) sees every step.
-void train(Mamba2Model& m, const TrainOptions& o, const std::function<void(const TrainStep&)>& log = {});
+void train(SequenceModel& m, const TrainOptions& o, const std::function<void(const TrainStep&)>& log = {});
 
 struct EvalOptions {
   std::string task = "parity";
@@ -59,6 +60,6 @@ struct EvalResult {
   long long solves = 0, converged = 0;
 };
 
-EvalResult evaluate(const Mamba2Model& m, const EvalOptions& o);
+EvalResult evaluate(const SequenceModel& m, const EvalOptions& o);
 
 }  // namespace aoc::models

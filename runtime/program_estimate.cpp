@@ -237,6 +237,7 @@ class Counter {
         return;
       }
       case OpKind::Embedding: e_.digital[kind].rule = "0 (a table lookup)"; return;
+      case OpKind::Delay: e_.digital[kind].rule = "0 (the state memory: the last token's value kept)"; return;
       case OpKind::Split:
       case OpKind::Concat:
       case OpKind::Reshape: e_.digital[kind].rule = "0 (data movement)"; return;

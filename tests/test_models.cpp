@@ -6,6 +6,7 @@
 
 #include "compiler/graph_json.hpp"
 #include "compiler/interpret.hpp"
+#include "models/mamba2.hpp"
 #include "models/tasks.hpp"
 #include "models/train.hpp"
 #include "sim/error.hpp"
@@ -162,13 +163,15 @@ TEST_CASE("models: hardware-aware training sees quantized weights and fresh nois
     return ad::Mat(t.value(y));
   };
   const ad::Mat exact = logits({});
-  const ad::Mat q = logits({3, 0, 0}), q2 = logits({3, 0, 0});
+  const ad::Mat q = logits({.slm_bits = 3}), q2 = logits({.slm_bits = 3});
   CHECK((q - exact).cwiseAbs().maxCoeff() > 1e-6);  // 3-bit weights change the result
   CHECK(q == q2);
-  const ad::Mat n1 = logits({0, 0.1, 1}), n2 = logits({0, 0.1, 1});
+  const ad::Mat n1 = logits({.output_noise = 0.1, .seed = 1}), n2 = logits({.output_noise = 0.1, .seed = 1});
   CHECK(n1 != n2);                                   // fresh noise per draw
   CHECK((n1 - exact).cwiseAbs().maxCoeff() < 1.0);
-  m.set_hardware_aware({3, 0, 0});
+  const ad::Mat c = logits({.dac_bits = 4, .adc_bits = 4});
+  CHECK((c - exact).cwiseAbs().maxCoeff() > 1e-6);  // the converters of the crossings too
+  m.set_hardware_aware({.slm_bits = 3, .dac_bits = 4, .adc_bits = 4});
   for (ad::Param* p : m.params()) p->zero_grad();
   ad::Tape t;
   t.backward(t.cross_entropy(m.head(t, m.explicit_forward(t, m.embed(t, kTokens), 5)), kTokens));

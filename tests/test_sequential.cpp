@@ -15,6 +15,7 @@
 
 #include "compiler/import_config.hpp"
 #include "compiler/interpret.hpp"
+#include "compiler/verify.hpp"
 #include "sim/error.hpp"
 
 using namespace aoc::ir;
@@ -132,6 +133,24 @@ TEST_CASE("sequential: without a FixedPoint, conv, scan from h0 and RoPE attenti
   o.mode = Mode::Simultaneous;
   CHECK(max_diff(tr.values.at("c"), interpret(g, w, in, o).values.at("c")) < 1e-12);
   CHECK(tr.values.at("shift").data == in.at("shift").data);
+}
+
+TEST_CASE("sequential: Delay gives the previous token, zeros first, in both modes") {
+  Graph g;
+  g.name = "delay";
+  g.inputs = {decl("x", {2, 4, 3}, {"B", "L"})};
+  g.ops = {make_op(OpKind::Delay, {"x"}, {"y"}, {}, "state")};
+  g.outputs = {"y"};
+  const Tensor x = wave({2, 4, 3}, 1);
+  const auto sim = run_mode(g, {}, {{"x", x}}, Mode::Simultaneous);
+  const Tensor& y = sim.values.at("y");
+  for (std::int64_t b = 0; b < 2; ++b)
+    for (std::int64_t t = 0; t < 4; ++t)
+      for (std::int64_t c = 0; c < 3; ++c) CHECK(y.data[(b * 4 + t) * 3 + c] == (t == 0 ? 0.0 : x.data[(b * 4 + t - 1) * 3 + c]));
+  CHECK(max_diff(run_mode(g, {}, {{"x", x}}, Mode::Sequential).values.at("y"), y) == 0);
+  g.inputs = {decl("v", {3})};
+  g.ops = {make_op(OpKind::Delay, {"v"}, {"y"}, {}, "state")};
+  CHECK_THROWS_WITH(verify(g, nullptr), Catch::Contains("state") && Catch::Contains("rank"));
 }
 
 TEST_CASE("sequential: per-token FixedPoint stats are sample-major, one solve per token") {

@@ -7,6 +7,7 @@
 #include "compiler/graph_json.hpp"
 #include "compiler/import_config.hpp"
 #include "compiler/verify.hpp"
+#include "models/model.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/output.hpp"
 #include "sim/error.hpp"
@@ -31,7 +32,7 @@ int run(const Opts& o) {
   io.seed = o.seed;
   io.weights = !o.shapes_only;
   io.weights_path = o.weights_in;
-  const ir::Imported m = ir::import_config(o.config, io);
+  const ir::Imported m = models::import_model_config(o.config, io);
   if (!m.unused_tensors.empty()) {
     // Not an error (a checkpoint may hold tensors the graph has no use for), but never silent.
     std::string list;
@@ -56,7 +57,7 @@ int run(const Opts& o) {
   for (const auto& w : m.graph.weights) {
     // one pre-norm gain "layer<i>.norm" per block (Mamba2 and Llama)
     if (w.name.rfind("layer", 0) == 0 && w.name.size() > 5 && w.name.compare(w.name.size() - 5, 5, ".norm") == 0) ++layers;
-    if (w.name == "norm_f") d_model = std::to_string(w.type.shape[0].size);
+    if (w.name == "norm_f" || w.name == "loop.W") d_model = std::to_string(w.type.shape[0].size);
   }
   std::printf("import: %s: %s, %d layer(s), d_model %s, %lld parameters\n", o.config.c_str(), m.graph.name.c_str(),
               layers, d_model.c_str(), static_cast<long long>(m.parameter_count));
@@ -85,7 +86,7 @@ int run(const Opts& o) {
 void add_import(CLI::App& app) {
   static Opts o;
   auto* c = app.add_subcommand("import", "Build the graph of a published implicit model from its config.json");
-  c->add_option("config", o.config, "config.json of an implicit Mamba2 or Llama3 model (microsoft/implicit_languagemodels)")
+  c->add_option("config", o.config, "config.json of an implicit Mamba2 or Llama3 model (microsoft/implicit_languagemodels), or of a trained aoc model folder")
       ->required()->check(CLI::ExistingFile);
   c->add_option("-o,--output", o.output, "the graph JSON to write")->required();
   c->add_option("--weights", o.weights_in,

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "compiler/graph_json.hpp"
+#include "models/aoc_ssm.hpp"
+#include "models/mamba2.hpp"
 #include "models/tasks.hpp"
 #include "models/train.hpp"
 #include "runtime/cli/commands.hpp"
@@ -26,7 +28,9 @@ struct Opts {
 
 struct Scenario {
   std::string name;
+  std::string kind = "mamba2";  // model.kind
   models::Mamba2Spec spec;
+  models::AocSsmSpec aoc;
   std::uint64_t model_seed = 0;
   models::TrainOptions train;
   std::vector<int> eval_lengths{32};
@@ -60,22 +64,32 @@ Scenario read_scenario(const std::string& path) {
   };
   const jsonr::json& m = r.need(j, "", "model");
   r.object(m, "model");
-  r.only_keys(m, "model", {"implicit", "d_model", "d_state", "expand", "headdim", "d_conv", "seed", "tol", "damping", "max_iter"});
-  s.spec.implicit = r.boolean(r.need(m, "model", "implicit"), "model.implicit");
+  if (const jsonr::json* k = r.find(m, "kind")) s.kind = r.choice(*k, "model.kind", {"mamba2", "aoc-ssm"});
+  integer(m, "model", "seed", 0, std::numeric_limits<long long>::max(), s.model_seed);
+  if (s.kind == "aoc-ssm") {
+    r.only_keys(m, "model", {"kind", "d_model", "seed", "tol", "damping", "max_iter"});
+    s.aoc.vocab = task.vocab;
+    integer(m, "model", "d_model", 1, 4096, s.aoc.d_model);
+    integer(m, "model", "max_iter", 1, 100000, s.aoc.max_iter);
+    number(m, "model", "tol", jsonr::kPositive, s.aoc.tol);
+    number(m, "model", "damping", {0, 1, false, true}, s.aoc.damping);
+  } else {
+    r.only_keys(m, "model", {"kind", "implicit", "d_model", "d_state", "expand", "headdim", "d_conv", "seed", "tol", "damping", "max_iter"});
+    s.spec.implicit = r.boolean(r.need(m, "model", "implicit"), "model.implicit");
+  }
   integer(m, "model", "d_model", 1, 4096, s.spec.d_model);
   integer(m, "model", "d_state", 1, 1024, s.spec.d_state);
   integer(m, "model", "expand", 1, 16, s.spec.expand);
   integer(m, "model", "headdim", 1, 4096, s.spec.headdim);
   integer(m, "model", "d_conv", 1, 64, s.spec.d_conv);
   integer(m, "model", "max_iter", 1, 100000, s.spec.max_iter);
-  integer(m, "model", "seed", 0, std::numeric_limits<long long>::max(), s.model_seed);
   number(m, "model", "tol", jsonr::kPositive, s.spec.tol);
   number(m, "model", "damping", {0, 1, false, true}, s.spec.damping);
-  if (s.spec.d_inner() % s.spec.headdim != 0) r.fail("model.headdim", "must divide expand x d_model = " + std::to_string(s.spec.d_inner()));
+  if (s.kind == "mamba2" && s.spec.d_inner() % s.spec.headdim != 0) r.fail("model.headdim", "must divide expand x d_model = " + std::to_string(s.spec.d_inner()));
   const jsonr::json& t = r.need(j, "", "train");
   r.object(t, "train");
   r.only_keys(t, "train", {"length", "batch", "steps", "lr", "warmup", "clip", "weight_decay", "beta2", "bounded_fraction", "unroll",
-                           "solve_max", "solve_tol", "phantom", "tau", "seed", "hardware_aware"});
+                           "solve_max", "solve_tol", "solve_damping", "phantom", "tau", "seed", "hardware_aware"});
   auto& o = s.train;
   integer(t, "train", "length", 1, 1 << 16, o.length);
   integer(t, "train", "batch", 1, 1 << 16, o.batch);
@@ -92,11 +106,14 @@ Scenario read_scenario(const std::string& path) {
   number(t, "train", "bounded_fraction", {0, 1, true, true}, o.bounded_fraction);
   number(t, "train", "solve_tol", jsonr::kPositive, o.solve_tol);
   number(t, "train", "tau", {0, 1, false, true}, o.tau);
+  number(t, "train", "solve_damping", {0, 1, false, true}, o.solve_damping);
   if (const jsonr::json* h = r.find(t, "hardware_aware")) {
     const std::string F = "train.hardware_aware";
     r.object(*h, F);
-    r.only_keys(*h, F, {"slm_bits", "output_noise", "seed"});
+    r.only_keys(*h, F, {"slm_bits", "output_noise", "dac_bits", "adc_bits", "seed"});
     integer(*h, F, "slm_bits", 2, 24, o.hardware.slm_bits);
+    integer(*h, F, "dac_bits", 2, 24, o.hardware.dac_bits);
+    integer(*h, F, "adc_bits", 2, 24, o.hardware.adc_bits);
     number(*h, F, "output_noise", jsonr::kNonNegative, o.hardware.output_noise);
     integer(*h, F, "seed", 0, std::numeric_limits<long long>::max(), o.hardware.seed);
   }
@@ -123,10 +140,14 @@ Scenario read_scenario(const std::string& path) {
 int run(const Opts& o) {
   const Scenario s = read_scenario(o.scenario);
   if (o.output.empty()) throw Error("train: no output folder (-o DIR)");
-  models::Mamba2Model m(s.spec, s.model_seed);
-  std::printf("train: %s: %s %s Mamba2, %lld parameters, task %s, L %d, batch %d, %d steps\n", s.name.c_str(),
-              s.spec.implicit ? "implicit" : "explicit", (std::to_string(s.spec.d_model) + "-wide").c_str(),
-              static_cast<long long>(m.parameter_count()), s.train.task.c_str(), s.train.length, s.train.batch, s.train.steps);
+  std::unique_ptr<models::SequenceModel> model;
+  if (s.kind == "aoc-ssm") model = std::make_unique<models::AocSsmModel>(s.aoc, s.model_seed);
+  else model = std::make_unique<models::Mamba2Model>(s.spec, s.model_seed);
+  models::SequenceModel& m = *model;
+  std::printf("train: %s: %s %s %s, %lld parameters, task %s, L %d, batch %d, %d steps\n", s.name.c_str(),
+              m.implicit() ? "implicit" : "explicit", (std::to_string(m.width()) + "-wide").c_str(),
+              s.kind == "aoc-ssm" ? "AOC-native SSM" : "Mamba2", static_cast<long long>(m.parameter_count()), s.train.task.c_str(),
+              s.train.length, s.train.batch, s.train.steps);
   const auto start = std::chrono::steady_clock::now();
   double train_seconds = 0;
   nlohmann::ordered_json curve = nlohmann::ordered_json::array();
@@ -157,7 +178,7 @@ int run(const Opts& o) {
                        {"last10", e.last10}, {"mean_iterations", e.mean_iterations}, {"solves", e.solves}, {"converged", e.converged}});
     }
   std::filesystem::create_directories(o.output);
-  const std::string cfg = s.spec.config().dump(1) + "\n";
+  const std::string cfg = m.config().dump(1) + "\n";
   const std::string scenario_text = jsonr::parse_file(o.scenario).dump();
   nlohmann::ordered_json log{{"tool", "aoc train"}, {"version", AOC_VERSION}, {"scenario", jsonr::parse_file(o.scenario)},
                              {"config_hash", digest_hex(scenario_text.data(), scenario_text.size())},

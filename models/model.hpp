@@ -1,0 +1,79 @@
+// What training and evaluation need of a trainable sequence model (models/train.hpp), and the
+// hardware-aware pieces every model's forward pass shares.
+//
+// A model computes on an autodiff tape, simultaneous over the rows b*L + t of [B*L, D] matrices:
+//   implicit:  e = embed(tokens), u = inject(e), z* = body(z*, u), logits = head(z*)
+//   explicit:  logits = head(explicit_forward(embed(tokens)))
+// and exports as a graph of the compiler's IR with its weights, which is what evaluation, the
+// compiler and the backends run (the tape forward is tested against the interpreter per model).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "compiler/import_config.hpp"
+#include "models/autodiff.hpp"
+
+namespace aoc::models {
+
+// Hardware-aware training: the simulator's physics in the training's forward pass. The optical
+// products see SLM weights quantized to `slm_bits` (per matrix, over +-max|W|) and additive Gaussian
+// receiver noise of rms `output_noise`, fresh per step (Philox keyed by `seed` and a draw counter);
+// the crossings between digital and analog see a DAC of `dac_bits` and an ADC of `adc_bits`, each
+// over +-max|x| of the batch (what calibrated converters do, runtime/backend.hpp). Quantizers pass
+// the gradient straight through. Where the crossings are is each model's (as the compiler's
+// partition puts them). 0 switches each off.
+struct HardwareAware {
+  int slm_bits = 0;
+  double output_noise = 0;
+  int dac_bits = 0, adc_bits = 0;
+  std::uint64_t seed = 0;
+};
+
+class SequenceModel {
+ public:
+  virtual ~SequenceModel() = default;
+
+  virtual std::string kind() const = 0;  // "mamba2", "aoc-ssm"
+  virtual bool implicit() const = 0;
+  virtual int vocab() const = 0;   // tokens and classes
+  virtual int width() const = 0;   // columns of the iterate z (and of e)
+  // The config.json a trained model folder holds (read back by load_model).
+  virtual nlohmann::ordered_json config() const = 0;
+
+  virtual std::vector<ad::Param*> params() = 0;
+  std::int64_t parameter_count();
+
+  virtual ad::Var embed(ad::Tape& t, const std::vector<int>& tokens) = 0;
+  virtual ad::Var inject(ad::Tape& t, ad::Var e) = 0;
+  virtual ad::Var body(ad::Tape& t, ad::Var z, ad::Var u, int L) = 0;
+  virtual ad::Var explicit_forward(ad::Tape& t, ad::Var e, int L) = 0;
+  virtual ad::Var head(ad::Tape& t, ad::Var z) = 0;
+
+  // The graph and its weights (the compiler's IR names).
+  virtual ir::Imported export_graph() const = 0;
+  virtual ir::WeightStore weights() const = 0;
+
+  void set_hardware_aware(const HardwareAware& h) { hw_ = h; }
+
+ protected:
+  HardwareAware hw_;
+  std::uint64_t draws_ = 0;  // noise draws so far (the Philox counter)
+
+  // x W^T as the optics compute it under hw_ (SLM codes, receiver noise).
+  ad::Var optical(ad::Tape& t, ad::Var x, ad::Var W);
+  // A crossing's converter of `bits` under hw_ (0: ideal).
+  ad::Var convert(ad::Tape& t, ad::Var x, int bits);
+};
+
+// A trained model folder's model: config.json (model_type "implicit_mamba2" or "aoc_ssm") and
+// weights.h5. Errors name the file and field.
+std::unique_ptr<SequenceModel> load_model(const std::string& dir);
+
+// `aoc import`: a config.json to a graph. model_type "aoc_ssm" is this layer's AOC-native model
+// (seeded weights; a checkpoint is an error); any other goes to the importer (ir::import_config).
+ir::Imported import_model_config(const std::string& path, const ir::ImportOptions& o);
+
+}  // namespace aoc::models
