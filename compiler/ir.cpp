@@ -4,6 +4,8 @@
 #include <array>
 #include <cstddef>
 
+#include "sim/error.hpp"
+
 namespace aoc::ir {
 
 std::string to_string(const Dim& d) { return d.is_fixed() ? std::to_string(d.size) : d.sym; }
@@ -85,6 +87,16 @@ std::vector<std::int64_t> argmax_last(const Tensor& t) {
     out.push_back(std::max_element(t.data.begin() + static_cast<std::ptrdiff_t>(i), t.data.begin() + static_cast<std::ptrdiff_t>(i + V)) -
                   (t.data.begin() + static_cast<std::ptrdiff_t>(i)));
   return out;
+}
+
+double label_accuracy(const Tensor& logits, const Tensor& labels) {
+  const std::vector<std::int64_t> guess = argmax_last(logits);
+  if (guess.size() != labels.data.size())
+    throw Error("labels: " + std::to_string(labels.data.size()) + " labels for " + std::to_string(guess.size()) + " positions");
+  long long right = 0, counted = 0;
+  for (std::size_t i = 0; i < guess.size(); ++i)
+    if (labels.data[i] >= 0) ++counted, right += guess[i] == static_cast<std::int64_t>(labels.data[i]);
+  return counted ? static_cast<double>(right) / static_cast<double>(counted) : 0.0;
 }
 
 std::int64_t Tensor::size() const {

@@ -156,5 +156,8 @@ using WeightStore = std::map<std::string, Tensor>;
 // The index of the largest element of each vector along the last axis (the decision of each
 // position of a logits tensor), in row-major order.
 std::vector<std::int64_t> argmax_last(const Tensor& t);
+// The fraction of positions whose argmax is the label (labels: one per position, in argmax_last's
+// order; a label < 0 is masked and not counted); 0 when none counts. A count mismatch throws.
+double label_accuracy(const Tensor& logits, const Tensor& labels);
 
 }  // namespace aoc::ir

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "compiler/graph_json.hpp"
 #include "compiler/interpret.hpp"
 #include "compiler/passes.hpp"
 #include "compiler/verify.hpp"
@@ -152,4 +153,30 @@ TEST_CASE("aoc-ssm: a model folder's config imports as its graph, and a checkpoi
   const auto bad = test::run_aoc("import " + cfg + " --weights " + cfg + " -o " + (dir / "h.json").string());
   CHECK(bad.status != 0);
   CHECK_THAT(bad.out, Catch::Contains("config.json: model_type"));
+}
+
+TEST_CASE("cli: aoc task writes tokens and labels, and aoc check --labels scores both backends against them") {
+  const auto dir = test::temp_dir() / "task-labels";
+  std::filesystem::create_directories(dir);
+  const auto path = [&](const char* f) { return (dir / f).string(); };
+  write_file_atomic(path("config.json"), tiny().config().dump());
+  REQUIRE(test::run_aoc("import " + path("config.json") + " -o " + path("g.json")).status == 0);
+  REQUIRE(test::run_aoc("compile " + path("g.json") + " --weights " + path("g.h5") + " -o " + path("p.h5")).status == 0);
+  const auto task = test::run_aoc("task parity --batch 4 --length 8 --seed 3 --tokens " + path("tok.h5") + " --labels " + path("lab.h5"));
+  INFO(task.out);
+  REQUIRE(task.status == 0);
+  const ir::WeightStore labels = ir::read_weights_h5(path("lab.h5"));
+  CHECK(labels.at("labels").shape == std::vector<std::int64_t>{4, 8});
+  const auto check = test::run_aoc("check " + path("p.h5") + " --inputs " + path("tok.h5") + " --labels " + path("lab.h5") +
+                                   " --sequence sequential --ideal --json");
+  INFO(check.out);
+  REQUIRE(check.status == 0);
+  const auto j = nlohmann::json::parse(check.out);
+  const double ref = j["reference_accuracy"];
+  CHECK(ref >= 0.0);
+  CHECK(ref <= 1.0);
+  CHECK(j["accuracy"]["mean"].get<double>() == Approx(ref));  // the ideal lowering decides as the reference
+  const auto bad = test::run_aoc("check " + path("p.h5") + " --inputs " + path("tok.h5") + " --labels " + path("tok.h5") + " --ideal");
+  CHECK(bad.status != 0);
+  CHECK_THAT(bad.out, Catch::Contains("tok.h5: /labels: missing"));
 }

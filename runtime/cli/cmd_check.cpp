@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "compiler/graph_json.hpp"
 #include "compiler/program_h5.hpp"
 #include "compiler/verify.hpp"
 #include "runtime/cli/commands.hpp"
@@ -21,7 +22,7 @@ namespace aoc::cli {
 namespace {
 
 struct Opts : ProgramFlags {
-  std::string program, backends = "sim,cpu", json_out;
+  std::string program, backends = "sim,cpu", json_out, labels;
   int seeds = 1;
   bool json = false, ideal = false;
   double max_abs = -1, max_rel = -1, min_argmax = -1, min_codes = -1;
@@ -33,6 +34,7 @@ struct Compare {
   double argmax = 1, codes = 1;     // fraction of positions / elements that agree
   int failures = 0;                 // fixed points that missed their tolerance (device under test)
   double iterations = 0;
+  double accuracy = 0;              // against --labels
 };
 
 // The ADC that reads an output out: the Convert that produces it (its calibrated range), else the
@@ -44,8 +46,14 @@ UniformConverter output_adc(const ir::Program& p, const std::string& name) {
   return {p.target.adc_lo, p.target.adc_hi, std::max(p.target.adc_bits, 1)};
 }
 
-Compare compare(const ir::Program& p, const ProgramResult& dut, const ProgramResult& ref) {
+// With labels: the fraction of positions whose argmax (of the program's first output) is the label.
+double accuracy(const ir::Program& p, const ProgramResult& r, const ir::Tensor* labels) {
+  return labels ? ir::label_accuracy(r.values.at(p.graph.outputs.at(0)), *labels) : 0.0;
+}
+
+Compare compare(const ir::Program& p, const ProgramResult& dut, const ProgramResult& ref, const ir::Tensor* labels) {
   Compare c;
+  c.accuracy = accuracy(p, dut, labels);
   long long pos = 0, same = 0, elems = 0, same_codes = 0;
   for (const auto& name : p.graph.outputs) {
     const UniformConverter adc = output_adc(p, name);
@@ -93,22 +101,30 @@ int run(Opts o) {
   const Hardware hw = program_hardware(p);
   const auto dut = make_backend(names[0], &hw), ref = make_backend(names[1], &hw);
   const auto inputs = read_program_inputs(o.inputs, p);
+  ir::Tensor label_tensor;
+  if (!o.labels.empty()) {
+    const ir::WeightStore l = ir::read_weights_h5(o.labels);
+    if (!l.count("labels")) throw Error(o.labels + ": /labels: missing (aoc task writes it)");
+    label_tensor = l.at("labels");
+  }
+  const ir::Tensor* labels = o.labels.empty() ? nullptr : &label_tensor;
   BackendOptions ro = backend_options(o);
   ro.noise = false, ro.quantize = false, ro.optics = false;
   const ProgramResult reference = ref->run(p, inputs, ro);
   const IterationSummary ref_it = summarize(reference);
+  const double ref_accuracy = accuracy(p, reference, labels);
 
   std::vector<Compare> runs;
   for (int k = 0; k < o.seeds; ++k) {
     BackendOptions bo = backend_options(o);
     bo.seed = o.seed + static_cast<std::uint64_t>(k);
-    runs.push_back(compare(p, dut->run(p, inputs, bo), reference));
+    runs.push_back(compare(p, dut->run(p, inputs, bo), reference, labels));
   }
-  std::vector<double> abs, rel, arg, codes, fails, iters;
+  std::vector<double> abs, rel, arg, codes, fails, iters, acc;
   for (const Compare& c : runs)
     abs.push_back(c.max_abs), rel.push_back(c.max_rel), arg.push_back(c.argmax), codes.push_back(c.codes), fails.push_back(c.failures),
-        iters.push_back(c.iterations);
-  const Stat sa = stat(abs), sr = stat(rel), sg = stat(arg), sc = stat(codes), sf = stat(fails), si = stat(iters);
+        iters.push_back(c.iterations), acc.push_back(c.accuracy);
+  const Stat sa = stat(abs), sr = stat(rel), sg = stat(arg), sc = stat(codes), sf = stat(fails), si = stat(iters), sl = stat(acc);
 
   std::vector<std::string> out_of_tolerance;
   const auto limit = [&](bool bad, const std::string& what) {
@@ -128,6 +144,7 @@ int run(Opts o) {
     j["max_abs_error"] = band(sa), j["max_rel_error"] = band(sr), j["argmax_agreement"] = band(sg), j["adc_code_agreement"] = band(sc);
     j["convergence_failures"] = band(sf), j["iterations_mean"] = band(si);
     j["reference_iterations_mean"] = ref_it.mean, j["reference_convergence_failures"] = ref_it.solves - ref_it.converged;
+    if (labels) j["labels"] = o.labels, j["accuracy"] = band(sl), j["reference_accuracy"] = ref_accuracy;
     j["out_of_tolerance"] = out_of_tolerance;
     emit_json(j.dump(1), o.json_out);
   } else {
@@ -144,7 +161,10 @@ int run(Opts o) {
     line("ADC-code agreement", sc);
     line("convergence failures", sf);
     line("iterations (mean)", si);
-    std::printf("  reference: iterations mean %.2f, %lld of %lld fixed points converged\n", ref_it.mean, ref_it.converged, ref_it.solves);
+    if (labels) line("accuracy (labels)", sl);
+    std::printf("  reference: iterations mean %.2f, %lld of %lld fixed points converged", ref_it.mean, ref_it.converged, ref_it.solves);
+    if (labels) std::printf(", accuracy %.6g", ref_accuracy);
+    std::printf("\n");
     for (const auto& s : out_of_tolerance) std::printf("FAIL: %s\n", s.c_str());
     if (out_of_tolerance.empty()) std::printf("%s\n", o.max_abs < 0 && o.max_rel < 0 && o.min_argmax < 0 && o.min_codes < 0 && o.max_failures < 0
                                                          ? "no tolerances given: nothing to fail"
@@ -161,6 +181,8 @@ void add_check(CLI::App& app) {
   c->add_option("program", o.program, "the program (aoc compile -o)")->required()->check(CLI::ExistingFile);
   add_program_flags(c, o, true);
   c->add_option("--backends", o.backends, "the backend checked and the reference, comma-separated")->capture_default_str();
+  c->add_option("--labels", o.labels, "an HDF5 file with /labels (aoc task): score both backends' decisions against them")
+      ->check(CLI::ExistingFile);
   c->add_flag("--ideal", o.ideal, "the checked backend without converters and noise (the lowering alone)");
   c->add_option("--seeds", o.seeds, "noise seeds to run (seed, seed+1, ...): statistics over them")->check(CLI::PositiveNumber)->capture_default_str();
   c->add_option("--max-abs-error", o.max_abs, "fail when the largest absolute output error exceeds this");

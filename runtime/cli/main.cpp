@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   aoc::cli::add_compile(app);
   aoc::cli::add_check(app);
   aoc::cli::add_train(app);
+  aoc::cli::add_task(app);
   aoc::cli::add_bench(app);
   aoc::cli::add_estimate(app);
   try {

@@ -1,0 +1,52 @@
+// aoc task: a batch of a state-tracking task (models/tasks.hpp) as HDF5 files: the tokens (the
+// input of a trained model's program, /tokens) and the labels (/labels, what `aoc check --labels`
+// scores the outputs against). The same seed gives the same batch as the trainer's stream.
+#include <cstdio>
+
+#include "compiler/graph_json.hpp"
+#include "models/tasks.hpp"
+#include "runtime/cli/commands.hpp"
+
+namespace aoc::cli {
+
+namespace {
+
+struct Opts {
+  std::string task, tokens, labels;
+  int batch = 16, length = 64;
+  std::uint64_t seed = 0;
+};
+
+int run(const Opts& o) {
+  const tasks::Task task = tasks::parse_task(o.task);
+  const tasks::SeqBatch b = tasks::sample(task, o.batch, o.length, o.seed, 0);
+  const auto tensor = [&](const std::vector<int>& v) {
+    ir::Tensor t;
+    t.shape = {o.batch, o.length};
+    t.data.assign(v.begin(), v.end());
+    return t;
+  };
+  ir::write_weights_h5(o.tokens, {{"tokens", tensor(b.tokens)}});
+  ir::write_weights_h5(o.labels, {{"labels", tensor(b.targets)}});
+  std::printf("task %s: %d sequences of %d tokens (vocabulary %d), seed %llu: wrote %s (/tokens) and %s (/labels)\n", o.task.c_str(),
+              o.batch, o.length, task.vocab, static_cast<unsigned long long>(o.seed), o.tokens.c_str(), o.labels.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void add_task(CLI::App& app) {
+  static Opts o;
+  auto* c = app.add_subcommand("task", "Write a seeded batch of a state-tracking task: tokens and labels (HDF5)");
+  c->add_option("task", o.task, "parity, count:M, s3, a5, a5xm (with :p=P for the easy tokens' probability); docs/models.md")->required();
+  c->add_option("--batch", o.batch, "sequences")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  c->add_option("--length", o.length, "tokens per sequence")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  c->add_option("--seed", o.seed, "the data stream (the trainer uses 0, its evaluation 1000)")->capture_default_str();
+  c->add_option("--tokens", o.tokens, "the tokens file to write (/tokens, the model's input)")->required();
+  c->add_option("--labels", o.labels, "the labels file to write (/labels, for aoc check --labels)")->required();
+  c->footer("Example:\n  aoc task parity --batch 16 --length 64 --seed 7 --tokens tok.h5 --labels lab.h5\n"
+            "  aoc check prog.h5 --inputs tok.h5 --labels lab.h5 --sequence sequential --quantize --noise");
+  c->callback([] { exit_status() = run(o); });
+}
+
+}  // namespace aoc::cli
