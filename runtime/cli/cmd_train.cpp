@@ -2,6 +2,7 @@
 // a model directory: config.json (the importer's format), weights.h5, train.json (the scenario, the
 // loss curve, the evaluations, seed, version and config hash). docs/models.md.
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -149,6 +150,7 @@ int run(const Opts& o) {
               s.kind == "aoc-ssm" ? "AOC-native SSM" : "Mamba2", static_cast<long long>(m.parameter_count()), s.train.task.c_str(),
               s.train.length, s.train.batch, s.train.steps);
   const auto start = std::chrono::steady_clock::now();
+  const std::clock_t cpu_start = std::clock();  // process CPU time: what the run costs on an unloaded machine
   double train_seconds = 0;
   nlohmann::ordered_json curve = nlohmann::ordered_json::array();
   const int every = std::max(1, s.train.steps / 20);
@@ -185,6 +187,7 @@ int run(const Opts& o) {
                              {"model_seed", s.model_seed}, {"data_seed", s.train.seed}, {"parameters", m.parameter_count()},
                              {"train_seconds", train_seconds},
                              {"total_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()},
+                             {"cpu_seconds", static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC},
                              {"loss_curve_columns", {"step", "loss", "solve_iterations"}}, {"loss_curve", curve}, {"eval", evals}};
   ir::write_weights_h5((std::filesystem::path(o.output) / "weights.h5").string(), m.weights());
   write_file_atomic((std::filesystem::path(o.output) / "config.json").string(), cfg);
