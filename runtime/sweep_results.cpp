@@ -445,7 +445,7 @@ std::vector<std::size_t> pareto_front(const std::vector<double>& x, const std::v
   std::vector<std::size_t> front;
   for (std::size_t i : order)
     if (front.empty() || Y(i) < Y(front.back()) || (Y(i) == Y(front.back()) && X(i) == X(front.back()))) front.push_back(i);
-  if (x_max) std::reverse(front.begin(), front.end());
+  std::sort(front.begin(), front.end(), [&](std::size_t a, std::size_t b) { return x[a] != x[b] ? x[a] < x[b] : a < b; });
   return front;
 }
 
