@@ -269,8 +269,15 @@ Scenario read_scenario(const std::string& path) {
   read_workload(r, r.need(j, "", "workload"), s);
 
   s.hardware = r.text(r.need(j, "", "hardware"), "hardware", true);
+  // A file next to the scenario, else a bundled machine's name (aoc-48, aoc-scale).
   const std::string local = resolve(s, s.hardware);
-  s.hardware_path = resolve_hardware_path(s.hardware.find('/') == std::string::npos ? s.hardware : local);
+  std::error_code ec;
+  s.hardware_path = fs::is_regular_file(local, ec) ? local : s.hardware.find('/') == std::string::npos ? s.hardware : local;
+  try {
+    s.hardware_path = resolve_hardware_path(s.hardware_path);
+  } catch (const Error& e) {
+    r.fail("hardware", e.what());
+  }
   std::optional<HardwareFile> machine;
   try {
     machine.emplace(s.hardware_path);  // the base machine must load on its own
