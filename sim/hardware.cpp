@@ -436,12 +436,10 @@ void apply_override(const Reader& r, json& doc, const std::string& o) {
 
 }  // namespace
 
-Hardware load_hardware(const std::string& path, const std::vector<std::string>& overrides) {
-  const Reader r(path);
-  json doc = parse(r, path, read_text(path));
-  r.object(doc, "");
-  for (const auto& o : overrides) apply_override(r, doc, o);
+namespace {
 
+// A parsed file (overrides applied) read into a Hardware, every field validated.
+Hardware read_document(const Reader& r, const std::string& path, const json& doc) {
   // Format and version first: a file of another kind gets one clear error, not a cascade.
   const json& format = r.need(doc, "", "format");
   if (!format.is_string() || format.get<std::string>() != kFormat)
@@ -468,6 +466,55 @@ Hardware load_hardware(const std::string& path, const std::vector<std::string>& 
   if (const json* j = r.find(doc, "timing")) hw.timing = read_timing(r, *j, hw);
   if (const json* j = r.find(doc, "energy")) hw.energy = read_energy(r, *j, hw);
   if (const json* j = r.find(doc, "architecture")) hw.architecture = read_architecture(r, *j, hw);
+  return hw;
+}
+
+// The sections an override can change without the calibration being read again.
+bool physical_section(const std::string& s) {
+  return s == "noise" || s == "converters" || s == "timing" || s == "energy" || s == "architecture";
+}
+
+}  // namespace
+
+Hardware load_hardware(const std::string& path, const std::vector<std::string>& overrides) {
+  const Reader r(path);
+  json doc = parse(r, path, read_text(path));
+  r.object(doc, "");
+  for (const auto& o : overrides) apply_override(r, doc, o);
+  return read_document(r, path, doc);
+}
+
+HardwareFile::HardwareFile(const std::string& path) : path_(path) {
+  const Reader r(path);
+  doc_ = parse(r, path, read_text(path));
+  r.object(doc_, "");
+  base_ = read_document(r, path, doc_);
+}
+
+Hardware HardwareFile::load(const std::vector<std::string>& overrides) const {
+  const Reader r(path_);
+  // Each physical section an override touches, alone in a document of its own, overridden.
+  std::map<std::string, json> touched;
+  for (const auto& o : overrides) {
+    const std::string section = o.substr(0, o.find_first_of(".="));
+    if (!physical_section(section) || !doc_.contains(section)) {
+      json doc = doc_;
+      for (const auto& all : overrides) apply_override(r, doc, all);
+      return read_document(r, path_, doc);
+    }
+    json& d = touched[section];
+    if (d.is_null()) d = json{{section, doc_[section]}};
+    apply_override(r, d, o);
+  }
+  Hardware hw = base_;
+  for (const auto& [section, d] : touched) {
+    const json& j = d[section];
+    if (section == "noise") hw.noise = read_noise(r, j, hw);
+    else if (section == "converters") hw.converters = read_converters(r, j, hw);
+    else if (section == "timing") hw.timing = read_timing(r, j, hw);
+    else if (section == "energy") hw.energy = read_energy(r, j, hw);
+    else hw.architecture = read_architecture(r, j, hw);
+  }
   return hw;
 }
 

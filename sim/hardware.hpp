@@ -3,6 +3,7 @@
 #pragma once
 #include <array>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
@@ -100,6 +101,23 @@ struct Hardware {
 // replaces one value before validation: for an entry {"value", "unit", "source"} its value, whose
 // source then says it was overridden. Design-space sweeps and what-if runs use these.
 Hardware load_hardware(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// A hardware file read once and loaded many times with different overrides (design-space sweeps):
+// load(o) is load_hardware(path, o), without reading and parsing the file again, and overrides of
+// the physical sections (noise, converters, timing, energy, architecture) read only the sections
+// they change again (a large machine's calibration is read once).
+class HardwareFile {
+ public:
+  explicit HardwareFile(const std::string& path);  // throws aoc::Error as load_hardware(path)
+  Hardware load(const std::vector<std::string>& overrides) const;
+  const Hardware& base() const { return base_; }
+  const nlohmann::ordered_json& document() const { return doc_; }
+
+ private:
+  std::string path_;
+  nlohmann::ordered_json doc_;
+  Hardware base_;
+};
 
 // The bundled machine description of that name (aoc-48, aoc-16), or a path as given.
 std::string resolve_hardware_path(const std::string& name_or_path);

@@ -12,10 +12,10 @@
 #include "compiler/verify.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/program_flags.hpp"
+#include "runtime/program_check.hpp"
 #include "runtime/program_run.hpp"
 #include "sim/error.hpp"
 #include "sim/json_reader.hpp"
-#include "sim/quantize.hpp"
 
 namespace aoc::cli {
 
@@ -29,65 +29,9 @@ struct Opts : ProgramFlags {
   int max_failures = -1;
 };
 
-struct Compare {
-  double max_abs = 0, max_rel = 0;  // over every output element; rel: against the reference's largest |value|
-  double argmax = 1, codes = 1;     // fraction of positions / elements that agree
-  int failures = 0;                 // fixed points that missed their tolerance (device under test)
-  double iterations = 0;
-  double accuracy = 0;              // against --labels
-};
-
-// The ADC that reads an output out: the Convert that produces it (its calibrated range), else the
-// target's ADC.
-UniformConverter output_adc(const ir::Program& p, const std::string& name) {
-  for (const ir::Op& op : p.graph.ops)
-    if (op.outputs[0] == name)
-      if (const auto c = converter_of(op)) return *c;
-  return {p.target.adc_lo, p.target.adc_hi, std::max(p.target.adc_bits, 1)};
-}
-
 // With labels: the fraction of positions whose argmax (of the program's first output) is the label.
 double accuracy(const ir::Program& p, const ProgramResult& r, const ir::Tensor* labels) {
   return labels ? ir::label_accuracy(r.values.at(p.graph.outputs.at(0)), *labels) : 0.0;
-}
-
-Compare compare(const ir::Program& p, const ProgramResult& dut, const ProgramResult& ref, const ir::Tensor* labels) {
-  Compare c;
-  c.accuracy = accuracy(p, dut, labels);
-  long long pos = 0, same = 0, elems = 0, same_codes = 0;
-  for (const auto& name : p.graph.outputs) {
-    const UniformConverter adc = output_adc(p, name);
-    const ir::Tensor &a = dut.values.at(name), &b = ref.values.at(name);
-    double scale = 0;
-    for (double v : b.data) scale = std::max(scale, std::fabs(v));
-    for (std::size_t i = 0; i < a.data.size(); ++i) {
-      const double d = std::fabs(a.data[i] - b.data[i]);
-      c.max_abs = std::max(c.max_abs, d);
-      c.max_rel = std::max(c.max_rel, scale > 0 ? d / scale : d);
-      if (p.target.adc_bits > 0) same_codes += adc.code(a.data[i]) == adc.code(b.data[i]);
-    }
-    elems += static_cast<long long>(a.data.size());
-    const auto da = ir::argmax_last(a), db = ir::argmax_last(b);
-    for (std::size_t i = 0; i < da.size(); ++i, ++pos) same += da[i] == db[i];
-  }
-  c.argmax = pos ? static_cast<double>(same) / pos : 1.0;
-  c.codes = p.target.adc_bits > 0 && elems ? static_cast<double>(same_codes) / elems : 1.0;
-  const IterationSummary s = summarize(dut);
-  c.failures = static_cast<int>(s.solves - s.converged);
-  c.iterations = s.mean;
-  return c;
-}
-
-struct Stat {
-  double mean = 0, sd = 0, min = 0, max = 0;
-};
-Stat stat(const std::vector<double>& v) {
-  Stat s;
-  s.min = *std::min_element(v.begin(), v.end()), s.max = *std::max_element(v.begin(), v.end());
-  for (double x : v) s.mean += x / static_cast<double>(v.size());
-  for (double x : v) s.sd += (x - s.mean) * (x - s.mean) / static_cast<double>(v.size());
-  s.sd = std::sqrt(s.sd);
-  return s;
 }
 
 int run(Opts o) {
@@ -114,16 +58,19 @@ int run(Opts o) {
   const IterationSummary ref_it = summarize(reference);
   const double ref_accuracy = accuracy(p, reference, labels);
 
-  std::vector<Compare> runs;
+  std::vector<Comparison> runs;
+  std::vector<double> acc;  // against the labels
   for (int k = 0; k < o.seeds; ++k) {
     BackendOptions bo = backend_options(o);
     bo.seed = o.seed + static_cast<std::uint64_t>(k);
-    runs.push_back(compare(p, dut->run(p, inputs, bo), reference, labels));
+    const ProgramResult r = dut->run(p, inputs, bo);
+    runs.push_back(compare_runs(p, r, reference));
+    acc.push_back(accuracy(p, r, labels));
   }
-  std::vector<double> abs, rel, arg, codes, fails, iters, acc;
-  for (const Compare& c : runs)
+  std::vector<double> abs, rel, arg, codes, fails, iters;
+  for (const Comparison& c : runs)
     abs.push_back(c.max_abs), rel.push_back(c.max_rel), arg.push_back(c.argmax), codes.push_back(c.codes), fails.push_back(c.failures),
-        iters.push_back(c.iterations), acc.push_back(c.accuracy);
+        iters.push_back(c.iterations);
   const Stat sa = stat(abs), sr = stat(rel), sg = stat(arg), sc = stat(codes), sf = stat(fails), si = stat(iters), sl = stat(acc);
 
   std::vector<std::string> out_of_tolerance;

@@ -16,6 +16,8 @@ void add_compile(CLI::App& app);
 void add_check(CLI::App& app);
 void add_train(CLI::App& app);
 void add_task(CLI::App& app);
+void add_sweep(CLI::App& app);
+void add_pareto(CLI::App& app);
 
 // The process exit status a subcommand asks for (0 unless it sets it: e.g. verify-dt on a failure).
 int& exit_status();

@@ -37,6 +37,8 @@ int main(int argc, char** argv) {
       "  aoc estimate --hw aoc-scale        energy and latency, by component, against a GPU\n"
       "  aoc import config.json -o g.json   the graph of an implicit Mamba2 or Llama3 model\n"
       "  aoc bench                          iteration throughput vs a matrix-product-only loop\n"
+      "  aoc sweep S.json -o r.h5           a design-space sweep on all cores (mpirun: many machines)\n"
+      "  aoc pareto r.h5 --x energy --y accuracy   its Pareto-optimal points\n"
       "Run 'aoc SUBCOMMAND --help' for each one's options.");
   aoc::cli::add_hw(app);
   aoc::cli::add_verify_dt(app);
@@ -50,6 +52,8 @@ int main(int argc, char** argv) {
   aoc::cli::add_task(app);
   aoc::cli::add_bench(app);
   aoc::cli::add_estimate(app);
+  aoc::cli::add_sweep(app);
+  aoc::cli::add_pareto(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,59 @@
+#include "runtime/program_check.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/program_run.hpp"
+#include "sim/quantize.hpp"
+
+namespace aoc {
+
+namespace {
+
+// The ADC that reads an output out: the Convert that produces it (its calibrated range), else the
+// target's ADC.
+UniformConverter output_adc(const ir::Program& p, const std::string& name) {
+  for (const ir::Op& op : p.graph.ops)
+    if (op.outputs[0] == name)
+      if (const auto c = converter_of(op)) return *c;
+  return {p.target.adc_lo, p.target.adc_hi, std::max(p.target.adc_bits, 1)};
+}
+
+}  // namespace
+
+Comparison compare_runs(const ir::Program& p, const ProgramResult& dut, const ProgramResult& ref) {
+  Comparison c;
+  long long pos = 0, same = 0, elems = 0, same_codes = 0;
+  for (const auto& name : p.graph.outputs) {
+    const UniformConverter adc = output_adc(p, name);
+    const ir::Tensor &a = dut.values.at(name), &b = ref.values.at(name);
+    double scale = 0;
+    for (double v : b.data) scale = std::max(scale, std::fabs(v));
+    for (std::size_t i = 0; i < a.data.size(); ++i) {
+      const double d = std::fabs(a.data[i] - b.data[i]);
+      c.max_abs = std::max(c.max_abs, d);
+      c.max_rel = std::max(c.max_rel, scale > 0 ? d / scale : d);
+      if (p.target.adc_bits > 0) same_codes += adc.code(a.data[i]) == adc.code(b.data[i]);
+    }
+    elems += static_cast<long long>(a.data.size());
+    const auto da = ir::argmax_last(a), db = ir::argmax_last(b);
+    for (std::size_t i = 0; i < da.size(); ++i, ++pos) same += da[i] == db[i];
+  }
+  c.argmax = pos ? static_cast<double>(same) / pos : 1.0;
+  c.codes = p.target.adc_bits > 0 && elems ? static_cast<double>(same_codes) / elems : 1.0;
+  const IterationSummary s = summarize(dut);
+  c.failures = static_cast<int>(s.solves - s.converged);
+  c.iterations = s.mean;
+  return c;
+}
+
+Stat stat(const std::vector<double>& v) {
+  Stat s;
+  s.min = *std::min_element(v.begin(), v.end()), s.max = *std::max_element(v.begin(), v.end());
+  for (double x : v) s.mean += x / static_cast<double>(v.size());
+  for (double x : v) s.sd += (x - s.mean) * (x - s.mean) / static_cast<double>(v.size());
+  s.sd = std::sqrt(s.sd);
+  return s;
+}
+
+}  // namespace aoc

@@ -1,0 +1,28 @@
+// The simulator against the digital reference (`aoc check`, and the sweeps' agreement metrics): one
+// run's outputs compared with the reference's (errors, decisions, ADC codes, convergence), and the
+// statistics of a figure over several noise seeds.
+#pragma once
+#include <vector>
+
+#include "compiler/program.hpp"
+#include "runtime/backend.hpp"
+
+namespace aoc {
+
+struct Comparison {
+  double max_abs = 0, max_rel = 0;  // over every output element; rel: against the reference's largest |value|
+  double argmax = 1, codes = 1;     // fraction of positions / elements that agree
+  int failures = 0;                 // fixed points of the run checked that missed their tolerance
+  double iterations = 0;            // their mean iterations
+};
+
+// `dut` (the run checked) against `ref` on the program's outputs. ADC codes are read through the ADC
+// that reads each output out (its Convert's calibrated range, else the target's ADC).
+Comparison compare_runs(const ir::Program& p, const ProgramResult& dut, const ProgramResult& ref);
+
+struct Stat {
+  double mean = 0, sd = 0, min = 0, max = 0;
+};
+Stat stat(const std::vector<double>& v);  // v not empty
+
+}  // namespace aoc

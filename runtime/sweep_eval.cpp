@@ -1,0 +1,284 @@
+#include "runtime/sweep_eval.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <future>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <optional>
+
+#include "compiler/graph_json.hpp"
+#include "compiler/import_config.hpp"
+#include "compiler/passes.hpp"
+#include "models/tasks.hpp"
+#include "runtime/backend.hpp"
+#include "runtime/program_check.hpp"
+#include "runtime/program_estimate.hpp"
+#include "runtime/program_run.hpp"
+#include "sim/error.hpp"
+#include "sim/hardware.hpp"
+#include "sim/json_reader.hpp"
+
+namespace aoc::sweep {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// The run parameters of a point (docs/scenarios.md), defaults where the point does not set them.
+struct RunParams {
+  std::optional<double> iterations, photons;
+  std::int64_t seq_len = 1024;
+  double noise_scale = 1;
+  std::uint64_t seed = 0;
+  int seeds = 1;
+  std::optional<int> batch, length, channels;
+};
+
+// A value made once per key and shared, whichever thread asks first (the others wait for it).
+template <class T>
+class Once {
+ public:
+  std::shared_ptr<const T> get(const std::string& key, const std::function<T()>& make) {
+    std::promise<std::shared_ptr<const T>> made;
+    std::shared_future<std::shared_ptr<const T>> f;
+    bool mine = false;
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      auto it = map_.find(key);
+      if (it == map_.end()) it = map_.emplace(key, made.get_future().share()).first, mine = true;
+      f = it->second;
+    }
+    if (mine) {
+      try {
+        made.set_value(std::make_shared<const T>(make()));
+      } catch (...) {
+        made.set_exception(std::current_exception());
+      }
+    }
+    return f.get();
+  }
+
+ private:
+  std::mutex m_;
+  std::map<std::string, std::shared_future<std::shared_ptr<const T>>> map_;
+};
+
+// A program compiled for one compiler target, with what every run of it shares.
+struct Compiled {
+  ir::Program program;
+  std::map<std::string, ir::Tensor> inputs;  // runs only
+  std::vector<std::int64_t> labels;           // a model's task targets, row-major [B, L]
+  ProgramResult reference;                    // the digital reference on the inputs
+};
+
+// What the compiler reads of the machine: points with the same key share a program.
+std::string target_key(const ir::Target& t) {
+  json j{t.hardware, t.channels, t.modules, t.analog_functions, t.analog_partial_sums, t.analog_state_memory,
+         t.slm_bits, t.dac_bits, t.adc_bits, t.dac_lo, t.dac_hi, t.adc_lo, t.adc_hi};
+  return j.dump();
+}
+
+double finite_or_nan(double v) { return std::isfinite(v) ? v : kNaN; }
+
+}  // namespace
+
+struct Evaluator::Impl {
+  const Scenario& s;
+  HardwareFile machine;  // the base machine, parsed once
+  ir::Graph graph;
+  ir::WeightStore weights;
+  std::optional<tasks::Task> task;
+  mutable Once<Compiled> compiled;
+
+  explicit Impl(const Scenario& sc) : s(sc), machine(sc.hardware_path) {
+    const Workload& w = s.workload;
+    if (w.kind == Workload::Kind::Graph) {
+      graph = ir::read_graph(w.path);
+      if (!w.weights.empty()) weights = ir::read_weights_h5(w.weights);
+    } else {
+      const std::string config = w.kind == Workload::Kind::Model ? (fs::path(w.path) / "config.json").string() : w.path;
+      ir::ImportOptions io;
+      io.weights = false;  // a model's trained weights are its folder's weights.h5
+      graph = ir::import_config(config, io).graph;
+      if (w.kind == Workload::Kind::Model) {
+        weights = ir::read_weights_h5((fs::path(w.path) / "weights.h5").string());
+        task = tasks::parse_task(w.task);
+      }
+    }
+  }
+
+  RunParams run_params(const Point& pt, std::vector<std::string>& overrides) const {
+    RunParams rp;
+    rp.seed = s.seed;
+    for (std::size_t k = 0; k < s.params.size(); ++k) {
+      const Param& p = s.params[k];
+      const json& v = pt.values[k];
+      if (p.hardware) {
+        overrides.push_back(p.name + "=" + v.dump());
+        continue;
+      }
+      const double x = v.get<double>();
+      if (p.name == "iterations") rp.iterations = x;
+      else if (p.name == "photons_per_sample") rp.photons = x;
+      else if (p.name == "seq_len") rp.seq_len = v.get<std::int64_t>();
+      else if (p.name == "noise_scale") rp.noise_scale = x;
+      else if (p.name == "seed") rp.seed = v.get<std::uint64_t>();
+      else if (p.name == "seeds") rp.seeds = v.get<int>();
+      else if (p.name == "batch") rp.batch = v.get<int>();
+      else if (p.name == "length") rp.length = v.get<int>();
+      else if (p.name == "channels") rp.channels = v.get<int>();
+    }
+    return rp;
+  }
+
+  // The workload compiled for `hw` (shared by every point with the same target and inputs).
+  std::shared_ptr<const Compiled> compile(const Hardware& hw, const RunParams& rp) const {
+    const Workload& w = s.workload;
+    const int batch = rp.batch.value_or(w.batch), length = rp.length.value_or(w.length);
+    const ir::Target target = ir::target_of(hw, s.hardware, {});
+    const std::string key = target_key(target) + (w.kind == Workload::Kind::Model ? " " + std::to_string(batch) + " " + std::to_string(length) : "");
+    return compiled.get(key, [&] {
+      Compiled c;
+      if (!w.runs()) {
+        c.program = compile_for_estimate(graph, hw, s.hardware, {});
+        return c;
+      }
+      ir::Program& p = c.program;
+      p.graph = graph;
+      p.weights = weights;
+      p.target = target;
+      ir::PassOptions po;
+      po.quantize = hw.converters.has_value();
+      ir::run_pipeline(p, po);
+      if (w.kind == Workload::Kind::Model) {
+        if (p.graph.inputs.size() != 1) throw Error(w.path + ": a model with one input (the tokens) is expected");
+        const tasks::SeqBatch data = tasks::sample(*task, batch, length, w.data_seed, 0);
+        ir::Tensor tokens;
+        tokens.shape = {batch, length};
+        tokens.data.assign(data.tokens.begin(), data.tokens.end());
+        c.inputs[p.graph.inputs[0].name] = tokens;
+        c.labels.assign(data.targets.begin(), data.targets.end());
+      } else {
+        c.inputs = read_program_inputs(w.inputs, p);
+      }
+      // As `aoc compile --calibrate`: the converters' ranges from the exact reference on the inputs.
+      if (w.calibrate) {
+        calibrate_converters(p, c.inputs);
+        p.passes.push_back("calibrate");
+      }
+      BackendOptions ro;
+      ro.noise = ro.quantize = ro.optics = false;
+      ro.mode = w.mode;
+      c.reference = make_backend("cpu", &hw)->run(p, c.inputs, ro);
+      return c;
+    });
+  }
+
+  // The machine's noise at the point: its thermal and SLM-pattern levels times noise_scale, and with
+  // a photon budget P the shot noise of P photons at a full scale of 1 (rms 1/sqrt(P), in
+  // quadrature). Returns whether the run is noisy.
+  bool set_noise(Hardware& hw, const RunParams& rp) const {
+    const bool noisy = rp.noise_scale > 0 || rp.photons;
+    if (!noisy) return false;
+    if (!hw.noise) throw Error(s.hardware_path + ": noise: missing (needed for a noisy run: set noise_scale 0 to run without noise)");
+    NoiseSpec& n = *hw.noise;
+    n.thermal_sigma *= rp.noise_scale;
+    n.slm_fixed_pattern_sigma *= rp.noise_scale;
+    if (n.slm_fixed_pattern_sigma > 1)
+      throw Error("noise_scale " + jsonr::num(rp.noise_scale) + ": noise.slm_fixed_pattern_sigma becomes " + jsonr::num(n.slm_fixed_pattern_sigma) +
+                  ", more than 1");
+    if (rp.photons) n.thermal_sigma = std::sqrt(n.thermal_sigma * n.thermal_sigma + 1 / *rp.photons);
+    return true;
+  }
+
+  // Runs the program on the simulator once per seed, against the reference and the labels.
+  double run(const Compiled& c, const Hardware& hw, const RunParams& rp, bool noisy, std::map<std::string, double>& m) const {
+    const Workload& w = s.workload;
+    const auto sim = make_backend("sim", &hw);
+    std::vector<double> acc, agree, abs_err, iters, fails;
+    for (int k = 0; k < rp.seeds; ++k) {
+      BackendOptions bo;
+      bo.seed = rp.seed + static_cast<std::uint64_t>(k);
+      bo.noise = noisy;
+      bo.quantize = w.quantize;
+      bo.optics = w.optics;
+      bo.mode = w.mode;
+      const ProgramResult r = sim->run(c.program, c.inputs, bo);
+      const Comparison cmp = compare_runs(c.program, r, c.reference);
+      agree.push_back(cmp.argmax), abs_err.push_back(cmp.max_abs), iters.push_back(cmp.iterations), fails.push_back(cmp.failures);
+      if (!c.labels.empty()) {
+        const auto guess = ir::argmax_last(r.values.at(c.program.graph.outputs[0]));
+        long long right = 0;
+        for (std::size_t i = 0; i < guess.size(); ++i) right += guess[i] == c.labels[i];
+        acc.push_back(static_cast<double>(right) / static_cast<double>(guess.size()));
+      }
+    }
+    if (!acc.empty()) m["accuracy"] = stat(acc).mean, m["accuracy_min"] = stat(acc).min;
+    m["agreement"] = stat(agree).mean, m["agreement_min"] = stat(agree).min, m["max_abs_error"] = stat(abs_err).max;
+    m["iterations"] = stat(iters).mean, m["failures"] = stat(fails).mean;
+    m["reference_iterations"] = summarize(c.reference).mean;
+    return stat(iters).mean;
+  }
+
+  void estimate(const Compiled& c, const Hardware& hw, const RunParams& rp, std::optional<double> measured, std::map<std::string, double>& m) const {
+    ProgramEstimateOptions eo;
+    eo.iterations = rp.iterations ? rp.iterations : measured ? std::optional<double>(std::max(1.0, *measured)) : std::nullopt;
+    eo.seq_len = rp.seq_len;
+    eo.photons_per_sample = rp.photons;
+    const ProgramEstimate e = estimate_program(c.program, hw, eo);
+    const EnergyReport& r = e.token;
+    if (!measured) m["iterations"] = e.loops.empty() ? 0.0 : e.loops[0].iterations;
+    m["energy"] = r.total_joules.typ, m["energy_min"] = r.total_joules.min, m["energy_max"] = r.total_joules.max;
+    m["latency"] = r.total_seconds;
+    m["tops_per_w"] = r.tops_per_watt.typ, m["tops_per_w_min"] = r.tops_per_watt.min, m["tops_per_w_max"] = r.tops_per_watt.max;
+    m["gpu_ratio"] = r.gpu.joules / r.total_joules.typ;
+    for (const auto& l : r.energy) m["energy." + l.name] = l.joules.typ;
+    for (const auto& l : r.latency) m["latency." + l.name] = l.seconds;
+    m["tiles"] = e.tiles, m["cores"] = e.cores, m["modules_used"] = e.modules_used, m["passes"] = e.passes;
+    m["weight_reloads"] = r.work.weight_reloads, m["dac_conversions"] = r.work.dac_conversions;
+    m["adc_conversions"] = r.work.adc_conversions, m["digital_ops"] = r.work.digital_macs;
+  }
+};
+
+Evaluator::Evaluator(const Scenario& s) : impl_(std::make_unique<Impl>(s)) {}
+Evaluator::~Evaluator() = default;
+
+Row Evaluator::evaluate(const Point& pt) const {
+  const Impl& im = *impl_;
+  Row row;
+  row.index = pt.index;
+  row.params = pt.values;
+  row.metrics.assign(im.s.columns.size(), kNaN);
+  std::map<std::string, double> m;
+  try {
+    std::vector<std::string> overrides;
+    const RunParams rp = im.run_params(pt, overrides);
+    row.seed = rp.seed;
+    Hardware hw = im.machine.load(overrides);
+    if (rp.channels) hw.channels = *rp.channels;  // estimates only: the calibration keeps its size
+    const auto c = im.compile(hw, rp);
+    std::optional<double> measured;
+    if (im.s.workload.runs()) {
+      const bool noisy = im.set_noise(hw, rp);
+      measured = im.run(*c, hw, rp, noisy, m);
+    }
+    im.estimate(*c, hw, rp, measured, m);
+  } catch (const Error& e) {
+    row.status = "error", row.error = e.what();
+    return row;
+  } catch (const std::exception& e) {
+    row.status = "error", row.error = jsonr::one_line(std::string("internal error: ") + e.what());
+    return row;
+  }
+  for (std::size_t k = 0; k < im.s.columns.size(); ++k) {
+    const auto it = m.find(im.s.columns[k].name);
+    if (it != m.end()) row.metrics[k] = finite_or_nan(it->second);
+  }
+  return row;
+}
+
+}  // namespace aoc::sweep

@@ -1,0 +1,452 @@
+#include "runtime/sweep_results.hpp"
+
+#include <H5Cpp.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <map>
+
+#include "sim/error.hpp"
+#include "sim/files.hpp"
+#include "sim/h5file.hpp"
+#include "sim/json_reader.hpp"
+
+namespace aoc::sweep {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kFormat = "aoc-sweep-results";
+constexpr const char* kJournalFormat = "aoc-sweep-journal";
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+Header header_of(const Scenario& s) {
+  Header h;
+  h.scenario = s.path;
+  h.name = s.name;
+  h.config_hash = s.config_hash;
+  h.tool_version = AOC_VERSION;
+  h.sampling = s.sampling == Sampling::Grid ? "grid" : s.sampling == Sampling::Random ? "random" : "lhs";
+  h.workload = s.workload.kind == Workload::Kind::Model ? "model" : s.workload.kind == Workload::Kind::Graph ? "graph" : "config";
+  h.hardware = s.hardware;
+  h.scenario_json = s.text;
+  h.seed = s.seed;
+  h.points = points(s).size();
+  for (const Param& p : s.params) h.params.push_back({p.name, p.hardware ? "hardware" : "run", p.fixed});
+  h.metrics = s.columns;
+  return h;
+}
+
+namespace {
+
+json header_json(const Header& h) {
+  json j{{"scenario", h.scenario}, {"name", h.name}, {"config_hash", h.config_hash}, {"tool_version", h.tool_version},
+         {"sampling", h.sampling}, {"workload", h.workload}, {"hardware", h.hardware}, {"seed", h.seed}, {"points", h.points}};
+  for (const auto& p : h.params) j["params"].push_back({{"name", p.name}, {"kind", p.kind}, {"fixed", p.fixed}});
+  for (const auto& m : h.metrics) j["metrics"].push_back({{"name", m.name}, {"unit", m.unit}, {"better", m.better}});
+  j["scenario_json"] = h.scenario_json;
+  return j;
+}
+
+Header header_from(const json& j) {
+  Header h;
+  h.scenario = j.at("scenario"), h.name = j.at("name"), h.config_hash = j.at("config_hash"), h.tool_version = j.at("tool_version");
+  h.sampling = j.at("sampling"), h.workload = j.at("workload"), h.hardware = j.at("hardware"), h.scenario_json = j.at("scenario_json");
+  h.seed = j.at("seed"), h.points = j.at("points");
+  if (j.contains("params"))
+    for (const auto& p : j["params"]) h.params.push_back({p.at("name"), p.at("kind"), p.at("fixed")});
+  if (j.contains("metrics"))
+    for (const auto& m : j["metrics"]) h.metrics.push_back({m.at("name"), m.at("unit"), m.at("better")});
+  return h;
+}
+
+}  // namespace
+
+std::string row_line(const Row& r) {
+  json m = json::array();
+  for (double v : r.metrics) m.push_back(std::isfinite(v) ? json(v) : json(nullptr));
+  json j{{"index", r.index}, {"seed", r.seed}, {"status", r.status}, {"error", r.error}, {"params", r.params}, {"metrics", m}};
+  return j.dump();
+}
+
+Row parse_row(const std::string& line, const Header& h) {
+  const json j = json::parse(line);
+  Row r;
+  r.index = j.at("index"), r.seed = j.at("seed"), r.status = j.at("status"), r.error = j.at("error");
+  for (const json& v : j.at("params")) r.params.push_back(v);
+  for (const json& v : j.at("metrics")) r.metrics.push_back(v.is_null() ? kNaN : v.get<double>());
+  if (r.params.size() != h.params.size() || r.metrics.size() != h.metrics.size())
+    throw Error("a row of " + std::to_string(r.params.size()) + " parameters and " + std::to_string(r.metrics.size()) +
+                " metrics, the header has " + std::to_string(h.params.size()) + " and " + std::to_string(h.metrics.size()));
+  return r;
+}
+
+std::string journal_path(const std::string& output) { return output + ".partial"; }
+
+// ---------------------------------------------------------------------------------------------
+// The journal
+
+namespace {
+
+void write_all(int fd, const std::string& s, const std::string& path) {
+  std::size_t done = 0;
+  while (done < s.size()) {
+    const ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+    if (n < 0) throw Error(path + ": write failed");
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fdatasync(fd) != 0) throw Error(path + ": cannot sync to disk");
+}
+
+}  // namespace
+
+Journal::Journal(const std::string& path, const Header& h, bool resume) : path_(path), header_(h) {
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw Error(path + ": cannot write (directory missing or not writable)");
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd_);
+    throw Error(path + ": another aoc sweep is writing this output");
+  }
+  std::string text;
+  char buf[1 << 16];
+  for (ssize_t n; (n = ::read(fd_, buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
+  try {
+    if (!text.empty() && !resume)
+      throw Error(path + ": the finished points of an interrupted sweep: run with --resume to finish it (or remove the file to start again)");
+    // A line without its newline was cut short by a kill: drop it (its point runs again).
+    const std::size_t keep = text.empty() ? 0 : text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
+    if (keep < text.size() && ::ftruncate(fd_, static_cast<off_t>(keep)) != 0) throw Error(path + ": cannot truncate a cut-short line");
+    text.resize(keep);
+    if (text.empty()) {
+      ::lseek(fd_, 0, SEEK_SET);
+      write_all(fd_, json{{"format", kJournalFormat}, {"header", header_json(h)}}.dump() + "\n", path);
+      return;
+    }
+    std::size_t line_no = 0;
+    for (std::size_t start = 0; start < text.size(); ++line_no) {
+      const std::size_t end = text.find('\n', start);
+      const std::string line = text.substr(start, end - start);
+      start = end + 1;
+      try {
+        if (line_no == 0) {
+          const json j = json::parse(line);
+          if (j.at("format") != kJournalFormat) throw Error("not a sweep journal");
+          const Header old = header_from(j.at("header"));
+          if (old.config_hash != h.config_hash)
+            throw Error("written by another scenario or other input files (config hash " + old.config_hash + ", now " + h.config_hash +
+                        "): remove it to start again");
+          if (old.tool_version != h.tool_version)
+            throw Error("written by aoc " + old.tool_version + ", this is aoc " + h.tool_version + ": remove it to start again");
+          continue;
+        }
+        Row r = parse_row(line, h);
+        if (r.index >= h.points) throw Error("point " + std::to_string(r.index) + " is not in the scenario");
+        rows_.push_back(std::move(r));
+      } catch (const Error& e) {
+        throw Error(path + ": line " + std::to_string(line_no + 1) + ": " + e.what());
+      } catch (const std::exception& e) {
+        throw Error(jsonr::one_line(path + ": line " + std::to_string(line_no + 1) + ": unreadable (" + e.what() + ")"));
+      }
+    }
+    ::lseek(fd_, 0, SEEK_END);
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
+}
+
+Journal::~Journal() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void Journal::append(const std::vector<Row>& rows) {
+  std::string text;
+  for (const Row& r : rows) text += row_line(r) + "\n";
+  if (text.empty()) return;
+  write_all(fd_, text, path_);
+  // What the file holds, so that every output is built from the same values whether or not the sweep was resumed.
+  for (const Row& r : rows) rows_.push_back(parse_row(row_line(r), header_));
+}
+
+void Journal::remove() {
+  std::error_code ec;
+  fs::remove(path_, ec);
+}
+
+// ---------------------------------------------------------------------------------------------
+// HDF5 and CSV
+
+namespace {
+
+void put_attr(H5::H5Object& o, const std::string& name, const std::string& v) {
+  const H5::StrType t(H5::PredType::C_S1, std::max<std::size_t>(1, v.size()));
+  o.createAttribute(name, t, H5::DataSpace(H5S_SCALAR)).write(t, v);
+}
+
+void put_u64_attr(H5::H5Object& o, const std::string& name, std::uint64_t v) {
+  o.createAttribute(name, H5::PredType::STD_U64LE, H5::DataSpace(H5S_SCALAR)).write(H5::PredType::NATIVE_UINT64, &v);
+}
+
+std::string get_attr(const H5::H5Object& o, const std::string& name) {
+  const H5::Attribute a = o.openAttribute(name);
+  std::string s;
+  a.read(a.getStrType(), s);
+  return s.c_str();  // drop fixed-length padding
+}
+
+std::uint64_t get_u64_attr(const H5::H5Object& o, const std::string& name) {
+  std::uint64_t v = 0;
+  o.openAttribute(name).read(H5::PredType::NATIVE_UINT64, &v);
+  return v;
+}
+
+// Variable-length UTF-8 strings (writing and reading must name the same character set).
+H5::StrType text_type() {
+  H5::StrType t(H5::PredType::C_S1, H5T_VARIABLE);
+  t.setCset(H5T_CSET_UTF8);
+  return t;
+}
+
+void put_strings(H5::Group& g, const std::string& name, const std::vector<std::string>& v) {
+  const H5::StrType t = text_type();
+  const hsize_t n = v.size();
+  std::vector<const char*> p;
+  for (const auto& s : v) p.push_back(s.c_str());
+  H5::DataSet d = g.createDataSet(name, t, H5::DataSpace(1, &n));
+  if (n) d.write(p.data(), t);
+}
+
+std::vector<std::string> get_strings(const H5::DataSet& d) {
+  const H5::DataSpace s = d.getSpace();
+  hsize_t n = 0;
+  s.getSimpleExtentDims(&n);
+  std::vector<char*> p(n, nullptr);
+  const H5::StrType t = text_type();
+  if (n) d.read(p.data(), t);
+  std::vector<std::string> v;
+  for (char* c : p) v.push_back(c ? c : "");
+  if (n) H5Dvlen_reclaim(t.getId(), s.getId(), H5P_DEFAULT, p.data());
+  return v;
+}
+
+template <class T>
+void put_numbers(H5::Group& g, const std::string& name, const std::vector<T>& v, const H5::PredType& file, const H5::PredType& mem) {
+  const hsize_t n = v.size();
+  H5::DataSet d = g.createDataSet(name, file, H5::DataSpace(1, &n));
+  if (n) d.write(v.data(), mem);
+}
+
+template <class T>
+std::vector<T> get_numbers(const H5::DataSet& d, const H5::PredType& mem) {
+  hsize_t n = 0;
+  d.getSpace().getSimpleExtentDims(&n);
+  std::vector<T> v(n);
+  if (n) d.read(v.data(), mem);
+  return v;
+}
+
+// A parameter column is numbers when every value is a number (booleans as 0 and 1), else text.
+bool numeric(const Results& r, std::size_t k) {
+  for (const Row& row : r.rows)
+    if (!row.params[k].is_number() && !row.params[k].is_boolean()) return false;
+  return true;
+}
+
+double number_of(const json& v) { return v.is_boolean() ? (v.get<bool>() ? 1.0 : 0.0) : v.get<double>(); }
+
+std::string text_of(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+json order_of(const std::vector<std::string>& names) { return json(names); }
+
+}  // namespace
+
+void write_results_h5(const std::string& path, const Results& r) {
+  const Header& h = r.header;
+  write_h5_atomic(path, [&](H5::H5File& f) {
+    put_attr(f, "format", kFormat);
+    put_attr(f, "version", "1");
+    put_attr(f, "tool", std::string("aoc ") + h.tool_version);
+    put_attr(f, "tool_version", h.tool_version);
+    put_attr(f, "scenario", h.scenario);
+    put_attr(f, "name", h.name);
+    put_attr(f, "config_hash", h.config_hash);
+    put_attr(f, "sampling", h.sampling);
+    put_attr(f, "workload", h.workload);
+    put_attr(f, "hardware", h.hardware);
+    put_u64_attr(f, "seed", h.seed);
+    put_u64_attr(f, "points", h.points);
+    put_u64_attr(f, "rows", r.rows.size());
+    put_attr(f, "complete", r.rows.size() == h.points ? "yes" : "no");
+    H5::Group root = f.openGroup("/");
+    put_strings(root, "scenario_json", {h.scenario_json});
+
+    std::vector<std::uint64_t> index, seed;
+    std::vector<std::string> status, error;
+    for (const Row& row : r.rows) index.push_back(row.index), seed.push_back(row.seed), status.push_back(row.status), error.push_back(row.error);
+    put_numbers(root, "index", index, H5::PredType::STD_U64LE, H5::PredType::NATIVE_UINT64);
+    put_numbers(root, "seed", seed, H5::PredType::STD_U64LE, H5::PredType::NATIVE_UINT64);
+    put_strings(root, "status", status);
+    put_strings(root, "error", error);
+
+    H5::Group params = f.createGroup("parameters");
+    std::vector<std::string> names;
+    for (std::size_t k = 0; k < h.params.size(); ++k) {
+      const ParamColumn& c = h.params[k];
+      names.push_back(c.name);
+      if (numeric(r, k)) {
+        std::vector<double> v;
+        for (const Row& row : r.rows) v.push_back(number_of(row.params[k]));
+        put_numbers(params, c.name, v, H5::PredType::IEEE_F64LE, H5::PredType::NATIVE_DOUBLE);
+      } else {
+        std::vector<std::string> v;
+        for (const Row& row : r.rows) v.push_back(text_of(row.params[k]));
+        put_strings(params, c.name, v);
+      }
+      H5::DataSet d = params.openDataSet(c.name);
+      put_attr(d, "kind", c.kind);
+      put_attr(d, "fixed", c.fixed ? "yes" : "no");
+    }
+    put_attr(params, "order", order_of(names).dump());
+
+    H5::Group metrics = f.createGroup("metrics");
+    names.clear();
+    for (std::size_t k = 0; k < h.metrics.size(); ++k) {
+      const MetricColumn& c = h.metrics[k];
+      names.push_back(c.name);
+      std::vector<double> v;
+      for (const Row& row : r.rows) v.push_back(row.metrics[k]);
+      put_numbers(metrics, c.name, v, H5::PredType::IEEE_F64LE, H5::PredType::NATIVE_DOUBLE);
+      H5::DataSet d = metrics.openDataSet(c.name);
+      put_attr(d, "unit", c.unit);
+      put_attr(d, "better", c.better);
+    }
+    put_attr(metrics, "order", order_of(names).dump());
+  });
+}
+
+Results read_results_h5(const std::string& path) {
+  H5::H5File f = open_h5_read(path);
+  Results r;
+  Header& h = r.header;
+  try {
+    if (get_attr(f, "format") != kFormat) throw Error(path + ": not a sweep results file (format is not " + kFormat + ")");
+    h.tool_version = get_attr(f, "tool_version");
+    h.scenario = get_attr(f, "scenario"), h.name = get_attr(f, "name"), h.config_hash = get_attr(f, "config_hash");
+    h.sampling = get_attr(f, "sampling"), h.workload = get_attr(f, "workload"), h.hardware = get_attr(f, "hardware");
+    h.seed = get_u64_attr(f, "seed"), h.points = get_u64_attr(f, "points");
+    h.scenario_json = get_strings(f.openDataSet("scenario_json")).at(0);
+    const auto index = get_numbers<std::uint64_t>(f.openDataSet("index"), H5::PredType::NATIVE_UINT64);
+    const auto seed = get_numbers<std::uint64_t>(f.openDataSet("seed"), H5::PredType::NATIVE_UINT64);
+    const auto status = get_strings(f.openDataSet("status")), error = get_strings(f.openDataSet("error"));
+    r.rows.resize(index.size());
+    for (std::size_t i = 0; i < index.size(); ++i)
+      r.rows[i].index = index[i], r.rows[i].seed = seed.at(i), r.rows[i].status = status.at(i), r.rows[i].error = error.at(i);
+    const H5::Group params = f.openGroup("parameters");
+    for (const std::string name : json::parse(get_attr(params, "order"))) {
+      const H5::DataSet d = params.openDataSet(name);
+      h.params.push_back({name, get_attr(d, "kind"), get_attr(d, "fixed") == "yes"});
+      if (d.getTypeClass() == H5T_STRING) {
+        const auto v = get_strings(d);
+        for (std::size_t i = 0; i < r.rows.size(); ++i) r.rows[i].params.push_back(v.at(i));
+      } else {
+        const auto v = get_numbers<double>(d, H5::PredType::NATIVE_DOUBLE);
+        for (std::size_t i = 0; i < r.rows.size(); ++i) r.rows[i].params.push_back(v.at(i));
+      }
+    }
+    const H5::Group metrics = f.openGroup("metrics");
+    for (const std::string name : json::parse(get_attr(metrics, "order"))) {
+      const H5::DataSet d = metrics.openDataSet(name);
+      h.metrics.push_back({name, get_attr(d, "unit"), get_attr(d, "better")});
+      const auto v = get_numbers<double>(d, H5::PredType::NATIVE_DOUBLE);
+      for (std::size_t i = 0; i < r.rows.size(); ++i) r.rows[i].metrics.push_back(v.at(i));
+    }
+  } catch (const H5::Exception& e) {
+    throw Error(path + ": not a readable sweep results file (" + e.getDetailMsg() + ")");
+  } catch (const std::out_of_range&) {
+    throw Error(path + ": a column is shorter than /index");
+  } catch (const json::exception& e) {
+    throw Error(jsonr::one_line(path + ": unreadable column order (" + e.what() + ")"));
+  }
+  return r;
+}
+
+void write_results_csv(const std::string& path, const Results& r) {
+  const auto quote = [](const std::string& s) {
+    if (s.find_first_of(",\"\n") == std::string::npos) return s;
+    std::string q = "\"";
+    for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c == '\n' ? ' ' : c);
+    return q + "\"";
+  };
+  const auto number = [](double v) {
+    if (!std::isfinite(v)) return std::string();
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    return std::string(buf);
+  };
+  // Built with += (GCC 12 warns falsely on "," + string).
+  std::string out = "index,seed,status,error";
+  const auto cell = [&](const std::string& s) {
+    out += ',';
+    out += s;
+  };
+  for (const auto& p : r.header.params) cell(quote(p.name));
+  // A metric named like a parameter (iterations) is "metric.NAME" here.
+  for (const auto& m : r.header.metrics)
+    cell(quote(std::any_of(r.header.params.begin(), r.header.params.end(), [&](const ParamColumn& p) { return p.name == m.name; })
+                   ? "metric." + m.name
+                   : m.name));
+  out += '\n';
+  for (const Row& row : r.rows) {
+    out += std::to_string(row.index);
+    cell(std::to_string(row.seed));
+    cell(row.status);
+    cell(quote(row.error));
+    for (const json& v : row.params) cell(quote(v.is_number() ? number(v.get<double>()) : text_of(v)));
+    for (double v : row.metrics) cell(number(v));
+    out += '\n';
+  }
+  write_file_atomic(path, out);
+}
+
+std::vector<double> column(const Results& r, const std::string& name, const std::string& path) {
+  // "metrics/NAME" and "parameters/NAME" say which when a parameter and a metric share a name.
+  const bool only_params = name.rfind("parameters/", 0) == 0, only_metrics = name.rfind("metrics/", 0) == 0;
+  const std::string bare = only_params ? name.substr(11) : only_metrics ? name.substr(8) : name;
+  std::vector<double> v;
+  std::vector<std::string> names;
+  for (std::size_t k = 0; k < r.header.metrics.size() && !only_params; ++k) {
+    names.push_back(r.header.metrics[k].name);
+    if (r.header.metrics[k].name != bare) continue;
+    for (const Row& row : r.rows) v.push_back(row.metrics[k]);
+    return v;
+  }
+  for (std::size_t k = 0; k < r.header.params.size() && !only_metrics; ++k) {
+    names.push_back(r.header.params[k].name);
+    if (r.header.params[k].name != bare) continue;
+    for (const Row& row : r.rows) v.push_back(row.params[k].is_number() ? row.params[k].get<double>() : kNaN);
+    return v;
+  }
+  throw Error(path + ": no column " + name + " (the columns: " + jsonr::join(names, ", ") + ")");
+}
+
+std::vector<std::size_t> pareto_front(const std::vector<double>& x, const std::vector<double>& y, bool x_max, bool y_max) {
+  // Both as "smaller is better"; sorted by x then y, a row is on the front when its y beats every
+  // row before it (or ties the row that set the best, with the same x: neither beats the other).
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (std::isfinite(x[i]) && std::isfinite(y[i])) order.push_back(i);
+  const auto X = [&](std::size_t i) { return x_max ? -x[i] : x[i]; };
+  const auto Y = [&](std::size_t i) { return y_max ? -y[i] : y[i]; };
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return X(a) != X(b) ? X(a) < X(b) : Y(a) < Y(b); });
+  std::vector<std::size_t> front;
+  for (std::size_t i : order)
+    if (front.empty() || Y(i) < Y(front.back()) || (Y(i) == Y(front.back()) && X(i) == X(front.back()))) front.push_back(i);
+  std::sort(front.begin(), front.end(), [&](std::size_t a, std::size_t b) { return x[a] != x[b] ? x[a] < x[b] : a < b; });
+  return front;
+}
+
+}  // namespace aoc::sweep
