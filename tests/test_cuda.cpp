@@ -69,13 +69,16 @@ std::vector<Compiled> bundled() {
 }
 
 struct Difference {
-  double max_abs = 0;
+  double max_abs = 0, scale = 0;  // scale: the reference's largest |output|
   long long iterations_differ = 0;
 };
 
 Difference difference(const ProgramResult& a, const ProgramResult& b) {
   Difference d;
-  for (const auto& [name, t] : b.values) d.max_abs = std::max(d.max_abs, max_diff(a.values.at(name), t));
+  for (const auto& [name, t] : b.values) {
+    d.max_abs = std::max(d.max_abs, max_diff(a.values.at(name), t));
+    for (double v : t.data) d.scale = std::max(d.scale, std::fabs(v));
+  }
   REQUIRE(a.fixed_points.size() == b.fixed_points.size());
   for (std::size_t k = 0; k < a.fixed_points.size(); ++k)
     for (std::size_t i = 0; i < a.fixed_points[k].iterations.size(); ++i)
@@ -158,6 +161,9 @@ TEST_CASE("cli: aoc bench says when the GPU reference is skipped") {
 
 // ---- on a device ----
 
+// float32 products round the operand and the matrix to 24 bits: 1e-5 is absolute for outputs up
+// to 1 and relative to the largest output above (the trained models' logits reach about 20,
+// where 1e-5 absolute would be a few float ulps).
 TEST_CASE("cuda: cpu and cuda agree on every bundled model (f64 within 1e-12, f32 within 1e-5)", "[cuda]") {
   const auto cpu = make_backend("cpu"), f64 = make_backend("cuda"), f32 = make_backend("cuda-f32");
   for (const Compiled& m : bundled())
@@ -166,11 +172,11 @@ TEST_CASE("cuda: cpu and cuda agree on every bundled model (f64 within 1e-12, f3
       o.mode = mode;
       const ProgramResult ref = cpu->run(m.p, m.inputs, o);
       const Difference d64 = difference(f64->run(m.p, m.inputs, o), ref), d32 = difference(f32->run(m.p, m.inputs, o), ref);
-      INFO(m.name << (mode == Mode::Sequential ? " sequential" : " simultaneous") << ": f64 " << d64.max_abs << ", f32 " << d32.max_abs
-                  << ", f32 iteration counts differing " << d32.iterations_differ);
+      INFO(m.name << (mode == Mode::Sequential ? " sequential" : " simultaneous") << ": largest output " << d64.scale << ", f64 "
+                  << d64.max_abs << ", f32 " << d32.max_abs << ", f32 iteration counts differing " << d32.iterations_differ);
       CHECK(d64.max_abs <= 1e-12);
       CHECK(d64.iterations_differ == 0);
-      CHECK(d32.max_abs <= 1e-5);
+      CHECK(d32.max_abs <= 1e-5 * std::max(1.0, d32.scale));
     }
 }
 
@@ -188,9 +194,10 @@ TEST_CASE("cuda: a MatMul by a weight, stored in x out, cut into tiles is the ex
   REQUIRE(p.plan("mm"));
   REQUIRE(p.plan("mm")->aoc_layout);
   const std::map<std::string, Tensor> in{{"x", wave({3, 5, 12}, 1.0, 0.8)}};
-  const Tensor want = make_backend("cpu")->run(p, in, {}).values.at("y");
-  CHECK(max_diff(make_backend("cuda")->run(p, in, {}).values.at("y"), want) <= 1e-14);
-  CHECK(max_diff(make_backend("cuda-f32")->run(p, in, {}).values.at("y"), want) <= 1e-5);
+  const std::string y = p.graph.outputs.at(0);  // the ADC's result
+  const Tensor want = make_backend("cpu")->run(p, in, {}).values.at(y);
+  CHECK(max_diff(make_backend("cuda")->run(p, in, {}).values.at(y), want) <= 1e-14);
+  CHECK(max_diff(make_backend("cuda-f32")->run(p, in, {}).values.at(y), want) <= 1e-5);
 }
 
 TEST_CASE("cli: aoc check --backends sim,cpu,cuda,cuda-f32 checks each against cpu", "[cuda]") {
