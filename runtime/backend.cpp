@@ -7,6 +7,7 @@
 #include <set>
 
 #include "compiler/verify.hpp"
+#include "runtime/cuda_backend.hpp"
 #include "sim/error.hpp"
 #include "sim/hardware.hpp"
 #include "sim/noise.hpp"
@@ -223,7 +224,9 @@ class SimHooks : public ir::Hooks {
   }
 };
 
-ProgramResult interpret_with(const ir::Program& p, const std::map<std::string, Tensor>& inputs, const BackendOptions& o,
+}  // namespace
+
+ProgramResult run_with_hooks(const ir::Program& p, const std::map<std::string, Tensor>& inputs, const BackendOptions& o,
                              const ir::Hooks& hooks) {
   if (p.weights.empty() && !p.graph.weights.empty())
     throw Error("run: the program has no weights (compiled from a shapes-only graph): it can be estimated, not run");
@@ -239,11 +242,13 @@ ProgramResult interpret_with(const ir::Program& p, const std::map<std::string, T
   return res;
 }
 
+namespace {
+
 class CpuBackend : public Backend {
  public:
   std::string name() const override { return "cpu"; }
   ProgramResult run(const ir::Program& p, const std::map<std::string, Tensor>& inputs, const BackendOptions& o) const override {
-    return interpret_with(p, inputs, o, CpuHooks(p, o.threads));
+    return run_with_hooks(p, inputs, o, CpuHooks(p, o.threads));
   }
 };
 
@@ -255,7 +260,7 @@ class SimBackend : public Backend {
     if (hw_.name != p.target.hardware)
       throw Error("run: the program was compiled for " + p.target.hardware + ", the hardware given is " + hw_.name);
     SimHooks hooks(p, hw_, o);
-    ProgramResult res = interpret_with(p, inputs, o, hooks);
+    ProgramResult res = run_with_hooks(p, inputs, o, hooks);
     res.counters = {hooks.counters.dac, hooks.counters.adc, hooks.counters.dac_clipped, hooks.counters.adc_clipped};
     return res;
   }
@@ -271,7 +276,7 @@ int calibrate_converters(ir::Program& p, const std::map<std::string, ir::Tensor>
   CalibrationHooks hooks(p, 1);
   BackendOptions o;
   o.mode = mode;
-  interpret_with(p, inputs, o, hooks);
+  run_with_hooks(p, inputs, o, hooks);
   int set = 0;
   const std::function<void(std::vector<ir::Op>&)> walk = [&](std::vector<ir::Op>& ops) {
     for (ir::Op& op : ops) {
@@ -294,7 +299,7 @@ std::optional<UniformConverter> converter_of(const ir::Op& op) {
 }
 
 const std::vector<std::string>& backend_names() {
-  static const std::vector<std::string> n = {"cpu", "sim"};
+  static const std::vector<std::string> n = {"cpu", "sim", "cuda", "cuda-f32"};
   return n;
 }
 
@@ -304,8 +309,18 @@ std::unique_ptr<Backend> make_backend(const std::string& name, const Hardware* h
     if (!hw) throw Error("backend sim: needs the hardware the program was compiled for");
     return std::make_unique<SimBackend>(*hw);
   }
-  if (name == "cuda") throw Error("backend cuda: not built (the CUDA reference is issue 6); backends: cpu, sim");
-  throw Error("unknown backend \"" + name + "\" (backends: cpu, sim)");
+  if (name == "cuda" || name == "cuda-f32") return make_cuda_backend(name == "cuda-f32");
+  throw Error("unknown backend \"" + name + "\" (backends: cpu, sim, cuda, cuda-f32)");
 }
+
+#ifndef AOC_HAVE_CUDA
+// A build without AOC_CUDA: the cuda backends exist by name and say why they cannot run.
+bool cuda_built() { return false; }
+std::string cuda_unavailable() { return "aoc was built without CUDA (AOC_CUDA=OFF or no nvcc)"; }
+std::string cuda_device_description() { return ""; }
+std::unique_ptr<Backend> make_cuda_backend(bool f32) {
+  throw Error("backend " + std::string(f32 ? "cuda-f32" : "cuda") + ": " + cuda_unavailable());
+}
+#endif
 
 }  // namespace aoc

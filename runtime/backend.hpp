@@ -11,6 +11,8 @@
 //        distortion and darkness, TIA gains, photodetector and beam-splitter crosstalk), folded
 //        into an affine map per programming; the LED drive is taken as linear (pre-distorted) and
 //        the twin's closed-loop correction, tied to its own operating point, is left out.
+//   cuda, cuda-f32  the cpu backend's semantics with the products on a GPU by cuBLAS, in float64
+//        or float32 (runtime/cuda_backend.hpp; built with AOC_CUDA, else an error saying so).
 // docs/program.md, "Running programs".
 #pragma once
 #include <cstdint>
@@ -57,9 +59,15 @@ class Backend {
   virtual ProgramResult run(const ir::Program& p, const std::map<std::string, ir::Tensor>& inputs, const BackendOptions& o) const = 0;
 };
 
-// "cpu" or "sim" (the sim backend needs the hardware the program was compiled for; noise needs its
-// noise section). Any other name is an error listing the backends.
+// "cpu", "sim", "cuda" or "cuda-f32" (the sim backend needs the hardware the program was compiled
+// for; noise needs its noise section; the cuda backends a CUDA build and a device, else the error
+// says which is missing). Any other name is an error listing the backends.
 std::unique_ptr<Backend> make_backend(const std::string& name, const Hardware* hw = nullptr);
+
+// A program run through the interpreter with the given hooks for its optical and Convert ops: what
+// every backend is.
+ProgramResult run_with_hooks(const ir::Program& p, const std::map<std::string, ir::Tensor>& inputs, const BackendOptions& o,
+                             const ir::Hooks& hooks);
 
 // Calibration of the converters: runs the program exactly (the cpu backend) on sample inputs and
 // sets every Convert's range (attrs lo, hi) to +-margin x the largest |value| it saw, so that each

@@ -44,6 +44,9 @@ Comparison compare_runs(const ir::Program& p, const ProgramResult& dut, const Pr
   const IterationSummary s = summarize(dut);
   c.failures = static_cast<int>(s.solves - s.converged);
   c.iterations = s.mean;
+  for (std::size_t k = 0; k < dut.fixed_points.size() && k < ref.fixed_points.size(); ++k)
+    for (std::size_t i = 0; i < dut.fixed_points[k].iterations.size() && i < ref.fixed_points[k].iterations.size(); ++i)
+      c.iterations_differ += dut.fixed_points[k].iterations[i] != ref.fixed_points[k].iterations[i];
   return c;
 }
 

@@ -14,6 +14,7 @@ struct Comparison {
   double argmax = 1, codes = 1;     // fraction of positions / elements that agree
   int failures = 0;                 // fixed points of the run checked that missed their tolerance
   double iterations = 0;            // their mean iterations
+  int iterations_differ = 0;        // solves (per sample, or per sample and token) whose step count is not the reference's
 };
 
 // `dut` (the run checked) against `ref` on the program's outputs. ADC codes are read through the ADC

@@ -1,15 +1,124 @@
 #include <cstdio>
+#include <functional>
 
 #include "bench/loop_bench.hpp"
+#include "compiler/import_config.hpp"
 #include "runtime/cli/commands.hpp"
+#include "runtime/cuda_backend.hpp"
+#include "sim/hardware.hpp"
+#ifdef AOC_HAVE_CUDA
+#include "bench/gpu_bench.hpp"
+#endif
 
 namespace aoc::cli {
 
+namespace {
+
+struct GpuOpts {
+  std::string config = std::string(AOC_SOURCE_DIR) + "/tests/data/implicit-lm/mamba2-1.3b-implicit/config.json";
+  std::vector<int> batches{1, 1024, 65536, 1048576}, token_batches{1, 64, 1024};
+  int token_iterations = 20;  // K per token for the per-token figure (docs/results.md's K)
+  bool skip = false;
+};
+
+#ifdef AOC_HAVE_CUDA
+// The products by a weight that one token of the graph runs (Linear x W^T, MatMul a W), those in a
+// FixedPoint's body once per iteration: what the compiler puts on the optics.
+std::vector<GpuMatrix> token_matrices(const ir::Graph& g) {
+  std::vector<GpuMatrix> ms;
+  const std::function<void(const std::vector<ir::Op>&, bool)> walk = [&](const std::vector<ir::Op>& ops, bool in_loop) {
+    for (const ir::Op& op : ops) {
+      if (op.body) walk(op.body->ops, true);
+      if ((op.kind != ir::OpKind::Linear && op.kind != ir::OpKind::MatMul) || op.inputs.size() < 2 || !ir::is_weight(g, op.inputs[1])) continue;
+      for (const ir::Value& w : g.weights)
+        if (w.name == op.inputs[1] && w.type.shape.size() == 2) {
+          const std::int64_t a = w.type.shape[0].size, b = w.type.shape[1].size;
+          ms.push_back(op.kind == ir::OpKind::Linear ? GpuMatrix{a, b, in_loop} : GpuMatrix{b, a, in_loop});
+        }
+    }
+  };
+  walk(g.ops, false);
+  return ms;
+}
+#endif
+
+// The GPU section: a table (text) and a record (JSON); "no CUDA device: GPU reference skipped" (or
+// the build's reason) where it cannot run.
+void gpu_section(const BenchOptions& o, const GpuOpts& g, bool json, nlohmann::json& record, std::string& text) {
+  if (g.skip) return;
+  const std::string why = cuda_unavailable();
+  if (!why.empty()) {
+    record["gpu"] = {{"skipped", why}};
+    text = "\n" + why + ": GPU reference skipped\n";
+    return;
+  }
+#ifdef AOC_HAVE_CUDA
+  GpuBenchOptions go;
+  go.channels = load_hardware(resolve_hardware_path(o.hardware)).channels;
+  go.batches = g.batches, go.token_batches = g.token_batches;
+  go.iterations = o.iterations, go.min_seconds = o.min_seconds, go.seed = o.seed;
+  if (!json) std::fprintf(stderr, "bench: GPU loop ...\n");
+  const auto loop = gpu_loop_bench(go);
+  ir::ImportOptions io;
+  io.weights = false;
+  const ir::Imported model = ir::import_config(g.config, io);
+  const auto ms = token_matrices(model.graph);
+  if (!json) std::fprintf(stderr, "bench: GPU matrix work of %s ...\n", model.graph.name.c_str());
+  const auto work = gpu_matrix_bench(ms, go);
+
+  const std::string device = cuda_device_description();
+  nlohmann::json& j = record["gpu"];
+  j["device"] = device;
+  j["math"] = "cuBLAS pedantic (no TF32)";
+  j["loop"] = {{"channels", go.channels}, {"iterations_per_run", go.iterations}, {"alpha", 0.5}, {"beta", 1.0},
+               {"unit", "sample-iterations per second"}};
+  for (const auto& r : loop) j["loop"]["rows"].push_back({{"cell", r.cell}, {"precision", r.precision}, {"batch", r.batch}, {"best", r.best}, {"median", r.median}});
+  j["token"] = {{"model", model.graph.name}, {"config", g.config}, {"matrices", ms.size()}, {"iterations_per_token", g.token_iterations},
+                {"unit", "seconds per pass over the matrices (median)"}};
+  char line[256];
+  std::string t = "\nGPU reference: " + device + ", cuBLAS pedantic math (no TF32); CUDA events\n";
+  std::snprintf(line, sizeof line, "loop z' = 0.5 z + W tanh(z) + x, %d channels, %d iterations per run; sample-iterations/s (best, median)\n\n",
+                go.channels, go.iterations);
+  t += line;
+  std::snprintf(line, sizeof line, "%-12s %4s %8s %11s %11s\n", "cell", "prec", "batch", "best", "median");
+  t += line;
+  for (const auto& r : loop) {
+    std::snprintf(line, sizeof line, "%-12s %4s %8d %11.3e %11.3e\n", r.cell.c_str(), r.precision.c_str(), r.batch, r.best, r.median);
+    t += line;
+  }
+  const double lw = work.empty() ? 0 : work[0].loop_weights, ow = work.empty() ? 0 : work[0].other_weights;
+  std::snprintf(line, sizeof line,
+                "\none token's matrix work of %s: %zu products, %.3g weights in the fixed point (K = %d iterations per token), %.3g outside;\n"
+                "GEMV at batch 1, GEMM above; medians; per token = outside + K x fixed point, divided by the batch\n\n",
+                model.graph.name.c_str(), ms.size(), lw, g.token_iterations, ow);
+  t += line;
+  std::snprintf(line, sizeof line, "%4s %6s %12s %12s %12s %10s %10s\n", "prec", "batch", "loop pass s", "other pass s", "per token s", "GB/s", "TFLOP/s");
+  t += line;
+  for (const auto& r : work) {
+    const double token = (r.other_s + g.token_iterations * r.loop_s) / r.batch;
+    const double bytes = (r.loop_weights + r.other_weights) * (r.precision == "f32" ? 4 : 8);
+    const double pass = r.loop_s + r.other_s;
+    const double gbs = bytes / pass / 1e9, tflops = 2 * (r.loop_weights + r.other_weights) * r.batch / pass / 1e12;
+    std::snprintf(line, sizeof line, "%4s %6d %12.4e %12.4e %12.4e %10.1f %10.2f\n", r.precision.c_str(), r.batch, r.loop_s, r.other_s, token, gbs, tflops);
+    t += line;
+    j["token"]["rows"].push_back({{"precision", r.precision}, {"batch", r.batch}, {"loop_pass_s", r.loop_s}, {"other_pass_s", r.other_s},
+                                  {"loop_weights", r.loop_weights}, {"other_weights", r.other_weights}, {"per_token_s", token},
+                                  {"weight_gb_per_s", gbs}, {"tflop_per_s", tflops}});
+  }
+  text = t;
+#else
+  (void)o, (void)json, (void)record;
+#endif
+}
+
+}  // namespace
+
 void add_bench(CLI::App& app) {
   static BenchOptions o;
+  static GpuOpts g;
   static bool json = false;
   static std::string out;
-  auto* c = app.add_subcommand("bench", "Time the optical loop against a matrix-product-only loop and the twin");
+  auto* c = app.add_subcommand("bench", "Time the optical loop against a matrix-product-only loop and the twin, and a GPU reference");
   c->add_option("--hw", o.hardware, "hardware file or bundled machine")->capture_default_str();
   c->add_option("--batches", o.batches, "batch sizes")->delimiter(',')->capture_default_str();
   c->add_option("--iterations", o.iterations, "iterations per timed run")->check(CLI::PositiveNumber)->capture_default_str();
@@ -17,6 +126,17 @@ void add_bench(CLI::App& app) {
   c->add_option("--threads", o.threads, "threads for every loop timed")->check(CLI::PositiveNumber)->capture_default_str();
   c->add_flag("--f64", o.f64, "time double precision (default: float, as the twin)");
   c->add_option("--seed", o.seed, "seed of the weights and inputs")->capture_default_str();
+  c->add_option("--gpu-batches", g.batches, "GPU: batch sizes of the loop")->delimiter(',')->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_option("--gpu-config", g.config, "GPU: the model whose per-token matrix work is timed (a config.json aoc import reads)")
+      ->check(CLI::ExistingFile);
+  c->add_option("--gpu-token-batches", g.token_batches, "GPU: tokens multiplied at once in the matrix work")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  c->add_option("--gpu-token-iterations", g.token_iterations, "GPU: fixed-point iterations per token for the per-token figure")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  c->add_flag("--no-gpu", g.skip, "leave the GPU reference out");
   c->add_flag("--json", json, "print JSON instead of the table");
   c->add_option("-o,--output", out, "write the JSON to this file (with --json)");
   c->footer(
@@ -24,11 +144,17 @@ void add_bench(CLI::App& app) {
       "simulator), the digital reference (double), and an Eigen loop of only the two matrix\n"
       "products of one iteration. '/matmul' is the ratio to that loop; 'twin' is the twin's own\n"
       "figure on this kind of machine (docs/bench.md).\n"
+      "GPU reference (a build with AOC_CUDA and a device; else one line says it was skipped): the same\n"
+      "loop batched on the GPU (a kernel and a cuBLAS GEMM per iteration) and one token's matrix work\n"
+      "of --gpu-config (default: the largest published config, mamba2-1.3b), float32 and float64.\n"
       "Example:\n  aoc bench --batches 1,64,1024 --json -o bench.json");
   c->callback([] {
     const auto rows = run_loop_bench(o, !json);
-    if (json) emit_json(bench_json(o, rows).dump(1), out);
-    else std::printf("%s", bench_table(o, rows).c_str());
+    nlohmann::json record = bench_json(o, rows);
+    std::string gpu_text;
+    gpu_section(o, g, json, record, gpu_text);
+    if (json) emit_json(record.dump(1), out);
+    else std::printf("%s%s", bench_table(o, rows).c_str(), gpu_text.c_str());
   });
 }
 

@@ -1,6 +1,7 @@
-// aoc check: one compiled program on the same inputs on two backends (the simulator against the
-// digital reference by default), compared: errors, decisions (argmax), ADC codes of the outputs,
-// iterations and convergence; with noise, the statistics over seeds. Exits 1 outside the tolerances.
+// aoc check: one compiled program on the same inputs on several backends (the simulator against the
+// digital reference by default; --backends sim,cpu,cuda checks the simulator and the GPU reference
+// against cpu), compared: errors, decisions (argmax), ADC codes of the outputs, iterations and
+// convergence; with noise, the statistics over seeds. Exits 1 outside the tolerances.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include "runtime/program_run.hpp"
 #include "sim/error.hpp"
 #include "sim/json_reader.hpp"
+#include "sim/quantize.hpp"
 
 namespace aoc::cli {
 
@@ -34,16 +36,48 @@ double accuracy(const ir::Program& p, const ProgramResult& r, const ir::Tensor* 
   return labels ? ir::label_accuracy(r.values.at(p.graph.outputs.at(0)), *labels) : 0.0;
 }
 
+// --backends: the reference is cpu when listed, else the last one; every other one is checked
+// against it ("sim,cpu": the simulator against the reference; "sim,cpu,cuda": both against cpu).
+struct BackendList {
+  std::string reference;
+  std::vector<std::string> checked;
+};
+BackendList parse_backends(const std::string& text) {
+  std::vector<std::string> names;
+  std::stringstream ss(text);
+  for (std::string b; std::getline(ss, b, ',');) names.push_back(b);
+  if (!text.empty() && text.back() == ',') names.push_back("");
+  const auto& known = backend_names();
+  for (const auto& n : names) {
+    if (std::find(known.begin(), known.end(), n) == known.end())
+      throw Error("--backends: unknown backend \"" + n + "\" in \"" + text + "\" (backends: cpu, sim, cuda, cuda-f32)");
+    if (std::count(names.begin(), names.end(), n) > 1) throw Error("--backends: \"" + n + "\" is listed twice in \"" + text + "\"");
+  }
+  if (names.size() < 2)
+    throw Error("--backends: expected at least two backends, those checked and the reference (e.g. sim,cpu or sim,cpu,cuda), got \"" + text + "\"");
+  BackendList l;
+  l.reference = std::find(names.begin(), names.end(), "cpu") != names.end() ? "cpu" : names.back();
+  for (const auto& n : names)
+    if (n != l.reference) l.checked.push_back(n);
+  return l;
+}
+
+// One checked backend's runs against the reference: per seed for the simulator, once for an exact backend.
+struct Checked {
+  std::string name;
+  bool physics = false;  // the sim backend: --quantize, --noise, --optics and the seeds apply
+  Stat abs, rel, arg, codes, fails, iters, differ, acc;  // acc: against --labels
+};
+
 int run(Opts o) {
   const ir::Program p = ir::read_program_h5(o.program);
   if (o.inputs.empty()) throw Error("check: give the program's inputs with --inputs FILE.h5");
-  std::vector<std::string> names;
-  std::stringstream ss(o.backends);
-  for (std::string b; std::getline(ss, b, ',');) names.push_back(b);
-  if (names.size() != 2) throw Error("--backends: expected two backends, the one checked and the reference (e.g. sim,cpu), got \"" + o.backends + "\"");
+  const BackendList list = parse_backends(o.backends);
   if (o.ideal) o.quantize = false, o.noise = false, o.optics = false;
   const Hardware hw = program_hardware(p);
-  const auto dut = make_backend(names[0], &hw), ref = make_backend(names[1], &hw);
+  const auto ref = make_backend(list.reference, &hw);
+  std::vector<std::unique_ptr<Backend>> duts;  // made before anything runs, so that a missing one fails at once
+  for (const auto& n : list.checked) duts.push_back(make_backend(n, &hw));
   const auto inputs = read_program_inputs(o.inputs, p);
   ir::Tensor label_tensor;
   if (!o.labels.empty()) {
@@ -58,60 +92,88 @@ int run(Opts o) {
   const IterationSummary ref_it = summarize(reference);
   const double ref_accuracy = accuracy(p, reference, labels);
 
-  std::vector<Comparison> runs;
-  std::vector<double> acc;  // against the labels
-  for (int k = 0; k < o.seeds; ++k) {
-    BackendOptions bo = backend_options(o);
-    bo.seed = o.seed + static_cast<std::uint64_t>(k);
-    const ProgramResult r = dut->run(p, inputs, bo);
-    runs.push_back(compare_runs(p, r, reference));
-    acc.push_back(accuracy(p, r, labels));
-  }
-  std::vector<double> abs, rel, arg, codes, fails, iters;
-  for (const Comparison& c : runs)
-    abs.push_back(c.max_abs), rel.push_back(c.max_rel), arg.push_back(c.argmax), codes.push_back(c.codes), fails.push_back(c.failures),
-        iters.push_back(c.iterations);
-  const Stat sa = stat(abs), sr = stat(rel), sg = stat(arg), sc = stat(codes), sf = stat(fails), si = stat(iters), sl = stat(acc);
-
+  std::vector<Checked> checks;
   std::vector<std::string> out_of_tolerance;
-  const auto limit = [&](bool bad, const std::string& what) {
-    if (bad) out_of_tolerance.push_back(what);
-  };
-  if (o.max_abs >= 0) limit(sa.max > o.max_abs, "max abs error " + jsonr::num(sa.max) + " > " + jsonr::num(o.max_abs));
-  if (o.max_rel >= 0) limit(sr.max > o.max_rel, "max rel error " + jsonr::num(sr.max) + " > " + jsonr::num(o.max_rel));
-  if (o.min_argmax >= 0) limit(sg.min < o.min_argmax, "argmax agreement " + jsonr::num(sg.min) + " < " + jsonr::num(o.min_argmax));
-  if (o.min_codes >= 0) limit(sc.min < o.min_codes, "ADC-code agreement " + jsonr::num(sc.min) + " < " + jsonr::num(o.min_codes));
-  if (o.max_failures >= 0) limit(sf.max > o.max_failures, "convergence failures " + jsonr::num(sf.max) + " > " + std::to_string(o.max_failures));
+  for (const auto& dut : duts) {
+    Checked ch;
+    ch.name = dut->name();
+    ch.physics = ch.name == "sim";
+    std::vector<Comparison> runs;
+    std::vector<double> acc;
+    for (int k = 0; k < (ch.physics ? o.seeds : 1); ++k) {
+      BackendOptions bo = backend_options(o);
+      bo.seed = o.seed + static_cast<std::uint64_t>(k);
+      if (!ch.physics) bo.noise = false, bo.quantize = false, bo.optics = false;
+      const ProgramResult r = dut->run(p, inputs, bo);
+      runs.push_back(compare_runs(p, r, reference));
+      acc.push_back(accuracy(p, r, labels));
+    }
+    std::vector<double> abs, rel, arg, codes, fails, iters, differ;
+    for (const Comparison& c : runs)
+      abs.push_back(c.max_abs), rel.push_back(c.max_rel), arg.push_back(c.argmax), codes.push_back(c.codes), fails.push_back(c.failures),
+          iters.push_back(c.iterations), differ.push_back(c.iterations_differ);
+    ch.abs = stat(abs), ch.rel = stat(rel), ch.arg = stat(arg), ch.codes = stat(codes), ch.fails = stat(fails), ch.iters = stat(iters),
+    ch.differ = stat(differ), ch.acc = stat(acc);
+
+    const std::string who = duts.size() > 1 ? ch.name + ": " : "";
+    const auto limit = [&](bool bad, const std::string& what) {
+      if (bad) out_of_tolerance.push_back(who + what);
+    };
+    if (o.max_abs >= 0) limit(ch.abs.max > o.max_abs, "max abs error " + jsonr::num(ch.abs.max) + " > " + jsonr::num(o.max_abs));
+    if (o.max_rel >= 0) limit(ch.rel.max > o.max_rel, "max rel error " + jsonr::num(ch.rel.max) + " > " + jsonr::num(o.max_rel));
+    if (o.min_argmax >= 0) limit(ch.arg.min < o.min_argmax, "argmax agreement " + jsonr::num(ch.arg.min) + " < " + jsonr::num(o.min_argmax));
+    if (o.min_codes >= 0) limit(ch.codes.min < o.min_codes, "ADC-code agreement " + jsonr::num(ch.codes.min) + " < " + jsonr::num(o.min_codes));
+    if (o.max_failures >= 0)
+      limit(ch.fails.max > o.max_failures, "convergence failures " + jsonr::num(ch.fails.max) + " > " + std::to_string(o.max_failures));
+    checks.push_back(ch);
+  }
 
   const auto band = [](const Stat& s) { return nlohmann::ordered_json{{"mean", s.mean}, {"sd", s.sd}, {"min", s.min}, {"max", s.max}}; };
   if (o.json) {
-    nlohmann::ordered_json j{{"tool", "aoc check"}, {"version", AOC_VERSION}, {"program", o.program}, {"config_hash", file_digest(o.program)},
-                             {"inputs", o.inputs}, {"checked", names[0]}, {"reference", names[1]}, {"mode", o.sequence},
-                             {"quantize", o.quantize}, {"noise", o.noise}, {"optics", o.optics}, {"seed", o.seed}, {"seeds", o.seeds}};
-    j["max_abs_error"] = band(sa), j["max_rel_error"] = band(sr), j["argmax_agreement"] = band(sg), j["adc_code_agreement"] = band(sc);
-    j["convergence_failures"] = band(sf), j["iterations_mean"] = band(si);
-    j["reference_iterations_mean"] = ref_it.mean, j["reference_convergence_failures"] = ref_it.solves - ref_it.converged;
-    if (labels) j["labels"] = o.labels, j["accuracy"] = band(sl), j["reference_accuracy"] = ref_accuracy;
+    // One checked backend: its record. Several: the first one's record, and "checks" with all of them.
+    const auto record = [&](const Checked& ch) {
+      nlohmann::ordered_json j{{"tool", "aoc check"}, {"version", AOC_VERSION}, {"program", o.program}, {"config_hash", file_digest(o.program)},
+                               {"inputs", o.inputs}, {"checked", ch.name}, {"reference", list.reference}, {"mode", o.sequence},
+                               {"quantize", ch.physics && o.quantize}, {"noise", ch.physics && o.noise}, {"optics", ch.physics && o.optics},
+                               {"seed", o.seed}, {"seeds", ch.physics ? o.seeds : 1}};
+      j["max_abs_error"] = band(ch.abs), j["max_rel_error"] = band(ch.rel), j["argmax_agreement"] = band(ch.arg);
+      j["adc_code_agreement"] = band(ch.codes), j["convergence_failures"] = band(ch.fails), j["iterations_mean"] = band(ch.iters);
+      j["iterations_differing"] = band(ch.differ);
+      j["reference_iterations_mean"] = ref_it.mean, j["reference_convergence_failures"] = ref_it.solves - ref_it.converged;
+      if (labels) j["labels"] = o.labels, j["accuracy"] = band(ch.acc), j["reference_accuracy"] = ref_accuracy;
+      return j;
+    };
+    nlohmann::ordered_json j = record(checks.front());
+    if (checks.size() > 1)
+      for (const Checked& ch : checks) j["checks"].push_back(record(ch));
     j["out_of_tolerance"] = out_of_tolerance;
     emit_json(j.dump(1), o.json_out);
   } else {
-    std::printf("check: %s on %s: %s against %s, %s mode, quantize %s, noise %s, optics %s, %d seed(s) from %llu\n", o.program.c_str(),
-                o.inputs.c_str(), names[0].c_str(), names[1].c_str(), o.sequence.c_str(), o.quantize ? "on" : "off",
-                o.noise ? "on" : "off", o.optics ? "calibrated" : "ideal", o.seeds, static_cast<unsigned long long>(o.seed));
-    const auto line = [&](const char* what, const Stat& s) {
-      if (o.seeds == 1) std::printf("  %-24s %.6g\n", what, s.mean);
-      else std::printf("  %-24s mean %.6g  sd %.3g  min %.6g  max %.6g\n", what, s.mean, s.sd, s.min, s.max);
-    };
-    line("max abs error", sa);
-    line("max rel error", sr);
-    line("argmax agreement", sg);
-    line("ADC-code agreement", sc);
-    line("convergence failures", sf);
-    line("iterations (mean)", si);
-    if (labels) line("accuracy (labels)", sl);
-    std::printf("  reference: iterations mean %.2f, %lld of %lld fixed points converged", ref_it.mean, ref_it.converged, ref_it.solves);
-    if (labels) std::printf(", accuracy %.6g", ref_accuracy);
-    std::printf("\n");
+    for (const Checked& ch : checks) {
+      const int seeds = ch.physics ? o.seeds : 1;
+      if (ch.physics)
+        std::printf("check: %s on %s: %s against %s, %s mode, quantize %s, noise %s, optics %s, %d seed(s) from %llu\n", o.program.c_str(),
+                    o.inputs.c_str(), ch.name.c_str(), list.reference.c_str(), o.sequence.c_str(), o.quantize ? "on" : "off",
+                    o.noise ? "on" : "off", o.optics ? "calibrated" : "ideal", seeds, static_cast<unsigned long long>(o.seed));
+      else
+        std::printf("check: %s on %s: %s against %s, %s mode, exact\n", o.program.c_str(), o.inputs.c_str(), ch.name.c_str(),
+                    list.reference.c_str(), o.sequence.c_str());
+      const auto line = [&](const char* what, const Stat& s) {
+        if (seeds == 1) std::printf("  %-24s %.6g\n", what, s.mean);
+        else std::printf("  %-24s mean %.6g  sd %.3g  min %.6g  max %.6g\n", what, s.mean, s.sd, s.min, s.max);
+      };
+      line("max abs error", ch.abs);
+      line("max rel error", ch.rel);
+      line("argmax agreement", ch.arg);
+      line("ADC-code agreement", ch.codes);
+      line("convergence failures", ch.fails);
+      line("iterations (mean)", ch.iters);
+      line("iterations differing", ch.differ);
+      if (labels) line("accuracy (labels)", ch.acc);
+      std::printf("  reference: iterations mean %.2f, %lld of %lld fixed points converged", ref_it.mean, ref_it.converged, ref_it.solves);
+      if (labels) std::printf(", accuracy %.6g", ref_accuracy);
+      std::printf("\n");
+    }
     for (const auto& s : out_of_tolerance) std::printf("FAIL: %s\n", s.c_str());
     if (out_of_tolerance.empty()) std::printf("%s\n", o.max_abs < 0 && o.max_rel < 0 && o.min_argmax < 0 && o.min_codes < 0 && o.max_failures < 0
                                                          ? "no tolerances given: nothing to fail"
@@ -127,8 +189,11 @@ void add_check(CLI::App& app) {
   auto* c = app.add_subcommand("check", "Run a program on the simulator and the digital reference and compare them");
   c->add_option("program", o.program, "the program (aoc compile -o)")->required()->check(CLI::ExistingFile);
   add_program_flags(c, o, true);
-  c->add_option("--backends", o.backends, "the backend checked and the reference, comma-separated")->capture_default_str();
-  c->add_option("--labels", o.labels, "an HDF5 file with /labels (aoc task): score both backends' decisions against them")
+  c->add_option("--backends", o.backends,
+                "the backends, comma-separated: each is checked against the reference, cpu when listed, else the last one "
+                "(cpu, sim, cuda, cuda-f32)")
+      ->capture_default_str();
+  c->add_option("--labels", o.labels, "an HDF5 file with /labels (aoc task): score every backend's decisions against them")
       ->check(CLI::ExistingFile);
   c->add_flag("--ideal", o.ideal, "the checked backend without converters and noise (the lowering alone)");
   c->add_option("--seeds", o.seeds, "noise seeds to run (seed, seed+1, ...): statistics over them")->check(CLI::PositiveNumber)->capture_default_str();
@@ -140,12 +205,15 @@ void add_check(CLI::App& app) {
   c->add_flag("--json", o.json, "print a JSON record");
   c->add_option("-o,--output", o.json_out, "write the JSON record to this file (with --json)");
   c->footer(
-      "The reference runs once, exactly. The checked backend runs once per seed with --quantize (SLM codes,\n"
-      "DAC, ADC) and --noise as given. ADC-code agreement reads both outputs through the ADC that reads\n"
-      "them out (its calibrated range when the program was compiled with --calibrate).\n"
+      "The reference runs once, exactly. The sim backend runs once per seed with --quantize (SLM codes,\n"
+      "DAC, ADC) and --noise as given; cpu and the GPU references cuda (float64) and cuda-f32 (float32\n"
+      "products) run once, exactly. ADC-code agreement reads both outputs through the ADC that reads\n"
+      "them out (its calibrated range when the program was compiled with --calibrate). 'iterations\n"
+      "differing' counts the solves whose step count is not the reference's.\n"
       "Exit status 1 when a tolerance is exceeded (the lines starting with FAIL say which).\n"
       "Example:\n"
-      "  aoc check m.aocp.h5 --inputs tokens.h5 --quantize --noise --seeds 8 --min-argmax-agreement 0.9");
+      "  aoc check m.aocp.h5 --inputs tokens.h5 --quantize --noise --seeds 8 --min-argmax-agreement 0.9\n"
+      "  aoc check m.aocp.h5 --inputs tokens.h5 --backends cpu,cuda --max-abs-error 1e-12");
   c->callback([] { exit_status() = run(o); });
 }
 

@@ -163,7 +163,7 @@ void add_run(CLI::App& app) {
   c->add_option("--example-input", o.example, "write a seeded example input file to this path and exit");
   c->add_option("--n", o.n, "with --example-input: state size (default: the machine's channel count)");
   c->add_option("--batch", o.batch, "with --example-input: samples")->check(CLI::PositiveNumber)->capture_default_str();
-  c->add_option("--backend", o.backend, "for a program: sim (the simulated core) or cpu (the exact digital reference)")
+  c->add_option("--backend", o.backend, "for a program: sim (the simulated core), cpu (the exact digital reference), cuda or cuda-f32 (the reference with its products on a GPU, float64 or float32)")
       ->check(CLI::IsMember(backend_names()))
       ->capture_default_str();
   add_program_flags(c, o.program, false);
