@@ -194,14 +194,19 @@ void check_hardware_path(const Reader& r, const json& doc, const std::string& fi
   if (path == "name" || path == "format" || path == "version") r.fail(field, path + " cannot be varied");
 }
 
-// Run parameters' values: the allowed range of each.
+// Run parameters that take whole numbers.
+bool whole_number(const std::string& n) {
+  return n == "seq_len" || n == "seed" || n == "seeds" || n == "batch" || n == "length" || n == "channels";
+}
+
+// A run parameter's value: a number in the parameter's range.
 void check_run_value(const Reader& r, const json& v, const std::string& field, const std::string& name) {
   if (!v.is_number()) r.fail(field, "expected a number, got " + jsonr::got(v));
-  const bool whole = name == "seq_len" || name == "seed" || name == "seeds" || name == "batch" || name == "length" || name == "channels";
-  if (whole && !v.is_number_integer()) r.fail(field, name + " takes whole numbers, got " + jsonr::got(v));
+  if (whole_number(name) && !v.is_number_integer()) r.fail(field, name + " takes whole numbers, got " + jsonr::got(v));
   const double x = v.get<double>();
-  const double lo = name == "noise_scale" || name == "seed" ? 0 : name == "iterations" ? 1 : name == "photons_per_sample" ? 1e-300 : 1;
-  if (!(x >= lo) || !std::isfinite(x)) r.fail(field, jsonr::num(x) + " is out of range for " + name + " (at least " + jsonr::num(lo) + ")");
+  const double least = name == "noise_scale" || name == "seed" || name == "photons_per_sample" ? 0 : 1;
+  const bool ok = std::isfinite(x) && (name == "photons_per_sample" ? x > least : x >= least);
+  if (!ok) r.fail(field, jsonr::num(x) + " is out of range for " + name + (name == "photons_per_sample" ? " (more than 0)" : " (at least " + jsonr::num(least) + ")"));
 }
 
 Param read_param(const Reader& r, const json& doc, const Scenario& s, const std::string& name, const json& spec, bool fixed) {
@@ -243,9 +248,8 @@ Param read_param(const Reader& r, const json& doc, const Scenario& s, const std:
   }
   if (!p.hardware) {
     if (p.values.empty()) {
+      if (whole_number(name) && !p.integer) r.fail(field, name + " takes whole numbers: give \"integer\": true");
       check_run_value(r, p.integer ? json(std::llround(p.lo)) : json(p.lo), field + ".range", name);
-      const bool whole = name == "seq_len" || name == "seed" || name == "seeds" || name == "batch" || name == "length" || name == "channels";
-      if (whole && !p.integer) r.fail(field, name + " takes whole numbers: give \"integer\": true");
     }
     for (std::size_t i = 0; i < p.values.size(); ++i) check_run_value(r, p.values[i], fixed ? field : jsonr::elem(field + ".values", i), name);
   }
@@ -269,8 +273,15 @@ Scenario read_scenario(const std::string& path) {
   read_workload(r, r.need(j, "", "workload"), s);
 
   s.hardware = r.text(r.need(j, "", "hardware"), "hardware", true);
+  // A file next to the scenario, else a bundled machine's name (aoc-48, aoc-scale).
   const std::string local = resolve(s, s.hardware);
-  s.hardware_path = resolve_hardware_path(s.hardware.find('/') == std::string::npos ? s.hardware : local);
+  std::error_code ec;
+  s.hardware_path = fs::is_regular_file(local, ec) ? local : s.hardware.find('/') == std::string::npos ? s.hardware : local;
+  try {
+    s.hardware_path = resolve_hardware_path(s.hardware_path);
+  } catch (const Error& e) {
+    r.fail("hardware", e.what());
+  }
   std::optional<HardwareFile> machine;
   try {
     machine.emplace(s.hardware_path);  // the base machine must load on its own
@@ -307,6 +318,13 @@ Scenario read_scenario(const std::string& path) {
   add("parameters", false);
   if (std::none_of(s.params.begin(), s.params.end(), [](const Param& p) { return !p.fixed; }))
     r.fail("parameters", "missing: nothing to vary");
+  // A fixed hardware value would fail every point: say so once, here.
+  for (const Param& p : s.params)
+    if (p.fixed && p.hardware) try {
+        machine->load({p.name + "=" + p.values[0].dump()});
+      } catch (const Error& e) {
+        r.fail("fixed." + p.name, e.what());
+      }
 
   const std::vector<Group> gs = groups(s.workload.runs());
   const auto usable = [&](const Group& g) { return (!g.runs || s.workload.runs()) && (!g.task || s.workload.kind == Workload::Kind::Model); };
