@@ -398,11 +398,11 @@ std::string header_html(const Data& d, json scenario) {
       {"seed", std::to_string(h.seed)},
       {"config hash", h.config_hash},
       {"tool version", "aoc " + h.tool_version}};
-  s += "<table class=\"facts\">\n";
+  s += "<div class=\"head\"><div>\n<table class=\"facts\">\n";
   for (const auto& [k, v] : facts) s += "<tr><th>" + esc(k) + "</th><td>" + esc(v) + "</td></tr>\n";
-  s += "</table>\n";
+  s += "</table>\n</div><div>\n";
   // What varies and what is held.
-  s += "<h2>Parameters</h2>\n<table><tr><th>parameter</th><th>kind</th><th></th><th>values</th></tr>\n";
+  s += "<h2 class=\"first\">Parameters</h2>\n<table><tr><th>parameter</th><th>kind</th><th></th><th>values</th></tr>\n";
   for (std::size_t k = 0; k < h.params.size(); ++k) {
     std::set<std::string> seen;
     std::vector<std::string> vals;
@@ -421,7 +421,7 @@ std::string header_html(const Data& d, json scenario) {
     s += "<tr><td>" + esc(h.params[k].name) + "</td><td>" + esc(h.params[k].kind) + "</td><td>" + (h.params[k].fixed ? "fixed" : "free") +
          "</td><td>" + esc(text) + "</td></tr>\n";
   }
-  s += "</table>\n";
+  s += "</table>\n</div></div>\n";
   if (failed) {
     s += "<h2 class=\"failed\">Failed points (" + std::to_string(failed) + ")</h2>\n<table><tr><th>point</th><th>error</th></tr>\n";
     std::size_t n = 0;
@@ -439,7 +439,7 @@ std::string header_html(const Data& d, json scenario) {
 const char* kStyle = R"(body{font-family:sans-serif;margin:24px;color:#222;max-width:1480px}
 h1{font-size:22px;margin:0 0 6px}h2{font-size:16px;margin:22px 0 8px}p.desc{max-width:1000px;color:#444}
 table{border-collapse:collapse;font-size:12px;margin:4px 0}th,td{border:1px solid #ccc;padding:3px 7px;text-align:left}
-th{background:#f2f2f2}table.facts th{width:120px}td.err{color:#a00;font-family:monospace}h2.failed{color:#a00}
+th{background:#f2f2f2}.head{display:flex;flex-wrap:wrap;gap:36px}h2.first{margin-top:0}table.facts th{width:120px}td.err{color:#a00;font-family:monospace}h2.failed{color:#a00}
 .grid{display:flex;flex-wrap:wrap;gap:18px}figure{margin:0;border:1px solid #ddd;padding:10px;flex:1 1 520px;max-width:720px}
 svg.plot{width:100%;height:auto}figcaption{font-size:12px;color:#555;margin-top:4px}p.note{color:#777;font-style:italic;font-size:13px}
 h3{font-size:14px;margin:0 0 6px}svg text{fill:#222}
