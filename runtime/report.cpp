@@ -373,6 +373,11 @@ Figure iterations_plot(const Data& d) {
   }
   f.svg = svg::histogram(f.title, series, "iterations per solve (mean over a point's tokens and sequences)", "");
   f.caption += "A histogram over the points of each point's mean iterations per fixed-point solve.";
+  if (d.metric("failures")) {
+    std::size_t n = 0;
+    for (double x : d.metric_values("failures")) n += std::isfinite(x) && x > 0;
+    if (n) f.caption += " " + std::to_string(n) + " point(s) had solves that missed their tolerance (metric failures), such as those stopped by the iteration cap.";
+  }
   return f;
 }
 
