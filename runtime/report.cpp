@@ -43,9 +43,8 @@ struct Data {
   // The free parameters that take more than one number: what tells the points apart.
   std::vector<std::size_t> varied() const {
     std::vector<std::size_t> v;
-    for (std::size_t k = 0; k < r.header.params.size(); ++k) {
-        if (!r.header.params[k].fixed && distinct(k) > 1) v.push_back(k);
-    }
+    for (std::size_t k = 0; k < r.header.params.size(); ++k)
+      if (!r.header.params[k].fixed && distinct(k) > 1) v.push_back(k);
     return v;
   }
 
@@ -381,17 +380,17 @@ Figure iterations_plot(const Data& d) {
   return f;
 }
 
-std::string header_html(const Data& d, json scenario) {
+std::string header_html(const Data& d, const json& scenario) {
   const sweep::Header& h = d.r.header;
   const std::size_t failed = d.failed(), rows = d.r.rows.size();
   std::string s = "<h1>Sweep report: " + esc(h.name) + "</h1>\n";
-  if (scenario.contains("description") && scenario["description"].is_string())
-    s += "<p class=\"desc\">" + esc(scenario["description"].get<std::string>()) + "</p>\n";
+  if (scenario.contains("description") && scenario.at("description").is_string())
+    s += "<p class=\"desc\">" + esc(scenario.at("description").get<std::string>()) + "</p>\n";
   std::string workload = h.workload;
-  if (scenario.contains("workload") && scenario["workload"].is_object())
+  if (scenario.contains("workload") && scenario.at("workload").is_object())
     for (const char* key : {"model", "graph", "config"})
-      if (scenario["workload"].contains(key) && scenario["workload"][key].is_string())
-        workload += ": " + scenario["workload"][key].get<std::string>();
+      if (scenario.at("workload").contains(key) && scenario.at("workload").at(key).is_string())
+        workload += ": " + scenario.at("workload").at(key).get<std::string>();
   const std::vector<std::pair<std::string, std::string>> facts = {
       {"results", d.source},
       {"scenario", h.scenario},

@@ -220,6 +220,9 @@ TEST_CASE("report: written atomically, and a file that is not sweep results is a
   CHECK(run.status == 1);
   CHECK(run.out.find("aoc: error: " + bad) == 0);
   CHECK(std::count(run.out.begin(), run.out.end(), '\n') == 1);
+  const test::Run missing = test::run_aoc("report " + (dir / "none.h5").string() + " -o " + html);
+  CHECK(missing.status == 1);
+  CHECK(missing.out == "aoc: error: " + (dir / "none.h5").string() + ": no such file\n");
   const test::Run ok = test::run_aoc("report " + h5 + " -o " + html);
   CHECK(ok.status == 0);
   CHECK(ok.out.find("7 plots") != std::string::npos);

@@ -28,7 +28,8 @@ int run(const Opts& o) {
 void add_report(CLI::App& app) {
   static Opts o;
   auto* c = app.add_subcommand("report", "Write an HTML report of a sweep's results: plots, Pareto fronts, failed points");
-  c->add_option("results", o.results, "the results of aoc sweep (HDF5)")->required()->check(CLI::ExistingFile);
+  // No CLI11 existence check: a missing file is then the same one-line error as a bad one.
+  c->add_option("results", o.results, "the results of aoc sweep (HDF5)")->required();
   c->add_option("-o,--output", o.output, "the HTML page to write (replaced atomically)")->capture_default_str();
   c->add_flag("-q,--quiet", o.quiet, "print nothing");
   c->footer(
