@@ -203,8 +203,8 @@ std::string points_table(const Data& d, const std::vector<std::size_t>& rows, co
   for (const char* m : {"accuracy", "energy", "latency", "iterations", "tops_per_w"})
     if (d.metric(m) && std::find(shown.begin(), shown.end(), m) == shown.end()) shown.push_back(m);
   std::vector<std::size_t> free;
-  for (std::size_t k = 0; k < d.r.header.params.size(); ++k)
-    if (!d.r.header.params[k].fixed) free.push_back(k);
+  for (std::size_t k = 0; k < d.r.header.params.size(); ++k)  // a parameter shown as a metric already (K) once
+    if (!d.r.header.params[k].fixed && std::find(shown.begin(), shown.end(), d.r.header.params[k].name) == shown.end()) free.push_back(k);
   std::string t = "<table><tr><th>point</th>";
   for (const auto& c : shown) t += "<th>" + esc(c) + "</th>";
   for (std::size_t k : free) t += "<th>" + esc(d.r.header.params[k].name) + "</th>";
@@ -444,7 +444,7 @@ const char* kStyle = R"(body{font-family:sans-serif;margin:24px;color:#222;max-w
 h1{font-size:22px;margin:0 0 6px}h2{font-size:16px;margin:22px 0 8px}p.desc{max-width:1000px;color:#444}
 table{border-collapse:collapse;font-size:12px;margin:4px 0}th,td{border:1px solid #ccc;padding:3px 7px;text-align:left}
 th{background:#f2f2f2}.head{display:flex;flex-wrap:wrap;gap:36px}h2.first{margin-top:0}table.facts th{width:120px}td.err{color:#a00;font-family:monospace}h2.failed{color:#a00}
-.grid{display:flex;flex-wrap:wrap;gap:18px}figure{margin:0;border:1px solid #ddd;padding:10px;flex:1 1 520px;max-width:720px}
+.grid{display:flex;flex-wrap:wrap;gap:18px;align-items:flex-start}figure{margin:0;border:1px solid #ddd;padding:10px;flex:1 1 520px;max-width:720px}
 svg.plot{width:100%;height:auto}figcaption{font-size:12px;color:#555;margin-top:4px}p.note{color:#777;font-style:italic;font-size:13px}
 h3{font-size:14px;margin:0 0 6px}svg text{fill:#222}
 )";

@@ -65,7 +65,7 @@ std::string num(double v, const std::string& unit) {
     return fmt("%.3g", v / std::pow(1000.0, e)) + " " + prefix[e + 5] + unit;
   }
   const double a = std::fabs(v);
-  if (v == std::round(v) && a < 1e7) return fmt("%.0f", v);
+  if (v == std::round(v) && a < 1e5) return fmt("%.0f", v);
   std::string s = fmt("%.3g", v);
   // 1e+06 -> 1e6, 1e-05 -> 1e-5
   const auto e = s.find('e');
