@@ -18,6 +18,7 @@ void add_train(CLI::App& app);
 void add_task(CLI::App& app);
 void add_sweep(CLI::App& app);
 void add_pareto(CLI::App& app);
+void add_report(CLI::App& app);
 
 // The process exit status a subcommand asks for (0 unless it sets it: e.g. verify-dt on a failure).
 int& exit_status();
