@@ -18,12 +18,8 @@ namespace {
 
 using cuda::cublas;
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw Error(std::string("bench gpu: ") + what + ": " + cudaGetErrorString(e));
-}
-void check(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS) throw Error(std::string("bench gpu: ") + what + ": " + cublas().status_string(s));
-}
+void check(cudaError_t e, const char* what) { cuda::check(e, "bench gpu", what); }
+void check(cublasStatus_t s, const char* what) { cuda::check(s, "bench gpu", what); }
 
 template <class T>
 struct DeviceArray {

@@ -59,4 +59,12 @@ inline const Cublas& cublas() {
   return lib;
 }
 
+// A failed CUDA or cuBLAS call as one aoc::Error line: "<who>: <what>: <the library's reason>".
+inline void check(cudaError_t e, const char* who, const char* what) {
+  if (e != cudaSuccess) throw Error(std::string(who) + ": " + what + ": " + cudaGetErrorString(e));
+}
+inline void check(cublasStatus_t st, const char* who, const char* what) {
+  if (st != CUBLAS_STATUS_SUCCESS) throw Error(std::string(who) + ": " + what + ": " + cublas().status_string(st));
+}
+
 }  // namespace aoc::cuda

@@ -20,12 +20,8 @@ namespace {
 using cuda::cublas;
 using ir::Tensor;
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw Error(std::string("backend cuda: ") + what + ": " + cudaGetErrorString(e));
-}
-void check(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS) throw Error(std::string("backend cuda: ") + what + ": " + cublas().status_string(s));
-}
+void check(cudaError_t e, const char* what) { cuda::check(e, "backend cuda", what); }
+void check(cublasStatus_t s, const char* what) { cuda::check(s, "backend cuda", what); }
 
 // Device memory for n elements of T, freed with its owner; grows, never shrinks.
 template <class T>

@@ -96,6 +96,19 @@ void clamp_fraction(svg::Axis& a, const std::vector<double>& v) {
   if (!a.log && mx <= 1 && mn >= 0) a.hi = std::min(a.hi, 1.0), a.lo = std::max(a.lo, 0.0);
 }
 
+// The frame of an x-y plot of named columns: each axis fitted to its data, with its label and unit;
+// an accuracy-like y axis kept within [0, 1].
+svg::Frame frame_of(const Data& d, const std::vector<double>& xs, const std::vector<double>& ys, const std::string& xname,
+                    const std::string& yname) {
+  svg::Frame fr;
+  const auto [xl, xu] = axis_name(d, xname);
+  const auto [yl, yu] = axis_name(d, yname);
+  fr.x = svg::fit(xs, xl, xu);
+  fr.y = svg::fit(ys, yl, yu);
+  if (yname == "accuracy" || yname == "agreement") clamp_fraction(fr.y, ys);
+  return fr;
+}
+
 // The parameter along x and the one whose values make the lines (kNone: none): the noise against the
 // weight bits when both vary (what a model tolerates); else the parameter with the most values
 // along x and the one with the fewest as lines.
@@ -145,12 +158,7 @@ Figure metric_plot(const Data& d, const std::string& y, const std::string& what)
   }
   const std::string xname = params[xk].name, sname = sk != kNone ? params[sk].name : "";
   f.title = what + " against " + xname + (sk != kNone ? " and " + sname : "");
-  svg::Frame fr;
-  const auto [xl, xu] = axis_name(d, xname);
-  const auto [yl, yu] = axis_name(d, y);
-  fr.x = svg::fit(xs, xl, xu);
-  fr.y = svg::fit(ys, yl, yu);
-  if (y == "accuracy" || y == "agreement") clamp_fraction(fr.y, ys);
+  svg::Frame fr = frame_of(d, xs, ys, xname, y);
   f.svg = svg::open(fr, f.title);
   // Sampled (random, Latin hypercube) x values rarely repeat: points then, not lines.
   std::set<double> distinct_x(xs.begin(), xs.end());
@@ -246,12 +254,7 @@ Figure pareto_plot(const Data& d, const std::string& xn, const std::string& yn, 
       xs.push_back(X[i]), ys.push_back(Y[i]);
       tips.push_back(d.point_text(i) + "\n" + xn + " " + num(X[i], mx->unit) + ", " + yn + " " + num(Y[i], my->unit));
     }
-  svg::Frame fr;
-  const auto [xl, xu] = axis_name(d, xn);
-  const auto [yl, yu] = axis_name(d, yn);
-  fr.x = svg::fit(xs, xl, xu);
-  fr.y = svg::fit(ys, yl, yu);
-  if (yn == "accuracy" || yn == "agreement") clamp_fraction(fr.y, ys);
+  const svg::Frame fr = frame_of(d, xs, ys, xn, yn);
   f.svg = svg::open(fr, title) + svg::points(fr, xs, ys, "#8da0b6", 3.5, tips);
   std::vector<double> sx, sy, fx, fy;
   std::vector<std::string> ftips;
