@@ -168,7 +168,13 @@ EnergyReport estimate(const Hardware& hw, const Workload& given) {
   // Latency: the serial counts times their durations. The loop form's formulas say it per fixed
   // point: K loop periods, a settle, the readout window, one input conversion.
   const std::string per_fp = num(F) + " fixed points x ";
-  const auto times = [&](double count, const char* what) { return num(count) + " " + what + " x "; };
+  // Derived counts to six digits: "26.26 loop periods", not the sum's rounding noise 26.259999999999998.
+  const auto count = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+    return std::string(buf);
+  };
+  const auto times = [&](double n, const char* what) { return count(n) + " " + what + " x "; };
   rep.latency = {
       {"loop", *w.loop_periods * t.loop_period_ns * 1e-9,
        (loop_form ? per_fp + num(K) + " iterations x " : times(*w.loop_periods, "loop periods")) + num(t.loop_period_ns) + " ns",
@@ -178,7 +184,7 @@ EnergyReport estimate(const Hardware& hw, const Workload& given) {
        "timing.settle_ns: " + source("timing.settle_ns")},
       {"readout", *w.adc_samples / (t.readout_rate_mhz * 1e6),
        (loop_form ? per_fp + std::to_string(t.readout_samples) + " samples / "
-                  : num(*w.adc_samples) + " ADC samples in series (timing.readout_samples " + std::to_string(t.readout_samples) +
+                  : count(*w.adc_samples) + " ADC samples in series (timing.readout_samples " + std::to_string(t.readout_samples) +
                         " per readout) / ") +
            num(t.readout_rate_mhz) + " MHz",
        "timing.readout_samples: " + source("timing.readout_samples") + " | timing.readout_rate_mhz: " + source("timing.readout_rate_mhz")},
@@ -194,11 +200,11 @@ EnergyReport estimate(const Hardware& hw, const Workload& given) {
     if (macs > 0 && !(t.digital_gmac_per_s > 0))
       throw missing("timing.digital_gmac_per_s", "for the latency of " + g4(macs) + " digital MACs of the estimate");
     rep.latency.push_back({"digital", macs > 0 ? macs / (t.digital_gmac_per_s * 1e9) : 0.0,
-                           num(macs) + " digital MACs in series / " + num(t.digital_gmac_per_s) + " GMAC/s",
+                           count(macs) + " digital MACs in series / " + num(t.digital_gmac_per_s) + " GMAC/s",
                            "timing.digital_gmac_per_s: " + source("timing.digital_gmac_per_s")});
   }
   rep.latency.push_back({"weight_reload", w.weight_reloads * t.slm_reload_us * 1e-6,
-                         num(w.weight_reloads) + " reload(s) x " + num(t.slm_reload_us) + " us",
+                         count(w.weight_reloads) + " reload(s) x " + num(t.slm_reload_us) + " us",
                          "timing.slm_reload_us: " + source("timing.slm_reload_us")});
   for (const auto& l : rep.latency) rep.total_seconds += l.seconds;
 
