@@ -1,11 +1,8 @@
 #include "models/model.hpp"
 
 #include <cmath>
-#include <filesystem>
 
-#include "compiler/graph_json.hpp"
 #include "models/aoc_ssm.hpp"
-#include "models/mamba2.hpp"
 #include "sim/error.hpp"
 #include "sim/json_reader.hpp"
 #include "sim/noise.hpp"
@@ -27,9 +24,10 @@ namespace {
 // Rounds v to a uniform grid of 2^bits codes over [-m, m], m = max|v| (the forward pass); the
 // backward pass is the identity (straight-through): v + constant(q - v).
 Var straight_through(Tape& t, Var x, int bits, bool symmetric_codes) {
+  if (bits <= 0) return x;  // off: no pass over the values (every product of every solve step calls this)
   const Mat& v = t.value(x);
   const double m = v.cwiseAbs().maxCoeff();
-  if (bits <= 0 || !(m > 0)) return x;
+  if (!(m > 0)) return x;
   Mat q;
   if (symmetric_codes) {  // the SLM: signed codes -qmax-1 .. qmax
     const double qmax = std::ldexp(1.0, bits - 1) - 1;
@@ -58,18 +56,6 @@ Var SequenceModel::optical(Tape& t, Var x, Var W) {
 }
 
 Var SequenceModel::convert(Tape& t, Var x, int bits) { return straight_through(t, x, bits, false); }
-
-std::unique_ptr<SequenceModel> load_model(const std::string& dir) {
-  const std::string cfg = (std::filesystem::path(dir) / "config.json").string();
-  const std::string wts = (std::filesystem::path(dir) / "weights.h5").string();
-  const jsonr::json j = jsonr::parse_file(cfg);
-  const jsonr::Reader r(cfg);
-  r.object(j, "");
-  const std::string type = r.choice(r.need(j, "", "model_type"), "model_type", {"implicit_mamba2", "aoc_ssm"});
-  const ir::WeightStore w = ir::read_weights_h5(wts);
-  if (type == "aoc_ssm") return std::make_unique<AocSsmModel>(AocSsmSpec::from_config(cfg), w);
-  return std::make_unique<Mamba2Model>(Mamba2Spec::from_config(cfg), w);
-}
 
 ir::Imported import_model_config(const std::string& path, const ir::ImportOptions& o) {
   const jsonr::json j = jsonr::parse_file(path);

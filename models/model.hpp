@@ -8,7 +8,6 @@
 // compiler and the backends run (the tape forward is tested against the interpreter per model).
 #pragma once
 #include <cstdint>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -40,7 +39,7 @@ class SequenceModel {
   virtual bool implicit() const = 0;
   virtual int vocab() const = 0;   // tokens and classes
   virtual int width() const = 0;   // columns of the iterate z (and of e)
-  // The config.json a trained model folder holds (read back by load_model).
+  // The config.json a trained model folder holds (`aoc import` reads it back).
   virtual nlohmann::ordered_json config() const = 0;
 
   virtual std::vector<ad::Param*> params() = 0;
@@ -67,10 +66,6 @@ class SequenceModel {
   // A crossing's converter of `bits` under hw_ (0: ideal).
   ad::Var convert(ad::Tape& t, ad::Var x, int bits);
 };
-
-// A trained model folder's model: config.json (model_type "implicit_mamba2" or "aoc_ssm") and
-// weights.h5. Errors name the file and field.
-std::unique_ptr<SequenceModel> load_model(const std::string& dir);
 
 // `aoc import`: a config.json to a graph. model_type "aoc_ssm" is this layer's AOC-native model
 // (seeded weights; a checkpoint is an error); any other goes to the importer (ir::import_config).

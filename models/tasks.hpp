@@ -45,6 +45,8 @@
 #include <string>
 #include <vector>
 
+#include "compiler/ir.hpp"
+
 namespace aoc::tasks {
 
 // A finite monoid as its multiplication table: mul[a * n + b] = a · b, element 0 the identity.
@@ -91,6 +93,17 @@ void prefix_products(const Task& task, const int* x, int* y, int L);
 struct SeqBatch {
   int B = 0, L = 0;
   std::vector<int> tokens, targets;
+  // As [B, L] tensors: the model's input (i64 ids as doubles) and the labels (ir::label_accuracy).
+  ir::Tensor tokens_tensor() const { return as_tensor(tokens); }
+  ir::Tensor targets_tensor() const { return as_tensor(targets); }
+
+ private:
+  ir::Tensor as_tensor(const std::vector<int>& v) const {
+    ir::Tensor t;
+    t.shape = {B, L};
+    t.data.assign(v.begin(), v.end());
+    return t;
+  }
 };
 
 // Batch `index` of the stream for `seed` (see the header comment); B >= 1, L >= 1.

@@ -98,25 +98,20 @@ EvalResult evaluate(const SequenceModel& m, const EvalOptions& o) {
   const tasks::Task task = tasks::parse_task(o.task);
   const tasks::SeqBatch data = tasks::sample(task, o.batch, o.length, o.seed, 0);
   const ir::Imported g = m.export_graph();
-  ir::Tensor tokens;
-  tokens.shape = {o.batch, o.length};
-  tokens.data.assign(data.tokens.begin(), data.tokens.end());
   ir::InterpretOptions io;
   io.mode = o.mode;
   io.threads = o.threads;
-  const ir::InterpretResult r = ir::interpret(g.graph, g.weights, {{"tokens", tokens}}, io);
+  const ir::InterpretResult r = ir::interpret(g.graph, g.weights, {{"tokens", data.tokens_tensor()}}, io);
   const ir::Tensor& logits = r.values.at("logits");
   const std::vector<std::int64_t> guesses = ir::argmax_last(logits);
   EvalResult e;
-  long long right = 0, right10 = 0, n10 = 0;
+  e.accuracy = ir::label_accuracy(logits, data.targets_tensor());
+  long long right10 = 0, n10 = 0;  // the last 10 positions of each sequence
   for (int b = 0; b < o.batch; ++b)
-    for (int t = 0; t < o.length; ++t) {
+    for (int t = std::max(0, o.length - 10); t < o.length; ++t) {
       const std::size_t row = static_cast<std::size_t>(b) * o.length + t;
-      const bool ok = guesses[row] == data.targets[row];
-      right += ok;
-      if (t >= o.length - 10) right10 += ok, ++n10;
+      right10 += guesses[row] == data.targets[row], ++n10;
     }
-  e.accuracy = static_cast<double>(right) / (static_cast<double>(o.batch) * o.length);
   e.last10 = n10 ? static_cast<double>(right10) / n10 : 0;
   for (const auto& fp : r.fixed_points)
     for (std::size_t i = 0; i < fp.iterations.size(); ++i) e.mean_iterations += fp.iterations[i], ++e.solves, e.converged += fp.converged[i];

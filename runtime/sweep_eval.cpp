@@ -71,7 +71,7 @@ class Once {
 struct Compiled {
   ir::Program program;
   std::map<std::string, ir::Tensor> inputs;  // runs only
-  std::vector<std::int64_t> labels;           // a model's task targets, row-major [B, L]
+  ir::Tensor labels;                          // a model's task targets [B, L] (empty: no task)
   ProgramResult reference;                    // the digital reference on the inputs
 };
 
@@ -157,11 +157,8 @@ struct Evaluator::Impl {
       if (w.kind == Workload::Kind::Model) {
         if (p.graph.inputs.size() != 1) throw Error(w.path + ": a model with one input (the tokens) is expected");
         const tasks::SeqBatch data = tasks::sample(*task, batch, length, w.data_seed, 0);
-        ir::Tensor tokens;
-        tokens.shape = {batch, length};
-        tokens.data.assign(data.tokens.begin(), data.tokens.end());
-        c.inputs[p.graph.inputs[0].name] = tokens;
-        c.labels.assign(data.targets.begin(), data.targets.end());
+        c.inputs[p.graph.inputs[0].name] = data.tokens_tensor();
+        c.labels = data.targets_tensor();
       } else {
         c.inputs = read_program_inputs(w.inputs, p);
       }
@@ -210,14 +207,12 @@ struct Evaluator::Impl {
       const ProgramResult r = sim->run(c.program, c.inputs, bo);
       const Comparison cmp = compare_runs(c.program, r, c.reference);
       agree.push_back(cmp.argmax), abs_err.push_back(cmp.max_abs), iters.push_back(cmp.iterations), fails.push_back(cmp.failures);
-      if (!c.labels.empty()) {
-        const auto guess = ir::argmax_last(r.values.at(c.program.graph.outputs[0]));
-        long long right = 0;
-        for (std::size_t i = 0; i < guess.size(); ++i) right += guess[i] == c.labels[i];
-        acc.push_back(static_cast<double>(right) / static_cast<double>(guess.size()));
-      }
+      if (!c.labels.data.empty()) acc.push_back(ir::label_accuracy(r.values.at(c.program.graph.outputs[0]), c.labels));
     }
-    if (!acc.empty()) m["accuracy"] = stat(acc).mean, m["accuracy_min"] = stat(acc).min;
+    if (!acc.empty()) {
+      const Stat a = stat(acc);
+      m["accuracy"] = a.mean, m["accuracy_min"] = a.min;
+    }
     m["agreement"] = stat(agree).mean, m["agreement_min"] = stat(agree).min, m["max_abs_error"] = stat(abs_err).max;
     m["iterations"] = stat(iters).mean, m["failures"] = stat(fails).mean;
     m["reference_iterations"] = summarize(c.reference).mean;

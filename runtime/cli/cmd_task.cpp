@@ -20,14 +20,8 @@ struct Opts {
 int run(const Opts& o) {
   const tasks::Task task = tasks::parse_task(o.task);
   const tasks::SeqBatch b = tasks::sample(task, o.batch, o.length, o.seed, 0);
-  const auto tensor = [&](const std::vector<int>& v) {
-    ir::Tensor t;
-    t.shape = {o.batch, o.length};
-    t.data.assign(v.begin(), v.end());
-    return t;
-  };
-  ir::write_weights_h5(o.tokens, {{"tokens", tensor(b.tokens)}});
-  ir::write_weights_h5(o.labels, {{"labels", tensor(b.targets)}});
+  ir::write_weights_h5(o.tokens, {{"tokens", b.tokens_tensor()}});
+  ir::write_weights_h5(o.labels, {{"labels", b.targets_tensor()}});
   std::printf("task %s: %d sequences of %d tokens (vocabulary %d), seed %llu: wrote %s (/tokens) and %s (/labels)\n", o.task.c_str(),
               o.batch, o.length, task.vocab, static_cast<unsigned long long>(o.seed), o.tokens.c_str(), o.labels.c_str());
   return 0;
