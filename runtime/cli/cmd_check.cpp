@@ -32,8 +32,13 @@ struct Opts : ProgramFlags {
 };
 
 // With labels: the fraction of positions whose argmax (of the program's first output) is the label.
-double accuracy(const ir::Program& p, const ProgramResult& r, const ir::Tensor* labels) {
-  return labels ? ir::label_accuracy(r.values.at(p.graph.outputs.at(0)), *labels) : 0.0;
+double accuracy(const ir::Program& p, const ProgramResult& r, const ir::Tensor* labels, const std::string& file) {
+  if (!labels) return 0.0;
+  try {
+    return ir::label_accuracy(r.values.at(p.graph.outputs.at(0)), *labels);
+  } catch (const Error& e) {
+    throw Error(file + ": /" + e.what());  // "labels.h5: /labels: 12 labels for 8 positions"
+  }
 }
 
 // --backends: the reference is cpu when listed, else the last one; every other one is checked
@@ -90,7 +95,7 @@ int run(Opts o) {
   ro.noise = false, ro.quantize = false, ro.optics = false;
   const ProgramResult reference = ref->run(p, inputs, ro);
   const IterationSummary ref_it = summarize(reference);
-  const double ref_accuracy = accuracy(p, reference, labels);
+  const double ref_accuracy = accuracy(p, reference, labels, o.labels);
 
   std::vector<Checked> checks;
   std::vector<std::string> out_of_tolerance;
@@ -106,7 +111,7 @@ int run(Opts o) {
       if (!ch.physics) bo.noise = false, bo.quantize = false, bo.optics = false;
       const ProgramResult r = dut->run(p, inputs, bo);
       runs.push_back(compare_runs(p, r, reference));
-      acc.push_back(accuracy(p, r, labels));
+      acc.push_back(accuracy(p, r, labels, o.labels));
     }
     std::vector<double> abs, rel, arg, codes, fails, iters, differ;
     for (const Comparison& c : runs)
