@@ -74,7 +74,6 @@ std::vector<BenchRow> bench_batch(const BenchOptions& opt, const Hardware& hw, i
     NoiseRun n;
     n.spec = *hw.noise;
     n.seed = opt.seed;
-    n.flicker_length = 128;
     core_run("twin + noise", CoreConfig::twin_defaults(hw), &n);
   }
   core_run("twin all-off", CoreConfig::twin_all_off(hw));

@@ -645,7 +645,7 @@ class Interp {
   // values computed from such values are marked as they are defined.
   void mark_sequence(const std::string& name) { seq_.insert(name); }
   bool carries_sequence(const std::string& name) const { return seq_.count(name) > 0; }
-  void set_token(int t) { ctx_.token = t; }
+  void set_token(int t, int tokens) { ctx_.token = t, ctx_.tokens = tokens; }
 
  private:
   const WeightStore& w_;
@@ -865,6 +865,7 @@ class Interp {
       run_ops(body.ops, scope, body_head, false);
       Tensor fz = lookup(scope, body.results[0], body_head);
       if (fz.shape != z.shape) fail(where, "body result has shape " + str(fz.shape) + ", the iterate " + str(z.shape));
+      if (top && !sequential() && opt_.progress) opt_.progress(step, max_iter);
       return fz;
     };
     auto dist = [&](const Tensor& a, const Tensor& b, std::int64_t s) {
@@ -969,7 +970,8 @@ void bind_symbols(const std::string& what, const Value& decl, const Tensor& t, s
 // Sequential mode (docs/ir.md, "Sequential mode"): the graph once per token t on the [B, 1, ...]
 // slices of the inputs of rank >= 2 (the others whole), run keeping the stateful ops' states from
 // token to token; each output is its per-token results concatenated along axis 1.
-InterpretResult run_sequential(const Graph& g, const Env& inputs, Interp& run, bool trace) {
+InterpretResult run_sequential(const Graph& g, const Env& inputs, Interp& run, bool trace,
+                               const std::function<void(long long, long long)>& progress) {
   std::int64_t L = -1;
   std::string first;
   for (const auto& [name, x] : inputs) {
@@ -989,7 +991,7 @@ InterpretResult run_sequential(const Graph& g, const Env& inputs, Interp& run, b
     Env env;
     for (const auto& [name, x] : inputs) env[name] = x.shape.size() >= 2 ? token_slice(x, t) : x;
     run.stats.clear();
-    run.set_token(static_cast<int>(t));
+    run.set_token(static_cast<int>(t), static_cast<int>(L));
     run.run_ops(g.ops, env, "interpret:", true);
     for (const auto& name : g.outputs) {
       const std::string where = "interpret: output '" + name + "'";
@@ -1000,6 +1002,7 @@ InterpretResult run_sequential(const Graph& g, const Env& inputs, Interp& run, b
     }
     if (trace)
       for (auto& [name, x] : env) parts[name].push_back(std::move(x));
+    if (progress) progress(t + 1, L);
     // the top-level FixedPoints run in the same order at every token; their stats go sample-major
     if (t == 0)
       for (const auto& st : run.stats) {
@@ -1053,7 +1056,7 @@ InterpretResult interpret(const Graph& g, const WeightStore& w, const std::map<s
   }
 
   Interp run(w, options);
-  if (options.mode == Mode::Sequential) return run_sequential(g, env, run, options.trace);
+  if (options.mode == Mode::Sequential) return run_sequential(g, env, run, options.trace, options.progress);
   run.run_ops(g.ops, env, "interpret:", true);
 
   InterpretResult res;

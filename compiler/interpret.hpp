@@ -9,6 +9,7 @@
 // given; a tensor whose fixed dims differ from its declaration is an error naming it.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -29,6 +30,7 @@ enum class Mode { Simultaneous, Sequential };
 struct OpContext {
   int iteration = -1;  // the step of the innermost FixedPoint, from 0; -1 outside any loop
   int token = -1;      // the token in sequential mode; -1 in simultaneous mode
+  int tokens = 1;      // the sequence length in sequential mode (so that (row, token) names one solve)
 };
 
 // How a lowered program's hardware ops are computed (runtime/backend.hpp implements them). Without
@@ -47,6 +49,9 @@ struct InterpretOptions {
                        // mode: those that carry the sequence concatenated over the tokens)
   const Hooks* hooks = nullptr;
   Mode mode = Mode::Simultaneous;
+  // Called after each token (sequential mode: done = tokens run, total = L) and after each step of
+  // a top-level FixedPoint (simultaneous mode: done = steps, total = its max_iter), for progress.
+  std::function<void(long long done, long long total)> progress;
 };
 
 // One top-level FixedPoint op's run: per sample (the iterate's leading axis), the steps it took and

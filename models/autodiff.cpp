@@ -20,7 +20,10 @@ using Row = Eigen::Matrix<double, 1, Eigen::Dynamic>;
 // Stable logistic function: exp(-|x|) never overflows.
 template <class A>
 Mat sigmoid_of(const A& x) {
-  const auto e = (-x.abs()).exp().eval();
+  // Eigen's vectorised exp may return a subnormal instead of 0 far below the range: flush it, so
+  // that sigmoid and SiLU saturate exactly
+  const auto e0 = (-x.abs()).exp().eval();
+  const auto e = (e0 < std::numeric_limits<double>::min()).select(0.0, e0).eval();
   const auto inv = (1.0 + e).inverse().eval();
   return (x >= 0).select(inv, e * inv).matrix();
 }

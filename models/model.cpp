@@ -5,7 +5,8 @@
 #include "models/aoc_ssm.hpp"
 #include "sim/error.hpp"
 #include "sim/json_reader.hpp"
-#include "sim/noise.hpp"
+#include "sim/quantize.hpp"
+#include "sim/tile.hpp"
 
 namespace aoc::models {
 
@@ -21,41 +22,54 @@ std::int64_t SequenceModel::parameter_count() {
 
 namespace {
 
-// Rounds v to a uniform grid of 2^bits codes over [-m, m], m = max|v| (the forward pass); the
-// backward pass is the identity (straight-through): v + constant(q - v).
-Var straight_through(Tape& t, Var x, int bits, bool symmetric_codes) {
-  if (bits <= 0) return x;  // off: no pass over the values (every product of every solve step calls this)
-  const Mat& v = t.value(x);
-  const double m = v.cwiseAbs().maxCoeff();
-  if (!(m > 0)) return x;
-  Mat q;
-  if (symmetric_codes) {  // the SLM: signed codes -qmax-1 .. qmax
-    const double qmax = std::ldexp(1.0, bits - 1) - 1;
-    q = (v / m * qmax).array().round().max(-qmax - 1).min(qmax).matrix() * (m / qmax);
-  } else {  // a converter: 2^bits levels from -m to m (sim/quantize.hpp's UniformConverter)
-    const double step = 2 * m / (std::ldexp(1.0, bits) - 1);
-    q = (((v.array() + m) / step).round() * step - m).matrix();
-  }
-  return t.add(x, t.constant(q - v));
-}
+// The forward value q with the gradient of x (straight-through): x + constant(q - x).
+Var straight_through(Tape& t, Var x, const Mat& q) { return t.add(x, t.constant(q - t.value(x))); }
 
 }  // namespace
 
+// The forward pass reads the simulator's tile (sim/tile.hpp) programmed with the SLM codes of W
+// (sim/quantize.hpp, the compiler's quantizer) on ideal optics with the receiver noise; the backward
+// pass is the exact product's.
 Var SequenceModel::optical(Tape& t, Var x, Var W) {
-  Var y = t.linear(x, straight_through(t, W, hw_.slm_bits, true));
+  Var y = t.linear(x, W);
+  if (hw_.slm_bits <= 0 && hw_.output_noise <= 0) return y;  // off: no pass over the values
+  const Mat& w = t.value(W);  // [out, in]
+  if (!(w.cwiseAbs().maxCoeff() > 0)) return y;
+  static const Hardware kNoCalibration{};  // ideal optics with linear LEDs reads nothing of it
+  CoreConfig chain = CoreConfig::ideal(0, 1);
+  chain.led = LedModel::Linear;
+  OpticalTile<double> tile(kNoCalibration, chain, Optics::Ideal);
   if (hw_.output_noise > 0) {
-    const Mat& v = t.value(y);
-    Mat n(v.rows(), v.cols());
-    const std::uint64_t draw = draws_++;
-    for (Eigen::Index r = 0; r < v.rows(); ++r)
-      noise::normals(hw_.seed, noise::Source::Thermal, static_cast<std::uint32_t>(draw), static_cast<std::uint32_t>(r),
-                     static_cast<int>(v.cols()), n.row(r).data());
-    y = t.add(y, t.constant(n * hw_.output_noise));
+    TileNoise n;
+    n.spec.thermal_sigma = hw_.output_noise;
+    n.seed = hw_.seed;
+    n.stream = static_cast<std::uint32_t>(draws_++ % (1u << 27)) + 1;
+    tile.set_noise(n);
   }
-  return y;
+  tile.program(MatrixXdR(hw_.slm_bits > 0 ? MatrixXdR(quantize_weights(w, hw_.slm_bits).values()) : MatrixXdR(w)).transpose());
+  const Mat& xv = t.value(x);
+  const auto R = static_cast<int>(xv.rows());
+  const int ldi = tile.ld_in(), ldo = tile.ld_out();
+  AlignedVector<double> in(static_cast<std::size_t>(R) * ldi, 0.0), out(static_cast<std::size_t>(R) * ldo), scratch(tile.scratch_size(R));
+  for (int r = 0; r < R; ++r)
+    for (Eigen::Index j = 0; j < xv.cols(); ++j) in[static_cast<std::size_t>(r) * ldi + j] = xv(r, j);
+  tile.read(in.data(), R, StepContext{}, 0, kern::Epilogue<double>{}, out.data(), scratch.data());
+  Mat q(R, w.rows());
+  for (int r = 0; r < R; ++r)
+    for (Eigen::Index j = 0; j < w.rows(); ++j) q(r, j) = out[static_cast<std::size_t>(r) * ldo + j];
+  return straight_through(t, y, q);
 }
 
-Var SequenceModel::convert(Tape& t, Var x, int bits) { return straight_through(t, x, bits, false); }
+// A converter of 2^bits levels over +-max|x| (sim/quantize.hpp's UniformConverter), as calibrated
+// converters set their ranges.
+Var SequenceModel::convert(Tape& t, Var x, int bits) {
+  if (bits <= 0) return x;
+  const Mat& v = t.value(x);
+  const double m = v.cwiseAbs().maxCoeff();
+  if (!(m > 0)) return x;
+  const UniformConverter c{-m, m, bits};
+  return straight_through(t, x, v.unaryExpr([&](double e) { return c.quantize(e); }));
+}
 
 ir::Imported import_model_config(const std::string& path, const ir::ImportOptions& o) {
   const jsonr::json j = jsonr::parse_file(path);

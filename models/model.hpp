@@ -18,8 +18,9 @@
 namespace aoc::models {
 
 // Hardware-aware training: the simulator's physics in the training's forward pass. The optical
-// products see SLM weights quantized to `slm_bits` (per matrix, over +-max|W|) and additive Gaussian
-// receiver noise of rms `output_noise`, fresh per step (Philox keyed by `seed` and a draw counter);
+// products are reads of the simulator's tile (sim/tile.hpp, ideal optics) programmed with the SLM
+// codes of `slm_bits` (sim/quantize.hpp, per matrix over +-max|W|, as the compiler quantizes) and
+// with receiver noise of rms `output_noise`, fresh per read (keyed by `seed` and a draw counter);
 // the crossings between digital and analog see a DAC of `dac_bits` and an ADC of `adc_bits`, each
 // over +-max|x| of the batch (what calibrated converters do, runtime/backend.hpp). Quantizers pass
 // the gradient straight through. Where the crossings are is each model's (as the compiler's

@@ -13,6 +13,8 @@
 #include "sim/noise.hpp"
 #include "sim/quantize.hpp"
 #include "sim/stages.hpp"
+#include "sim/tile.hpp"
+#include "runtime/loop_run.hpp"
 
 namespace aoc {
 
@@ -21,21 +23,14 @@ namespace {
 using ir::OpContext;
 using ir::Tensor;
 
-std::uint32_t op_key(const std::string& name) {  // FNV-1a: a stable number per op for the noise keys
-  std::uint32_t h = 2166136261u;
-  for (unsigned char c : name) h = (h ^ c) * 16777619u;
-  return h;
-}
-
 struct Counters {
   std::atomic<long long> dac{0}, adc{0}, dac_clipped{0}, adc_clipped{0};
 };
 
-// The tile loop both backends share: y = sum over tiles of x[cols of the tile] W_tile^T. `tile_w`
-// gives a tile's matrix (rows x cols, row-major); `partial` may change a tile's partial sums before
-// they are added (the sim converts them when the hardware adds them digitally).
-template <class TileW, class Partial>
-Tensor tiled_product(const ir::OpticalPlan& plan, const Tensor& x, int threads, TileW&& tile_w, Partial&& partial) {
+// The reference's tile loop: y = sum over tiles of x[cols of the tile] W_tile^T, in double, tile by
+// tile as the plan splits the matrix. `tile_w` gives a tile's matrix (rows x cols, row-major).
+template <class TileW>
+Tensor tiled_product(const ir::OpticalPlan& plan, const Tensor& x, int threads, TileW&& tile_w) {
   if (x.shape.empty() || x.shape.back() != plan.cols)
     throw Error("run: op '" + plan.op + "': input has last dim " + (x.shape.empty() ? std::string("none") : std::to_string(x.shape.back())) +
                 ", the matrix has " + std::to_string(plan.cols) + " columns");
@@ -51,15 +46,12 @@ Tensor tiled_product(const ir::OpticalPlan& plan, const Tensor& x, int threads, 
     for (std::int64_t r = 0; r < R; ++r) {
       const double* xr = x.data.data() + r * plan.cols + t.col0;
       double* yr = y.data.data() + r * plan.rows + t.row0;
-      std::vector<double> part(static_cast<std::size_t>(t.rows));
       for (std::int64_t i = 0; i < t.rows; ++i) {
         const double* wi = W.data() + i * t.cols;
         double acc = 0;
         for (std::int64_t j = 0; j < t.cols; ++j) acc += wi[j] * xr[j];
-        part[static_cast<std::size_t>(i)] = acc;
+        yr[i] += acc;
       }
-      partial(k, r, part);
-      for (std::int64_t i = 0; i < t.rows; ++i) yr[i] += part[static_cast<std::size_t>(i)];
     }
   }
   return y;
@@ -84,8 +76,7 @@ class CpuHooks : public ir::Hooks {
     if (!plan) throw Error("run: optical op '" + op.name + "' has no plan");
     std::vector<double> tile;
     return tiled_product(
-        *plan, x, threads_, [&](std::size_t k) -> const std::vector<double>& { return tile = exact_tile(*plan, w, plan->tiles[k]); },
-        [](std::size_t, std::int64_t, std::vector<double>&) {});
+        *plan, x, threads_, [&](std::size_t k) -> const std::vector<double>& { return tile = exact_tile(*plan, w, plan->tiles[k]); });
   }
   Tensor convert(const ir::Op& op, const Tensor& x, const OpContext&) const override {
     saw(op, x);
@@ -110,68 +101,117 @@ class CalibrationHooks : public CpuHooks {
   }
 };
 
+// The simulated machine: one programmed OpticalTile (sim/tile.hpp) per tile of every plan, made
+// once per run (the run's weight loads), read once per product and fixed-point iteration, in T.
+template <class T>
 class SimHooks : public ir::Hooks {
  public:
   SimHooks(const ir::Program& p, const Hardware& hw, const BackendOptions& o) : p_(p), o_(o), hw_(hw), chain_(CoreConfig::twin_defaults(hw)) {
     chain_.gain = GainMode::Explicit;  // output = x W exactly when every non-ideality is off
     chain_.beta = {1.0};
-    chain_.led = LedModel::Linear;
-    chain_.closed_loop = false;
-    if (o.noise) {
-      if (!hw.noise) throw Error(hw.path + ": noise: missing (needed for a noisy run; run without noise to skip it)");
-      noise_ = *hw.noise;
-    }
+    chain_.led = LedModel::Linear;     // the drive pre-distorted to be linear in the value
+    chain_.closed_loop = false;        // the twin's correction is tied to its own loop's operating point
+    if (o.noise && !hw.noise) throw Error(hw.path + ": noise: missing (needed for a noisy run; run without noise to skip it)");
+    if (o.quantize && hw.converters) dac_bits_ = hw.converters->dac_bits, adc_bits_ = hw.converters->adc_bits;
+    else dac_bits_ = p.target.dac_bits, adc_bits_ = p.target.adc_bits;
+    int max_iter = 1;
+    const std::function<void(const std::vector<ir::Op>&)> walk = [&](const std::vector<ir::Op>& ops) {
+      for (const ir::Op& op : ops) {
+        if (op.body) walk(op.body->ops);
+        if (op.kind == ir::OpKind::FixedPoint) max_iter = std::max<int>(max_iter, static_cast<int>(ir::attr_int(op, "max_iter", 40)));
+      }
+    };
+    walk(p.graph.ops);
+    std::uint32_t stream = 1;  // 0 is the loop core's
     for (const ir::OpticalPlan& plan : p.optical) {
-      if (plan.column_blocks() > 1 && !p.target.analog_partial_sums && o.quantize && p.target.adc_bits > 0) digital_sums_.insert(plan.op);
+      if (plan.column_blocks() > 1 && !p.target.analog_partial_sums && o.quantize && adc_bits_ > 0) digital_sums_.insert(plan.op);
+      const auto wt = p.weights.find(plan.weight);
+      if (wt == p.weights.end()) throw Error("run: weight '" + plan.weight + "' of op '" + plan.op + "' is missing");
+      std::vector<std::unique_ptr<OpticalTile<T>>>& tiles = tiles_[plan.op];
+      for (std::size_t k = 0; k < plan.tiles.size(); ++k) {
+        const ir::Tile& t = plan.tiles[k];
+        auto tile = std::make_unique<OpticalTile<T>>(hw_, chain_, o.optics ? Optics::Calibrated : Optics::Ideal);
+        if (o.noise) {
+          TileNoise n;
+          n.spec = *hw.noise;
+          n.seed = o.seed;
+          n.stream = stream;
+          n.channel0 = static_cast<std::uint32_t>(t.module * hw.channels + t.core_row0);
+          const NoiseRun clock = noise_run(hw, o.seed, max_iter);
+          n.loop_period_us = clock.loop_period_us;
+          n.slot_ticks = std::max<std::int64_t>(1, std::llround(clock.sample_spacing_us / clock.loop_period_us));
+          tile->set_noise(n);
+        }
+        ++stream;
+        // AOC convention: LED channel (the plan's column) i drives detector (row) j
+        MatrixXdR W(t.cols, t.rows);
+        const bool codes = o.quantize && !plan.codes.empty();
+        for (std::int64_t i = 0; i < t.rows; ++i)
+          for (std::int64_t j = 0; j < t.cols; ++j)
+            W(j, i) = codes ? plan.codes[static_cast<std::size_t>((t.row0 + i) * plan.cols + t.col0 + j)] * plan.code_step[k]
+                            : plan.weight_at(wt->second, t.row0 + i, t.col0 + j);
+        tile->program(W, static_cast<int>(t.core_col0), static_cast<int>(t.core_row0));
+        tiles.push_back(std::move(tile));
+      }
     }
   }
 
-  Tensor optical(const ir::Op& op, const Tensor& x, const Tensor& w, const OpContext& ctx) const override {
+  Tensor optical(const ir::Op& op, const Tensor& x, const Tensor&, const OpContext& ctx) const override {
     const ir::OpticalPlan* plan = p_.plan(op.name);
     if (!plan) throw Error("run: optical op '" + op.name + "' has no plan");
-    const std::uint32_t key = op_key(op.name);
-    std::vector<std::vector<double>> offsets(plan->tiles.size());  // the optical chain's constant output per tile
-    const bool codes = o_.quantize && !plan->codes.empty();
+    if (x.shape.empty() || x.shape.back() != plan->cols)
+      throw Error("run: op '" + plan->op + "': input has last dim " + (x.shape.empty() ? std::string("none") : std::to_string(x.shape.back())) +
+                  ", the matrix has " + std::to_string(plan->cols) + " columns");
+    const auto& tiles = tiles_.at(op.name);
     const bool sums = digital_sums_.count(op.name) > 0;
-    const UniformConverter adc{p_.target.adc_lo, p_.target.adc_hi, p_.target.adc_bits};
-    std::vector<double> tile;
-    Tensor y = tiled_product(
-        *plan, x, o_.threads,
-        [&](std::size_t k) -> const std::vector<double>& {
-          const ir::Tile& t = plan->tiles[k];
-          tile = exact_tile(*plan, w, t);
-          for (std::int64_t i = 0; i < t.rows; ++i)
-            for (std::int64_t j = 0; j < t.cols; ++j) {
-              double& v = tile[static_cast<std::size_t>(i * t.cols + j)];
-              if (codes) v = plan->codes[static_cast<std::size_t>((t.row0 + i) * plan->cols + t.col0 + j)] * plan->code_step[k];
-              // The SLM's fixed pattern: one relative error per pixel per programming (the tile's load).
-              if (noise_.slm_fixed_pattern_sigma > 0)
-                v *= 1 + noise_.slm_fixed_pattern_sigma *
-                             noise::normal(o_.seed, noise::Source::SlmPattern, key + static_cast<std::uint32_t>(k),
-                                           static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(j));
-            }
-          if (o_.optics) through_chain(t, tile, offsets[k]);
-          return tile;
-        },
-        [&](std::size_t k, std::int64_t r, std::vector<double>& part) {
-          const ir::Tile& t = plan->tiles[k];
-          for (std::size_t i = 0; i < offsets[k].size(); ++i) part[i] += offsets[k][i];
-          // Receiver noise on every detected output of every tile, per iteration.
-          if (noise_.thermal_sigma > 0)
-            for (std::int64_t i = 0; i < t.rows; ++i)
-              part[static_cast<std::size_t>(i)] +=
-                  noise_.thermal_sigma * noise::normal(o_.seed, noise::Source::Thermal, key ^ step_key(ctx),
-                                                       row_key(r, ctx), static_cast<std::uint32_t>(t.row0 + i));
-          if (sums)  // each tile's partial sums leave through an ADC and are added digitally
-            for (double& v : part) v = count_convert(adc, v, false);
-        });
+    const UniformConverter adc{p_.target.adc_lo, p_.target.adc_hi, adc_bits_};
+    Tensor y;
+    y.shape = x.shape;
+    y.shape.back() = plan->rows;
+    const std::int64_t R = plan->cols == 0 ? 0 : static_cast<std::int64_t>(x.data.size()) / plan->cols;
+    y.data.assign(static_cast<std::size_t>(R * plan->rows), 0.0);
+    // Each row is one read in its own slot of the machine's clock: (row, token) in sequential mode,
+    // the row (batch x token) at once in simultaneous mode: the same slot for the same sample and token.
+    std::vector<int> slots(static_cast<std::size_t>(R));
+    for (std::int64_t r = 0; r < R; ++r) slots[r] = static_cast<int>(ctx.token >= 0 ? r * ctx.tokens + ctx.token : r);
+    const StepContext sc{ctx.iteration, slots.data()};
+    constexpr int kRows = 64;
+    const std::int64_t blocks = (R + kRows - 1) / kRows;
+    for (std::size_t k = 0; k < plan->tiles.size(); ++k) {
+      const ir::Tile& t = plan->tiles[k];
+      const OpticalTile<T>& tile = *tiles[k];
+      const int ldi = tile.ld_in(), ldo = tile.ld_out();
+      const std::size_t need = static_cast<std::size_t>(kRows) * (ldi + ldo) + tile.scratch_size(kRows);
+#pragma omp parallel for num_threads(o_.threads) schedule(static)
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        thread_local AlignedVector<T> buf;  // reused across reads: no allocation in the loop
+        if (buf.size() < need) buf.resize(need);
+        T* in = buf.data();
+        T* out = in + static_cast<std::size_t>(kRows) * ldi;
+        const std::int64_t r0 = b * kRows;
+        const int rows = static_cast<int>(std::min<std::int64_t>(kRows, R - r0));
+        std::fill(in, in + static_cast<std::size_t>(rows) * ldi, T(0));
+        for (int r = 0; r < rows; ++r) {
+          const double* xr = x.data.data() + (r0 + r) * plan->cols + t.col0;
+          for (std::int64_t j = 0; j < t.cols; ++j) in[static_cast<std::size_t>(r) * ldi + j] = static_cast<T>(xr[j]);
+        }
+        tile.read(in, rows, sc, static_cast<int>(r0), kern::Epilogue<T>{}, out, out + static_cast<std::size_t>(kRows) * ldo);
+        for (int r = 0; r < rows; ++r) {
+          double* yr = y.data.data() + (r0 + r) * plan->rows + t.row0;
+          const T* o = out + static_cast<std::size_t>(r) * ldo;
+          // each tile's partial sums leave through an ADC and are added digitally
+          for (std::int64_t i = 0; i < t.rows; ++i) yr[i] += sums ? count_convert(adc, static_cast<double>(o[i]), false) : static_cast<double>(o[i]);
+        }
+      }
+    }
     return y;
   }
 
   Tensor convert(const ir::Op& op, const Tensor& x, const OpContext&) const override {
-    const std::optional<UniformConverter> c = converter_of(op);
+    std::optional<UniformConverter> c = converter_of(op);
     if (!o_.quantize || !c) return x;
     const bool to_analog = ir::attr_string(op, "to", "") == "analog";
+    c->bits = to_analog ? dac_bits_ : adc_bits_;  // the run's converters over the range compiled in
     Tensor y = x;
     for (double& v : y.data) v = count_convert(*c, v, to_analog);
     return y;
@@ -184,37 +224,9 @@ class SimHooks : public ir::Hooks {
   const BackendOptions& o_;
   const Hardware& hw_;
   CoreConfig chain_;
-  NoiseSpec noise_;
+  int dac_bits_ = 0, adc_bits_ = 0;
   std::set<std::string> digital_sums_;
-
-  // The tile as the optics compute it: the chain is affine in the LED drives, g(x) = x F + c, so F
-  // and c follow from the drives 0 and each of the tile's channels lit alone.
-  void through_chain(const ir::Tile& t, std::vector<double>& tile, std::vector<double>& offset) const {
-    const std::int64_t C = hw_.channels;
-    if (t.core_row0 + t.rows > C || t.core_col0 + t.cols > C)
-      throw Error("run: --optics: a tile of " + std::to_string(t.rows) + " x " + std::to_string(t.cols) + " does not fit the " +
-                  std::to_string(C) + " channels of " + hw_.name + " (compile with tiles of the machine's size)");
-    // The tile where the plan puts it in the core (AOC convention: W(LED channel, detector)); the
-    // other tiles of its programming are dark while it runs and are left out of the frame.
-    MatrixXdR W = MatrixXdR::Zero(C, C);
-    for (std::int64_t i = 0; i < t.rows; ++i)
-      for (std::int64_t j = 0; j < t.cols; ++j) W(t.core_col0 + j, t.core_row0 + i) = tile[static_cast<std::size_t>(i * t.cols + j)];
-    offset.assign(static_cast<std::size_t>(t.rows), 0.0);
-    if (W.cwiseAbs().maxCoeff() == 0) return;
-    MatrixXdR drives = MatrixXdR::Zero(t.cols + 1, C);  // no light, then each of the tile's channels alone
-    for (std::int64_t j = 0; j < t.cols; ++j) drives(1 + j, t.core_col0 + j) = 1.0;
-    const MatrixXdR g = optical_chain(hw_, chain_, W, drives, drives);
-    for (std::int64_t i = 0; i < t.rows; ++i) {
-      const std::int64_t d = t.core_row0 + i;
-      offset[static_cast<std::size_t>(i)] = g(0, d);
-      for (std::int64_t j = 0; j < t.cols; ++j) tile[static_cast<std::size_t>(i * t.cols + j)] = g(1 + j, d) - g(0, d);
-    }
-  }
-
-  static std::uint32_t step_key(const OpContext& c) { return static_cast<std::uint32_t>(c.iteration + 1) * 0x9E3779B9u; }
-  static std::uint32_t row_key(std::int64_t r, const OpContext& c) {
-    return static_cast<std::uint32_t>(r) + static_cast<std::uint32_t>(c.token + 1) * 0x85EBCA6Bu;
-  }
+  std::map<std::string, std::vector<std::unique_ptr<OpticalTile<T>>>> tiles_;  // per optical op, per plan tile
 
   double count_convert(const UniformConverter& c, double v, bool dac) const {
     const bool clipped = v < c.lo || v > c.hi;
@@ -235,6 +247,7 @@ ProgramResult run_with_hooks(const ir::Program& p, const std::map<std::string, T
   io.trace = o.trace;
   io.hooks = &hooks;
   io.mode = o.mode;
+  io.progress = o.progress;
   ir::InterpretResult r = ir::interpret(p.graph, p.weights, inputs, io);
   ProgramResult res;
   res.values = std::move(r.values);
@@ -259,13 +272,18 @@ class SimBackend : public Backend {
   ProgramResult run(const ir::Program& p, const std::map<std::string, Tensor>& inputs, const BackendOptions& o) const override {
     if (hw_.name != p.target.hardware)
       throw Error("run: the program was compiled for " + p.target.hardware + ", the hardware given is " + hw_.name);
-    SimHooks hooks(p, hw_, o);
+    return o.f64 ? run_in<double>(p, inputs, o) : run_in<float>(p, inputs, o);
+  }
+
+ private:
+  template <class T>
+  ProgramResult run_in(const ir::Program& p, const std::map<std::string, Tensor>& inputs, const BackendOptions& o) const {
+    SimHooks<T> hooks(p, hw_, o);
     ProgramResult res = run_with_hooks(p, inputs, o, hooks);
     res.counters = {hooks.counters.dac, hooks.counters.adc, hooks.counters.dac_clipped, hooks.counters.adc_clipped};
     return res;
   }
 
- private:
   Hardware hw_;
 };
 

@@ -2,20 +2,19 @@
 // interpreter with hooks for the hardware ops (compiler/interpret.hpp):
 //   cpu  the digital reference: every optical op is the exact product in double, tile by tile as the
 //        plan splits it, every Convert the identity. With the untiled plan it is the interpreter.
-//   sim  the simulated optical core: per-tile SLM codes (when the program was quantized), the DAC
-//        and ADC of every Convert (bits and range of the target), partial sums of split matrices
-//        converted when the hardware adds them digitally, and the hardware's noise: receiver
-//        (thermal) noise on every optical output and the SLM's fixed pattern per programming,
-//        keyed by Philox on (seed, op, iteration, row, channel). With `optics`, every tile goes
-//        through the machine's calibrated optical chain (sim/stages.hpp: fan-in profile, SLM
-//        distortion and darkness, TIA gains, photodetector and beam-splitter crosstalk), folded
-//        into an affine map per programming; the LED drive is taken as linear (pre-distorted) and
-//        the twin's closed-loop correction, tied to its own operating point, is left out.
+//   sim  the simulated machine: one OpticalTile (sim/tile.hpp, the model every path uses) per tile
+//        of each plan, programmed once per run with its SLM codes (when the program was quantized)
+//        at its place in its module's core, through the machine's calibrated optical chain (or
+//        ideal optics), with the hardware's noise (SLM pattern, LED intensity, shot, receiver,
+//        drift, 1/f); read in float (or double) once per product and iteration. The DAC and ADC of
+//        every Convert (the run's bits over the range compiled in), and the ADC of partial sums of
+//        split matrices when the hardware adds them digitally.
 //   cuda, cuda-f32  the cpu backend's semantics with the products on a GPU by cuBLAS, in float64
 //        or float32 (runtime/cuda_backend.hpp; built with AOC_CUDA, else an error saying so).
 // docs/program.md, "Running programs".
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -35,9 +34,12 @@ struct BackendOptions {
   std::uint64_t seed = 0;      // sim: noise seed
   bool noise = true;           // sim: the hardware's noise section (required when on)
   bool quantize = true;        // sim: SLM codes and the converters (when the program has them)
-  bool optics = false;         // sim: each tile through the machine's calibrated optical chain
+  bool optics = true;          // sim: each tile through the machine's calibrated optical chain (false: ideal optics)
+  bool f64 = false;            // sim: the tiles' products in float64 (default float32, as the loop core)
   ir::Mode mode = ir::Mode::Simultaneous;
   bool trace = false;          // every top-level value, not only the outputs
+  // Progress: after each token (sequential) or fixed-point step (simultaneous); see ir::InterpretOptions.
+  std::function<void(long long done, long long total)> progress;
 };
 
 // What a run did beside its outputs (the sim backend counts its conversions).

@@ -19,8 +19,6 @@ NoiseRun noise_run(const Hardware& hw, std::uint64_t seed, int max_iter) {
   const TimingSpec t = hw.timing.value_or(TimingSpec{});
   n.loop_period_us = t.loop_period_ns * 1e-3;
   n.sample_spacing_us = (max_iter * t.loop_period_ns + t.settle_ns) * 1e-3 + t.readout_samples / t.readout_rate_mhz;
-  n.flicker_length = 2;
-  while (n.flicker_length < max_iter) n.flicker_length *= 2;
   return n;
 }
 

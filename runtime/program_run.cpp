@@ -82,11 +82,19 @@ void write_program_output(const std::string& path, const ir::Program&, const Pro
   for (const auto& a : arrays) bytes.append(reinterpret_cast<const char*>(a.values.data()), sizeof(double) * a.values.size());
   const H5Text text{{"tool", "aoc run"},        {"version", AOC_VERSION},  {"program", m.program},
                     {"config_hash", m.program_digest}, {"backend", m.backend}, {"mode", m.mode},
-                    {"inputs", m.inputs},      {"output_digest", digest_hex(bytes.data(), bytes.size())}};
+                    {"inputs", m.inputs},      {"precision", m.precision}, {"set", set_text(m.set)},
+                    {"compile_set", set_text(m.compile_set)}, {"output_digest", digest_hex(bytes.data(), bytes.size())}};
   const H5Attrs nums{{"seed", {static_cast<double>(m.seed)}}, {"noise", {m.noise ? 1.0 : 0.0}}, {"quantize", {m.quantize ? 1.0 : 0.0}},
+                     {"optics", {m.optics ? 1.0 : 0.0}}, {"trace", {m.trace ? 1.0 : 0.0}},
                      {"dac_conversions", {static_cast<double>(r.counters.dac)}},
                      {"adc_conversions", {static_cast<double>(r.counters.adc)}}};
   write_h5_arrays(path, arrays, nums, text);
+}
+
+std::string set_text(const std::vector<std::string>& set) {
+  std::string t;
+  for (const auto& o : set) t += (t.empty() ? "" : " ") + o;
+  return t;
 }
 
 IterationSummary summarize(const ProgramResult& r) {

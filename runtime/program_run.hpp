@@ -5,6 +5,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <vector>
 
 #include "compiler/program.hpp"
 #include "runtime/backend.hpp"
@@ -23,11 +24,16 @@ void write_example_inputs(const std::string& path, const ir::Program& p, std::in
 // its inputs and options.
 std::string file_digest(const std::string& path);
 
+// What ran, for the output's root attributes (docs/program.md, "Running programs").
 struct ProgramRunMeta {
-  std::string program, program_digest, backend, mode, inputs;
+  std::string program, program_digest, backend, mode, inputs, precision = "f64";
   std::uint64_t seed = 0;
-  bool noise = false, quantize = false;
+  bool noise = false, quantize = false, optics = false, trace = false;
+  std::vector<std::string> set, compile_set;  // the run-time --set, and the program's compile-time ones
 };
+
+// Overrides as one text: "noise.thermal_sigma=0.5 timing.settle_ns=100" ("" for none).
+std::string set_text(const std::vector<std::string>& set);
 
 void write_program_output(const std::string& path, const ir::Program& p, const ProgramResult& r, const ProgramRunMeta& m);
 

@@ -40,7 +40,7 @@ struct Workload {
   std::uint64_t data_seed = 1000;  // model: the task's data stream
   ir::Mode mode = ir::Mode::Sequential;
   bool calibrate = true;           // set the converters' ranges on the inputs (aoc compile --calibrate)
-  bool quantize = true, optics = false;  // the sim backend's options
+  bool quantize = true, optics = true;   // the sim backend's options (optics: the calibrated chain; false: ideal)
   bool runs() const { return kind == Kind::Model || (kind == Kind::Graph && !weights.empty() && !inputs.empty()); }
 };
 

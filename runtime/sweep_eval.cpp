@@ -175,20 +175,20 @@ struct Evaluator::Impl {
     });
   }
 
-  // The machine's noise at the point: its thermal and SLM-pattern levels times noise_scale, and with
-  // a photon budget P the shot noise of P photons at a full scale of 1 (rms 1/sqrt(P), in
-  // quadrature). Returns whether the run is noisy.
+  // The machine's noise at the point: every level of its noise section times noise_scale, and with
+  // a photon budget the photons each detector receives (the tile's shot noise). Returns whether
+  // the run is noisy.
   bool set_noise(Hardware& hw, const RunParams& rp) const {
     const bool noisy = rp.noise_scale > 0 || rp.photons;
     if (!noisy) return false;
     if (!hw.noise) throw Error(s.hardware_path + ": noise: missing (needed for a noisy run: set noise_scale 0 to run without noise)");
     NoiseSpec& n = *hw.noise;
-    n.thermal_sigma *= rp.noise_scale;
-    n.slm_fixed_pattern_sigma *= rp.noise_scale;
+    for (double* level : {&n.thermal_sigma, &n.rin_sigma, &n.slm_fixed_pattern_sigma, &n.drift_sigma, &n.flicker_sigma}) *level *= rp.noise_scale;
     if (n.slm_fixed_pattern_sigma > 1)
       throw Error("noise_scale " + jsonr::num(rp.noise_scale) + ": noise.slm_fixed_pattern_sigma becomes " + jsonr::num(n.slm_fixed_pattern_sigma) +
                   ", more than 1");
-    if (rp.photons) n.thermal_sigma = std::sqrt(n.thermal_sigma * n.thermal_sigma + 1 / *rp.photons);
+    if (rp.photons) n.photons_per_sample = *rp.photons;
+    else if (rp.noise_scale == 0) n.photons_per_sample = 0;
     return true;
   }
 

@@ -1,7 +1,5 @@
 #include "runtime/sweep_run.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -18,6 +16,7 @@
 #include <mpi.h>
 #endif
 
+#include "runtime/progress.hpp"
 #include "runtime/sweep_eval.hpp"
 #include "runtime/sweep_results.hpp"
 #include "sim/error.hpp"
@@ -174,34 +173,6 @@ class Pool {
   std::vector<std::thread> threads_;
 };
 
-// Points done, rate and time left on stderr: one line redrawn on a terminal, a line every 10 s
-// otherwise (a log).
-class Progress {
- public:
-  Progress(std::size_t total, bool on) : total_(total), on_(on && total > 0), tty_(::isatty(2)) {}
-  void update(std::size_t done, std::size_t failed, bool last = false) {
-    if (!on_) return;
-    const auto now = Clock::now();
-    if (!last && now - shown_ < (tty_ ? std::chrono::milliseconds(200) : std::chrono::milliseconds(10000))) return;
-    shown_ = now;
-    const double secs = std::chrono::duration<double>(now - start_).count();
-    const double rate = secs > 0 ? static_cast<double>(done) / secs : 0;
-    char left[32] = "";
-    if (rate > 0 && done < total_) std::snprintf(left, sizeof left, "  %.0f s left", static_cast<double>(total_ - done) / rate);
-    const int width = 24, filled = static_cast<int>(width * static_cast<double>(done) / static_cast<double>(total_));
-    const std::string bar = std::string(static_cast<std::size_t>(filled), '#') + std::string(static_cast<std::size_t>(width - filled), '-');
-    std::fprintf(stderr, "%ssweep [%s] %zu/%zu points  %.3g points/s%s%s%s", tty_ ? "\r" : "", bar.c_str(), done, total_, rate, left,
-                 failed ? ("  " + std::to_string(failed) + " failed").c_str() : "", tty_ ? "\033[K" : "\n");
-    if (last && tty_) std::fprintf(stderr, "\n");
-    std::fflush(stderr);
-  }
-
- private:
-  std::size_t total_;
-  bool on_, tty_;
-  Clock::time_point start_ = Clock::now(), shown_ = start_;
-};
-
 #ifdef AOC_WITH_MPI
 // Rank 0's side of the messages: answers every waiting request and collects the rows sent.
 void serve(Pool& pool, const Header& h, std::vector<Row>& rows, int& workers_done) {
@@ -326,7 +297,8 @@ SweepSummary run_sweep(const std::string& scenario_path, const SweepOptions& o) 
   // Rank 0 (or the only process): its threads take points from `pending`, other ranks ask for
   // them; every finished row goes to the journal at once.
   const std::size_t to_run = pending.size();
-  Progress progress(to_run, !o.quiet);
+  Progress progress("points", !o.quiet);
+  progress.phase("sweep");
   try {
     Pool pool(sum.threads, *ev, pts, std::move(pending), true);
     int workers_done = 0;
@@ -338,9 +310,10 @@ SweepSummary run_sweep(const std::string& scenario_path, const SweepOptions& o) 
       journal->append(rows);
       for (const Row& r : rows) sum.failed += r.status != "ok";
       sum.ran += rows.size();
-      progress.update(sum.ran, sum.failed);
+      progress.update(static_cast<long long>(sum.ran), static_cast<long long>(to_run), false,
+                      sum.failed ? std::to_string(sum.failed) + " failed" : "");
     }
-    progress.update(sum.ran, sum.failed, true);
+    progress.finish();
   } catch (const std::exception& e) {
     if (ranks.size() > 1) ranks.abort(e.what());
     throw;

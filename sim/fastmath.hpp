@@ -11,19 +11,15 @@ namespace aoc::fastmath {
 typedef float f32x16 __attribute__((vector_size(64)));
 typedef std::int32_t i32x16 __attribute__((vector_size(64)));
 
-// Natural log of x >= 0. log(0) and denormals give about -88 (finite), which is what the caller
-// wants: exp(c * log 0) must be 0, not NaN.
-inline f32x16 log_nonneg(f32x16 x) {
-  i32x16 bits = (i32x16)x;  // GCC vector casts reinterpret the bits
-  i32x16 e = (bits >> 23) - 126;
-  i32x16 mb = (bits & 0x007fffff) | 0x3f000000;  // mantissa in [0.5, 1)
-  f32x16 m = (f32x16)mb;
-  const i32x16 small = m < 0.707106781186547524f;  // -1 where true
-  e += small;
-  m = small ? m + m : m;
-  const f32x16 t = m - 1.0f;
-  const f32x16 z = t * t;
-  f32x16 y = f32x16{} + 7.0376836292e-2f;
+// log(x) of a vector F of floats (I: the int32 vector of its width): x = 2^e f with f in
+// [sqrt(1/2), sqrt(2)) by one integer offset, then the Cephes polynomial in f - 1. No comparisons:
+// GCC computes those lane by lane on vectors wider than the machine's.
+template <class F, class I>
+inline F log_positive(F x) {
+  const I yb = (I)x - 0x3f3504f3;  // the bits of sqrt(1/2)
+  const F e = __builtin_convertvector(yb >> 23, F);
+  const F t = (F)((yb & 0x007fffff) + 0x3f3504f3) - 1.0f, z = t * t;
+  F y = F{} + 7.0376836292e-2f;
   y = y * t - 1.1514610310e-1f;
   y = y * t + 1.1676998740e-1f;
   y = y * t - 1.2420140846e-1f;
@@ -32,12 +28,13 @@ inline f32x16 log_nonneg(f32x16 x) {
   y = y * t + 2.0000714765e-1f;
   y = y * t - 2.4999993993e-1f;
   y = y * t + 3.3333331174e-1f;
-  y = y * t * z;
-  const f32x16 ef = __builtin_convertvector(e, f32x16);
-  y += ef * -2.12194440e-4f;
-  y += -0.5f * z;
-  return t + y + ef * 0.693359375f;
+  y = y * t * z + e * -2.12194440e-4f - 0.5f * z;
+  return t + y + e * 0.693359375f;
 }
+
+// Natural log of x >= 0. log(0) and denormals give about -88 (finite), which is what the caller
+// wants: exp(c * log 0) must be 0, not NaN.
+inline f32x16 log_nonneg(f32x16 x) { return log_positive<f32x16, i32x16>(x); }
 
 // exp(x); inputs below -87.3 give 2^-126 (not 0), above 88.3 are clamped.
 inline f32x16 exp(f32x16 x) {

@@ -16,13 +16,21 @@ double normal(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, st
 // out[c] = normal(seed, s, a, b, c) for c = 0 .. n-1, two per Philox block.
 void normals(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, int n, double* out);
 
-// Slow per-channel drift at time t (in units of the drift's correlation time): a standard normal
-// at each whole time, linearly interpolated between them, times sigma.
-double drift(std::uint64_t seed, std::uint32_t channel, double t, double sigma);
-double drift_knot(std::uint64_t seed, std::uint32_t channel, std::uint32_t m);  // the normal at whole time m
+// Standard normals in float for the hot loop: out[k] = normal_f32(seed, s, a, b, c0 + k) for
+// k = 0 .. n-1, where element c is word c % 4 of the Philox4x32-10 block with counter
+// (s, a, b, c / 4) (key: the seed's two halves, as normal() uses), turned into a normal by the
+// inverse CDF (a float approximation of erfinv). Vectorised; every element's value depends only on
+// (seed, s, a, b, c): not on n, c0, the pointer's alignment or the machine's thread count.
+void normals_f32(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, std::uint32_t c0, int n, float* out);
+float normal_f32(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, std::uint32_t c);
 
-// 1/f ("flicker") noise of one (sample, channel) over `length` iterations: white normals shaped
-// to a 1/f power spectrum with FFTW, mean removed and scaled to rms sigma exactly.
-std::vector<double> flicker(std::uint64_t seed, std::uint32_t sample, std::uint32_t channel, int length, double sigma);
+// The two halves of normals_f32, exposed for tests. philox_words: the Philox words of the same
+// elements, from the same vectorised Philox. normal_from_word: the normal of word w, the quantile
+// of u = (w + 0.5) / 2^32 to within 4e-7 relative. u is never 0 or 1, so every normal is finite
+// and the largest |normal| is 6.33796, at w = 0 and 2^32 - 1; normal_from_word(~w) is exactly
+// -normal_from_word(w).
+void philox_words(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, std::uint32_t c0, int n, std::uint32_t* out);
+float normal_from_word(std::uint32_t w);
+
 
 }  // namespace aoc::noise

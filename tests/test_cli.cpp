@@ -149,3 +149,17 @@ TEST_CASE("cli: every subcommand's help shows an example") {
     CHECK(r.out.find("Example") != std::string::npos);
   }
 }
+
+TEST_CASE("cli: run and check --help teach the run-time --set, --ideal-optics and --quiet with examples") {
+  for (const char* sub : {"run", "check"}) {
+    const Run r = run_aoc(std::string(sub) + " --help");
+    INFO(sub << "\n" << r.out);
+    CHECK(r.status == 0);
+    CHECK(r.out.find("Examples:") != std::string::npos);
+    CHECK(r.out.find("--set noise.thermal_sigma=") != std::string::npos);
+    CHECK(r.out.find("converters.dac_bits") != std::string::npos);
+    CHECK(r.out.find("--ideal-optics") != std::string::npos);
+    CHECK(r.out.find("--quiet") != std::string::npos);
+    CHECK(r.out.find("--optics ") == std::string::npos);
+  }
+}

@@ -248,7 +248,7 @@ TEST_CASE("run: a tiled program matches the untiled one") {
 TEST_CASE("run: the simulator without converters and noise is the CPU reference") {
   const Program p = compiled(deq(small_target()));
   BackendOptions ideal;
-  ideal.noise = false, ideal.quantize = false;
+  ideal.noise = false, ideal.quantize = false, ideal.optics = false, ideal.f64 = true;
   CHECK(max_diff(run_on("sim", p, {{"x", kX}}, ideal).values.at(p.graph.outputs[0]),
                  run_on("cpu", p, {{"x", kX}}).values.at(p.graph.outputs[0])) < 1e-12);
 }

@@ -1,10 +1,14 @@
 // Noise sources: each has the statistics it should, and draws depend only on their keys.
+#include <Random123/philox.h>
 #include <catch2/catch.hpp>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <random>
+#include <vector>
 
 #include "tests/support.hpp"
 #include "sim/core.hpp"
@@ -180,42 +184,6 @@ TEST_CASE("noise: the SLM fixed pattern's relative error has the set rms") {
   CHECK(std::abs(std::sqrt(m.var) / 0.02 - 1) < 5 / std::sqrt(2.0 * m.n));
 }
 
-TEST_CASE("noise: drift is slow, per channel, and has the set rms at its knots") {
-  std::vector<double> knots, steps;
-  for (std::uint32_t ch = 0; ch < 2000; ++ch) {
-    for (int k = 0; k < 5; ++k) knots.push_back(noise::drift(3, ch, k, 0.004));
-    steps.push_back(noise::drift(3, ch, 1.001, 0.004) - noise::drift(3, ch, 1.0, 0.004));
-  }
-  const Moments m = moments(knots);
-  CHECK(std::abs(std::sqrt(m.var) / 0.004 - 1) < 0.05);
-  // over a thousandth of its correlation time it barely moves
-  for (double s : steps) CHECK(std::abs(s) < 0.004 * 0.01);
-  CHECK(noise::drift(3, 1, 2.5, 0.004) != noise::drift(3, 2, 2.5, 0.004));
-}
-
-TEST_CASE("noise: 1/f noise has the set rms over a sequence and a falling spectrum") {
-  const int L = 256;
-  double low = 0, high = 0;
-  for (std::uint32_t s = 0; s < 200; ++s) {
-    const auto x = noise::flicker(9, s, 4, L, 0.003);
-    double ss = 0, mean = 0;
-    for (double v : x) ss += v * v, mean += v / L;
-    CHECK(std::abs(std::sqrt(ss / L) / 0.003 - 1) < 1e-9);
-    CHECK(std::abs(mean) < 1e-12);
-    // power in a low and a high band of the periodogram
-    for (int k = 1; k <= 64; ++k) {
-      std::complex<double> X = 0;
-      for (int n = 0; n < L; ++n) X += x[n] * std::polar(1.0, -2 * M_PI * k * n / L);
-      (k <= 4 ? low : high) += (k <= 4 || k >= 33) ? std::norm(X) : 0;
-    }
-  }
-  // 1/f: mean power per bin in k=1..4 over k=33..64 is (mean 1/k over 1..4) / (mean 1/k over
-  // 33..64) = 0.521 / 0.0214 = 24.3; white noise would give 1
-  const double ratio = (low / 4) / (high / 32);
-  CHECK(ratio > 20);
-  CHECK(ratio < 29);
-}
-
 TEST_CASE("noise: a noisy solve is bit-identical across thread counts and batch splits") {
   const Problem p(150);
   NoiseRun n;
@@ -250,3 +218,146 @@ TEST_CASE("noise: a noisy solve is bit-identical across thread counts and batch 
   CHECK(std::memcmp(b.data(), whole1.row(61).data(), sizeof(double) * b.size()) == 0);
   omp_set_num_threads(1);
 }
+
+namespace {
+
+// n float normals of one stream, in double for the statistics
+std::vector<double> float_normals(noise::Source s, std::uint32_t a, std::uint32_t b, int n, std::uint64_t seed = 2024) {
+  std::vector<float> f(n);
+  noise::normals_f32(seed, s, a, b, 0, n, f.data());
+  return std::vector<double>(f.begin(), f.end());
+}
+
+double normal_cdf(double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); }
+
+// The exact standard normal quantile of u = (w + 0.5) / 2^32: Newton's method in double from
+// `start`, on erf near the centre and on erfc in the tails, so that neither cancels.
+double exact_normal(std::uint32_t w, double start) {
+  const double tail = (std::min(w, ~w) + 0.5) * 0x1p-32, q = 0.5 - tail;  // min(u, 1 - u), |u - 1/2|: exact
+  double z = std::abs(start);
+  for (int i = 0; i < 4; ++i) {
+    const double r = z / std::sqrt(2.0), f = q < 0.25 ? 0.5 * std::erf(r) - q : tail - 0.5 * std::erfc(r);
+    z -= f / (std::exp(-0.5 * z * z) / std::sqrt(2 * M_PI));
+  }
+  return w >> 31 ? z : -z;
+}
+
+}  // namespace
+
+TEST_CASE("noise: the vectorised Philox gives Random123's Philox4x32-10 words, for any offset and length", "[noise]") {
+  using G = r123::Philox4x32;
+  for (std::uint64_t seed : {0ULL, 0x0123456789abcdefULL, ~0ULL})
+    for (std::uint32_t c0 : {0u, 1u, 3u, 62u, 0xfffffff0u})  // the last wraps past 2^32 - 1 to 0
+      for (int n : {0, 1, 5, 64, 130}) {
+        std::vector<std::uint32_t> w(n);
+        noise::philox_words(seed, noise::Source::Rin, 7, 0xdeadbeef, c0, n, w.data());
+        const G::key_type key = {{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)}};
+        for (int k = 0; k < n; ++k) {
+          const std::uint32_t c = c0 + k;
+          const G::ctr_type ctr = {{static_cast<std::uint32_t>(noise::Source::Rin), 7, 0xdeadbeef, c / 4}};
+          INFO("seed " << seed << " c " << c);
+          REQUIRE(w[k] == G()(ctr, key)[c % 4]);
+        }
+      }
+}
+
+TEST_CASE("noise: normal_f32 and normals_f32 agree to the bit for any offset, length and alignment", "[noise]") {
+  std::vector<float> buf(1100);
+  for (std::uint32_t c0 : {0u, 1u, 3u, 5u, 63u, 64u, 65u, 1000003u})
+    for (int n : {0, 1, 3, 17, 48, 1000})
+      for (int shift : {0, 1, 3}) {  // out + 1 and out + 3 are not 8- or 16-byte aligned
+        float* out = buf.data() + shift;
+        noise::normals_f32(9, noise::Source::Shot, 4, 5, c0, n, out);
+        for (int k = 0; k < n; ++k) {
+          const float one = noise::normal_f32(9, noise::Source::Shot, 4, 5, c0 + k);
+          INFO("c0 " << c0 << " n " << n << " k " << k);
+          REQUIRE(std::memcmp(&one, out + k, sizeof one) == 0);
+        }
+      }
+}
+
+TEST_CASE("noise: float normals have mean 0, variance 1, skewness 0 and excess kurtosis 0", "[noise]") {
+  const std::vector<double> x = float_normals(noise::Source::Thermal, 3, 4, 1 << 20);
+  const double n = static_cast<double>(x.size());
+  double m1 = 0, m2 = 0, m3 = 0, m4 = 0;
+  for (double v : x) m1 += v / n;
+  for (double v : x) {
+    const double d = v - m1;
+    m2 += d * d / n, m3 += d * d * d / n, m4 += d * d * d * d / n;
+  }
+  // 5 standard errors of each estimator for normal data
+  CHECK(std::abs(m1) < 5 * std::sqrt(1 / n));
+  CHECK(std::abs(m2 - 1) < 5 * std::sqrt(2 / n));
+  CHECK(std::abs(m3 / std::pow(m2, 1.5)) < 5 * std::sqrt(6 / n));
+  CHECK(std::abs(m4 / (m2 * m2) - 3) < 5 * std::sqrt(24 / n));
+}
+
+TEST_CASE("noise: float normals follow the normal CDF (Kolmogorov-Smirnov distance)", "[noise]") {
+  std::vector<double> x = float_normals(noise::Source::Shot, 11, 12, 1 << 20);
+  std::sort(x.begin(), x.end());
+  const double n = static_cast<double>(x.size());
+  double d = 0;
+  for (size_t i = 0; i < x.size(); ++i) d = std::max({d, (i + 1) / n - normal_cdf(x[i]), normal_cdf(x[i]) - i / n});
+  CHECK(d < 1.95 / std::sqrt(n));  // the 0.1% critical value
+}
+
+TEST_CASE("noise: float normals lie beyond 3 sigma as often as normals do (0.27%)", "[noise]") {
+  const std::vector<double> x = float_normals(noise::Source::Rin, 5, 6, 1 << 20);
+  const double p = 2 * normal_cdf(-3), n = static_cast<double>(x.size());
+  const double beyond = std::count_if(x.begin(), x.end(), [](double v) { return std::abs(v) > 3; }) / n;
+  CHECK(std::abs(beyond - p) < 5 * std::sqrt(p * (1 - p) / n));
+}
+
+TEST_CASE("noise: float normal streams of other sources, indices or seeds, and neighbours in one stream, are uncorrelated", "[noise]") {
+  const int n = 1 << 18;
+  auto corr = [](const std::vector<double>& x, const std::vector<double>& y) {
+    double sxy = 0, sxx = 0, syy = 0;
+    for (size_t i = 0; i < x.size(); ++i) sxy += x[i] * y[i], sxx += x[i] * x[i], syy += y[i] * y[i];
+    return sxy / std::sqrt(sxx * syy);
+  };
+  const std::vector<double> base = float_normals(noise::Source::Shot, 1, 2, n + 4);
+  const std::vector<double> x(base.begin(), base.begin() + n);
+  const double tol = 5 / std::sqrt(static_cast<double>(n));
+  CHECK(std::abs(corr(x, float_normals(noise::Source::Thermal, 1, 2, n))) < tol);
+  CHECK(std::abs(corr(x, float_normals(noise::Source::Shot, 2, 2, n))) < tol);
+  CHECK(std::abs(corr(x, float_normals(noise::Source::Shot, 1, 3, n))) < tol);
+  CHECK(std::abs(corr(x, float_normals(noise::Source::Shot, 1, 2, n, 2025))) < tol);
+  for (int lag = 1; lag <= 4; ++lag) {  // words of one Philox block and of the next
+    INFO("lag " << lag);
+    CHECK(std::abs(corr(x, std::vector<double>(base.begin() + lag, base.begin() + lag + n))) < tol);
+  }
+}
+
+TEST_CASE("noise: the word-to-normal map is within 4e-7 of the exact normal quantile", "[noise]") {
+  std::vector<std::uint32_t> words;
+  for (std::uint32_t m = 0; m < 4096; ++m) words.insert(words.end(), {m, ~m, 0x80000000u + m, 0x7fffffffu - m});
+  for (int e = 12; e < 31; ++e)  // every binade of min(u, 1 - u)
+    for (int j = 0; j < 200; ++j) words.push_back((1u << e) + static_cast<std::uint32_t>(j / 200.0 * (1u << e)));
+  std::mt19937 rng(1);
+  for (int i = 0; i < 100000; ++i) words.push_back(rng());
+  double worst = 0;
+  for (std::uint32_t w : words) {
+    const float z = noise::normal_from_word(w);
+    const double exact = exact_normal(w, z);
+    worst = std::max(worst, std::abs(z - exact) / std::abs(exact));
+  }
+  CHECK(worst < 4e-7);  // about 3 float ulps
+}
+
+TEST_CASE("noise: the word-to-normal map is finite and odd, and 6.338 at most, at the ends of the word range", "[noise]") {
+  // words near 0, 2^31 and 2^32 - 1: u next to 0, 1/2 and 1
+  for (std::uint32_t m = 0; m < (1u << 16); ++m)
+    for (std::uint32_t w : {m, ~m, 0x80000000u + m, 0x7fffffffu - m}) {
+      const float z = noise::normal_from_word(w);
+      INFO("word " << w);
+      REQUIRE(std::isfinite(z));
+      REQUIRE(noise::normal_from_word(~w) == -z);
+      REQUIRE(std::abs(z) <= noise::normal_from_word(0xffffffffu));
+    }
+  const float top = noise::normal_from_word(0xffffffffu);
+  CHECK(noise::normal_from_word(0) == -top);
+  CHECK(std::abs(top - 6.337958) < 1e-5);  // the quantile of 1 - 2^-33
+  CHECK(noise::normal_from_word(0x80000000u) > 0);  // u = 1/2 + 2^-33
+  CHECK(noise::normal_from_word(0x80000000u) < 1e-9);
+}
+

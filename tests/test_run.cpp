@@ -11,9 +11,11 @@
 #include <string>
 #include <sys/wait.h>
 
+#include "compiler/program_h5.hpp"
 #include "runtime/h5io.hpp"
 #include "runtime/output.hpp"
 #include "runtime/problem.hpp"
+#include "runtime/progress.hpp"
 #include "sim/core.hpp"
 #include "sim/error.hpp"
 #include "sim/solver.hpp"
@@ -296,4 +298,222 @@ TEST_CASE("run: --help teaches with an example") {
   CHECK(r.status == 0);
   CHECK(r.out.find("Example") != std::string::npos);
   CHECK(r.out.find("--example-input") != std::string::npos);
+}
+
+namespace {
+
+// The trained parity model (models/trained/parity-implicit) compiled for aoc-48, with seeded inputs
+// of 2 sequences of 8 tokens: built once for the program tests below.
+struct ParityProgram {
+  fs::path dir;
+  std::string prog, tokens;
+};
+
+const ParityProgram& parity_program() {
+  static const ParityProgram p = [] {
+    ParityProgram q;
+    q.dir = fresh_dir("program");
+    q.prog = (q.dir / "p.aocp.h5").string(), q.tokens = (q.dir / "tok.h5").string();
+    const std::string model = std::string(AOC_SOURCE_DIR) + "/models/trained/parity-implicit";
+    const std::string g = (q.dir / "g.json").string();
+    REQUIRE(run_aoc("import " + model + "/config.json --shapes-only -o " + g).status == 0);
+    REQUIRE(run_aoc("compile " + g + " --weights " + model + "/weights.h5 --hw aoc-48 -o " + q.prog).status == 0);
+    REQUIRE(run_aoc("run " + q.prog + " --example-input " + q.tokens + " --batch 2 --length 8 --seed 4").status == 0);
+    return q;
+  }();
+  return p;
+}
+
+// `aoc run` of the parity program with `options`, into `name`.h5; returns the output's path.
+std::string run_program(const std::string& name, const std::string& options) {
+  const ParityProgram& p = parity_program();
+  const std::string out = (p.dir / (name + ".h5")).string();
+  const Run r = run_aoc("run " + p.prog + " --inputs " + p.tokens + " -o " + out + " " + options);
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  return out;
+}
+
+// A program command that must fail with one line naming `what`.
+void check_refused(const std::string& args, const std::string& what) {
+  const Run r = run_aoc(args);
+  INFO(r.out);
+  CHECK(r.status != 0);
+  CHECK(one_line(r.out));
+  CHECK(r.out.find(what) != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("run: a program's run-time --set noise.thermal_sigma changes its outputs against the machine's noise") {
+  const std::string a = run_program("noise-default", "--noise");
+  const std::string b = run_program("noise-hot", "--noise --set noise.thermal_sigma=0.5");
+  CHECK(aoc::read_h5_attr(a, "output_digest") != aoc::read_h5_attr(b, "output_digest"));
+}
+
+TEST_CASE("run: a program run records its run-time --set, optics and precision beside the seed") {
+  const std::string out = run_program("recorded", "--noise --set noise.thermal_sigma=0.5 --set timing.settle_ns=100 --precision f64");
+  CHECK(aoc::read_h5_attr(out, "set") == "noise.thermal_sigma=0.5 timing.settle_ns=100");
+  CHECK(aoc::read_h5_attr(out, "precision") == "f64");
+  CHECK(aoc::read_h5_attr(out, "optics") == "1");
+  CHECK(aoc::read_h5_attr(out, "seed") == "1");
+  CHECK(aoc::read_h5_attr(out, "version") == AOC_VERSION);
+}
+
+TEST_CASE("run: --ideal-optics gives other outputs than the default calibrated optics") {
+  const std::string measured = run_program("optics-default", "");
+  const std::string ideal = run_program("optics-ideal", "--ideal-optics");
+  CHECK(aoc::read_h5_attr(measured, "optics") == "1");
+  CHECK(aoc::read_h5_attr(ideal, "optics") == "0");
+  CHECK(aoc::read_h5_attr(measured, "output_digest") != aoc::read_h5_attr(ideal, "output_digest"));
+}
+
+TEST_CASE("run: --trace writes a program's intermediate values beside its outputs") {
+  const std::string out = run_program("traced", "--trace --backend cpu");
+  const aoc::ir::Program p = aoc::ir::read_program_h5(parity_program().prog);
+  const std::string inner = p.graph.ops.at(0).outputs.at(0);  // the first op's result, not an output
+  REQUIRE(std::find(p.graph.outputs.begin(), p.graph.outputs.end(), inner) == p.graph.outputs.end());
+  CHECK_FALSE(aoc::read_h5_array(out, inner).values.empty());
+  CHECK(aoc::read_h5_attr(out, "trace") == "1");
+}
+
+TEST_CASE("run: --set converters.slm_bits=4 on a program is an error naming it and how to recompile") {
+  const ParityProgram& p = parity_program();
+  check_refused("run " + p.prog + " --inputs " + p.tokens + " -o " + (p.dir / "never.h5").string() + " --set converters.slm_bits=4",
+                "run: --set converters.slm_bits=4: compiled into the program (its SLM codes); recompile with aoc compile");
+  CHECK_FALSE(fs::exists(p.dir / "never.h5"));
+}
+
+TEST_CASE("run: a run-time --set of the converters' range or the architecture is an error naming it") {
+  const ParityProgram& p = parity_program();
+  const std::string run = "run " + p.prog + " --inputs " + p.tokens + " -o " + (p.dir / "never.h5").string();
+  check_refused(run + " --set converters.adc_max=2", "--set converters.adc_max=2: compiled into the program");
+  check_refused(run + " --set architecture.modules=2", "--set architecture.modules=2: compiled into the program");
+  check_refused(run + " --set calibration.gain_pos=1", "--set calibration.gain_pos=1: the machine's measured calibration");
+}
+
+TEST_CASE("run: a loop option given with a program is an error naming it") {
+  const ParityProgram& p = parity_program();
+  const std::string run = "run " + p.prog + " --inputs " + p.tokens + " -o " + (p.dir / "never.h5").string();
+  check_refused(run + " --mode all-off", "run: --mode does not apply to a program (its fixed points carry their own rule and tolerance");
+  check_refused(run + " --tol 1e-6", "run: --tol does not apply to a program");
+  check_refused(run + " --hw aoc-16", "run: --hw does not apply to a program");
+  check_refused(run + " --bandwidth", "run: --bandwidth does not apply to a program");
+}
+
+TEST_CASE("run: a sim option with the cpu backend is an error naming it") {
+  const ParityProgram& p = parity_program();
+  check_refused("run " + p.prog + " --inputs " + p.tokens + " -o " + (p.dir / "never.h5").string() + " --backend cpu --ideal-optics",
+                "run: --ideal-optics applies to the sim backend only");
+}
+
+TEST_CASE("run: a program option given with a loop input is an error naming it") {
+  const auto d = fresh_dir("loop-refuses");
+  const auto in = (d / "in.h5").string(), out = (d / "out.h5").string();
+  REQUIRE(run_aoc("run --example-input " + in + " --n 16 --batch 2").status == 0);
+  check_refused("run " + in + " --hw aoc-16 -o " + out + " --sequence sequential", "run: --sequence applies to a program only");
+  check_refused("run " + in + " --hw aoc-16 -o " + out + " --ideal-optics", "run: --ideal-optics applies to a program only");
+  check_refused("run " + in + " --hw aoc-16 -o " + out + " --backend cpu", "run: --backend cpu applies to a program only");
+  check_refused("run " + in + " --hw aoc-16 -o " + out + " --batch 4", "run: --batch applies with --example-input only");
+  CHECK_FALSE(fs::exists(out));
+}
+
+TEST_CASE("check: a run-time --set is accepted and recorded in the JSON record") {
+  const ParityProgram& p = parity_program();
+  const Run r = run_aoc("check " + p.prog + " --inputs " + p.tokens + " --noise --set noise.thermal_sigma=0.05 --json --quiet");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["set"] == nlohmann::json::array({"noise.thermal_sigma=0.05"}));
+  CHECK(j["optics"] == true);
+  CHECK(j["noise"] == true);
+  CHECK(j["version"] == AOC_VERSION);
+}
+
+TEST_CASE("check: --set converters.slm_bits=4 is an error naming it") {
+  const ParityProgram& p = parity_program();
+  check_refused("check " + p.prog + " --inputs " + p.tokens + " --set converters.slm_bits=4", "check: --set converters.slm_bits=4: compiled into the program");
+}
+
+TEST_CASE("check: a sim option when --backends checks no simulator is an error naming it") {
+  const ParityProgram& p = parity_program();
+  check_refused("check " + p.prog + " --inputs " + p.tokens + " --backends cuda,cpu --noise", "check: --noise applies to the sim backend");
+}
+
+TEST_CASE("check: a sim option with --ideal is an error naming it") {
+  const ParityProgram& p = parity_program();
+  check_refused("check " + p.prog + " --inputs " + p.tokens + " --ideal --quantize", "check: --quantize does not apply with --ideal");
+}
+
+TEST_CASE("check: -o without --json is an error naming it") {
+  const ParityProgram& p = parity_program();
+  check_refused("check " + p.prog + " --inputs " + p.tokens + " -o " + (p.dir / "never.json").string(), "check: -o writes the JSON record");
+}
+
+namespace {
+
+// A meter on a temporary file with a clock the test sets; `text()` is what it wrote.
+struct Meter {
+  double now = 0;
+  std::FILE* f = std::tmpfile();
+  aoc::Progress p;
+  explicit Meter(bool tty) : p("tokens", true, f, tty, [this] { return now; }) { p.phase("run: sim"); }
+  ~Meter() {
+    p.finish();  // before the file closes
+    std::fclose(f);
+  }
+  std::string text() {
+    std::fflush(f);
+    std::rewind(f);
+    std::string s;
+    for (int c; (c = std::fgetc(f)) != EOF;) s += static_cast<char>(c);
+    return s;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("progress: a run shorter than a second prints nothing") {
+  Meter m(true);
+  m.now = 0.5, m.p.update(5, 10);
+  m.now = 0.9, m.p.update(10, 10);
+  m.p.finish();
+  CHECK(m.text().empty());
+}
+
+TEST_CASE("progress: on a terminal it redraws one line at most 5 times a second and ends with a newline") {
+  Meter m(true);
+  m.now = 1.0, m.p.update(2, 10);   // shown: 2 tokens/s, 4 s left
+  m.now = 1.1, m.p.update(3, 10);   // too soon
+  m.now = 1.3, m.p.update(4, 10);   // shown
+  m.p.finish();                     // the last line and a newline
+  const std::string t = m.text();
+  INFO(t);
+  CHECK(std::count(t.begin(), t.end(), '\r') == 3);
+  CHECK(std::count(t.begin(), t.end(), '\n') == 1);
+  CHECK(t.back() == '\n');
+  CHECK(t.find("run: sim [####") != std::string::npos);
+  CHECK(t.find("2/10 tokens  2 tokens/s  4 s left") != std::string::npos);
+  CHECK(t.find("3/10") == std::string::npos);
+}
+
+TEST_CASE("progress: in a log it writes a line every 10 s and a last one") {
+  Meter m(false);
+  for (int s = 1; s <= 25; ++s) m.now = s, m.p.update(s, 100, true);
+  m.p.finish();
+  const std::string t = m.text();
+  INFO(t);
+  CHECK(t.find('\r') == std::string::npos);
+  CHECK(std::count(t.begin(), t.end(), '\n') == 3);  // at 10 s, 20 s, and the last
+  CHECK(t.find("10/100 tokens  1 tokens/s  at most 1 min 30 s left") != std::string::npos);
+  CHECK(t.find("25/100 tokens") != std::string::npos);
+}
+
+TEST_CASE("progress: with several runs the time left covers the runs to come") {
+  Meter m(true);
+  m.p.phase("check: reference cpu", 0, 4);
+  m.now = 1.0, m.p.update(10, 10);  // a quarter of the work in 1 s: 3 s left
+  const std::string t = m.text();
+  INFO(t);
+  CHECK(t.find("3 s left") != std::string::npos);
 }

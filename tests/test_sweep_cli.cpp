@@ -191,3 +191,30 @@ TEST_CASE("sweep cli: mpirun -np 2 gives the results of one process") {
   require_same_rows(read_results_h5(one), read_results_h5(two));
 }
 #endif
+
+TEST_CASE("sweep cli: a workload runs the calibrated optics unless it sets optics false") {
+  // One noiseless point of the trained parity model: its largest error against the reference.
+  const auto max_abs_error = [](const std::string& name, json workload) {
+    const std::string s = write_scenario(name + ".json", {{"format", "aoc-sweep"}, {"version", 1}, {"name", name}, {"workload", workload},
+                                                          {"hardware", "aoc-48"}, {"seed", 3}, {"sampling", {{"method", "grid"}}},
+                                                          {"fixed", {{"noise_scale", 0}}},
+                                                          {"parameters", {{"converters.slm_bits", {{"values", {9}}}}}},
+                                                          {"metrics", {"agreement"}}});
+    const std::string out = (dir() / (name + ".h5")).string();
+    const Run r = run_aoc("sweep " + s + " -o " + out + " --quiet");
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    const Results res = read_results_h5(out);
+    REQUIRE(res.rows.size() == 1);
+    REQUIRE(res.rows[0].status == "ok");
+    for (std::size_t k = 0; k < res.header.metrics.size(); ++k)
+      if (res.header.metrics[k].name == "max_abs_error") return res.rows[0].metrics[k];
+    FAIL("no max_abs_error column");
+    return 0.0;
+  };
+  const json model = {{"model", kRoot + "/models/trained/parity-implicit"}, {"batch", 2}, {"length", 8}};
+  json ideal = model;
+  ideal["optics"] = false;
+  const double measured = max_abs_error("optics-default", model), exact = max_abs_error("optics-false", ideal);
+  CHECK(measured > exact);
+}

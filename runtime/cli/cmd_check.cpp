@@ -15,6 +15,7 @@
 #include "runtime/cli/program_flags.hpp"
 #include "runtime/program_check.hpp"
 #include "runtime/program_run.hpp"
+#include "runtime/progress.hpp"
 #include "sim/error.hpp"
 #include "sim/json_reader.hpp"
 #include "sim/quantize.hpp"
@@ -70,16 +71,25 @@ BackendList parse_backends(const std::string& text) {
 // One checked backend's runs against the reference: per seed for the simulator, once for an exact backend.
 struct Checked {
   std::string name;
-  bool physics = false;  // the sim backend: --quantize, --noise, --optics and the seeds apply
+  bool physics = false;  // the sim backend: --quantize, --noise, the optics, --set, --precision and the seeds apply
   Stat abs, rel, arg, codes, fails, iters, differ, acc;  // acc: against --labels
 };
 
-int run(Opts o) {
+int run(Opts o, const CLI::App* c) {
   const ir::Program p = ir::read_program_h5(o.program);
   if (o.inputs.empty()) throw Error("check: give the program's inputs with --inputs FILE.h5");
   const BackendList list = parse_backends(o.backends);
-  if (o.ideal) o.quantize = false, o.noise = false, o.optics = false;
-  const Hardware hw = program_hardware(p);
+  const bool has_sim = std::find(list.checked.begin(), list.checked.end(), "sim") != list.checked.end();
+  const std::vector<std::string> sim_options = {"--quantize", "--noise", "--ideal-optics", "--set", "--precision", "--seed", "--seeds", "--ideal"};
+  if (!has_sim) refuse_given(c, "check", sim_options, "applies to the sim backend, which --backends " + o.backends + " does not check");
+  refuse_given(c, "check", {"-o"}, "writes the JSON record: give --json too");
+  if (o.ideal)
+    refuse_given(c, "check", {"--quantize", "--noise", "--ideal-optics", "--set"},
+                 "does not apply with --ideal (it switches the simulator's converters, noise and optics off)");
+  // --ideal: the lowering alone, so exact optics and, unless --precision says otherwise, float64 products.
+  if (o.ideal) o.ideal_optics = true;
+  if (o.ideal && !c->get_option("--precision")->count()) o.precision = "f64";
+  const Hardware hw = program_hardware(p, o.set, "check");
   const auto ref = make_backend(list.reference, &hw);
   std::vector<std::unique_ptr<Backend>> duts;  // made before anything runs, so that a missing one fails at once
   for (const auto& n : list.checked) duts.push_back(make_backend(n, &hw));
@@ -91,8 +101,15 @@ int run(Opts o) {
     label_tensor = l.at("labels");
   }
   const ir::Tensor* labels = o.labels.empty() ? nullptr : &label_tensor;
+  // Progress over every run: the reference, then each checked backend (the simulator once per seed).
+  int total_runs = 1;
+  for (const auto& n : list.checked) total_runs += n == "sim" ? o.seeds : 1;
+  Progress meter(progress_unit(o), !o.quiet);
+  int part = 0;
   BackendOptions ro = backend_options(o);
-  ro.noise = false, ro.quantize = false, ro.optics = false;
+  ro.noise = false, ro.quantize = false, ro.optics = false, ro.f64 = true;
+  ro.progress = meter.counter(progress_bound(o));
+  meter.phase("check: reference " + list.reference, part++, total_runs);
   const ProgramResult reference = ref->run(p, inputs, ro);
   const IterationSummary ref_it = summarize(reference);
   const double ref_accuracy = accuracy(p, reference, labels, o.labels);
@@ -109,6 +126,8 @@ int run(Opts o) {
       BackendOptions bo = backend_options(o);
       bo.seed = o.seed + static_cast<std::uint64_t>(k);
       if (!ch.physics) bo.noise = false, bo.quantize = false, bo.optics = false;
+      bo.progress = meter.counter(progress_bound(o));
+      meter.phase("check: " + ch.name + (ch.physics && o.seeds > 1 ? ", seed " + std::to_string(bo.seed) : ""), part++, total_runs);
       const ProgramResult r = dut->run(p, inputs, bo);
       runs.push_back(compare_runs(p, r, reference));
       acc.push_back(accuracy(p, r, labels, o.labels));
@@ -132,6 +151,7 @@ int run(Opts o) {
       limit(ch.fails.max > o.max_failures, "convergence failures " + jsonr::num(ch.fails.max) + " > " + std::to_string(o.max_failures));
     checks.push_back(ch);
   }
+  meter.finish();
 
   const auto band = [](const Stat& s) { return nlohmann::ordered_json{{"mean", s.mean}, {"sd", s.sd}, {"min", s.min}, {"max", s.max}}; };
   if (o.json) {
@@ -139,8 +159,10 @@ int run(Opts o) {
     const auto record = [&](const Checked& ch) {
       nlohmann::ordered_json j{{"tool", "aoc check"}, {"version", AOC_VERSION}, {"program", o.program}, {"config_hash", file_digest(o.program)},
                                {"inputs", o.inputs}, {"checked", ch.name}, {"reference", list.reference}, {"mode", o.sequence},
-                               {"quantize", ch.physics && o.quantize}, {"noise", ch.physics && o.noise}, {"optics", ch.physics && o.optics},
-                               {"seed", o.seed}, {"seeds", ch.physics ? o.seeds : 1}};
+                               {"quantize", ch.physics && o.quantize}, {"noise", ch.physics && o.noise}, {"optics", ch.physics && !o.ideal_optics},
+                               {"precision", ch.physics ? o.precision : ch.name == "cuda-f32" ? "f32" : "f64"},
+                               {"seed", o.seed}, {"seeds", ch.physics ? o.seeds : 1},
+                               {"set", ch.physics ? o.set : std::vector<std::string>{}}, {"compile_set", p.target.overrides}};
       j["max_abs_error"] = band(ch.abs), j["max_rel_error"] = band(ch.rel), j["argmax_agreement"] = band(ch.arg);
       j["adc_code_agreement"] = band(ch.codes), j["convergence_failures"] = band(ch.fails), j["iterations_mean"] = band(ch.iters);
       j["iterations_differing"] = band(ch.differ);
@@ -157,9 +179,10 @@ int run(Opts o) {
     for (const Checked& ch : checks) {
       const int seeds = ch.physics ? o.seeds : 1;
       if (ch.physics)
-        std::printf("check: %s on %s: %s against %s, %s mode, quantize %s, noise %s, optics %s, %d seed(s) from %llu\n", o.program.c_str(),
-                    o.inputs.c_str(), ch.name.c_str(), list.reference.c_str(), o.sequence.c_str(), o.quantize ? "on" : "off",
-                    o.noise ? "on" : "off", o.optics ? "calibrated" : "ideal", seeds, static_cast<unsigned long long>(o.seed));
+        std::printf("check: %s on %s: %s against %s, %s mode, quantize %s, noise %s, optics %s, %s, %d seed(s) from %llu%s%s\n",
+                    o.program.c_str(), o.inputs.c_str(), ch.name.c_str(), list.reference.c_str(), o.sequence.c_str(), o.quantize ? "on" : "off",
+                    o.noise ? "on" : "off", o.ideal_optics ? "ideal" : "calibrated", o.precision.c_str(), seeds,
+                    static_cast<unsigned long long>(o.seed), o.set.empty() ? "" : ", run-time --set ", set_text(o.set).c_str());
       else
         std::printf("check: %s on %s: %s against %s, %s mode, exact\n", o.program.c_str(), o.inputs.c_str(), ch.name.c_str(),
                     list.reference.c_str(), o.sequence.c_str());
@@ -200,26 +223,35 @@ void add_check(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--labels", o.labels, "an HDF5 file with /labels (aoc task): score every backend's decisions against them")
       ->check(CLI::ExistingFile);
-  c->add_flag("--ideal", o.ideal, "the checked backend without converters and noise (the lowering alone)");
-  c->add_option("--seeds", o.seeds, "noise seeds to run (seed, seed+1, ...): statistics over them")->check(CLI::PositiveNumber)->capture_default_str();
-  c->add_option("--max-abs-error", o.max_abs, "fail when the largest absolute output error exceeds this");
-  c->add_option("--max-rel-error", o.max_rel, "fail when the largest error over the reference's largest |output| exceeds this");
-  c->add_option("--min-argmax-agreement", o.min_argmax, "fail when fewer positions (fraction) have the reference's argmax");
-  c->add_option("--min-code-agreement", o.min_codes, "fail when fewer output elements (fraction) have the reference's ADC code");
-  c->add_option("--max-failures", o.max_failures, "fail when more fixed points miss their tolerance");
-  c->add_flag("--json", o.json, "print a JSON record");
+  c->add_flag("--ideal", o.ideal,
+              "the simulator with all its physics off (exact weights and conversions, no noise, ideal optics; float64 unless "
+              "--precision f32): the lowering alone");
+  c->add_option("--seeds", o.seeds, "noise seeds to run the simulator on (seed, seed+1, ...): statistics over them")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  c->add_option("--max-abs-error", o.max_abs, "fail when the largest absolute output error exceeds this (default: no limit)");
+  c->add_option("--max-rel-error", o.max_rel, "fail when the largest error over the reference's largest |output| exceeds this (default: no limit)");
+  c->add_option("--min-argmax-agreement", o.min_argmax, "fail when fewer positions (fraction) have the reference's argmax (default: no limit)");
+  c->add_option("--min-code-agreement", o.min_codes, "fail when fewer output elements (fraction) have the reference's ADC code (default: no limit)");
+  c->add_option("--max-failures", o.max_failures, "fail when more fixed points miss their tolerance (default: no limit)");
+  c->add_flag("--json", o.json, "print a JSON record (with the options, the run-time --set, seed and version)");
   c->add_option("-o,--output", o.json_out, "write the JSON record to this file (with --json)");
   c->footer(
-      "The reference runs once, exactly. The sim backend runs once per seed with --quantize (SLM codes,\n"
-      "DAC, ADC) and --noise as given; cpu and the GPU references cuda (float64) and cuda-f32 (float32\n"
-      "products) run once, exactly. ADC-code agreement reads both outputs through the ADC that reads\n"
-      "them out (its calibrated range when the program was compiled with --calibrate). 'iterations\n"
-      "differing' counts the solves whose step count is not the reference's.\n"
+      "The reference runs once, exactly. The sim backend runs once per seed: the machine as measured\n"
+      "(its calibrated optics; --ideal-optics: exact products), with --quantize (SLM codes, DAC, ADC),\n"
+      "--noise and the run-time --set as given; cpu and the GPU references cuda (float64) and cuda-f32\n"
+      "(float32 products) run once, exactly. ADC-code agreement reads both outputs through the ADC that\n"
+      "reads them out (its calibrated range when the program was compiled with --calibrate). 'iterations\n"
+      "differing' counts the solves whose step count is not the reference's. The progress meter on\n"
+      "stderr says which backend and seed runs. Options for the sim backend are errors when\n"
+      "--backends checks none.\n"
       "Exit status 1 when a tolerance is exceeded (the lines starting with FAIL say which).\n"
-      "Example:\n"
+      "Examples:\n"
       "  aoc check m.aocp.h5 --inputs tokens.h5 --quantize --noise --seeds 8 --min-argmax-agreement 0.9\n"
+      "  aoc check m.aocp.h5 --inputs tokens.h5 --quantize --noise --set noise.thermal_sigma=0.01 --seeds 4\n"
+      "  aoc check m.aocp.h5 --inputs tokens.h5 --quantize --ideal-optics     the converters alone\n"
       "  aoc check m.aocp.h5 --inputs tokens.h5 --backends cpu,cuda --max-abs-error 1e-12");
-  c->callback([] { exit_status() = run(o); });
+  c->callback([c] { exit_status() = run(o, c); });
 }
 
 }  // namespace aoc::cli

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -9,6 +10,7 @@
 #include "runtime/cli/loop_flags.hpp"
 #include "runtime/cli/program_flags.hpp"
 #include "runtime/program_run.hpp"
+#include "runtime/progress.hpp"
 #include "runtime/h5io.hpp"
 #include "runtime/loop_run.hpp"
 #include "runtime/output.hpp"
@@ -21,43 +23,72 @@ namespace {
 struct Opts : LoopFlags {
   std::string input, output, example, backend = "sim";
   int n = 0, batch = 16, length = 8;
-  ProgramFlags program;  // --inputs, --sequence (a program run takes --quantize, --noise, --seed, --threads from LoopFlags)
+  ProgramFlags program;  // --inputs, --sequence, --ideal-optics, --quiet (the rest of a program run's options are LoopFlags')
 };
 
+// A loop's stop rule and update (a program's fixed points carry their own), and the sim backend's options.
+const std::vector<std::string> kLoopRule = {"--mode", "--alpha", "--anneal", "--rule", "--tol", "--max-iter", "--damping"};
+const std::vector<std::string> kSimOnly = {"--quantize", "--noise", "--ideal-optics", "--set", "--precision", "--seed"};
+
 // `aoc run PROG.h5 --inputs IN.h5 --backend sim|cpu -o OUT.h5`: a compiled program on token sequences.
-void run_program(const Opts& o) {
+void run_program(const Opts& o, const CLI::App* c) {
+  refuse_given(c, "run", {"--hw"},
+               "does not apply to a program: it runs on the machine it was compiled for (aoc compile --hw); "
+               "--set changes that machine's noise, timing and converter bits");
+  refuse_given(c, "run", kLoopRule, "does not apply to a program (its fixed points carry their own rule and tolerance; docs/program.md)");
+  refuse_given(c, "run", {"--bandwidth", "--hardware-readout"},
+               "does not apply to a program (the loop's settling and readout are not modelled inside programs yet; docs/program.md)");
+  refuse_given(c, "run", {"--n"}, "does not apply to a program (a loop input's state size; a program's example inputs take --batch and --length)");
   const ir::Program p = ir::read_program_h5(o.input);
   if (!o.example.empty()) {
+    refuse_given(c, "run", {"-o", "--inputs", "--backend", "--sequence", "--quantize", "--noise", "--ideal-optics", "--set", "--precision",
+                            "--trace", "--threads", "--quiet"},
+                 "does not apply with --example-input (it writes seeded inputs for the program and exits)");
     write_example_inputs(o.example, p, o.batch, o.length, o.seed);
     std::printf("wrote %s: the inputs of %s, batch %d, length %d (seed %llu)\n", o.example.c_str(), o.input.c_str(), o.batch, o.length,
                 static_cast<unsigned long long>(o.seed));
     return;
   }
+  refuse_given(c, "run", {"--batch", "--length"}, "applies with --example-input only (the shape of the seeded inputs)");
+  const bool sim = o.backend == "sim";
+  if (!sim) refuse_given(c, "run", kSimOnly, "applies to the sim backend only (the " + o.backend + " backend is the digital reference: no converters, noise or optics)");
   if (o.program.inputs.empty()) throw Error("run: " + o.input + " is a program: give its inputs with --inputs FILE.h5 (docs/program.md)");
   if (o.output.empty()) throw Error("run: no output file (-o OUT.h5)");
-  if (o.backend != "sim" && (o.quantize || o.noise || o.program.optics))
-    throw Error("run: --quantize, --noise and --optics are the sim backend's; the " + o.backend + " backend is the exact digital reference");
   ProgramFlags f = o.program;
-  f.quantize = o.quantize, f.noise = o.noise, f.seed = o.seed, f.threads = o.threads;
-  const Hardware hw = program_hardware(p);
+  f.quantize = o.quantize, f.noise = o.noise, f.seed = o.seed, f.threads = o.threads, f.set = o.set, f.precision = o.precision, f.trace = o.trace;
+  const Hardware hw = program_hardware(p, f.set, "run");
   const auto backend = make_backend(o.backend, &hw);
-  const auto inputs = read_program_inputs(o.program.inputs, p);
+  const auto inputs = read_program_inputs(f.inputs, p);
+  BackendOptions bo = backend_options(f);
+  Progress meter(progress_unit(f), !f.quiet);
+  meter.phase("run: " + o.backend);
+  bo.progress = meter.counter(progress_bound(f));
   const auto t0 = std::chrono::steady_clock::now();
-  const ProgramResult r = backend->run(p, inputs, backend_options(f));
+  const ProgramResult r = backend->run(p, inputs, bo);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  ProgramRunMeta m{o.input, file_digest(o.input), o.backend, f.sequence, o.program.inputs, o.seed, o.noise, o.quantize};
+  meter.finish();
+
+  ProgramRunMeta m;
+  m.program = o.input, m.program_digest = file_digest(o.input), m.backend = o.backend, m.mode = f.sequence, m.inputs = f.inputs;
+  m.seed = f.seed, m.noise = sim && f.noise, m.quantize = sim && f.quantize, m.optics = sim && !f.ideal_optics, m.trace = f.trace;
+  m.precision = sim ? f.precision : o.backend == "cuda-f32" ? "f32" : "f64";
+  m.set = f.set, m.compile_set = p.target.overrides;
   write_program_output(o.output, p, r, m);
   const IterationSummary it = summarize(r);
-  std::printf("run: %s on %s, backend %s, %s mode, quantize %s, noise %s, optics %s, seed %llu, %d thread(s)\n", o.input.c_str(),
-              o.program.inputs.c_str(), o.backend.c_str(), f.sequence.c_str(), o.quantize ? "on" : "off", o.noise ? "on" : "off",
-              o.program.optics ? "calibrated" : "ideal",
-              static_cast<unsigned long long>(o.seed), o.threads);
+  if (sim)
+    std::printf("run: %s on %s, backend sim, %s mode, quantize %s, noise %s, optics %s, %s, seed %llu, %d thread(s)\n", o.input.c_str(),
+                f.inputs.c_str(), f.sequence.c_str(), m.quantize ? "on" : "off", m.noise ? "on" : "off", m.optics ? "calibrated" : "ideal",
+                m.precision.c_str(), static_cast<unsigned long long>(f.seed), f.threads);
+  else
+    std::printf("run: %s on %s, backend %s, %s mode, the digital reference, %d thread(s)\n", o.input.c_str(), f.inputs.c_str(), o.backend.c_str(),
+                f.sequence.c_str(), f.threads);
+  if (!f.set.empty()) std::printf("     run-time --set %s\n", set_text(f.set).c_str());
   if (it.solves)
     std::printf("%lld of %lld fixed points converged; iterations mean %.2f, min %d, max %d\n", it.converged, it.solves, it.mean, it.min, it.max);
-  if (o.backend == "sim")
+  if (sim)
     std::printf("conversions: %lld DAC (%lld clipped), %lld ADC (%lld clipped)\n", r.counters.dac, r.counters.dac_clipped,
                 r.counters.adc, r.counters.adc_clipped);
-  std::printf("%.3g s; wrote %s\n", secs, o.output.c_str());
+  std::printf("%.3g s; wrote %s%s\n", secs, o.output.c_str(), f.trace ? " (with every top-level value: --trace)" : "");
 }
 
 // The mode's configuration, then the input file's attributes, then --alpha.
@@ -100,11 +131,22 @@ void write_example(const Opts& o, const Hardware& hw) {
               o.example.c_str(), n, n, o.batch, n, n, static_cast<unsigned long long>(o.seed));
 }
 
-void run(const Opts& o) {
-  if (!o.input.empty() && ir::is_program_h5(o.input)) return run_program(o);
-  const Hardware hw = load_machine(o);
-  if (!o.example.empty()) return write_example(o, hw);
+void run(const Opts& o, const CLI::App* c) {
+  if (!o.input.empty() && !std::filesystem::exists(o.input)) throw Error(o.input + ": no such file");
+  if (!o.input.empty() && ir::is_program_h5(o.input)) return run_program(o, c);
+  refuse_given(c, "run", {"--inputs", "--sequence", "--ideal-optics", "--quiet", "--length"},
+               "applies to a program only (aoc compile writes one; docs/program.md)");
+  if (o.backend != "sim") throw Error("run: --backend " + o.backend + " applies to a program only (a loop input runs on the simulated core)");
+  if (!o.example.empty()) {
+    if (!o.input.empty()) throw Error("run: " + o.input + ": not a program; --example-input without one writes a loop input");
+    refuse_given(c, "run", {"-o", "--backend", "--mode", "--alpha", "--anneal", "--rule", "--tol", "--max-iter", "--damping", "--precision",
+                            "--quantize", "--noise", "--bandwidth", "--hardware-readout", "--threads", "--trace"},
+                 "does not apply with --example-input (it writes a seeded loop input and exits)");
+    return write_example(o, load_machine(o));
+  }
+  refuse_given(c, "run", {"--batch", "--n"}, "applies with --example-input only (the shape of the seeded input)");
   if (o.input.empty()) throw Error("run: no input file (aoc run INPUT.h5 -o OUT.h5, or --example-input FILE)");
+  const Hardware hw = load_machine(o);
   if (o.output.empty()) throw Error("run: no output file (-o OUT.h5)");
   const RunInput in = read_run_input(o.input);
   const LoopProblem& p = in.problem;
@@ -156,28 +198,42 @@ void run(const Opts& o) {
 
 void add_run(CLI::App& app) {
   static Opts o;
-  auto* c = app.add_subcommand("run", "Solve the fixed-point loop on weights and inputs from an HDF5 file, write an HDF5 file");
+  auto* c = app.add_subcommand("run", "Solve the fixed-point loop on weights and inputs from an HDF5 file, or run a compiled program; write an HDF5 file");
   c->add_option("input", o.input, "input HDF5 file: /W (N x N), /x (B x N), optional /bias, /z0 (docs/run.md); or a program from aoc compile");
-  c->add_option("-o,--output", o.output, "output HDF5 file (fixed points, readout, iterations, residuals, codes)");
-  add_loop_flags(c, o, "noise seed; with --example-input, the seed of the weights and inputs");
-  c->add_option("--example-input", o.example, "write a seeded example input file to this path and exit");
-  c->add_option("--n", o.n, "with --example-input: state size (default: the machine's channel count)");
-  c->add_option("--batch", o.batch, "with --example-input: samples")->check(CLI::PositiveNumber)->capture_default_str();
-  c->add_option("--backend", o.backend, "for a program: sim (the simulated core), cpu (the exact digital reference), cuda or cuda-f32 (the reference with its products on a GPU, float64 or float32)")
+  c->add_option("-o,--output", o.output, "output HDF5 file (a loop: fixed points, readout, iterations, residuals, codes; a program: its outputs)");
+  add_loop_flags(c, o, "noise seed (a program: the sim backend's); with --example-input, the seed of the weights and inputs");
+  // The options a program run shares with the loop, told for both.
+  c->get_option("--hw")->description("loop input: hardware file or bundled machine (aoc-48, aoc-16, aoc-scale); a program runs on the machine it was compiled for");
+  c->get_option("--set")->description(std::string("override a hardware value, e.g. --set noise.thermal_sigma=0.005 (repeatable); a program takes ") +
+                                      kRunTimeSet + " at run time, on top of its compile-time overrides (the rest is compiled in: aoc compile --set)");
+  c->get_option("--precision")->description("f32 (default, as the twin and the machine's loop core) or f64: the loop's arithmetic; a program: the sim backend's products");
+  c->get_option("--quantize")->description("SLM weight codes, input DAC and readout ADC (the hardware's converters section); a program: its SLM codes and every DAC/ADC conversion (sim)");
+  c->get_option("--noise")->description("add the hardware's noise sources (its noise section; a program: on the sim backend)");
+  c->get_option("--trace")->description("loop input: keep every sample's residual and state at every step; a program: write every top-level value, not only the outputs");
+  c->add_option("--example-input", o.example, "write a seeded example input file to this path and exit (of the program given, else of a loop)");
+  c->add_option("--n", o.n, "loop --example-input: state size (default: the machine's channel count)");
+  c->add_option("--batch", o.batch, "with --example-input: samples (sequences of a program)")->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_option("--backend", o.backend, "a program: sim (the simulated core), cpu (the exact digital reference), cuda or cuda-f32 (the reference with its products on a GPU, float64 or float32)")
       ->check(CLI::IsMember(backend_names()))
       ->capture_default_str();
   add_program_flags(c, o.program, false);
-  c->add_option("--length", o.length, "with a program and --example-input: the sequence length")->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_option("--length", o.length, "a program's --example-input: the sequence length")->check(CLI::PositiveNumber)->capture_default_str();
   c->footer(
-      "Example:\n"
-      "  aoc run --example-input in.h5 --n 48 --batch 16 --seed 1    a seeded input file\n"
+      "Examples:\n"
+      "  aoc run --example-input in.h5 --n 48 --batch 16 --seed 1    a seeded loop input\n"
       "  aoc run in.h5 --hw aoc-48 -o out.h5 --precision f64         solve it, write out.h5\n"
       "  aoc run in.h5 --hw my-machine.json -o q.h5 --quantize --trace\n"
       "  aoc run model.aocp.h5 --example-input tokens.h5 --batch 4 --length 16     seeded inputs of a program\n"
-      "  aoc run model.aocp.h5 --inputs tokens.h5 --backend sim --quantize --noise -o out.h5   a compiled program\n"
-      "Root attributes alpha, beta (one value or N) and gamma of the input override the mode's; --alpha\n"
-      "overrides both. Formats: docs/run.md.");
-  c->callback([] { run(o); });
+      "  aoc run model.aocp.h5 --inputs tokens.h5 --quantize --noise -o out.h5   a compiled program on the simulated core\n"
+      "  aoc run model.aocp.h5 --inputs tokens.h5 --noise --set noise.thermal_sigma=0.005 -o hot.h5   with 5x its receiver noise\n"
+      "  aoc run model.aocp.h5 --inputs tokens.h5 --ideal-optics -o ideal.h5   exact optical products\n"
+      "  aoc run model.aocp.h5 --inputs tokens.h5 --backend cpu -o ref.h5     the digital reference\n"
+      "A loop input: root attributes alpha, beta (one value or N) and gamma of the input override the\n"
+      "mode's; --alpha overrides both. A program: the sim backend runs the machine as measured (its\n"
+      "calibrated optics) with exact weights and conversions unless --quantize, without noise unless\n"
+      "--noise. An option that does not apply to the input (--mode for a program, --inputs for a loop)\n"
+      "is an error. Formats: docs/run.md, docs/program.md.");
+  c->callback([c] { run(o, c); });
 }
 
 }  // namespace aoc::cli

@@ -48,7 +48,9 @@ void add_sweep(CLI::App& app) {
               "finish an interrupted sweep: keep the points in RESULTS.h5.partial, run only the others");
   c->add_option("--threads", o.run.threads, "threads per process (default: the machine's cores, shared by the ranks on it)")
       ->check(CLI::PositiveNumber);
-  c->add_flag("--quiet", o.run.quiet, "no progress bar");
+  c->add_flag("--quiet", o.run.quiet,
+              "no progress meter (default: on stderr once a sweep runs over about 1 s: points done, rate, time left, failures; "
+              "a line every 10 s when stderr is not a terminal)");
   c->footer(
       "Each finished point is appended at once to RESULTS.h5.partial (one JSON line, synced to disk);\n"
       "when every point is done the HDF5 file is written (temporary file, renamed into place) and the\n"

@@ -1,8 +1,12 @@
 #include "runtime/cli/program_flags.hpp"
 
+#include "sim/error.hpp"
+
 namespace aoc::cli {
 
-void add_program_flags(CLI::App* c, ProgramFlags& f, bool with_physics) {
+const char* const kRunTimeSet = "noise.*, timing.*, converters.dac_bits, converters.adc_bits";
+
+void add_program_flags(CLI::App* c, ProgramFlags& f, bool with_shared) {
   c->add_option("--inputs", f.inputs, "HDF5 file with one dataset per program input, by name (e.g. /tokens, int [B, L])")
       ->check(CLI::ExistingFile);
   c->add_option("--sequence", f.sequence,
@@ -10,12 +14,23 @@ void add_program_flags(CLI::App* c, ProgramFlags& f, bool with_physics) {
                 "each token's fixed point with the earlier tokens' states committed")
       ->check(CLI::IsMember({"simultaneous", "sequential"}))
       ->capture_default_str();
-  c->add_flag("--optics", f.optics,
-              "sim: every tile through the machine's calibrated optical chain (fan-in, SLM distortion, TIA gains, crosstalk)");
-  if (!with_physics) return;
-  c->add_flag("--quantize", f.quantize, "sim: the program's SLM codes and the DAC/ADC of every conversion");
-  c->add_flag("--noise", f.noise, "sim: the hardware's noise (receiver noise, SLM fixed pattern)");
-  c->add_option("--seed", f.seed, "noise seed")->capture_default_str();
+  c->add_flag("--ideal-optics", f.ideal_optics,
+              "sim: ideal optics, each tile's product exact. Default: the machine as measured, every tile through its "
+              "calibrated optical chain (fan-in profile, SLM distortion and darkness, TIA gains, crosstalk)");
+  c->add_flag("--quiet", f.quiet,
+              "no progress meter (default: on stderr for runs over about 1 s, with the rate and the time left; "
+              "a line redrawn on a terminal, a line every 10 s in a log)");
+  if (!with_shared) return;
+  c->add_flag("--quantize", f.quantize, "sim: the program's SLM codes and the DAC/ADC of every conversion (default: exact weights and conversions)");
+  c->add_flag("--noise", f.noise, "sim: the machine's noise, every source its noise section gives (default: none)");
+  c->add_option("--set", f.set,
+                std::string("sim: change the machine at run time, on top of the program's compile-time overrides, e.g. "
+                            "--set noise.thermal_sigma=0.005 (repeatable): ") + kRunTimeSet +
+                    "; the rest is compiled into the program (aoc compile --set)");
+  c->add_option("--precision", f.precision, "sim: the tiles' products in f32 (as the machine's loop core) or f64")
+      ->check(CLI::IsMember({"f32", "f64"}))
+      ->capture_default_str();
+  c->add_option("--seed", f.seed, "sim: noise seed (the same seed gives the same run for any --threads)")->capture_default_str();
   c->add_option("--threads", f.threads, "threads (results are identical for any count)")->check(CLI::PositiveNumber)->capture_default_str();
 }
 
@@ -25,13 +40,51 @@ BackendOptions backend_options(const ProgramFlags& f) {
   o.seed = f.seed;
   o.noise = f.noise;
   o.quantize = f.quantize;
-  o.optics = f.optics;
+  o.optics = !f.ideal_optics;
+  o.f64 = f.precision == "f64";
+  o.trace = f.trace;
   o.mode = f.sequence == "sequential" ? ir::Mode::Sequential : ir::Mode::Simultaneous;
   return o;
 }
 
-Hardware program_hardware(const ir::Program& p) {
-  return load_hardware(resolve_hardware_path(p.target.hardware_path), p.target.overrides);
+namespace {
+
+bool under(const std::string& path, const std::string& prefix) {
+  return path == prefix || path.rfind(prefix + ".", 0) == 0;
 }
+
+// Why `path` (section.field) cannot change at run time, and what to do instead; "" when it can.
+std::string not_at_run_time(const std::string& path, const std::string& o) {
+  if (under(path, "noise") || under(path, "timing") || under(path, "converters.dac_bits") || under(path, "converters.adc_bits")) return "";
+  const std::string recompile = "; recompile with aoc compile ... --set " + o;
+  if (under(path, "converters.slm_bits")) return "compiled into the program (its SLM codes)" + recompile;
+  if (under(path, "converters"))
+    return "compiled into the program (the ranges of its DAC and ADC conversions, which aoc compile --calibrate sets)" + recompile;
+  if (under(path, "architecture")) return "compiled into the program (where each op runs, its tiles on the modules)" + recompile;
+  if (under(path, "channels")) return "compiled into the program (its tiles)" + recompile;
+  if (under(path, "energy")) return "not used by a run (the energy model: aoc estimate PROG --set " + o + ")";
+  if (under(path, "calibration") || under(path, "defaults") || under(path, "unused"))
+    return "the machine's measured calibration, fixed for the machine the program was compiled for (aoc compile --hw FILE)";
+  return std::string("not a run-time setting (at run time: ") + kRunTimeSet + "; the rest: aoc compile --set)";
+}
+
+}  // namespace
+
+Hardware program_hardware(const ir::Program& p, const std::vector<std::string>& run_set, const std::string& cmd) {
+  for (const auto& o : run_set) {
+    const std::string why = not_at_run_time(o.substr(0, o.find('=')), o);
+    if (!why.empty()) throw Error(cmd + ": --set " + o + ": " + why);
+  }
+  std::vector<std::string> all = p.target.overrides;  // later overrides win
+  all.insert(all.end(), run_set.begin(), run_set.end());
+  return load_hardware(resolve_hardware_path(p.target.hardware_path), all);
+}
+
+void refuse_given(const CLI::App* c, const std::string& cmd, const std::vector<std::string>& names, const std::string& why) {
+  for (const auto& n : names)
+    if (c->get_option(n)->count()) throw Error(cmd + ": " + n + " " + why);
+}
+
+const char* progress_unit(const ProgramFlags& f) { return f.sequence == "sequential" ? "tokens" : "steps"; }
 
 }  // namespace aoc::cli

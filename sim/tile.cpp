@@ -1,0 +1,345 @@
+#include "sim/tile.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <climits>
+#include <cstdint>
+#include <cstring>
+
+#include "sim/error.hpp"
+#include "sim/noise.hpp"
+
+namespace aoc {
+
+FoldedChain fold_optical_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& W_core, int in0, int K, int out0, int M,
+                               const SlmPattern* slm) {
+  // The chain is affine in the LED drives, so probing it with zero and unit drives gives it exactly:
+  // c = chain(0, 0), rows of F = chain(e_i, 0) - c and chain(0, e_i) - c. One implementation of the
+  // twin's maths (sim/stages.cpp) serves the readable path and the fast one; rows of a probe batch
+  // do not interact, so all 2K + 1 probes go in one call.
+  const Eigen::Index C = W_core.cols();
+  if (in0 < 0 || K < 1 || in0 + K > C || out0 < 0 || M < 1 || out0 + M > C)
+    throw Error("optical chain: a tile of " + std::to_string(K) + " x " + std::to_string(M) + " at (" + std::to_string(in0) + ", " +
+                std::to_string(out0) + ") does not fit a core of " + std::to_string(C) + " channels");
+  MatrixXdR pos = MatrixXdR::Zero(2 * K + 1, C), neg = MatrixXdR::Zero(2 * K + 1, C);
+  for (int i = 0; i < K; ++i) pos(1 + i, in0 + i) = 1, neg(1 + K + i, in0 + i) = 1;
+  StepStages st;
+  const MatrixXdR g = optical_chain(hw, cfg, W_core, pos, neg, &st, slm);
+  FoldedChain f;
+  f.c = g.row(0).segment(out0, M).transpose();
+  f.F.resize(2 * K, M);
+  f.F_light.resize(2 * K, M);
+  for (int i = 0; i < K; ++i) {
+    f.F.row(i) = g.row(1 + i).segment(out0, M) - g.row(0).segment(out0, M);
+    f.F.row(K + i) = g.row(1 + K + i).segment(out0, M) - g.row(0).segment(out0, M);
+    // light on detector j per unit drive of LED i: fan-in (the probe's own channel) x transmission
+    f.F_light.row(i) = st.after_fanin_pos(1 + i, in0 + i) * st.W_pos_distorted_norm.row(in0 + i).segment(out0, M);
+    f.F_light.row(K + i) = st.after_fanin_neg(1 + K + i, in0 + i) * st.W_neg_distorted_norm.row(in0 + i).segment(out0, M);
+  }
+  f.light_per_bias = f.F_light.colwise().sum().transpose();
+  f.detector_gain = st.detector_gain.segment(out0, M);
+  return f;
+}
+
+FoldedChain fold_optical_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& W, const SlmPattern* slm) {
+  const int n = static_cast<int>(W.cols());
+  return fold_optical_chain(hw, cfg, W, 0, n, 0, n, slm);
+}
+
+namespace {
+
+// The ideal chain: out = t W through transmissions |W| / max|W| on the path of each sign.
+FoldedChain ideal_chain(const MatrixXdR& W, const SlmPattern* slm) {
+  const Eigen::Index K = W.rows(), M = W.cols();
+  const double m = W.cwiseAbs().maxCoeff();
+  FoldedChain f;
+  MatrixXdR tp = W.cwiseMax(0.0) / m, tn = (-W).cwiseMax(0.0) / m;  // transmissions
+  if (slm) tp = tp.cwiseProduct(slm->pos), tn = tn.cwiseProduct(slm->neg);
+  f.F.resize(2 * K, M);
+  f.F.topRows(K) = m * tp;
+  f.F.bottomRows(K) = -m * tn;
+  f.F_light.resize(2 * K, M);
+  f.F_light.topRows(K) = tp;
+  f.F_light.bottomRows(K) = tn;
+  f.c = Eigen::VectorXd::Zero(M);
+  f.light_per_bias = f.F_light.colwise().sum().transpose();
+  f.detector_gain = Eigen::VectorXd::Constant(M, m);
+  return f;
+}
+
+// A 2K x M map stored as (2 ldi) x ldo: LED+ rows at 0.., LED- rows at ldi.., zero padded.
+template <class T>
+AlignedVector<T> pack_rows(const MatrixXdR& m, int K, int ldi, int ldo) {
+  AlignedVector<T> out(static_cast<size_t>(2 * ldi) * ldo, T(0));
+  for (int i = 0; i < K; ++i)
+    for (Eigen::Index j = 0; j < m.cols(); ++j) {
+      out[static_cast<size_t>(i) * ldo + j] = static_cast<T>(m(i, j));
+      out[static_cast<size_t>(ldi + i) * ldo + j] = static_cast<T>(m(K + i, j));
+    }
+  return out;
+}
+
+template <class T>
+AlignedVector<T> pad(const Eigen::VectorXd& v, int ld) {
+  AlignedVector<T> out(ld, T(0));
+  for (Eigen::Index j = 0; j < v.size(); ++j) out[j] = static_cast<T>(v(j));
+  return out;
+}
+
+// A source's key for one tile: the source in the low 4 bits, the tile above them.
+noise::Source keyed(noise::Source s, std::uint32_t stream) {
+  return static_cast<noise::Source>(static_cast<std::uint32_t>(s) | stream << 4);
+}
+
+constexpr int kBlockTicks = 64;  // iterations per cached block of time-correlated noise
+constexpr int kFastOctaves = 6;  // octaves whose knots change within a block (2^6 = kBlockTicks)
+
+}  // namespace
+
+template <class T>
+OpticalTile<T>::OpticalTile(const Hardware& hw, const CoreConfig& chain, Optics optics) : hw_(hw), chain_(chain), optics_(optics) {}
+
+template <class T>
+void OpticalTile<T>::set_noise(const TileNoise& n) {
+  if (K_ > 0) throw Error("noise: set it before programming the weights");
+  if (n.stream >= (1u << 28)) throw Error("noise: tile stream " + std::to_string(n.stream) + " is out of range");
+  if (!(n.loop_period_us > 0) || n.slot_ticks < 1) throw Error("noise: the loop period and slot length must be positive");
+  noise_ = n;
+  noisy_ = true;
+}
+
+template <class T>
+void OpticalTile<T>::program(const MatrixXdR& W, int in0, int out0, int channels) {
+  const int K = static_cast<int>(W.rows()), M = static_cast<int>(W.cols());
+  if (K < 1 || M < 1) throw Error("tile: empty weight block");
+  if (!W.allFinite()) throw Error("weights: contains NaN or infinity");
+  const bool calibrated = optics_ == Optics::Calibrated;
+  const int C = calibrated ? (channels > 0 ? channels : hw_.channels) : K;
+  if (calibrated && (in0 < 0 || out0 < 0 || in0 + K > C || out0 + M > C))
+    throw Error("tile: a tile of " + std::to_string(M) + " x " + std::to_string(K) + " (outputs x inputs) at detector " + std::to_string(out0) +
+                ", LED channel " + std::to_string(in0) + " does not fit the " + std::to_string(C) + " channels of " + hw_.name +
+                " (compile with tiles of the machine's size)");
+  // Programming-time noise: one relative error per SLM pixel and path, drawn anew at each programming
+  // and keyed by the pixel's place in the core.
+  SlmPattern pattern;
+  const bool fixed_pattern = noisy_ && noise_.spec.slm_fixed_pattern_sigma > 0;
+  if (fixed_pattern) {
+    const double sd = noise_.spec.slm_fixed_pattern_sigma;
+    const auto prog = static_cast<std::uint32_t>(programmings_);
+    const noise::Source src = keyed(noise::Source::SlmPattern, noise_.stream);
+    const int R = calibrated ? C : K, S = calibrated ? C : M, i0 = calibrated ? 0 : in0, j0 = calibrated ? 0 : out0;
+    pattern.pos.resize(R, S);
+    pattern.neg.resize(R, S);
+    for (int i = 0; i < R; ++i)
+      for (int j = 0; j < S; ++j) {
+        const auto pi = static_cast<std::uint32_t>(i0 + i), pj = static_cast<std::uint32_t>(j0 + j);
+        pattern.pos(i, j) = 1 + sd * noise::normal(noise_.seed, src, 2 * prog, pi, pj);
+        pattern.neg(i, j) = 1 + sd * noise::normal(noise_.seed, src, 2 * prog + 1, pi, pj);
+      }
+  }
+  ++programmings_;
+  FoldedChain f;
+  const SlmPattern* slm = fixed_pattern ? &pattern : nullptr;
+  if (W.cwiseAbs().maxCoeff() == 0) {  // a dark block: nothing reaches the detectors but the chain's offset
+    f = {MatrixXdR::Zero(2 * K, M), Eigen::VectorXd::Zero(M), MatrixXdR::Zero(2 * K, M), Eigen::VectorXd::Zero(M), Eigen::VectorXd::Zero(M)};
+  } else if (calibrated) {
+    MatrixXdR core = MatrixXdR::Zero(C, C);
+    core.block(in0, out0, K, M) = W;
+    f = fold_optical_chain(hw_, chain_, core, in0, K, out0, M, slm);
+  } else {
+    f = ideal_chain(W, slm);
+  }
+  K_ = K, M_ = M, ldi_ = padded<T>(K), ldo_ = padded<T>(M);
+  F_ = pack_rows<T>(f.F, K, ldi_, ldo_);
+  F_light_ = pack_rows<T>(f.F_light, K, ldi_, ldo_);
+  c_ = pad<T>(f.c, ldo_);
+  light_bias_ = pad<T>(f.light_per_bias, ldo_);
+  detector_gain_ = pad<T>(f.detector_gain, ldo_);
+  std::lock_guard<std::mutex> lock(correlated_mutex_);
+  correlated_.clear();
+}
+
+template <class T>
+std::size_t OpticalTile<T>::scratch_size(int rows) const {
+  const std::size_t eps = static_cast<std::size_t>(std::max(ldi_, ldo_)) + 16;  // floats, rounded up below
+  return static_cast<std::size_t>(rows) * (2 * ldi_ + ldo_) + (eps * sizeof(float) + sizeof(T) - 1) / sizeof(T) + 16;
+}
+
+template <class T>
+void OpticalTile<T>::drives(const T* t, int rows, T* L) const {
+  const int ldl = 2 * ldi_;
+  if (chain_.led == LedModel::Twin) {
+    const T p3 = T(hw_.led_pos[0]), p2 = T(hw_.led_pos[1]), p1 = T(hw_.led_pos[2]), p0 = T(hw_.led_pos[3]);
+    const T n3 = T(hw_.led_neg[0]), n2 = T(hw_.led_neg[1]), n1 = T(hw_.led_neg[2]), n0 = T(hw_.led_neg[3]);
+    for (int r = 0; r < rows; ++r) {
+      const T* tr = t + static_cast<size_t>(r) * ldi_;
+      T* lp = L + static_cast<size_t>(r) * ldl;
+      T* ln = lp + ldi_;
+      for (int j = 0; j < ldi_; ++j) {
+        const T x = tr[j];
+        lp[j] = ((p3 * x + p2) * x + p1) * x + p0;
+        ln[j] = ((n3 * x + n2) * x + n1) * x + n0;
+      }
+    }
+  } else {
+    for (int r = 0; r < rows; ++r) {
+      const T* tr = t + static_cast<size_t>(r) * ldi_;
+      T* lp = L + static_cast<size_t>(r) * ldl;
+      std::memcpy(lp, tr, sizeof(T) * ldi_);
+      std::memcpy(lp + ldi_, tr, sizeof(T) * ldi_);
+    }
+  }
+}
+
+template <class T>
+void OpticalTile<T>::read(const T* t, int rows, const StepContext& ctx, int row0, kern::Epilogue<T> e, T* out, T* scratch) const {
+  if (K_ == 0) throw Error("tile: read before programming");
+  T* L = scratch;
+  T* light = L + static_cast<size_t>(rows) * 2 * ldi_;
+  auto* eps = reinterpret_cast<float*>(light + static_cast<size_t>(rows) * ldo_);
+  drives(t, rows, L);
+  if (noisy_ && noise_.spec.rin_sigma > 0) add_rin(L, rows, ctx, row0, eps);
+  e.c = c_.data();
+  kern::gemm(L, 2 * ldi_, 2 * ldi_, F_.data(), ldo_, rows, e, out);
+  if (noisy_) add_output_noise(L, rows, ctx, row0, e.kappa, out, light, eps);
+}
+
+// LED relative intensity noise: each LED's light (bias + drive) fluctuates by rin * eps; the same
+// LED feeds both optical paths, so one draw per (slot, iteration, LED).
+template <class T>
+void OpticalTile<T>::add_rin(T* L, int rows, const StepContext& ctx, int row0, float* eps) const {
+  const T rin = static_cast<T>(noise_.spec.rin_sigma), bias = static_cast<T>(noise_.spec.led_bias);
+  const noise::Source src = keyed(noise::Source::Rin, noise_.stream);
+  for (int r = 0; r < rows; ++r) {
+    const auto slot = static_cast<std::uint32_t>(ctx.sample(row0 + r));
+    noise::normals_f32(noise_.seed, src, slot, static_cast<std::uint32_t>(ctx.iteration), 0, K_, eps);
+    T* lp = L + static_cast<size_t>(r) * 2 * ldi_;
+    T* ln = lp + ldi_;
+    for (int i = 0; i < K_; ++i) {
+      const T a = rin * static_cast<T>(eps[i]);
+      lp[i] += (bias + lp[i]) * a;
+      ln[i] += (bias + ln[i]) * a;
+    }
+  }
+}
+
+// Noise that arrives after the optics, per detector: shot noise (from the photons it receives),
+// receiver noise, drift and 1/f. It enters the update like the signal (times kappa), so a finite
+// bandwidth filters it the same way.
+template <class T>
+void OpticalTile<T>::add_output_noise(const T* L, int rows, const StepContext& ctx, int row0, T kappa, T* out, T* light,
+                                      float* eps) const {
+  const NoiseSpec& ns = noise_.spec;
+  const bool shot = ns.photons_per_sample > 0, thermal = ns.thermal_sigma > 0;
+  const bool correlated = ns.drift_sigma > 0 || ns.flicker_sigma > 0;
+  if (shot) kern::gemm(L, 2 * ldi_, 2 * ldi_, F_light_.data(), ldo_, rows, kern::Epilogue<T>{}, light);
+  // photons on a detector = photons_per_sample x light / the reference light (the tile's LEDs at
+  // their bias through full transmission, unit fan-in)
+  const T bias = static_cast<T>(ns.led_bias), per_light = static_cast<T>(ns.led_bias * K_ / ns.photons_per_sample);
+  const T var_thermal = static_cast<T>(ns.thermal_sigma * ns.thermal_sigma);
+  // Shot and receiver noise are independent Gaussians on the same detector in the same read: their
+  // sum is one Gaussian of the summed variance, so one draw serves both.
+  const noise::Source src = keyed(noise::Source::Shot, noise_.stream);
+  const auto it = static_cast<std::uint32_t>(ctx.iteration);
+  std::shared_ptr<const std::vector<float>> block;
+  std::int64_t block_at = INT64_MIN;  // no block yet (ticks before the clock starts are negative)
+  for (int r = 0; r < rows; ++r) {
+    const int slot = ctx.sample(row0 + r);
+    T* o = out + static_cast<size_t>(r) * ldo_;
+    if (shot || thermal) {
+      noise::normals_f32(noise_.seed, src, static_cast<std::uint32_t>(slot), it, 0, M_, eps);
+      if (shot) {
+        const T* lr = light + static_cast<size_t>(r) * ldo_;
+        for (int j = 0; j < M_; ++j) {
+          const T detected = std::max(T(0), lr[j] + bias * light_bias_[j]);
+          o[j] += kappa * std::sqrt(detector_gain_[j] * detector_gain_[j] * detected * per_light + var_thermal) * static_cast<T>(eps[j]);
+        }
+      } else {
+        const T sigma = std::sqrt(var_thermal);
+        for (int j = 0; j < M_; ++j) o[j] += kappa * sigma * static_cast<T>(eps[j]);
+      }
+    }
+    if (correlated) {
+      const std::int64_t tick = static_cast<std::int64_t>(slot) * noise_.slot_ticks + ctx.iteration;
+      const std::int64_t b = tick >= 0 ? tick / kBlockTicks : (tick - kBlockTicks + 1) / kBlockTicks;
+      if (b != block_at) block = correlated_block(b), block_at = b;
+      const float* v = block->data() + static_cast<size_t>(tick - b * kBlockTicks) * M_;
+      for (int j = 0; j < M_; ++j) o[j] += kappa * static_cast<T>(v[j]);
+    }
+  }
+}
+
+// Drift and 1/f noise of the tile's detectors over the iterations [64 b, 64 b + 64) of the clock,
+// 64 x M values. Both are sums of linearly interpolated knots (standard normals keyed by detector
+// and knot index): drift at one spacing, its correlation time; 1/f over octaves of spacings from one
+// iteration up to the drift's time, with equal variance per octave, which is a 1/f spectrum
+// between those frequencies. Octaves whose knots are spaced a block or more are linear across a
+// block (their knots sit on block boundaries), so they cost two knots per block.
+template <class T>
+std::shared_ptr<const std::vector<float>> OpticalTile<T>::correlated_block(std::int64_t b) const {
+  {
+    std::lock_guard<std::mutex> lock(correlated_mutex_);
+    if (auto i = correlated_.find(b); i != correlated_.end()) return i->second;
+  }
+  const NoiseSpec& ns = noise_.spec;
+  const double drift_ticks = std::max(1.0, ns.drift_time_us / noise_.loop_period_us);
+  const int octaves = std::clamp(static_cast<int>(std::ceil(std::log2(drift_ticks))), 1, 24);
+  // Drift has its rms at its knots (2/3 of the variance between them, on average). Linear
+  // interpolation of unit knots has mean variance 2/3 over an interval, so the octaves of 1/f noise,
+  // at every phase at once, are scaled to give it its rms over time.
+  const double a = ns.flicker_sigma * std::sqrt(1.5 / octaves), d = ns.drift_sigma;
+  const std::int64_t t0 = b * kBlockTicks;
+  auto out = std::make_shared<std::vector<float>>(static_cast<size_t>(kBlockTicks) * M_, 0.0f);
+  float kn[kBlockTicks + 2];
+  double v[kBlockTicks];
+  for (int j = 0; j < M_; ++j) {
+    const auto ch = noise_.channel0 + static_cast<std::uint32_t>(j);
+    std::fill(v, v + kBlockTicks, 0.0);
+    if (a > 0) {
+      double base = 0, slope = 0;  // the slow octaves, linear across the block
+      for (int k = 0; k < octaves; ++k) {
+        const std::int64_t m0 = t0 >> k;
+        const bool fast = k < kFastOctaves;
+        noise::normals_f32(noise_.seed, noise::Source::Flicker, ch, static_cast<std::uint32_t>(k), static_cast<std::uint32_t>(m0),
+                           fast ? (kBlockTicks >> k) + 1 : 2, kn);
+        const double span = std::ldexp(1.0, k);
+        if (!fast) {
+          const double w0 = static_cast<double>(t0 - (m0 << k)) / span;
+          base += a * (kn[0] + w0 * (kn[1] - kn[0]));
+          slope += a * (kn[1] - kn[0]) / span;
+          continue;
+        }
+        for (int s = 0; s < kBlockTicks; ++s) {
+          const std::int64_t m = (t0 + s) >> k;
+          const double w = static_cast<double>(t0 + s - (m << k)) / span;
+          const int at = static_cast<int>(m - m0);
+          v[s] += a * ((1 - w) * kn[at] + w * kn[at + 1]);
+        }
+      }
+      for (int s = 0; s < kBlockTicks; ++s) v[s] += base + slope * s;
+    }
+    if (d > 0) {
+      const auto m0 = static_cast<std::int64_t>(std::floor(static_cast<double>(t0) / drift_ticks));
+      const auto m1 = static_cast<std::int64_t>(std::floor(static_cast<double>(t0 + kBlockTicks - 1) / drift_ticks));
+      const int n = static_cast<int>(std::min<std::int64_t>(m1 - m0 + 2, kBlockTicks + 2));
+      noise::normals_f32(noise_.seed, noise::Source::Drift, ch, 0, static_cast<std::uint32_t>(m0), n, kn);
+      for (int s = 0; s < kBlockTicks; ++s) {
+        const double x = static_cast<double>(t0 + s) / drift_ticks;
+        const auto m = static_cast<std::int64_t>(std::floor(x));
+        const double w = x - static_cast<double>(m);
+        const int at = static_cast<int>(m - m0);
+        v[s] += d * ((1 - w) * kn[at] + w * kn[at + 1]);
+      }
+    }
+    for (int s = 0; s < kBlockTicks; ++s) (*out)[static_cast<size_t>(s) * M_ + j] = static_cast<float>(v[s]);
+  }
+  std::lock_guard<std::mutex> lock(correlated_mutex_);
+  // Bounded memory: past 64 MiB start again (the values are recomputed identically).
+  if (correlated_.size() * kBlockTicks * M_ * sizeof(float) > (64u << 20)) correlated_.clear();
+  return correlated_.emplace(b, std::move(out)).first->second;
+}
+
+template class OpticalTile<float>;
+template class OpticalTile<double>;
+
+}  // namespace aoc

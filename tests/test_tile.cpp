@@ -1,0 +1,323 @@
+// The optical tile (sim/tile.hpp), the one model of the optics: what a read computes, and the
+// statistics of each noise source, grouped as programming-time, per-read and time-correlated.
+// The same sources are then checked through each path that uses the tile: the loop core
+// (tests/test_noise.cpp), compiled programs and hardware-aware training (below).
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <complex>
+#include <random>
+
+#include "compiler/passes.hpp"
+#include "runtime/backend.hpp"
+#include "sim/tile.hpp"
+#include "tests/graph_support.hpp"
+#include "tests/support.hpp"
+
+using namespace aoc;
+using namespace aoc::test;
+
+namespace {
+
+constexpr int K = 24, M = 20;
+
+MatrixXdR weights(std::uint64_t seed = 3) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  return MatrixXdR::NullaryExpr(K, M, [&] { return u(rng) / std::sqrt(double(K)); });
+}
+
+CoreConfig linear_chain() {
+  CoreConfig c = CoreConfig::twin_defaults(hw48());
+  c.gain = GainMode::Explicit;
+  c.beta = {1.0};
+  c.led = LedModel::Linear;
+  c.closed_loop = false;
+  return c;
+}
+
+TileNoise only(double NoiseSpec::*field, double level, double drift_time_us = 1e6) {
+  TileNoise n;
+  n.spec.led_bias = 0.06;
+  n.spec.drift_time_us = drift_time_us;
+  n.spec.*field = level;
+  n.seed = 17;
+  n.stream = 5;
+  return n;
+}
+
+// Reads of one input t (the same every row) at `rows` slots and the given iteration: rows x M.
+struct Reader {
+  std::unique_ptr<OpticalTile<double>> tile;
+  Reader(Optics optics, const TileNoise* noise, const MatrixXdR& W = weights()) {
+    tile = std::make_unique<OpticalTile<double>>(hw48(), linear_chain(), optics);
+    if (noise) tile->set_noise(*noise);
+    tile->program(W, 3, 5);
+  }
+  MatrixXdR read(const Eigen::RowVectorXd& t, int rows, int iteration = 0, int slot0 = 0) const {
+    const int ldi = tile->ld_in(), ldo = tile->ld_out();
+    AlignedVector<double> in(static_cast<size_t>(rows) * ldi, 0.0), out(static_cast<size_t>(rows) * ldo), scratch(tile->scratch_size(rows));
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < K; ++j) in[static_cast<size_t>(r) * ldi + j] = t(j);
+    std::vector<int> slots(rows);
+    for (int r = 0; r < rows; ++r) slots[r] = slot0 + r;
+    tile->read(in.data(), rows, StepContext{iteration, slots.data()}, 0, kern::Epilogue<double>{}, out.data(), scratch.data());
+    MatrixXdR y(rows, M);
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < M; ++j) y(r, j) = out[static_cast<size_t>(r) * ldo + j];
+    return y;
+  }
+};
+
+Eigen::RowVectorXd input() { return Eigen::RowVectorXd::LinSpaced(K, -0.9, 0.8); }
+
+double var_of(const Eigen::VectorXd& v) { return (v.array() - v.mean()).square().sum() / double(v.size() - 1); }
+
+}  // namespace
+
+TEST_CASE("tile: ideal optics without noise reads t W") {
+  const Reader r(Optics::Ideal, nullptr);
+  const MatrixXdR y = r.read(input(), 3);
+  const Eigen::RowVectorXd expect = input() * weights();
+  for (int i = 0; i < 3; ++i) CHECK((y.row(i) - expect).cwiseAbs().maxCoeff() < 1e-12);
+}
+
+TEST_CASE("tile: calibrated optics is the machine's chain for the tile at its place in the core") {
+  const Reader r(Optics::Calibrated, nullptr);
+  const MatrixXdR y = r.read(input(), 1);
+  // the whole core programmed with the block at (3, 5), the other LEDs dark
+  MatrixXdR core = MatrixXdR::Zero(48, 48);
+  core.block(3, 5, K, M) = weights();
+  MatrixXdR drive = MatrixXdR::Zero(1, 48);
+  drive.block(0, 3, 1, K) = input();
+  const MatrixXdR g = optical_chain(hw48(), linear_chain(), core, drive, drive);
+  CHECK((y.row(0) - g.block(0, 5, 1, M)).cwiseAbs().maxCoeff() < 1e-12);
+  CHECK((y.row(0) - input() * weights()).cwiseAbs().maxCoeff() > 1e-3);  // the chain is not ideal
+}
+
+TEST_CASE("tile: shot noise has the variance of the photons each detector receives and grows as they fall") {
+  // drives of one sign: every LED lit above its bias (a drive below -bias emits no light)
+  const Eigen::RowVectorXd t = Eigen::RowVectorXd::LinSpaced(K, 0.05, 0.9);
+  const Reader clean(Optics::Ideal, nullptr);
+  const MatrixXdR y0 = clean.read(t, 1);
+  double prev = 0;
+  for (double P : {1e6, 1e4, 1e2}) {
+    const TileNoise n = only(&NoiseSpec::photons_per_sample, P);
+    const Reader r(Optics::Ideal, &n);
+    const MatrixXdR y = r.read(t, 4000);
+    for (int j : {0, 7, 19}) {
+      // light on detector j: every LED's bias plus its drive through |W| / max|W| on its path
+      const MatrixXdR W = weights();
+      const double m = W.cwiseAbs().maxCoeff();
+      double light = 0;
+      for (int i = 0; i < K; ++i) light += (0.06 + t(i)) * std::abs(W(i, j)) / m;
+      const double expect = m * m * light * 0.06 * K / P;
+      const double v = var_of(y.col(j).array() - y0(0, j));
+      INFO("P " << P << " channel " << j);
+      CHECK(std::abs(v / expect - 1) < 5 * std::sqrt(2.0 / 4000));
+    }
+    const double v0 = var_of(y.col(0));
+    CHECK(v0 > prev * 50);  // 100x fewer photons: 100x the variance
+    prev = v0;
+  }
+}
+
+TEST_CASE("tile: receiver noise has the set rms and is drawn afresh every iteration") {
+  const TileNoise n = only(&NoiseSpec::thermal_sigma, 0.01);
+  const Reader r(Optics::Ideal, &n), clean(Optics::Ideal, nullptr);
+  const MatrixXdR y0 = clean.read(input(), 1), a = r.read(input(), 4000, 0), b = r.read(input(), 4000, 1);
+  const Eigen::VectorXd da = a.col(3).array() - y0(0, 3), db = b.col(3).array() - y0(0, 3);
+  CHECK(std::abs(std::sqrt(var_of(da)) / 0.01 - 1) < 5 / std::sqrt(2.0 * 4000));
+  const double corr = ((da.array() - da.mean()) * (db.array() - db.mean())).sum() / (da.size() - 1) / std::sqrt(var_of(da) * var_of(db));
+  CHECK(std::abs(corr) < 5 / std::sqrt(4000.0));
+}
+
+TEST_CASE("tile: LED intensity noise scales with each LED's light") {
+  const TileNoise n = only(&NoiseSpec::rin_sigma, 0.01);
+  const Reader r(Optics::Ideal, &n), clean(Optics::Ideal, nullptr);
+  const MatrixXdR y0 = clean.read(input(), 1), y = r.read(input(), 4000);
+  // out_j = sum_i (1 + rin eps_i) [(b + t_i) W+_ij - (b + t_i) W-_ij] - b (W+ - W-)_ij rin eps_i = ... + rin eps_i (b + t_i) W_ij
+  const MatrixXdR W = weights();
+  double expect = 0;
+  for (int i = 0; i < K; ++i) expect += std::pow(0.01 * (0.06 + input()(i)) * W(i, 2), 2);
+  const double v = var_of(y.col(2).array() - y0(0, 2));
+  CHECK(std::abs(v / expect - 1) < 5 * std::sqrt(2.0 / 4000));
+}
+
+TEST_CASE("tile: the SLM pattern stays fixed within a programming and changes with the next") {
+  const TileNoise n = only(&NoiseSpec::slm_fixed_pattern_sigma, 0.02);
+  Reader r(Optics::Ideal, &n);
+  const Reader clean(Optics::Ideal, nullptr);
+  const MatrixXdR a = r.read(input(), 3, 0, 0), b = r.read(input(), 3, 9, 100), y0 = clean.read(input(), 1);
+  CHECK(a.row(0) == a.row(2));
+  CHECK(a.row(0) == b.row(1));
+  CHECK((a.row(0) - y0.row(0)).cwiseAbs().maxCoeff() > 1e-4);
+  r.tile->program(weights(), 3, 5);
+  CHECK(r.tile->programmings() == 2);
+  CHECK((r.read(input(), 1).row(0) - a.row(0)).cwiseAbs().maxCoeff() > 1e-5);
+}
+
+// The time-correlated noise of detector 0 over `ticks` iterations of one slot (slot_ticks past
+// them, so the clock runs on).
+Eigen::VectorXd series(const TileNoise& n, int ticks, int detector = 0) {
+  TileNoise s = n;
+  s.slot_ticks = 1 << 30;
+  const Reader r(Optics::Ideal, &s), clean(Optics::Ideal, nullptr);
+  const double y0 = clean.read(input(), 1)(0, detector);
+  Eigen::VectorXd v(ticks);
+  for (int k = 0; k < ticks; ++k) v(k) = r.read(input(), 1, k)(0, detector) - y0;
+  return v;
+}
+
+TEST_CASE("tile: drift is continuous in time, has its rms and decorrelates over its correlation time") {
+  // 100 iterations of correlation time; many detectors for the ensemble
+  const TileNoise base = only(&NoiseSpec::drift_sigma, 0.005, 2.0);
+  double ss = 0, lag1 = 0, far = 0, n = 0;
+  for (std::uint32_t ch = 0; ch < 400; ++ch) {
+    TileNoise t = base;
+    t.channel0 = ch * 64;
+    const Eigen::VectorXd v = series(t, 400);
+    for (int k = 0; k < 200; ++k) {  // two whole knot intervals
+      ss += v(k) * v(k), lag1 += v(k) * v(k + 1), far += v(k) * v(k + 201), n += 1;
+    }
+    CHECK((v.tail(399) - v.head(399)).cwiseAbs().maxCoeff() < 0.005 * 0.1);  // no jumps between iterations
+  }
+  // rms 0.005 at the knots, sqrt(2/3) of that on average over whole knot intervals
+  CHECK(std::abs(std::sqrt(ss / n) / (0.005 * std::sqrt(2.0 / 3)) - 1) < 0.1);
+  CHECK(lag1 / ss > 0.99);
+  CHECK(std::abs(far / ss) < 0.1);  // two correlation times apart: independent knots
+}
+
+TEST_CASE("tile: 1/f noise has its rms and a spectrum falling as 1/f") {
+  const TileNoise n = only(&NoiseSpec::flicker_sigma, 0.004, 0.02 * 4096);  // octaves from 1 to 4096 iterations
+  const int L = 256;
+  std::vector<double> power(L / 2 + 1, 0.0);
+  double ss = 0;
+  int count = 0;
+  for (int seg = 0; seg < 24; ++seg) {
+    TileNoise t = n;
+    t.channel0 = static_cast<std::uint32_t>(seg) * 97;
+    const Eigen::VectorXd v = series(t, L);
+    const double mean = v.mean();
+    for (int k = 0; k < L; ++k) ss += v(k) * v(k), ++count;
+    for (int f = 1; f <= L / 2; ++f) {
+      std::complex<double> X = 0;
+      for (int k = 0; k < L; ++k) X += (v(k) - mean) * std::polar(1.0, -2 * M_PI * f * k / L);
+      power[f] += std::norm(X);
+    }
+  }
+  CHECK(std::abs(std::sqrt(ss / count) / 0.004 - 1) < 0.35);  // 24 short segments of a slow process
+  // least-squares slope of log power against log frequency over f = 2 .. 32 (of 128)
+  double sx = 0, sy = 0, sxx = 0, sxy = 0, m = 0;
+  for (int f = 2; f <= 32; ++f) {
+    const double x = std::log(f), y = std::log(power[f]);
+    sx += x, sy += y, sxx += x * x, sxy += x * y, m += 1;
+  }
+  const double slope = (m * sxy - sx * sy) / (m * sxx - sx * sx);
+  INFO("slope " << slope);
+  CHECK(slope < -0.7);  // white noise: 0; a random walk: -2
+  CHECK(slope > -1.4);
+}
+
+TEST_CASE("tile: reads depend only on slot and iteration, not on the rows read with them") {
+  TileNoise n;
+  n.spec = NoiseSpec{0.06, 1e4, 1e-3, 1e-3, 1e-2, 1e-3, 10, 1e-3};
+  n.seed = 4;
+  const Reader r(Optics::Calibrated, &n);
+  const MatrixXdR all = r.read(input(), 70, 3, 0), part = r.read(input(), 9, 3, 61);
+  CHECK(part == all.bottomRows(9));
+}
+
+// ---- the same sources through compiled programs ----
+
+namespace {
+
+// x[B, L, 12] -> z* = tanh(z W^T + x U^T) on the 48-variable machine (U digital: it feeds the loop once).
+ir::Program loop_program() {
+  ir::Program p;
+  ir::Graph& g = p.graph;
+  g.name = "tile-loop";
+  g.inputs.push_back(decl("x", {0, 0, 12}, {"B", "L"}));
+  g.weights = {decl("U", {20, 12}), decl("b", {20}), decl("W", {20, 20})};
+  p.weights = {{"U", wave({20, 12}, 0.1, 0.3)}, {"b", wave({20}, 0.2, 0.1)}, {"W", wave({20, 20}, 0.3, 0.04)}};
+  g.ops.push_back(ir::make_op(ir::OpKind::Linear, {"x", "U", "b"}, {"u"}, {}, "inj"));
+  auto body = std::make_shared<ir::Region>();
+  body->args = {"z", "uc"};
+  body->ops = {ir::make_op(ir::OpKind::Linear, {"z", "W"}, {"wz"}, {}, "mix"), ir::make_op(ir::OpKind::Add, {"wz", "uc"}, {"pre"}),
+               ir::make_op(ir::OpKind::Tanh, {"pre"}, {"zn"})};
+  body->results = {"zn"};
+  ir::Op fp = ir::make_op(ir::OpKind::FixedPoint, {"u"}, {"zs"},
+                          {{"tol", 1e-9}, {"max_iter", std::int64_t{12}}, {"rule", std::string("fixed")}, {"like", std::string("u")}}, "deq");
+  fp.body = body;
+  g.ops.push_back(fp);
+  g.outputs = {"zs"};
+  p.target = ir::target_of(hw48(), "aoc-48", {});
+  ir::run_pipeline(p, {});
+  return p;
+}
+
+double program_error(const ir::Program& p, const Hardware& hw, bool noise, bool optics = false) {
+  const std::map<std::string, ir::Tensor> in = {{"x", wave({4, 6, 12}, 1.0, 0.8)}};
+  BackendOptions o;
+  o.noise = noise, o.quantize = false, o.optics = optics, o.seed = 3;
+  const ProgramResult a = make_backend("sim", &hw)->run(p, in, o);
+  BackendOptions ref = o;
+  ref.noise = false;
+  const ProgramResult b = make_backend("sim", &hw)->run(p, in, ref);
+  const std::string y = p.graph.outputs[0];
+  return max_diff(a.values.at(y), b.values.at(y));
+}
+
+Hardware with_noise(const NoiseSpec& s) {
+  Hardware hw = hw48();
+  hw.noise = s;
+  return hw;
+}
+
+}  // namespace
+
+TEST_CASE("program: each noise source of the machine changes a compiled model's outputs on its own") {
+  const ir::Program p = loop_program();
+  const NoiseSpec all = *hw48().noise;
+  for (double NoiseSpec::*f : {&NoiseSpec::thermal_sigma, &NoiseSpec::rin_sigma, &NoiseSpec::slm_fixed_pattern_sigma, &NoiseSpec::drift_sigma,
+                               &NoiseSpec::flicker_sigma, &NoiseSpec::photons_per_sample}) {
+    NoiseSpec one;
+    one.led_bias = all.led_bias;
+    one.drift_time_us = all.drift_time_us;
+    one.*f = all.*f;
+    INFO("source index " << (&(one.*f) - &one.led_bias));
+    CHECK(program_error(p, with_noise(one), true) > 1e-7);
+  }
+  NoiseSpec none;
+  none.led_bias = all.led_bias;
+  CHECK(program_error(p, with_noise(none), true) == 0);
+}
+
+TEST_CASE("program: the error grows as the photons per sample fall") {
+  const ir::Program p = loop_program();
+  NoiseSpec s;
+  s.led_bias = 0.06;
+  double prev = 0;
+  for (double P : {1e8, 1e6, 1e4, 1e2}) {
+    s.photons_per_sample = P;
+    const double e = program_error(p, with_noise(s), true, true);
+    INFO("photons " << P);
+    CHECK(e > 3 * prev);
+    prev = e;
+  }
+}
+
+TEST_CASE("program: drift is continuous across tokens: the same detector drifts the same in sequential and simultaneous runs") {
+  const ir::Program p = loop_program();
+  NoiseSpec s;
+  s.led_bias = 0.06, s.drift_sigma = 0.01, s.drift_time_us = 1e3;
+  const Hardware hw = with_noise(s);
+  const std::map<std::string, ir::Tensor> in = {{"x", wave({2, 5, 12}, 1.0, 0.8)}};
+  BackendOptions o;
+  o.quantize = false, o.seed = 9;
+  const ProgramResult a = make_backend("sim", &hw)->run(p, in, o);
+  o.mode = ir::Mode::Sequential;
+  const ProgramResult b = make_backend("sim", &hw)->run(p, in, o);
+  // a fixed rule of 12 steps: each (sample, token) is one slot of the clock in both modes
+  CHECK(max_diff(a.values.at(p.graph.outputs[0]), b.values.at(p.graph.outputs[0])) < 1e-5);
+}
