@@ -60,10 +60,15 @@ std::vector<BenchRow> bench_batch(const BenchOptions& opt, const Hardware& hw, i
     core.load_weights(W, bias);
     const Batch<T> inj = core.injection(Batch<T>::from(x));
     Batch<T> a(batch, N), b(batch, N);
+    // every run solves new samples, later on the machine's clock: no run reuses another's noise
+    std::vector<int> samples(batch);
+    int run = 0;
     auto [best, med] = time_runs(opt, batch, [&] {
       std::fill(a.data.begin(), a.data.end(), T(0));
+      for (int r = 0; r < batch; ++r) samples[r] = run * batch + r;
+      ++run;
       for (int i = 0; i < opt.iterations; ++i) {
-        core.step(a, inj, nullptr, b, StepContext{i, nullptr});
+        core.step(a, inj, nullptr, b, StepContext{i, samples.data()});
         std::swap(a, b);
       }
     });

@@ -360,6 +360,10 @@ Scenario read_scenario(const std::string& path) {
   if (w.kind == Workload::Kind::Model) h += file_digest((fs::path(w.path) / "config.json").string()) + file_digest((fs::path(w.path) / "weights.h5").string());
   else h += file_digest(w.path);
   if (!w.weights.empty()) h += file_digest(w.weights) + file_digest(w.inputs);
+  // and the settings as resolved, so that a default that changes between versions is a new sweep
+  h += "\nresolved batch " + std::to_string(w.batch) + " length " + std::to_string(w.length) + " sequential " +
+       std::to_string(w.mode == ir::Mode::Sequential) + " calibrate " + std::to_string(w.calibrate) + " quantize " +
+       std::to_string(w.quantize) + " optics " + std::to_string(w.optics);
   s.config_hash = digest_hex(h.data(), h.size());
   return s;
 }

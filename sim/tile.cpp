@@ -92,7 +92,7 @@ noise::Source keyed(noise::Source s, std::uint32_t stream) {
 }
 
 constexpr int kBlockTicks = 64;  // iterations per cached block of time-correlated noise
-constexpr int kFastOctaves = 6;  // octaves whose knots change within a block (2^6 = kBlockTicks)
+constexpr int kFlickerFirstOctave = 6;  // 1/f knots from 2^6 = kBlockTicks iterations apart
 
 }  // namespace
 
@@ -157,6 +157,7 @@ void OpticalTile<T>::program(const MatrixXdR& W, int in0, int out0, int channels
   detector_gain_ = pad<T>(f.detector_gain, ldo_);
   std::lock_guard<std::mutex> lock(correlated_mutex_);
   correlated_.clear();
+  knots_.clear();
 }
 
 template <class T>
@@ -270,11 +271,12 @@ void OpticalTile<T>::add_output_noise(const T* L, int rows, const StepContext& c
 }
 
 // Drift and 1/f noise of the tile's detectors over the iterations [64 b, 64 b + 64) of the clock,
-// 64 x M values. Both are sums of linearly interpolated knots (standard normals keyed by detector
-// and knot index): drift at one spacing, its correlation time; 1/f over octaves of spacings from one
-// iteration up to the drift's time, with equal variance per octave, which is a 1/f spectrum
-// between those frequencies. Octaves whose knots are spaced a block or more are linear across a
-// block (their knots sit on block boundaries), so they cost two knots per block.
+// 64 x M values. Both are sums of linearly interpolated knots, standard normals keyed by (octave or
+// drift, knot index, detector), so one bulk draw gives a knot of every detector: drift at one
+// spacing, its correlation time; 1/f noise over octaves of spacings from kFlickerFirstOctave
+// (2^6 = 64 loop periods, 1.3 us at 20 ns) up to the drift's time, with equal variance per octave,
+// which is a 1/f spectrum between those frequencies (above them the receiver's white noise is the
+// floor). Knots of those octaves sit on block boundaries, so across a block each octave is linear.
 template <class T>
 std::shared_ptr<const std::vector<float>> OpticalTile<T>::correlated_block(std::int64_t b) const {
   {
@@ -283,55 +285,68 @@ std::shared_ptr<const std::vector<float>> OpticalTile<T>::correlated_block(std::
   }
   const NoiseSpec& ns = noise_.spec;
   const double drift_ticks = std::max(1.0, ns.drift_time_us / noise_.loop_period_us);
-  const int octaves = std::clamp(static_cast<int>(std::ceil(std::log2(drift_ticks))), 1, 24);
+  const int top = std::clamp(static_cast<int>(std::ceil(std::log2(drift_ticks))), kFlickerFirstOctave + 1, 30);
+  const int octaves = top - kFlickerFirstOctave;
   // Drift has its rms at its knots (2/3 of the variance between them, on average). Linear
   // interpolation of unit knots has mean variance 2/3 over an interval, so the octaves of 1/f noise,
   // at every phase at once, are scaled to give it its rms over time.
   const double a = ns.flicker_sigma * std::sqrt(1.5 / octaves), d = ns.drift_sigma;
   const std::int64_t t0 = b * kBlockTicks;
-  auto out = std::make_shared<std::vector<float>>(static_cast<size_t>(kBlockTicks) * M_, 0.0f);
-  float kn[kBlockTicks + 2];
-  double v[kBlockTicks];
-  for (int j = 0; j < M_; ++j) {
-    const auto ch = noise_.channel0 + static_cast<std::uint32_t>(j);
-    std::fill(v, v + kBlockTicks, 0.0);
-    if (a > 0) {
-      double base = 0, slope = 0;  // the slow octaves, linear across the block
-      for (int k = 0; k < octaves; ++k) {
-        const std::int64_t m0 = t0 >> k;
-        const bool fast = k < kFastOctaves;
-        noise::normals_f32(noise_.seed, noise::Source::Flicker, ch, static_cast<std::uint32_t>(k), static_cast<std::uint32_t>(m0),
-                           fast ? (kBlockTicks >> k) + 1 : 2, kn);
-        const double span = std::ldexp(1.0, k);
-        if (!fast) {
-          const double w0 = static_cast<double>(t0 - (m0 << k)) / span;
-          base += a * (kn[0] + w0 * (kn[1] - kn[0]));
-          slope += a * (kn[1] - kn[0]) / span;
-          continue;
-        }
-        for (int s = 0; s < kBlockTicks; ++s) {
-          const std::int64_t m = (t0 + s) >> k;
-          const double w = static_cast<double>(t0 + s - (m << k)) / span;
-          const int at = static_cast<int>(m - m0);
-          v[s] += a * ((1 - w) * kn[at] + w * kn[at + 1]);
-        }
-      }
-      for (int s = 0; s < kBlockTicks; ++s) v[s] += base + slope * s;
+  std::vector<double> base(M_, 0.0), slope(M_, 0.0);
+  std::vector<float> k0(M_), k1(M_);
+  // A knot of every detector, cached: slow octaves' knots serve many blocks (and rows).
+  auto knots = [&](noise::Source src, std::uint32_t octave, std::int64_t m, float* out) {
+    const std::uint64_t key = static_cast<std::uint64_t>(src) << 59 | static_cast<std::uint64_t>(octave) << 53 |
+                              (static_cast<std::uint64_t>(m) & ((1ULL << 53) - 1));
+    std::shared_ptr<const std::vector<float>> kn;
+    {
+      std::lock_guard<std::mutex> lock(correlated_mutex_);
+      if (auto i = knots_.find(key); i != knots_.end()) kn = i->second;
     }
-    if (d > 0) {
-      const auto m0 = static_cast<std::int64_t>(std::floor(static_cast<double>(t0) / drift_ticks));
-      const auto m1 = static_cast<std::int64_t>(std::floor(static_cast<double>(t0 + kBlockTicks - 1) / drift_ticks));
-      const int n = static_cast<int>(std::min<std::int64_t>(m1 - m0 + 2, kBlockTicks + 2));
-      noise::normals_f32(noise_.seed, noise::Source::Drift, ch, 0, static_cast<std::uint32_t>(m0), n, kn);
-      for (int s = 0; s < kBlockTicks; ++s) {
-        const double x = static_cast<double>(t0 + s) / drift_ticks;
-        const auto m = static_cast<std::int64_t>(std::floor(x));
-        const double w = x - static_cast<double>(m);
-        const int at = static_cast<int>(m - m0);
-        v[s] += d * ((1 - w) * kn[at] + w * kn[at + 1]);
+    if (!kn) {
+      auto fresh = std::make_shared<std::vector<float>>(M_);
+      noise::normals_f32(noise_.seed, src, octave, static_cast<std::uint32_t>(m), noise_.channel0, M_, fresh->data());
+      std::lock_guard<std::mutex> lock(correlated_mutex_);
+      if (knots_.size() * M_ * sizeof(float) > (16u << 20)) knots_.clear();
+      kn = knots_.emplace(key, std::move(fresh)).first->second;
+    }
+    std::copy(kn->begin(), kn->end(), out);
+  };
+  if (a > 0)
+    for (int k = kFlickerFirstOctave; k < top; ++k) {
+      const std::int64_t m0 = t0 >> k;
+      knots(noise::Source::Flicker, static_cast<std::uint32_t>(k), m0, k0.data());
+      knots(noise::Source::Flicker, static_cast<std::uint32_t>(k), m0 + 1, k1.data());
+      const double span = std::ldexp(1.0, k), w0 = static_cast<double>(t0 - (m0 << k)) / span;
+      for (int j = 0; j < M_; ++j) {
+        base[j] += a * (k0[j] + w0 * (k1[j] - k0[j]));
+        slope[j] += a * (k1[j] - k0[j]) / span;
       }
     }
-    for (int s = 0; s < kBlockTicks; ++s) (*out)[static_cast<size_t>(s) * M_ + j] = static_cast<float>(v[s]);
+  const auto m0 = static_cast<std::int64_t>(std::floor(static_cast<double>(t0) / drift_ticks));
+  const auto m1 = static_cast<std::int64_t>(std::floor(static_cast<double>(t0 + kBlockTicks - 1) / drift_ticks));
+  if (d > 0 && m0 == m1) {  // the usual case, no drift knot inside the block: linear across it too
+    knots(noise::Source::Drift, 0, m0, k0.data());
+    knots(noise::Source::Drift, 0, m0 + 1, k1.data());
+    const double w0 = static_cast<double>(t0) / drift_ticks - static_cast<double>(m0);
+    for (int j = 0; j < M_; ++j) {
+      base[j] += d * (k0[j] + w0 * (k1[j] - k0[j]));
+      slope[j] += d * (k1[j] - k0[j]) / drift_ticks;
+    }
+  }
+  auto out = std::make_shared<std::vector<float>>(static_cast<size_t>(kBlockTicks) * M_);
+  for (int s = 0; s < kBlockTicks; ++s)
+    for (int j = 0; j < M_; ++j) (*out)[static_cast<size_t>(s) * M_ + j] = static_cast<float>(base[j] + slope[j] * s);
+  if (d > 0 && m0 != m1) {  // knots inside the block (a drift time under 64 iterations, or a boundary)
+    std::vector<float> kn(static_cast<size_t>(m1 - m0 + 2) * M_);
+    for (std::int64_t m = m0; m <= m1 + 1; ++m) knots(noise::Source::Drift, 0, m, kn.data() + static_cast<size_t>(m - m0) * M_);
+    for (int s = 0; s < kBlockTicks; ++s) {
+      const double x = static_cast<double>(t0 + s) / drift_ticks;
+      const auto m = static_cast<std::int64_t>(std::floor(x));
+      const double w = x - static_cast<double>(m);
+      const float* lo = kn.data() + static_cast<size_t>(m - m0) * M_;
+      for (int j = 0; j < M_; ++j) (*out)[static_cast<size_t>(s) * M_ + j] += static_cast<float>(d * ((1 - w) * lo[j] + w * lo[M_ + j]));
+    }
   }
   std::lock_guard<std::mutex> lock(correlated_mutex_);
   // Bounded memory: past 64 MiB start again (the values are recomputed identically).

@@ -115,6 +115,7 @@ class OpticalTile {
   // of the block, cached (and dropped when the cache grows: they are recomputed identically).
   mutable std::mutex correlated_mutex_;
   mutable std::unordered_map<std::int64_t, std::shared_ptr<const std::vector<float>>> correlated_;
+  mutable std::unordered_map<std::uint64_t, std::shared_ptr<const std::vector<float>>> knots_;  // (source, octave, knot)
 };
 
 extern template class OpticalTile<float>;

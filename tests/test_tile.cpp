@@ -189,34 +189,39 @@ TEST_CASE("tile: drift is continuous in time, has its rms and decorrelates over 
 }
 
 TEST_CASE("tile: 1/f noise has its rms and a spectrum falling as 1/f") {
-  const TileNoise n = only(&NoiseSpec::flicker_sigma, 0.004, 0.02 * 4096);  // octaves from 1 to 4096 iterations
-  const int L = 256;
-  std::vector<double> power(L / 2 + 1, 0.0);
+  // octaves of knot spacings from 64 to 8192 iterations (the drift time); segments of 4096
+  const TileNoise n = only(&NoiseSpec::flicker_sigma, 0.004, 0.02 * 8192);
+  const int L = 4096;
+  std::vector<double> power(9, 0.0);
   double ss = 0;
   int count = 0;
   for (int seg = 0; seg < 24; ++seg) {
     TileNoise t = n;
     t.channel0 = static_cast<std::uint32_t>(seg) * 97;
     const Eigen::VectorXd v = series(t, L);
-    const double mean = v.mean();
     for (int k = 0; k < L; ++k) ss += v(k) * v(k), ++count;
-    for (int f = 1; f <= L / 2; ++f) {
+    // without its linear trend (the octaves slower than a segment), which would leak as 1/f^2
+    const Eigen::ArrayXd x = Eigen::ArrayXd::LinSpaced(L, -1, 1);
+    const double mean = v.mean(), trend = (x * v.array()).sum() / (x * x).sum();
+    const Eigen::ArrayXd u = v.array() - mean - trend * x;
+    for (int f = 1; f <= 8; ++f) {
       std::complex<double> X = 0;
-      for (int k = 0; k < L; ++k) X += (v(k) - mean) * std::polar(1.0, -2 * M_PI * f * k / L);
+      for (int k = 0; k < L; ++k) X += u(k) * std::polar(1.0, -2 * M_PI * f * k / L);
       power[f] += std::norm(X);
     }
   }
-  CHECK(std::abs(std::sqrt(ss / count) / 0.004 - 1) < 0.35);  // 24 short segments of a slow process
-  // least-squares slope of log power against log frequency over f = 2 .. 32 (of 128)
+  CHECK(std::abs(std::sqrt(ss / count) / 0.004 - 1) < 0.35);  // 24 segments of a slow process
+  // least-squares slope of log power against log frequency over periods of 2048 .. 512 iterations,
+  // well inside the band (near the shortest knot spacing the octaves' interpolation steepens it)
   double sx = 0, sy = 0, sxx = 0, sxy = 0, m = 0;
-  for (int f = 2; f <= 32; ++f) {
+  for (int f = 2; f <= 8; ++f) {
     const double x = std::log(f), y = std::log(power[f]);
     sx += x, sy += y, sxx += x * x, sxy += x * y, m += 1;
   }
   const double slope = (m * sxy - sx * sy) / (m * sxx - sx * sx);
   INFO("slope " << slope);
-  CHECK(slope < -0.7);  // white noise: 0; a random walk: -2
-  CHECK(slope > -1.4);
+  CHECK(slope < -0.75);  // white noise: 0; a random walk: -2
+  CHECK(slope > -1.3);
 }
 
 TEST_CASE("tile: reads depend only on slot and iteration, not on the rows read with them") {
