@@ -73,7 +73,7 @@ std::pair<std::string, std::string> axis_name(const Data& d, const std::string& 
       {"latency", "latency per token"},
       {"iterations", "iterations per solve"},
       {"tops_per_w", "TOPS/W"},
-      {"noise_scale", "noise (x the file's receiver and SLM-pattern levels)"},
+      {"noise_scale", "noise (x every level of the file's noise section)"},
       {"photons_per_sample", "photons per detector sample"},
       {"converters.slm_bits", "SLM weight bits"}};
   const auto w = words.find(name);
