@@ -29,16 +29,23 @@ struct Counters {
 
 // The reference's tile loop: y = sum over tiles of x[cols of the tile] W_tile^T, in double, tile by
 // tile as the plan splits the matrix. `tile_w` gives a tile's matrix (rows x cols, row-major).
-template <class TileW>
-Tensor tiled_product(const ir::OpticalPlan& plan, const Tensor& x, int threads, TileW&& tile_w) {
+// The zero result of x's product with a plan's matrix ([..., rows] for x [..., cols]), and its row count.
+Tensor product_result(const ir::OpticalPlan& plan, const Tensor& x, std::int64_t& R) {
   if (x.shape.empty() || x.shape.back() != plan.cols)
     throw Error("run: op '" + plan.op + "': input has last dim " + (x.shape.empty() ? std::string("none") : std::to_string(x.shape.back())) +
                 ", the matrix has " + std::to_string(plan.cols) + " columns");
   Tensor y;
   y.shape = x.shape;
   y.shape.back() = plan.rows;
-  const std::int64_t R = plan.cols == 0 ? 0 : static_cast<std::int64_t>(x.data.size()) / plan.cols;
+  R = plan.cols == 0 ? 0 : static_cast<std::int64_t>(x.data.size()) / plan.cols;
   y.data.assign(static_cast<std::size_t>(R * plan.rows), 0.0);
+  return y;
+}
+
+template <class TileW>
+Tensor tiled_product(const ir::OpticalPlan& plan, const Tensor& x, int threads, TileW&& tile_w) {
+  std::int64_t R = 0;
+  Tensor y = product_result(plan, x, R);
   for (std::size_t k = 0; k < plan.tiles.size(); ++k) {
     const ir::Tile& t = plan.tiles[k];
     const std::vector<double>& W = tile_w(k);
@@ -122,6 +129,7 @@ class SimHooks : public ir::Hooks {
       }
     };
     walk(p.graph.ops);
+    const NoiseRun clock = o.noise ? noise_run(hw, o.seed, max_iter) : NoiseRun{};  // iterations and solve slots
     std::uint32_t stream = 1;  // 0 is the loop core's
     for (const ir::OpticalPlan& plan : p.optical) {
       if (plan.column_blocks() > 1 && !p.target.analog_partial_sums && o.quantize && adc_bits_ > 0) digital_sums_.insert(plan.op);
@@ -137,7 +145,6 @@ class SimHooks : public ir::Hooks {
           n.seed = o.seed;
           n.stream = stream;
           n.channel0 = static_cast<std::uint32_t>(t.module * hw.channels + t.core_row0);
-          const NoiseRun clock = noise_run(hw, o.seed, max_iter);
           n.loop_period_us = clock.loop_period_us;
           n.slot_ticks = std::max<std::int64_t>(1, std::llround(clock.sample_spacing_us / clock.loop_period_us));
           tile->set_noise(n);
@@ -159,17 +166,11 @@ class SimHooks : public ir::Hooks {
   Tensor optical(const ir::Op& op, const Tensor& x, const Tensor&, const OpContext& ctx) const override {
     const ir::OpticalPlan* plan = p_.plan(op.name);
     if (!plan) throw Error("run: optical op '" + op.name + "' has no plan");
-    if (x.shape.empty() || x.shape.back() != plan->cols)
-      throw Error("run: op '" + plan->op + "': input has last dim " + (x.shape.empty() ? std::string("none") : std::to_string(x.shape.back())) +
-                  ", the matrix has " + std::to_string(plan->cols) + " columns");
+    std::int64_t R = 0;
+    Tensor y = product_result(*plan, x, R);
     const auto& tiles = tiles_.at(op.name);
     const bool sums = digital_sums_.count(op.name) > 0;
     const UniformConverter adc{p_.target.adc_lo, p_.target.adc_hi, adc_bits_};
-    Tensor y;
-    y.shape = x.shape;
-    y.shape.back() = plan->rows;
-    const std::int64_t R = plan->cols == 0 ? 0 : static_cast<std::int64_t>(x.data.size()) / plan->cols;
-    y.data.assign(static_cast<std::size_t>(R * plan->rows), 0.0);
     // Each row is one read in its own slot of the machine's clock: (row, token) in sequential mode,
     // the row (batch x token) at once in simultaneous mode: the same slot for the same sample and token.
     std::vector<int> slots(static_cast<std::size_t>(R));

@@ -120,17 +120,18 @@ void OpticalTile<T>::program(const MatrixXdR& W, int in0, int out0, int channels
                 ", LED channel " + std::to_string(in0) + " does not fit the " + std::to_string(C) + " channels of " + hw_.name +
                 " (compile with tiles of the machine's size)");
   // Programming-time noise: one relative error per SLM pixel and path, drawn anew at each programming
-  // and keyed by the pixel's place in the core.
+  // and keyed by the pixel's place in the core. Calibrated optics passes the whole core through the
+  // chain, but only the tile's LED rows are lit: the other rows' pixels are left exact.
   SlmPattern pattern;
   const bool fixed_pattern = noisy_ && noise_.spec.slm_fixed_pattern_sigma > 0;
   if (fixed_pattern) {
     const double sd = noise_.spec.slm_fixed_pattern_sigma;
     const auto prog = static_cast<std::uint32_t>(programmings_);
     const noise::Source src = keyed(noise::Source::SlmPattern, noise_.stream);
-    const int R = calibrated ? C : K, S = calibrated ? C : M, i0 = calibrated ? 0 : in0, j0 = calibrated ? 0 : out0;
-    pattern.pos.resize(R, S);
-    pattern.neg.resize(R, S);
-    for (int i = 0; i < R; ++i)
+    const int S = calibrated ? C : M, r0 = calibrated ? in0 : 0, i0 = calibrated ? 0 : in0, j0 = calibrated ? 0 : out0;
+    pattern.pos = MatrixXdR::Ones(calibrated ? C : K, S);
+    pattern.neg = MatrixXdR::Ones(calibrated ? C : K, S);
+    for (int i = r0; i < r0 + K; ++i)
       for (int j = 0; j < S; ++j) {
         const auto pi = static_cast<std::uint32_t>(i0 + i), pj = static_cast<std::uint32_t>(j0 + j);
         pattern.pos(i, j) = 1 + sd * noise::normal(noise_.seed, src, 2 * prog, pi, pj);
