@@ -183,6 +183,7 @@ class SimHooks : public ir::Hooks {
       const OpticalTile<T>& tile = *tiles[k];
       const int ldi = tile.ld_in(), ldo = tile.ld_out();
       const std::size_t need = static_cast<std::size_t>(kRows) * (ldi + ldo) + tile.scratch_size(kRows);
+      tile.prepare_reads(static_cast<int>(R));
 #pragma omp parallel for num_threads(o_.threads) schedule(static)
       for (std::int64_t b = 0; b < blocks; ++b) {
         thread_local AlignedVector<T> buf;  // reused across reads: no allocation in the loop

@@ -137,6 +137,7 @@ void OpticalCore<T>::step(const Batch<T>& z, const Batch<T>& inj, const Batch<T>
     alpha = scheduled.data();
   }
   const int tiles = (z.rows + kTileRows - 1) / kTileRows;
+  tile_->prepare_reads(z.rows);
   const size_t scratch_len = static_cast<size_t>(kTileRows) * ld_ + tile_->scratch_size(kTileRows);
   auto run_tile = [&](int tile) {
     thread_local AlignedVector<T> scratch;  // reused across steps: no allocation in the loop

@@ -81,6 +81,10 @@ inline void gemm_rows(const T* L, int ldl, const T* F, int ld, int K, const Epil
   constexpr int W = kVecLanes<T>;
   const int nvec = ld / W;
   int v0 = 0;
+  if (kNV == 2 && nvec % 3 == 0) {  // 12 accumulators instead of 8: enough to hide the FMA latency
+    for (; v0 < nvec; v0 += 3) gemm_tile<T, MR, 3>(L, ldl, F, ld, K, v0 * W, e, row0, out);
+    return;
+  }
   for (; v0 + kNV <= nvec; v0 += kNV) gemm_tile<T, MR, kNV>(L, ldl, F, ld, K, v0 * W, e, row0, out);
   switch (nvec - v0) {
     case 0: break;

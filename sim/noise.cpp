@@ -1,6 +1,9 @@
 #include "sim/noise.hpp"
 
 #include <Random123/philox.h>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -52,44 +55,121 @@ void normals(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, int
 
 namespace {
 
-// normals_f32 works a group of 16 Philox blocks (64 words, 64 elements, aligned on the element
-// index) at a time: one vector of 64 floats. That wide a vector gives each step of the inverse
-// CDF's long dependency chain several registers' worth of independent work: 1.6x the throughput
-// of 16 lanes with AVX2.
-constexpr int kBlocks = 16, kWords = 4 * kBlocks;
+// Philox4x32-10 over a list of blocks, several in flight at once: Random123's rounds, vectorised by
+// hand because GCC's own vectorisation of them is latency-bound and 4x slower. Integer arithmetic,
+// so every path gives Random123's words exactly (tests/test_noise.cpp checks them against it).
+constexpr std::uint32_t kMul0 = 0xD2511F53, kMul1 = 0xCD9E8D57, kWeyl0 = 0x9E3779B9, kWeyl1 = 0xBB67AE85;
+constexpr int kLanes = 8;  // blocks per vector
+
+#if defined(__AVX2__)
+inline void mulhilo(__m256i x, __m256i m, __m256i& lo, __m256i& hi) {
+  const __m256i even = _mm256_mul_epu32(x, m), odd = _mm256_mul_epu32(_mm256_srli_epi64(x, 32), m);
+  lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+  hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+}
+
+// S vectors of 8 blocks in step (the rounds are a long dependency chain: S chains hide its
+// latency). Block i's counter is (ctr[0][i], ctr[1][i], ctr[2][i], ctr[3][i]); its word j goes to
+// out[4i + j].
+template <int S>
+void philox_lanes(std::uint64_t seed, const std::uint32_t* const* ctr, std::uint32_t* out) {
+  __m256i c0[S], c1[S], c2[S], c3[S];
+  auto load = [](const std::uint32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); };
+  for (int v = 0; v < S; ++v)
+    c0[v] = load(ctr[0] + kLanes * v), c1[v] = load(ctr[1] + kLanes * v), c2[v] = load(ctr[2] + kLanes * v), c3[v] = load(ctr[3] + kLanes * v);
+  const __m256i m0 = _mm256_set1_epi32(static_cast<int>(kMul0)), m1 = _mm256_set1_epi32(static_cast<int>(kMul1));
+#pragma GCC unroll 10
+  for (int r = 0; r < 10; ++r) {
+    const __m256i k0 = _mm256_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(seed) + r * kWeyl0));
+    const __m256i k1 = _mm256_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(seed >> 32) + r * kWeyl1));
+    for (int v = 0; v < S; ++v) {
+      __m256i lo0, hi0, lo1, hi1;
+      mulhilo(c0[v], m0, lo0, hi0);
+      mulhilo(c2[v], m1, lo1, hi1);
+      c0[v] = _mm256_xor_si256(_mm256_xor_si256(hi1, c1[v]), k0);
+      c2[v] = _mm256_xor_si256(_mm256_xor_si256(hi0, c3[v]), k1);
+      c1[v] = lo1;
+      c3[v] = lo0;
+    }
+  }
+  for (int v = 0; v < S; ++v) {  // 4 x 8 words to block order: each 128-bit half of u is one block
+    const __m256i t0 = _mm256_unpacklo_epi32(c0[v], c1[v]), t1 = _mm256_unpackhi_epi32(c0[v], c1[v]);
+    const __m256i t2 = _mm256_unpacklo_epi32(c2[v], c3[v]), t3 = _mm256_unpackhi_epi32(c2[v], c3[v]);
+    const __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+    const __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+    auto* o = reinterpret_cast<__m256i*>(out + 4 * kLanes * v);
+    _mm256_storeu_si256(o, _mm256_permute2x128_si256(u0, u1, 0x20));
+    _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(u2, u3, 0x20));
+    _mm256_storeu_si256(o + 2, _mm256_permute2x128_si256(u0, u1, 0x31));
+    _mm256_storeu_si256(o + 3, _mm256_permute2x128_si256(u2, u3, 0x31));
+  }
+}
+#else
+// Without AVX2: the same rounds as plain loops over the lanes, which GCC vectorises as it can.
+template <int S>
+void philox_lanes(std::uint64_t seed, const std::uint32_t* const* ctr, std::uint32_t* out) {
+  constexpr int n = S * kLanes;
+  std::uint32_t c0[n], c1[n], c2[n], c3[n];
+  for (int i = 0; i < n; ++i) c0[i] = ctr[0][i], c1[i] = ctr[1][i], c2[i] = ctr[2][i], c3[i] = ctr[3][i];
+  std::uint32_t key0 = static_cast<std::uint32_t>(seed), key1 = static_cast<std::uint32_t>(seed >> 32);
+  for (int r = 0; r < 10; ++r) {
+    for (int i = 0; i < n; ++i) {
+      const std::uint64_t p0 = std::uint64_t{kMul0} * c0[i], p1 = std::uint64_t{kMul1} * c2[i];
+      c0[i] = static_cast<std::uint32_t>(p1 >> 32) ^ c1[i] ^ key0;
+      c2[i] = static_cast<std::uint32_t>(p0 >> 32) ^ c3[i] ^ key1;
+      c1[i] = static_cast<std::uint32_t>(p1);
+      c3[i] = static_cast<std::uint32_t>(p0);
+    }
+    key0 += kWeyl0, key1 += kWeyl1;
+  }
+  for (int i = 0; i < n; ++i) out[4 * i] = c0[i], out[4 * i + 1] = c1[i], out[4 * i + 2] = c2[i], out[4 * i + 3] = c3[i];
+}
+#endif
+
+// The words of `count` blocks, block i's counter (ctr[0][i], .., ctr[3][i]): its word j at out[4i + j].
+void philox_blocks(std::uint64_t seed, const std::uint32_t* const* ctr, int count, std::uint32_t* out) {
+  constexpr int kWide = 4;  // vectors in flight
+  auto at = [&](int i, const std::uint32_t* (&c)[4]) {
+    for (int w = 0; w < 4; ++w) c[w] = ctr[w] + i;
+  };
+  const std::uint32_t* c[4];
+  int i = 0;
+  for (; i + kWide * kLanes <= count; i += kWide * kLanes) at(i, c), philox_lanes<kWide>(seed, c, out + 4 * i);
+  for (; i + kLanes <= count; i += kLanes) at(i, c), philox_lanes<1>(seed, c, out + 4 * i);
+  if (i < count) {  // the last few blocks, padded to a vector
+    std::uint32_t pad[4][kLanes] = {}, w[4 * kLanes];
+    for (int q = 0; q < 4; ++q) std::copy(ctr[q] + i, ctr[q] + count, pad[q]), c[q] = pad[q];
+    philox_lanes<1>(seed, c, w);
+    std::copy_n(w, 4 * (count - i), out + 4 * i);
+  }
+}
+
+// The inverse CDF works a group of 64 words at a time: one vector of 64 floats. That wide a vector
+// gives each step of its long dependency chain several registers' worth of independent work: 1.6x
+// the throughput of 16 lanes with AVX2.
+constexpr int kWords = 64;
 typedef std::uint32_t u32v __attribute__((vector_size(4 * kWords)));
 typedef std::int32_t i32v __attribute__((vector_size(4 * kWords)));
 typedef float f32v __attribute__((vector_size(4 * kWords)));
+typedef std::int32_t i32x8 __attribute__((vector_size(32)));
 
-// Words of the Philox4x32-10 blocks with counters (s, a, b, k0 + i), i = 0 .. 15, in element order:
-// word j of block k0 + i at out[4i + j]. Plain loops, all blocks in step round by round, which
-// GCC vectorises with its widening 32x32 -> 64-bit multiply (its vector extensions have none:
-// their 64-bit products take three multiplies each, 1.5x slower). Integer arithmetic, so the words
-// are exact however it is compiled.
-void philox16(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, std::uint32_t k0, std::uint32_t* out) {
-  std::uint32_t c0[kBlocks], c1[kBlocks], c2[kBlocks], c3[kBlocks];
-  for (int i = 0; i < kBlocks; ++i) c0[i] = static_cast<std::uint32_t>(s), c1[i] = a, c2[i] = b, c3[i] = k0 + i;
-  std::uint32_t key0 = static_cast<std::uint32_t>(seed), key1 = static_cast<std::uint32_t>(seed >> 32);
-#pragma GCC unroll 10  // without it GCC 12 leaves the block loop scalar: 3x slower
-  for (int r = 0; r < 10; ++r) {
-    for (int i = 0; i < kBlocks; ++i) {
-      // low halves as 32-bit products, not as the 64-bit ones truncated: 30% faster
-      const auto hi0 = static_cast<std::uint32_t>((std::uint64_t{0xD2511F53} * c0[i]) >> 32), lo0 = 0xD2511F53u * c0[i];
-      const auto hi1 = static_cast<std::uint32_t>((std::uint64_t{0xCD9E8D57} * c2[i]) >> 32), lo1 = 0xCD9E8D57u * c2[i];
-      c0[i] = hi1 ^ c1[i] ^ key0;
-      c2[i] = hi0 ^ c3[i] ^ key1;
-      c1[i] = lo1;
-      c3[i] = lo0;
-    }
-    key0 += 0x9E3779B9, key1 += 0xBB67AE85;
+// True when any lane of v is negative (its sign bit set): OR of the lanes, 8 at a time.
+bool any_negative(i32v v) {
+  i32x8 acc{};
+  for (int q = 0; q < kWords / 8; ++q) {
+    i32x8 part;
+    std::memcpy(&part, reinterpret_cast<const char*>(&v) + 32 * q, 32);
+    acc |= part;
   }
-  for (int i = 0; i < kBlocks; ++i) out[4 * i] = c0[i], out[4 * i + 1] = c1[i], out[4 * i + 2] = c2[i], out[4 * i + 3] = c3[i];
+  int any = 0;
+  for (int q = 0; q < 8; ++q) any |= acc[q];
+  return any < 0;
 }
 
 // The normal of each of kWords words. Out of line so that normal_from_word and normals_f32 run
 // the very same instructions and agree to the bit; lanes never mix, so a word's normal does not
-// depend on where it sits. No branches, and no comparisons: GCC 12 does those lane by lane on
-// vectors wider than the machine's, so masks come from sign bits.
+// depend on where it sits. No comparisons: GCC 12 does those lane by lane on vectors wider than
+// the machine's, so masks come from sign bits.
 __attribute__((noinline)) void to_normals(const std::uint32_t* words, float* out) {
   u32v word;
   std::memcpy(&word, words, sizeof word);
@@ -113,62 +193,108 @@ __attribute__((noinline)) void to_normals(const std::uint32_t* words, float* out
   ratio = ratio * c - 0.00417768164f;
   ratio = ratio * c + 0.246640727f;
   ratio = ratio * c + 1.50140941f;
-  // and for w >= 5 (0.34% of words), in d = sqrt(w) - 3.5. Giles' tail polynomial is fitted up
-  // to w = 16 (where 1 - x^2 stops in float) and is 4e-4 off at our w = 21.5, so this is a
-  // Chebyshev fit over w in [5, 21.6], within 1.5e-8 before float rounding. sqrt(w) = w / sqrt(w),
-  // the latter by Newton from the bit-trick guess (3.4% -> 0.18% -> 5e-6 -> 1.4e-7): std::sqrt on
-  // vectors goes lane by lane, for errno's sake.
-  f32v rs = (f32v)(0x5f375a86u - ((u32v)w >> 1));
-  for (int i = 0; i < 3; ++i) rs = rs * (1.5f - 0.5f * w * rs * rs);
-  const f32v d = w * rs - 3.5f;
-  f32v q = f32v{} - 2.22058407e-05f;
-  q = q * d + 2.45882547e-05f;
-  q = q * d + 9.47722438e-05f;
-  q = q * d - 0.000263373367f;
-  q = q * d + 0.000415424991f;
-  q = q * d - 0.000657584809f;
-  q = q * d + 0.00109997974f;
-  q = q * d - 0.0020686246f;
-  q = q * d + 0.00327586569f;
-  q = q * d + 1.00736916f;
-  q = q * d + 3.3354857f;
+  // and for w >= 5 (0.34% of words: a fifth of groups have one), in d = sqrt(w) - 3.5. Giles'
+  // tail polynomial is fitted up to w = 16 (where 1 - x^2 stops in float) and is 4e-4 off at our
+  // w = 21.5, so this is a Chebyshev fit over w in [5, 21.6], within 1.5e-8 before float rounding.
+  // sqrt(w) = w / sqrt(w), the latter by Newton from the bit-trick guess (3.4% -> 0.18% -> 5e-6 ->
+  // 1.4e-7). Lanes are computed alike whether or not the group has a tail lane, so skipping it for
+  // groups without one changes no value.
   const i32v central = (i32v)(w - 5.0f) >> 31;  // all ones where w < 5
-  ratio = (f32v)(((i32v)ratio & central) | ((i32v)q & ~central));
+  if (any_negative(~central)) {
+    f32v rs = (f32v)(0x5f375a86u - ((u32v)w >> 1));
+    for (int i = 0; i < 3; ++i) rs = rs * (1.5f - 0.5f * w * rs * rs);
+    const f32v d = w * rs - 3.5f;
+    f32v q = f32v{} - 2.22058407e-05f;
+    q = q * d + 2.45882547e-05f;
+    q = q * d + 9.47722438e-05f;
+    q = q * d - 0.000263373367f;
+    q = q * d + 0.000415424991f;
+    q = q * d - 0.000657584809f;
+    q = q * d + 0.00109997974f;
+    q = q * d - 0.0020686246f;
+    q = q * d + 0.00327586569f;
+    q = q * d + 1.00736916f;
+    q = q * d + 3.3354857f;
+    ratio = (f32v)(((i32v)ratio & central) | ((i32v)q & ~central));
+  }
   const f32v z = ratio * x * 1.41421356f;  // normal = sqrt(2) erfinv(2u - 1)
   const f32v signed_z = (f32v)((u32v)z ^ (~word & 0x80000000u));
   std::memcpy(out, &signed_z, sizeof signed_z);
 }
 
-// Elements c0 .. c0 + n - 1 a group at a time: fill(g, dst) writes group g's kWords values,
-// straight into out where the whole group is wanted.
-template <class T, class Fill>
-void by_group(std::uint32_t c0, int n, T* out, Fill fill) {
-  T buf[kWords];
-  for (int k = 0; k < n;) {
-    const std::uint32_t c = c0 + static_cast<std::uint32_t>(k);  // wraps as the element index does
-    const int skip = static_cast<int>(c % kWords), len = std::min(kWords - skip, n - k);
-    if (len == kWords) {
-      fill(c / kWords, out + k);
-    } else {
-      fill(c / kWords, buf);
-      std::copy_n(buf + skip, len, out + k);
+// The normals of `count` words (any count: the last group is padded).
+void to_normals(const std::uint32_t* words, int count, float* out) {
+  int i = 0;
+  for (; i + kWords <= count; i += kWords) to_normals(words + i, out + i);
+  if (i < count) {
+    std::uint32_t part[kWords] = {};
+    float z[kWords];
+    std::copy(words + i, words + count, part);
+    to_normals(part, z);
+    std::copy_n(z, count - i, out + i);
+  }
+}
+
+// Elements c0 .. c0 + n - 1 of each stream, kChunk blocks at a time, whatever the streams: the
+// words of a chunk go through convert(words, count, values) together (so that short streams keep
+// the vectors full). Where the output is dense (c0 and n multiples of 4, rows n apart) values are
+// the output itself; otherwise emit(r, e, values, len) gets len values of stream r from element
+// c0 + e on. Element c is word c % 4 of block c / 4 (both wrap with c at 2^32).
+constexpr int kChunk = 256;
+template <class V, class Convert>
+void by_chunk(std::uint64_t seed, const Stream* streams, int rows, std::uint32_t c0, int n, V* out, std::ptrdiff_t ld, Convert convert) {
+  if (n <= 0 || rows <= 0) return;
+  const int skip = static_cast<int>(c0 % 4), per_row = (skip + n + 3) / 4;
+  const bool dense = skip == 0 && n % 4 == 0 && ld == n;
+  const std::uint32_t k0 = c0 / 4;
+  std::uint32_t ctr[4][kChunk], words[4 * kChunk];
+  const std::uint32_t* c[4] = {ctr[0], ctr[1], ctr[2], ctr[3]};
+  V values[4 * kChunk];
+  int r = 0, j = 0;  // the next block to draw: stream r's j-th
+  while (r < rows) {
+    const int r_first = r, j_first = j;
+    int len = 0;
+    while (len < kChunk && r < rows) {  // stream r's blocks j .. j + run - 1
+      const int run = std::min(kChunk - len, per_row - j);
+      const Stream& st = streams[r];
+      const std::uint32_t kj = k0 + static_cast<std::uint32_t>(j);
+      for (int q = 0; q < run; ++q) {
+        ctr[0][len + q] = static_cast<std::uint32_t>(st.s), ctr[1][len + q] = st.a, ctr[2][len + q] = st.b;
+        ctr[3][len + q] = (kj + static_cast<std::uint32_t>(q)) & 0x3fffffffu;
+      }
+      len += run;
+      if ((j += run) == per_row) j = 0, ++r;
     }
-    k += len;
+    philox_blocks(seed, c, len, words);
+    if (dense) {
+      convert(words, 4 * len, out + (static_cast<std::ptrdiff_t>(r_first) * per_row + j_first) * 4);
+      continue;
+    }
+    convert(words, 4 * len, values);
+    // each stream's run of blocks, without the words before c0 and after c0 + n - 1
+    for (int i = 0, rr = r_first, jj = j_first; i < len; ++rr, jj = 0) {
+      const int run = std::min(len - i, per_row - jj);
+      const int e0 = std::max(0, 4 * jj - skip), e1 = std::min(n, 4 * (jj + run) - skip);
+      std::copy_n(values + 4 * i + (e0 + skip - 4 * jj), e1 - e0, out + rr * ld + e0);
+      i += run;
+    }
   }
 }
 
 }  // namespace
 
 void philox_words(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, std::uint32_t c0, int n, std::uint32_t* out) {
-  by_group(c0, n, out, [&](std::uint32_t g, std::uint32_t* dst) { philox16(seed, s, a, b, g * kBlocks, dst); });
+  const Stream st{s, a, b};
+  by_chunk<std::uint32_t>(seed, &st, 1, c0, n, out, n, [](const std::uint32_t* w, int count, std::uint32_t* v) { std::copy_n(w, count, v); });
+}
+
+void normals_f32(std::uint64_t seed, const Stream* streams, int count, std::uint32_t c0, int n, float* out, std::ptrdiff_t ld) {
+  by_chunk<float>(seed, streams, count, c0, n, out, ld, [](const std::uint32_t* w, int m, float* v) { to_normals(w, m, v); });
 }
 
 void normals_f32(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, std::uint32_t c0, int n, float* out) {
-  by_group(c0, n, out, [&](std::uint32_t g, float* dst) {
-    std::uint32_t w[kWords];
-    philox16(seed, s, a, b, g * kBlocks, w);
-    to_normals(w, dst);
-  });
+  const Stream st{s, a, b};
+  normals_f32(seed, &st, 1, c0, n, out, n);
 }
 
 float normal_from_word(std::uint32_t w) {

@@ -2,6 +2,7 @@
 // three indices such as sample, iteration and channel): Philox4x32-10 (Random123), counter-based,
 // so a result does not depend on the thread count, the batch size or how a batch is split.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -23,6 +24,14 @@ void normals(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, int
 // (seed, s, a, b, c): not on n, c0, the pointer's alignment or the machine's thread count.
 void normals_f32(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, std::uint32_t c0, int n, float* out);
 float normal_f32(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, std::uint32_t c);
+// One stream of normals: its element c is normal_f32(seed, s, a, b, c).
+struct Stream {
+  Source s;
+  std::uint32_t a, b;
+};
+// normals_f32 of several streams at once, drawn together so that short ones keep the vectors full:
+// out[r * ld + k] = normal_f32(seed, streams[r].s, streams[r].a, streams[r].b, c0 + k).
+void normals_f32(std::uint64_t seed, const Stream* streams, int count, std::uint32_t c0, int n, float* out, std::ptrdiff_t ld);
 
 // The two halves of normals_f32, exposed for tests. philox_words: the Philox words of the same
 // elements, from the same vectorised Philox. normal_from_word: the normal of word w, the quantile

@@ -91,8 +91,9 @@ noise::Source keyed(noise::Source s, std::uint32_t stream) {
   return static_cast<noise::Source>(static_cast<std::uint32_t>(s) | stream << 4);
 }
 
-constexpr int kBlockTicks = 64;  // iterations per cached block of time-correlated noise
+constexpr int kBlockTicks = 64;  // iterations per block of time-correlated noise (evaluated once per row)
 constexpr int kFlickerFirstOctave = 6;  // 1/f knots from 2^6 = kBlockTicks iterations apart
+constexpr int kSlowOctave = 12;  // 1/f octaves from 2^12 iterations apart: shared spans
 
 }  // namespace
 
@@ -156,15 +157,18 @@ void OpticalTile<T>::program(const MatrixXdR& W, int in0, int out0, int channels
   c_ = pad<T>(f.c, ldo_);
   light_bias_ = pad<T>(f.light_per_bias, ldo_);
   detector_gain_ = pad<T>(f.detector_gain, ldo_);
-  std::lock_guard<std::mutex> lock(correlated_mutex_);
-  correlated_.clear();
-  knots_.clear();
+  std::lock_guard<std::mutex> lock(slow_mutex_);
+  slow_.clear();
+  std::fill(memo_block_.begin(), memo_block_.end(), INT64_MIN);
 }
 
 template <class T>
 std::size_t OpticalTile<T>::scratch_size(int rows) const {
-  const std::size_t eps = static_cast<std::size_t>(std::max(ldi_, ldo_)) + 16;  // floats, rounded up below
-  return static_cast<std::size_t>(rows) * (2 * ldi_ + ldo_) + (eps * sizeof(float) + sizeof(T) - 1) / sizeof(T) + 16;
+  // L (rows x 2 ld_in), light (rows x ld_out), then the normals (rows x max(ld_in, ld_out) floats)
+  // and the rows' streams of them (rows), each rounded up to whole T
+  static_assert(sizeof(noise::Stream) % sizeof(float) == 0);
+  const std::size_t floats = static_cast<std::size_t>(rows) * (std::max(ldi_, ldo_) + sizeof(noise::Stream) / sizeof(float));
+  return static_cast<std::size_t>(rows) * (2 * ldi_ + ldo_) + (floats * sizeof(float) + sizeof(T) - 1) / sizeof(T) + 16;
 }
 
 template <class T>
@@ -199,26 +203,30 @@ void OpticalTile<T>::read(const T* t, int rows, const StepContext& ctx, int row0
   T* L = scratch;
   T* light = L + static_cast<size_t>(rows) * 2 * ldi_;
   auto* eps = reinterpret_cast<float*>(light + static_cast<size_t>(rows) * ldo_);
+  auto* streams = reinterpret_cast<noise::Stream*>(eps + static_cast<size_t>(rows) * std::max(ldi_, ldo_));
   drives(t, rows, L);
-  if (noisy_ && noise_.spec.rin_sigma > 0) add_rin(L, rows, ctx, row0, eps);
+  if (noisy_)  // each row's white noise: its slot's, at this iteration (the source is set per draw)
+    for (int r = 0; r < rows; ++r)
+      streams[r] = {noise::Source::Rin, static_cast<std::uint32_t>(ctx.sample(row0 + r)), static_cast<std::uint32_t>(ctx.iteration)};
+  if (noisy_ && noise_.spec.rin_sigma > 0) add_rin(L, rows, streams, eps);
   e.c = c_.data();
   kern::gemm(L, 2 * ldi_, 2 * ldi_, F_.data(), ldo_, rows, e, out);
-  if (noisy_) add_output_noise(L, rows, ctx, row0, e.kappa, out, light, eps);
+  if (noisy_) add_output_noise(L, rows, ctx, row0, streams, e.kappa, out, light, eps);
 }
 
 // LED relative intensity noise: each LED's light (bias + drive) fluctuates by rin * eps; the same
 // LED feeds both optical paths, so one draw per (slot, iteration, LED).
 template <class T>
-void OpticalTile<T>::add_rin(T* L, int rows, const StepContext& ctx, int row0, float* eps) const {
+void OpticalTile<T>::add_rin(T* L, int rows, noise::Stream* streams, float* eps) const {
   const T rin = static_cast<T>(noise_.spec.rin_sigma), bias = static_cast<T>(noise_.spec.led_bias);
-  const noise::Source src = keyed(noise::Source::Rin, noise_.stream);
+  for (int r = 0; r < rows; ++r) streams[r].s = keyed(noise::Source::Rin, noise_.stream);
+  noise::normals_f32(noise_.seed, streams, rows, 0, K_, eps, ldi_);
   for (int r = 0; r < rows; ++r) {
-    const auto slot = static_cast<std::uint32_t>(ctx.sample(row0 + r));
-    noise::normals_f32(noise_.seed, src, slot, static_cast<std::uint32_t>(ctx.iteration), 0, K_, eps);
     T* lp = L + static_cast<size_t>(r) * 2 * ldi_;
     T* ln = lp + ldi_;
+    const float* er = eps + static_cast<size_t>(r) * ldi_;
     for (int i = 0; i < K_; ++i) {
-      const T a = rin * static_cast<T>(eps[i]);
+      const T a = rin * static_cast<T>(er[i]);
       lp[i] += (bias + lp[i]) * a;
       ln[i] += (bias + ln[i]) * a;
     }
@@ -229,130 +237,208 @@ void OpticalTile<T>::add_rin(T* L, int rows, const StepContext& ctx, int row0, f
 // receiver noise, drift and 1/f. It enters the update like the signal (times kappa), so a finite
 // bandwidth filters it the same way.
 template <class T>
-void OpticalTile<T>::add_output_noise(const T* L, int rows, const StepContext& ctx, int row0, T kappa, T* out, T* light,
-                                      float* eps) const {
+void OpticalTile<T>::add_output_noise(const T* L, int rows, const StepContext& ctx, int row0, noise::Stream* streams, T kappa, T* out,
+                                      T* light, float* eps) const {
   const NoiseSpec& ns = noise_.spec;
   const bool shot = ns.photons_per_sample > 0, thermal = ns.thermal_sigma > 0;
   const bool correlated = ns.drift_sigma > 0 || ns.flicker_sigma > 0;
-  if (shot) kern::gemm(L, 2 * ldi_, 2 * ldi_, F_light_.data(), ldo_, rows, kern::Epilogue<T>{}, light);
-  // photons on a detector = photons_per_sample x light / the reference light (the tile's LEDs at
-  // their bias through full transmission, unit fan-in)
-  const T bias = static_cast<T>(ns.led_bias), per_light = static_cast<T>(ns.led_bias * K_ / ns.photons_per_sample);
-  const T var_thermal = static_cast<T>(ns.thermal_sigma * ns.thermal_sigma);
-  // Shot and receiver noise are independent Gaussians on the same detector in the same read: their
-  // sum is one Gaussian of the summed variance, so one draw serves both.
-  const noise::Source src = keyed(noise::Source::Shot, noise_.stream);
-  const auto it = static_cast<std::uint32_t>(ctx.iteration);
-  std::shared_ptr<const std::vector<float>> block;
-  std::int64_t block_at = INT64_MIN;  // no block yet (ticks before the clock starts are negative)
-  for (int r = 0; r < rows; ++r) {
-    const int slot = ctx.sample(row0 + r);
-    T* o = out + static_cast<size_t>(r) * ldo_;
-    if (shot || thermal) {
-      noise::normals_f32(noise_.seed, src, static_cast<std::uint32_t>(slot), it, 0, M_, eps);
-      if (shot) {
+  if (shot || thermal) {
+    // Shot and receiver noise are independent Gaussians on the same detector in the same read: their
+    // sum is one Gaussian of the summed variance, so one draw serves both.
+    for (int r = 0; r < rows; ++r) streams[r].s = keyed(noise::Source::Shot, noise_.stream);
+    noise::normals_f32(noise_.seed, streams, rows, 0, M_, eps, ldo_);
+    const T var_thermal = static_cast<T>(ns.thermal_sigma * ns.thermal_sigma);
+    if (shot) {
+      kern::gemm(L, 2 * ldi_, 2 * ldi_, F_light_.data(), ldo_, rows, kern::Epilogue<T>{}, light);
+      // photons on a detector = photons_per_sample x light / the reference light (the tile's LEDs at
+      // their bias through full transmission, unit fan-in)
+      const T bias = static_cast<T>(ns.led_bias), per_light = static_cast<T>(ns.led_bias * K_ / ns.photons_per_sample);
+      for (int r = 0; r < rows; ++r) {
+        T* o = out + static_cast<size_t>(r) * ldo_;
         const T* lr = light + static_cast<size_t>(r) * ldo_;
+        const float* er = eps + static_cast<size_t>(r) * ldo_;
         for (int j = 0; j < M_; ++j) {
           const T detected = std::max(T(0), lr[j] + bias * light_bias_[j]);
-          o[j] += kappa * std::sqrt(detector_gain_[j] * detector_gain_[j] * detected * per_light + var_thermal) * static_cast<T>(eps[j]);
+          o[j] += kappa * std::sqrt(detector_gain_[j] * detector_gain_[j] * detected * per_light + var_thermal) * static_cast<T>(er[j]);
         }
-      } else {
-        const T sigma = std::sqrt(var_thermal);
-        for (int j = 0; j < M_; ++j) o[j] += kappa * sigma * static_cast<T>(eps[j]);
+      }
+    } else {
+      const T sigma = kappa * std::sqrt(var_thermal);
+      for (int r = 0; r < rows; ++r) {
+        T* o = out + static_cast<size_t>(r) * ldo_;
+        const float* er = eps + static_cast<size_t>(r) * ldo_;
+        for (int j = 0; j < M_; ++j) o[j] += sigma * static_cast<T>(er[j]);
       }
     }
-    if (correlated) {
-      const std::int64_t tick = static_cast<std::int64_t>(slot) * noise_.slot_ticks + ctx.iteration;
+  }
+  if (correlated) {
+    thread_local std::vector<double> own;  // a row's evaluation when its memo was not prepared
+    for (int r = 0; r < rows; ++r) {
+      T* o = out + static_cast<size_t>(r) * ldo_;
+      const std::int64_t tick = static_cast<std::int64_t>(static_cast<std::int32_t>(streams[r].a)) * noise_.slot_ticks + ctx.iteration;
       const std::int64_t b = tick >= 0 ? tick / kBlockTicks : (tick - kBlockTicks + 1) / kBlockTicks;
-      if (b != block_at) block = correlated_block(b), block_at = b;
-      const float* v = block->data() + static_cast<size_t>(tick - b * kBlockTicks) * M_;
-      for (int j = 0; j < M_; ++j) o[j] += kappa * static_cast<T>(v[j]);
+      const size_t row = static_cast<size_t>(row0) + r;
+      const double *base, *slope;
+      bool inside;
+      if (row < memo_block_.size()) {
+        double* mb = memo_linear_.data() + row * 2 * M_;
+        if (memo_block_[row] != b) memo_inside_[row] = correlated_linear(b, mb, mb + M_), memo_block_[row] = b;
+        base = mb, slope = mb + M_, inside = memo_inside_[row];
+      } else {
+        own.resize(2 * M_);
+        inside = correlated_linear(b, own.data(), own.data() + M_);
+        base = own.data(), slope = own.data() + M_;
+      }
+      const double s = static_cast<double>(tick - b * kBlockTicks);
+      for (int j = 0; j < M_; ++j) o[j] += kappa * static_cast<T>(static_cast<float>(base[j] + slope[j] * s));
+      if (inside) add_drift_at(tick, kappa, o);
     }
   }
 }
 
-// Drift and 1/f noise of the tile's detectors over the iterations [64 b, 64 b + 64) of the clock,
-// 64 x M values. Both are sums of linearly interpolated knots, standard normals keyed by (octave or
-// drift, knot index, detector), so one bulk draw gives a knot of every detector: drift at one
-// spacing, its correlation time; 1/f noise over octaves of spacings from kFlickerFirstOctave
-// (2^6 = 64 loop periods, 1.3 us at 20 ns) up to the drift's time, with equal variance per octave,
-// which is a 1/f spectrum between those frequencies (above them the receiver's white noise is the
-// floor). Knots of those octaves sit on block boundaries, so across a block each octave is linear.
+// A knot of every detector of the tile: standard normals keyed by (source, octave, knot index,
+// detector), one bulk draw; knot_stream is its stream, to draw several at once.
 template <class T>
-std::shared_ptr<const std::vector<float>> OpticalTile<T>::correlated_block(std::int64_t b) const {
-  {
-    std::lock_guard<std::mutex> lock(correlated_mutex_);
-    if (auto i = correlated_.find(b); i != correlated_.end()) return i->second;
-  }
+noise::Stream OpticalTile<T>::knot_stream(noise::Source src, int octave, std::int64_t m) const {
+  return {src, static_cast<std::uint32_t>(octave), static_cast<std::uint32_t>(m)};
+}
+
+template <class T>
+void OpticalTile<T>::knot(noise::Source src, int octave, std::int64_t m, float* out) const {
+  const noise::Stream st = knot_stream(src, octave, m);
+  noise::normals_f32(noise_.seed, &st, 1, noise_.channel0, M_, out, M_);
+}
+
+// Drift and 1/f noise of the tile's detectors over the iterations [64 b, 64 b + 64) of the clock,
+// as a value at 64 b and a slope per iteration (the 1/f octaves are linear across a block; drift
+// too unless one of its knots falls inside the block: then the return is true, the drift is left
+// out and add_drift_at adds it tick by tick). Both are sums of linearly interpolated knots: drift
+// at one spacing, its correlation time; 1/f noise over octaves of spacings from
+// kFlickerFirstOctave (2^6 = 64 loop periods, 1.3 us at 20 ns) up to the drift's time, with equal
+// variance per octave, which is a 1/f spectrum between those frequencies (above them the
+// receiver's white noise is the floor). Knots of an octave sit on multiples of its spacing, so
+// across a block each octave is linear; the octaves from kSlowOctave up are linear across a whole
+// span of 2^kSlowOctave iterations, so their sum is evaluated once per span and shared
+// (slow_span). Every value is a pure function of the block: no history, no thread dependence.
+template <class T>
+bool OpticalTile<T>::correlated_linear(std::int64_t b, double* base, double* slope) const {
   const NoiseSpec& ns = noise_.spec;
-  const double drift_ticks = std::max(1.0, ns.drift_time_us / noise_.loop_period_us);
-  const int top = std::clamp(static_cast<int>(std::ceil(std::log2(drift_ticks))), kFlickerFirstOctave + 1, 30);
-  const int octaves = top - kFlickerFirstOctave;
-  // Drift has its rms at its knots (2/3 of the variance between them, on average). Linear
-  // interpolation of unit knots has mean variance 2/3 over an interval, so the octaves of 1/f noise,
-  // at every phase at once, are scaled to give it its rms over time.
-  const double a = ns.flicker_sigma * std::sqrt(1.5 / octaves), d = ns.drift_sigma;
   const std::int64_t t0 = b * kBlockTicks;
-  std::vector<double> base(M_, 0.0), slope(M_, 0.0);
-  std::vector<float> k0(M_), k1(M_);
-  // A knot of every detector, cached: slow octaves' knots serve many blocks (and rows).
-  auto knots = [&](noise::Source src, std::uint32_t octave, std::int64_t m, float* out) {
-    const std::uint64_t key = static_cast<std::uint64_t>(src) << 59 | static_cast<std::uint64_t>(octave) << 53 |
-                              (static_cast<std::uint64_t>(m) & ((1ULL << 53) - 1));
-    std::shared_ptr<const std::vector<float>> kn;
-    {
-      std::lock_guard<std::mutex> lock(correlated_mutex_);
-      if (auto i = knots_.find(key); i != knots_.end()) kn = i->second;
-    }
-    if (!kn) {
-      auto fresh = std::make_shared<std::vector<float>>(M_);
-      noise::normals_f32(noise_.seed, src, octave, static_cast<std::uint32_t>(m), noise_.channel0, M_, fresh->data());
-      std::lock_guard<std::mutex> lock(correlated_mutex_);
-      if (knots_.size() * M_ * sizeof(float) > (16u << 20)) knots_.clear();
-      kn = knots_.emplace(key, std::move(fresh)).first->second;
-    }
-    std::copy(kn->begin(), kn->end(), out);
-  };
+  std::fill(base, base + M_, 0.0);
+  std::fill(slope, slope + M_, 0.0);
+  const int top = flicker_top(), fast_top = std::min(top, kSlowOctave);
+  const double a = flicker_amplitude(top), d = ns.drift_sigma, drift_ticks = drift_period();
+  const auto m0 = static_cast<std::int64_t>(std::floor(static_cast<double>(t0) / drift_ticks));
+  const auto m1 = static_cast<std::int64_t>(std::floor(static_cast<double>(t0 + kBlockTicks - 1) / drift_ticks));
+  const bool linear_drift = d > 0 && m0 == m1;  // else a knot inside the block (a drift time under 64 iterations, or a boundary)
+  // the knots of the fast octaves and of the drift, at either end of the block: one bulk draw
+  noise::Stream st[2 * (kSlowOctave - kFlickerFirstOctave) + 2];
+  int knots = 0;
   if (a > 0)
-    for (int k = kFlickerFirstOctave; k < top; ++k) {
-      const std::int64_t m0 = t0 >> k;
-      knots(noise::Source::Flicker, static_cast<std::uint32_t>(k), m0, k0.data());
-      knots(noise::Source::Flicker, static_cast<std::uint32_t>(k), m0 + 1, k1.data());
-      const double span = std::ldexp(1.0, k), w0 = static_cast<double>(t0 - (m0 << k)) / span;
+    for (int k = kFlickerFirstOctave; k < fast_top; ++k)
+      for (int e = 0; e < 2; ++e) st[knots++] = knot_stream(noise::Source::Flicker, k, (t0 >> k) + e);
+  if (linear_drift) st[knots++] = knot_stream(noise::Source::Drift, 0, m0), st[knots++] = knot_stream(noise::Source::Drift, 0, m0 + 1);
+  thread_local std::vector<float> kn;
+  kn.resize(static_cast<size_t>(knots) * M_);
+  noise::normals_f32(noise_.seed, st, knots, noise_.channel0, M_, kn.data(), M_);
+  const float* k0 = kn.data();
+  if (a > 0) {
+    for (int k = kFlickerFirstOctave; k < fast_top; ++k, k0 += 2 * M_) {
+      const float* k1 = k0 + M_;
+      const double span = std::ldexp(1.0, k), w0 = static_cast<double>(t0 - ((t0 >> k) << k)) / span;
       for (int j = 0; j < M_; ++j) {
         base[j] += a * (k0[j] + w0 * (k1[j] - k0[j]));
         slope[j] += a * (k1[j] - k0[j]) / span;
       }
     }
-  const auto m0 = static_cast<std::int64_t>(std::floor(static_cast<double>(t0) / drift_ticks));
-  const auto m1 = static_cast<std::int64_t>(std::floor(static_cast<double>(t0 + kBlockTicks - 1) / drift_ticks));
-  if (d > 0 && m0 == m1) {  // the usual case, no drift knot inside the block: linear across it too
-    knots(noise::Source::Drift, 0, m0, k0.data());
-    knots(noise::Source::Drift, 0, m0 + 1, k1.data());
+    if (top > kSlowOctave) {
+      const std::int64_t s = t0 >> kSlowOctave;
+      const std::shared_ptr<const std::vector<double>> slow = slow_span(s);
+      const double x = static_cast<double>(t0 - (s << kSlowOctave));
+      for (int j = 0; j < M_; ++j) {
+        base[j] += (*slow)[j] + (*slow)[M_ + j] * x;
+        slope[j] += (*slow)[M_ + j];
+      }
+    }
+  }
+  if (linear_drift) {  // drift has its rms at its knots (2/3 of the variance between them, on average)
+    const float* k1 = k0 + M_;
     const double w0 = static_cast<double>(t0) / drift_ticks - static_cast<double>(m0);
     for (int j = 0; j < M_; ++j) {
       base[j] += d * (k0[j] + w0 * (k1[j] - k0[j]));
       slope[j] += d * (k1[j] - k0[j]) / drift_ticks;
     }
   }
-  auto out = std::make_shared<std::vector<float>>(static_cast<size_t>(kBlockTicks) * M_);
-  for (int s = 0; s < kBlockTicks; ++s)
-    for (int j = 0; j < M_; ++j) (*out)[static_cast<size_t>(s) * M_ + j] = static_cast<float>(base[j] + slope[j] * s);
-  if (d > 0 && m0 != m1) {  // knots inside the block (a drift time under 64 iterations, or a boundary)
-    std::vector<float> kn(static_cast<size_t>(m1 - m0 + 2) * M_);
-    for (std::int64_t m = m0; m <= m1 + 1; ++m) knots(noise::Source::Drift, 0, m, kn.data() + static_cast<size_t>(m - m0) * M_);
-    for (int s = 0; s < kBlockTicks; ++s) {
-      const double x = static_cast<double>(t0 + s) / drift_ticks;
-      const auto m = static_cast<std::int64_t>(std::floor(x));
-      const double w = x - static_cast<double>(m);
-      const float* lo = kn.data() + static_cast<size_t>(m - m0) * M_;
-      for (int j = 0; j < M_; ++j) (*out)[static_cast<size_t>(s) * M_ + j] += static_cast<float>(d * ((1 - w) * lo[j] + w * lo[M_ + j]));
+  return d > 0 && !linear_drift;
+}
+
+// The drift at one tick, for blocks with a drift knot inside.
+template <class T>
+void OpticalTile<T>::add_drift_at(std::int64_t tick, T kappa, T* o) const {
+  thread_local std::vector<float> k0, k1;
+  k0.resize(M_), k1.resize(M_);
+  const double x = static_cast<double>(tick) / drift_period(), d = noise_.spec.drift_sigma;
+  const auto m = static_cast<std::int64_t>(std::floor(x));
+  const double w = x - static_cast<double>(m);
+  knot(noise::Source::Drift, 0, m, k0.data());
+  knot(noise::Source::Drift, 0, m + 1, k1.data());
+  for (int j = 0; j < M_; ++j) o[j] += kappa * static_cast<T>(static_cast<float>(d * ((1 - w) * k0[j] + w * k1[j])));
+}
+
+// The octaves of 1/f noise from kSlowOctave up, over the span [2^kSlowOctave s, 2^kSlowOctave (s + 1)):
+// their value at its start and slope per iteration, M each. Many rows and blocks share a span, so
+// spans are cached (the values are recomputed identically when the cache is dropped).
+template <class T>
+std::shared_ptr<const std::vector<double>> OpticalTile<T>::slow_span(std::int64_t s) const {
+  {
+    std::lock_guard<std::mutex> lock(slow_mutex_);
+    if (auto i = slow_.find(s); i != slow_.end()) return i->second;
+  }
+  const int top = flicker_top();
+  const double a = flicker_amplitude(top);
+  const std::int64_t t0 = s << kSlowOctave;
+  auto v = std::make_shared<std::vector<double>>(2 * M_, 0.0);
+  std::vector<float> k0(M_), k1(M_);
+  for (int k = kSlowOctave; k < top; ++k) {
+    const std::int64_t m0 = t0 >> k;
+    knot(noise::Source::Flicker, k, m0, k0.data());
+    knot(noise::Source::Flicker, k, m0 + 1, k1.data());
+    const double span = std::ldexp(1.0, k), w0 = static_cast<double>(t0 - (m0 << k)) / span;
+    for (int j = 0; j < M_; ++j) {
+      (*v)[j] += a * (k0[j] + w0 * (k1[j] - k0[j]));
+      (*v)[M_ + j] += a * (k1[j] - k0[j]) / span;
     }
   }
-  std::lock_guard<std::mutex> lock(correlated_mutex_);
-  // Bounded memory: past 64 MiB start again (the values are recomputed identically).
-  if (correlated_.size() * kBlockTicks * M_ * sizeof(float) > (64u << 20)) correlated_.clear();
-  return correlated_.emplace(b, std::move(out)).first->second;
+  std::lock_guard<std::mutex> lock(slow_mutex_);
+  if (slow_.size() > 4096) slow_.clear();  // bounded memory
+  return slow_.emplace(s, std::move(v)).first->second;
+}
+
+template <class T>
+double OpticalTile<T>::drift_period() const {
+  return std::max(1.0, noise_.spec.drift_time_us / noise_.loop_period_us);
+}
+
+// One past the slowest 1/f octave: spacings up to the drift's time.
+template <class T>
+int OpticalTile<T>::flicker_top() const {
+  return std::clamp(static_cast<int>(std::ceil(std::log2(drift_period()))), kFlickerFirstOctave + 1, 30);
+}
+
+// Linear interpolation of unit knots has mean variance 2/3 over an interval, so the octaves of 1/f
+// noise, at every phase at once, are scaled to give it its rms over time.
+template <class T>
+double OpticalTile<T>::flicker_amplitude(int top) const {
+  return noise_.spec.flicker_sigma * std::sqrt(1.5 / (top - kFlickerFirstOctave));
+}
+
+template <class T>
+void OpticalTile<T>::prepare_reads(int rows) const {
+  std::lock_guard<std::mutex> lock(slow_mutex_);
+  if (rows <= static_cast<int>(memo_block_.size())) return;
+  memo_block_.resize(rows, INT64_MIN);
+  memo_inside_.resize(rows, 0);
+  memo_linear_.resize(static_cast<size_t>(rows) * 2 * M_);
 }
 
 template class OpticalTile<float>;

@@ -30,6 +30,7 @@
 #include "sim/config.hpp"
 #include "sim/hardware.hpp"
 #include "sim/kernels.hpp"
+#include "sim/noise.hpp"
 #include "sim/physics_spec.hpp"
 #include "sim/stages.hpp"
 
@@ -90,6 +91,10 @@ class OpticalTile {
 
   // Elements of scratch a read of `rows` rows needs (64-byte aligned).
   std::size_t scratch_size(int rows) const;
+  // Makes room for reads of rows 0 .. rows - 1 to remember their time-correlated noise between
+  // iterations (a read's rows beyond it recompute it every read: the same values, slower). Not
+  // while reads run.
+  void prepare_reads(int rows) const;
 
   // One read of `rows` rows: t (rows x ld_in) is what the LEDs emit; out (rows x ld_out) gets
   // L F + c and e's loop terms, then the output noise times e.kappa. Row r is slot
@@ -98,9 +103,17 @@ class OpticalTile {
 
  private:
   void drives(const T* t, int rows, T* L) const;
-  void add_rin(T* L, int rows, const StepContext& ctx, int row0, float* eps) const;
-  void add_output_noise(const T* L, int rows, const StepContext& ctx, int row0, T kappa, T* out, T* light, float* eps) const;
-  std::shared_ptr<const std::vector<float>> correlated_block(std::int64_t block) const;
+  void add_rin(T* L, int rows, noise::Stream* streams, float* eps) const;
+  void add_output_noise(const T* L, int rows, const StepContext& ctx, int row0, noise::Stream* streams, T kappa, T* out, T* light,
+                        float* eps) const;
+  bool correlated_linear(std::int64_t block, double* base, double* slope) const;
+  void add_drift_at(std::int64_t tick, T kappa, T* o) const;
+  std::shared_ptr<const std::vector<double>> slow_span(std::int64_t span) const;
+  noise::Stream knot_stream(noise::Source src, int octave, std::int64_t m) const;
+  void knot(noise::Source src, int octave, std::int64_t m, float* out) const;
+  double drift_period() const;
+  int flicker_top() const;
+  double flicker_amplitude(int top) const;
 
   const Hardware& hw_;
   CoreConfig chain_;
@@ -111,11 +124,15 @@ class OpticalTile {
   bool noisy_ = false;
   TileNoise noise_;
   int programmings_ = 0;
-  // Drift and 1/f of the tile's detectors over blocks of 64 iterations of the clock: pure functions
-  // of the block, cached (and dropped when the cache grows: they are recomputed identically).
-  mutable std::mutex correlated_mutex_;
-  mutable std::unordered_map<std::int64_t, std::shared_ptr<const std::vector<float>>> correlated_;
-  mutable std::unordered_map<std::uint64_t, std::shared_ptr<const std::vector<float>>> knots_;  // (source, octave, knot)
+  // Time-correlated noise. Each row of the reads (row0 + r) remembers the block of 64 iterations
+  // its drift and 1/f noise were last evaluated for, as a value and a slope per detector, so a
+  // row evaluates them once per block (prepare_reads sizes this; rows beyond it evaluate every
+  // read). The slow 1/f octaves' spans are shared by all rows, cached.
+  mutable std::vector<std::int64_t> memo_block_;
+  mutable std::vector<char> memo_inside_;    // the block has a drift knot inside
+  mutable std::vector<double> memo_linear_;  // per row: base (M), slope (M)
+  mutable std::mutex slow_mutex_;
+  mutable std::unordered_map<std::int64_t, std::shared_ptr<const std::vector<double>>> slow_;
 };
 
 extern template class OpticalTile<float>;
