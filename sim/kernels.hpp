@@ -81,9 +81,15 @@ inline void gemm_rows(const T* L, int ldl, const T* F, int ld, int K, const Epil
   constexpr int W = kVecLanes<T>;
   const int nvec = ld / W;
   int v0 = 0;
-  if (kNV == 2 && nvec % 3 == 0) {  // 12 accumulators instead of 8: enough to hide the FMA latency
-    for (; v0 < nvec; v0 += 3) gemm_tile<T, MR, 3>(L, ldl, F, ld, K, v0 * W, e, row0, out);
-    return;
+  // Enough accumulators to hide the FMA latency: 12 for blocks of rows (instead of 8), 6 for a
+  // single row (instead of 2 or 3), where the registers allow.
+  if constexpr (kNV == 2 && MR == 1) {
+    for (; v0 + 6 <= nvec; v0 += 6) gemm_tile<T, 1, 6>(L, ldl, F, ld, K, v0 * W, e, row0, out);
+  } else if constexpr (kNV == 2) {
+    if (nvec % 3 == 0) {
+      for (; v0 < nvec; v0 += 3) gemm_tile<T, MR, 3>(L, ldl, F, ld, K, v0 * W, e, row0, out);
+      return;
+    }
   }
   for (; v0 + kNV <= nvec; v0 += kNV) gemm_tile<T, MR, kNV>(L, ldl, F, ld, K, v0 * W, e, row0, out);
   switch (nvec - v0) {

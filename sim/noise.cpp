@@ -135,12 +135,17 @@ void philox_blocks(std::uint64_t seed, const std::uint32_t* const* ctr, int coun
   const std::uint32_t* c[4];
   int i = 0;
   for (; i + kWide * kLanes <= count; i += kWide * kLanes) at(i, c), philox_lanes<kWide>(seed, c, out + 4 * i);
-  for (; i + kLanes <= count; i += kLanes) at(i, c), philox_lanes<1>(seed, c, out + 4 * i);
-  if (i < count) {  // the last few blocks, padded to a vector
-    std::uint32_t pad[4][kLanes] = {}, w[4 * kLanes];
+  if (i < count) {  // the last few blocks, padded to whole vectors, all in flight at once
+    const int rest = count - i, vectors = (rest + kLanes - 1) / kLanes;
+    std::uint32_t pad[4][kWide * kLanes] = {}, w[4 * kWide * kLanes];
     for (int q = 0; q < 4; ++q) std::copy(ctr[q] + i, ctr[q] + count, pad[q]), c[q] = pad[q];
-    philox_lanes<1>(seed, c, w);
-    std::copy_n(w, 4 * (count - i), out + 4 * i);
+    switch (vectors) {
+      case 1: philox_lanes<1>(seed, c, w); break;
+      case 2: philox_lanes<2>(seed, c, w); break;
+      case 3: philox_lanes<3>(seed, c, w); break;
+      default: philox_lanes<4>(seed, c, w); break;
+    }
+    std::copy_n(w, 4 * rest, out + 4 * i);
   }
 }
 

@@ -164,10 +164,10 @@ void OpticalTile<T>::program(const MatrixXdR& W, int in0, int out0, int channels
 
 template <class T>
 std::size_t OpticalTile<T>::scratch_size(int rows) const {
-  // L (rows x 2 ld_in), light (rows x ld_out), then the normals (rows x max(ld_in, ld_out) floats)
-  // and the rows' streams of them (rows), each rounded up to whole T
+  // L (rows x 2 ld_in), light (rows x ld_out), then the white noise's normals (2 rows x
+  // max(ld_in, ld_out) floats) and their streams (2 rows), each rounded up to whole T
   static_assert(sizeof(noise::Stream) % sizeof(float) == 0);
-  const std::size_t floats = static_cast<std::size_t>(rows) * (std::max(ldi_, ldo_) + sizeof(noise::Stream) / sizeof(float));
+  const std::size_t floats = 2 * static_cast<std::size_t>(rows) * (std::max(ldi_, ldo_) + sizeof(noise::Stream) / sizeof(float));
   return static_cast<std::size_t>(rows) * (2 * ldi_ + ldo_) + (floats * sizeof(float) + sizeof(T) - 1) / sizeof(T) + 16;
 }
 
@@ -200,31 +200,45 @@ void OpticalTile<T>::drives(const T* t, int rows, T* L) const {
 template <class T>
 void OpticalTile<T>::read(const T* t, int rows, const StepContext& ctx, int row0, kern::Epilogue<T> e, T* out, T* scratch) const {
   if (K_ == 0) throw Error("tile: read before programming");
+  const int ldw = std::max(ldi_, ldo_);
   T* L = scratch;
   T* light = L + static_cast<size_t>(rows) * 2 * ldi_;
-  auto* eps = reinterpret_cast<float*>(light + static_cast<size_t>(rows) * ldo_);
-  auto* streams = reinterpret_cast<noise::Stream*>(eps + static_cast<size_t>(rows) * std::max(ldi_, ldo_));
+  auto* eps = reinterpret_cast<float*>(light + static_cast<size_t>(rows) * ldo_);  // RIN rows, then shot rows
+  auto* streams = reinterpret_cast<noise::Stream*>(eps + 2 * static_cast<size_t>(rows) * ldw);
   drives(t, rows, L);
-  if (noisy_)  // each row's white noise: its slot's, at this iteration (the source is set per draw)
-    for (int r = 0; r < rows; ++r)
-      streams[r] = {noise::Source::Rin, static_cast<std::uint32_t>(ctx.sample(row0 + r)), static_cast<std::uint32_t>(ctx.iteration)};
-  if (noisy_ && noise_.spec.rin_sigma > 0) add_rin(L, rows, streams, eps);
+  const NoiseSpec& ns = noise_.spec;
+  const bool rin = noisy_ && ns.rin_sigma > 0, white = noisy_ && (ns.photons_per_sample > 0 || ns.thermal_sigma > 0);
+  // Each row's white noise: its slot's at this iteration, LED intensity noise (one per LED) and the
+  // detectors' (one per detector), drawn together (short rows keep the vectors full).
+  if (noisy_)
+    for (int r = 0; r < rows; ++r) {
+      const auto slot = static_cast<std::uint32_t>(ctx.sample(row0 + r)), it = static_cast<std::uint32_t>(ctx.iteration);
+      streams[r] = {keyed(noise::Source::Rin, noise_.stream), slot, it};
+      streams[rows + r] = {keyed(noise::Source::Shot, noise_.stream), slot, it};
+    }
+  if (rin || white) {
+    if (rin && white && K_ == M_) {
+      noise::normals_f32(noise_.seed, streams, 2 * rows, 0, K_, eps, ldw);
+    } else {
+      if (rin) noise::normals_f32(noise_.seed, streams, rows, 0, K_, eps, ldw);
+      if (white) noise::normals_f32(noise_.seed, streams + rows, rows, 0, M_, eps + static_cast<size_t>(rows) * ldw, ldw);
+    }
+  }
+  if (rin) add_rin(L, rows, eps, ldw);
   e.c = c_.data();
   kern::gemm(L, 2 * ldi_, 2 * ldi_, F_.data(), ldo_, rows, e, out);
-  if (noisy_) add_output_noise(L, rows, ctx, row0, streams, e.kappa, out, light, eps);
+  if (noisy_) add_output_noise(L, rows, ctx, row0, streams, e.kappa, out, light, eps + static_cast<size_t>(rows) * ldw, ldw);
 }
 
 // LED relative intensity noise: each LED's light (bias + drive) fluctuates by rin * eps; the same
 // LED feeds both optical paths, so one draw per (slot, iteration, LED).
 template <class T>
-void OpticalTile<T>::add_rin(T* L, int rows, noise::Stream* streams, float* eps) const {
+void OpticalTile<T>::add_rin(T* L, int rows, const float* eps, int ld) const {
   const T rin = static_cast<T>(noise_.spec.rin_sigma), bias = static_cast<T>(noise_.spec.led_bias);
-  for (int r = 0; r < rows; ++r) streams[r].s = keyed(noise::Source::Rin, noise_.stream);
-  noise::normals_f32(noise_.seed, streams, rows, 0, K_, eps, ldi_);
   for (int r = 0; r < rows; ++r) {
     T* lp = L + static_cast<size_t>(r) * 2 * ldi_;
     T* ln = lp + ldi_;
-    const float* er = eps + static_cast<size_t>(r) * ldi_;
+    const float* er = eps + static_cast<size_t>(r) * ld;
     for (int i = 0; i < K_; ++i) {
       const T a = rin * static_cast<T>(er[i]);
       lp[i] += (bias + lp[i]) * a;
@@ -237,16 +251,14 @@ void OpticalTile<T>::add_rin(T* L, int rows, noise::Stream* streams, float* eps)
 // receiver noise, drift and 1/f. It enters the update like the signal (times kappa), so a finite
 // bandwidth filters it the same way.
 template <class T>
-void OpticalTile<T>::add_output_noise(const T* L, int rows, const StepContext& ctx, int row0, noise::Stream* streams, T kappa, T* out,
-                                      T* light, float* eps) const {
+void OpticalTile<T>::add_output_noise(const T* L, int rows, const StepContext& ctx, int row0, const noise::Stream* streams, T kappa,
+                                      T* out, T* light, const float* eps, int ld) const {
   const NoiseSpec& ns = noise_.spec;
   const bool shot = ns.photons_per_sample > 0, thermal = ns.thermal_sigma > 0;
   const bool correlated = ns.drift_sigma > 0 || ns.flicker_sigma > 0;
   if (shot || thermal) {
     // Shot and receiver noise are independent Gaussians on the same detector in the same read: their
-    // sum is one Gaussian of the summed variance, so one draw serves both.
-    for (int r = 0; r < rows; ++r) streams[r].s = keyed(noise::Source::Shot, noise_.stream);
-    noise::normals_f32(noise_.seed, streams, rows, 0, M_, eps, ldo_);
+    // sum is one Gaussian of the summed variance, so one draw (eps) serves both.
     const T var_thermal = static_cast<T>(ns.thermal_sigma * ns.thermal_sigma);
     if (shot) {
       kern::gemm(L, 2 * ldi_, 2 * ldi_, F_light_.data(), ldo_, rows, kern::Epilogue<T>{}, light);
@@ -256,7 +268,7 @@ void OpticalTile<T>::add_output_noise(const T* L, int rows, const StepContext& c
       for (int r = 0; r < rows; ++r) {
         T* o = out + static_cast<size_t>(r) * ldo_;
         const T* lr = light + static_cast<size_t>(r) * ldo_;
-        const float* er = eps + static_cast<size_t>(r) * ldo_;
+        const float* er = eps + static_cast<size_t>(r) * ld;
         for (int j = 0; j < M_; ++j) {
           const T detected = std::max(T(0), lr[j] + bias * light_bias_[j]);
           o[j] += kappa * std::sqrt(detector_gain_[j] * detector_gain_[j] * detected * per_light + var_thermal) * static_cast<T>(er[j]);
@@ -266,7 +278,7 @@ void OpticalTile<T>::add_output_noise(const T* L, int rows, const StepContext& c
       const T sigma = kappa * std::sqrt(var_thermal);
       for (int r = 0; r < rows; ++r) {
         T* o = out + static_cast<size_t>(r) * ldo_;
-        const float* er = eps + static_cast<size_t>(r) * ldo_;
+        const float* er = eps + static_cast<size_t>(r) * ld;
         for (int j = 0; j < M_; ++j) o[j] += sigma * static_cast<T>(er[j]);
       }
     }

@@ -103,9 +103,9 @@ class OpticalTile {
 
  private:
   void drives(const T* t, int rows, T* L) const;
-  void add_rin(T* L, int rows, noise::Stream* streams, float* eps) const;
-  void add_output_noise(const T* L, int rows, const StepContext& ctx, int row0, noise::Stream* streams, T kappa, T* out, T* light,
-                        float* eps) const;
+  void add_rin(T* L, int rows, const float* eps, int ld) const;
+  void add_output_noise(const T* L, int rows, const StepContext& ctx, int row0, const noise::Stream* streams, T kappa, T* out, T* light,
+                        const float* eps, int ld) const;
   bool correlated_linear(std::int64_t block, double* base, double* slope) const;
   void add_drift_at(std::int64_t tick, T kappa, T* o) const;
   std::shared_ptr<const std::vector<double>> slow_span(std::int64_t span) const;
