@@ -112,9 +112,10 @@ std::vector<BenchRow> bench_batch(const BenchOptions& opt, const Hardware& hw, i
     });
     rows.push_back({"matmul only", batch, best, med, 0, 0});
   }
-  const double mm = rows.back().best;
+  const double mm = rows.back().best, clean = rows.front().best;  // rows.front(): "twin default"
   for (auto& r : rows) {
     r.ratio_to_matmul = r.best / mm;
+    if (r.cell == "twin + noise") r.noise_cost = clean / r.best;
     if (auto it = kTwin.find(r.cell); it != kTwin.end() && it->second.count(batch)) r.twin = it->second.at(batch);
   }
   return rows;
@@ -153,6 +154,10 @@ nlohmann::json bench_json(const BenchOptions& opt, const std::vector<BenchRow>& 
       e["twin"] = r.twin;
       e["speedup_vs_twin"] = r.best / r.twin;
     }
+    if (r.noise_cost > 0) {
+      e["noise_on_over_off"] = r.noise_cost;
+      e["noise_target"] = kNoiseCostTarget;
+    }
     j["rows"].push_back(e);
   }
   return j;
@@ -174,6 +179,18 @@ std::string bench_table(const BenchOptions& opt, const std::vector<BenchRow>& ro
       o << line;
     }
     o << "\n";
+  }
+  std::string costs;
+  bool met = true;
+  for (const auto& r : rows)
+    if (r.noise_cost > 0) {
+      std::snprintf(line, sizeof line, "%s%.2fx at batch %d", costs.empty() ? "" : ", ", r.noise_cost, r.batch);
+      costs += line, met = met && r.noise_cost <= kNoiseCostTarget;
+    }
+  if (!costs.empty()) {
+    std::snprintf(line, sizeof line, "\nnoise on / off (time of twin + noise over twin default): %s (target %.1fx: %s)\n", costs.c_str(),
+                  kNoiseCostTarget, met ? "met" : "not met");
+    o << line;
   }
   return o.str();
 }

@@ -23,7 +23,11 @@ struct BenchRow {
   double best = 0, median = 0;      // sample-iterations per second
   double ratio_to_matmul = 0;       // best / best of the matrix-product-only loop at this batch
   double twin = 0;                  // the twin's figure for this cell and batch (0: none)
+  double noise_cost = 0;            // "twin + noise": its time over the noiseless "twin default"'s (best of each)
 };
+
+// What noise may cost the loop (project issue 12): noise-on time at most this times noise-off.
+constexpr double kNoiseCostTarget = 1.5;
 
 std::vector<BenchRow> run_loop_bench(const BenchOptions& opt, bool progress);
 nlohmann::json bench_json(const BenchOptions& opt, const std::vector<BenchRow>& rows);

@@ -291,11 +291,13 @@ class SimBackend : public Backend {
 
 }  // namespace
 
-int calibrate_converters(ir::Program& p, const std::map<std::string, ir::Tensor>& inputs, double margin, ir::Mode mode) {
+int calibrate_converters(ir::Program& p, const std::map<std::string, ir::Tensor>& inputs, double margin, ir::Mode mode,
+                         std::function<void(long long, long long)> progress) {
   if (!(margin > 0)) throw Error("calibrate: the margin must be > 0");
   CalibrationHooks hooks(p, 1);
   BackendOptions o;
   o.mode = mode;
+  o.progress = std::move(progress);
   run_with_hooks(p, inputs, o, hooks);
   int set = 0;
   const std::function<void(std::vector<ir::Op>&)> walk = [&](std::vector<ir::Op>& ops) {

@@ -75,8 +75,9 @@ ProgramResult run_with_hooks(const ir::Program& p, const std::map<std::string, i
 // sets every Convert's range (attrs lo, hi) to +-margin x the largest |value| it saw, so that each
 // conversion uses its converter's full range (the gain before a DAC and after an ADC is the
 // compiler's). Returns how many Converts were set; one that saw only zeros keeps its range.
+// progress: as BackendOptions::progress (fixed-point steps, bounded by max_iter).
 int calibrate_converters(ir::Program& p, const std::map<std::string, ir::Tensor>& inputs, double margin = 1.0,
-                         ir::Mode mode = ir::Mode::Simultaneous);
+                         ir::Mode mode = ir::Mode::Simultaneous, std::function<void(long long, long long)> progress = {});
 
 // The converter a Convert op describes (its bits over [lo, hi]); nullopt for an ideal one (no bits).
 std::optional<UniformConverter> converter_of(const ir::Op& convert);

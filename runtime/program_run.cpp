@@ -42,7 +42,7 @@ std::int64_t id_bound(const ir::Program& p, const std::string& input) {
 }
 }  // namespace
 
-void write_example_inputs(const std::string& path, const ir::Program& p, std::int64_t batch, std::int64_t length, std::uint64_t seed) {
+std::map<std::string, ir::Tensor> example_inputs(const ir::Program& p, std::int64_t batch, std::int64_t length, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   ir::WeightStore store;
   for (const ir::Value& v : p.graph.inputs) {
@@ -61,7 +61,11 @@ void write_example_inputs(const std::string& path, const ir::Program& p, std::in
     }
     store[v.name] = std::move(t);
   }
-  ir::write_weights_h5(path, store);
+  return store;
+}
+
+void write_example_inputs(const std::string& path, const ir::Program& p, std::int64_t batch, std::int64_t length, std::uint64_t seed) {
+  ir::write_weights_h5(path, example_inputs(p, batch, length, seed));
 }
 
 std::string file_digest(const std::string& path) {

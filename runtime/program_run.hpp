@@ -18,6 +18,8 @@ std::map<std::string, ir::Tensor> read_program_inputs(const std::string& path, c
 
 // Seeded example inputs for a program: every symbolic dim is `batch` at axis 0 and `length`
 // elsewhere; an i64 input read by an Embedding gets ids below the table's rows, f64 inputs U(-1, 1).
+std::map<std::string, ir::Tensor> example_inputs(const ir::Program& p, std::int64_t batch, std::int64_t length, std::uint64_t seed);
+// The same, written as aoc run --inputs reads them.
 void write_example_inputs(const std::string& path, const ir::Program& p, std::int64_t batch, std::int64_t length, std::uint64_t seed);
 
 // A digest of the program file's bytes: the "config hash" of everything a run depends on besides

@@ -24,14 +24,4 @@ WeightCodes quantize_weights(const MatrixXdR& W, int bits) {
   return q;
 }
 
-double UniformConverter::step() const { return (hi - lo) / (std::ldexp(1.0, bits) - 1); }
-
-std::int32_t UniformConverter::code(double v) const {
-  const double top = std::ldexp(1.0, bits) - 1;
-  if (std::isnan(v)) return 0;
-  return static_cast<std::int32_t>(std::clamp(std::nearbyint((v - lo) / step()), 0.0, top));
-}
-
-double UniformConverter::value(std::int32_t c) const { return lo + c * step(); }
-
 }  // namespace aoc

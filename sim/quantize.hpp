@@ -1,6 +1,8 @@
 // Converters between the analog loop and the digital world: SLM weight codes, the input DAC and
 // the readout ADC. Codes are plain integers so that outputs can expose them.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "sim/batch.hpp"
@@ -20,12 +22,19 @@ struct WeightCodes {
 WeightCodes quantize_weights(const MatrixXdR& W, int bits);
 
 // A uniform converter over [lo, hi] with 2^bits levels: inputs outside the range clip to its ends.
+// Inline: programs convert every element of every iteration through one.
 struct UniformConverter {
   double lo = 0, hi = 1;
   int bits = 8;
-  double step() const;
-  std::int32_t code(double v) const;  // 0 .. 2^bits - 1
-  double value(std::int32_t code) const;
+  double top() const {  // 2^bits - 1, the highest code (exactly as a double for bits < 53)
+    return bits >= 0 && bits < 63 ? static_cast<double>((std::uint64_t{1} << bits) - 1) : std::ldexp(1.0, bits) - 1;
+  }
+  double step() const { return (hi - lo) / top(); }
+  std::int32_t code(double v) const {  // 0 .. 2^bits - 1
+    if (std::isnan(v)) return 0;
+    return static_cast<std::int32_t>(std::clamp(std::nearbyint((v - lo) / step()), 0.0, top()));
+  }
+  double value(std::int32_t code) const { return lo + code * step(); }
   double quantize(double v) const { return value(code(v)); }
 };
 

@@ -2,6 +2,7 @@
 #include <functional>
 
 #include "bench/loop_bench.hpp"
+#include "bench/program_bench.hpp"
 #include "compiler/import_config.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/cuda_backend.hpp"
@@ -116,16 +117,26 @@ void gpu_section(const BenchOptions& o, const GpuOpts& g, bool json, nlohmann::j
 void add_bench(CLI::App& app) {
   static BenchOptions o;
   static GpuOpts g;
-  static bool json = false;
+  static ProgramBenchOptions po;
+  static bool json = false, no_program = false;
   static std::string out;
-  auto* c = app.add_subcommand("bench", "Time the optical loop against a matrix-product-only loop and the twin, and a GPU reference");
+  auto* c = app.add_subcommand("bench",
+                               "Time the optical loop against a matrix-product-only loop and the twin, compiled programs on the "
+                               "simulator against the reference, and a GPU reference");
   c->add_option("--hw", o.hardware, "hardware file or bundled machine")->capture_default_str();
   c->add_option("--batches", o.batches, "batch sizes")->delimiter(',')->capture_default_str();
   c->add_option("--iterations", o.iterations, "iterations per timed run")->check(CLI::PositiveNumber)->capture_default_str();
   c->add_option("--min-seconds", o.min_seconds, "time spent per measurement (at least 5 runs)")->capture_default_str();
   c->add_option("--threads", o.threads, "threads for every loop timed")->check(CLI::PositiveNumber)->capture_default_str();
   c->add_flag("--f64", o.f64, "time double precision (default: float, as the twin)");
-  c->add_option("--seed", o.seed, "seed of the weights and inputs")->capture_default_str();
+  c->add_option("--seed", o.seed, "seed of the weights and inputs (the programs': of their inputs and the first noise seed)")->capture_default_str();
+  auto* no_prog = c->add_flag("--no-program", no_program, "leave the program section out");
+  const auto sizes = CLI::Range(1, 1000000);
+  for (auto* p : {c->add_option("--program-batch", po.batch, "programs: sequences of the parity model timed per run"),
+                  c->add_option("--program-length", po.length, "programs: tokens per sequence of the parity model"),
+                  c->add_option("--program-runs", po.runs, "programs: timed runs of each backend on the parity model"),
+                  c->add_option("--check-seeds", po.seeds, "programs: noise seeds of the timed aoc check")})
+    p->check(sizes)->capture_default_str()->excludes(no_prog);  // an option that would not apply is an error
   c->add_option("--gpu-batches", g.batches, "GPU: batch sizes of the loop")->delimiter(',')->check(CLI::PositiveNumber)->capture_default_str();
   c->add_option("--gpu-config", g.config, "GPU: the model whose per-token matrix work is timed (a config.json aoc import reads)")
       ->check(CLI::ExistingFile);
@@ -144,17 +155,29 @@ void add_bench(CLI::App& app) {
       "simulator), the digital reference (double), and an Eigen loop of only the two matrix\n"
       "products of one iteration. '/matmul' is the ratio to that loop; 'twin' is the twin's own\n"
       "figure on this kind of machine (docs/bench.md).\n"
+      "Programs (--no-program leaves them out), compiled in-process for aoc-48 as aoc import and aoc\n"
+      "compile do: the trained parity model (models/trained/parity-implicit) on seeded tokens, token by\n"
+      "token, on the digital reference (cpu) and on the simulated machine (sim --quantize --noise, its\n"
+      "calibrated optics, float32), the two alternating; their tokens/s and sim/cpu (target 1.5x). And\n"
+      "the wall time of aoc check --quantize --noise --seeds 8 on docs/program.md's example (the\n"
+      "untrained state-tracking Mamba2, converters calibrated on its 2 x 6 tokens; target 60 s).\n"
       "GPU reference (a build with AOC_CUDA and a device; else one line says it was skipped): the same\n"
       "loop batched on the GPU (a kernel and a cuBLAS GEMM per iteration) and one token's matrix work\n"
       "of --gpu-config (default: the largest published config, mamba2-1.3b), float32 and float64.\n"
-      "Example:\n  aoc bench --batches 1,64,1024 --json -o bench.json");
+      "Examples:\n  aoc bench --batches 1,64,1024 --json -o bench.json\n  aoc bench --no-gpu --program-length 256 --check-seeds 3");
   c->callback([] {
     const auto rows = run_loop_bench(o, !json);
     nlohmann::json record = bench_json(o, rows);
-    std::string gpu_text;
+    std::string program_text, gpu_text;
+    if (!no_program) {
+      po.threads = o.threads, po.seed = o.seed;
+      const ProgramBench pb = run_program_bench(po, !json);
+      record["programs"] = program_bench_json(pb);
+      program_text = program_bench_table(pb);
+    }
     gpu_section(o, g, json, record, gpu_text);
     if (json) emit_json(record.dump(1), out);
-    else std::printf("%s%s", bench_table(o, rows).c_str(), gpu_text.c_str());
+    else std::printf("%s%s%s", bench_table(o, rows).c_str(), program_text.c_str(), gpu_text.c_str());
   });
 }
 

@@ -7,6 +7,7 @@
 #include "compiler/program_h5.hpp"
 #include "compiler/report.hpp"
 #include "runtime/backend.hpp"
+#include "runtime/progress.hpp"
 #include "runtime/program_run.hpp"
 #include "runtime/cli/commands.hpp"
 #include "sim/error.hpp"
@@ -21,10 +22,11 @@ struct Opts {
   double margin = 1.0;
   std::vector<std::string> set;
   int tile_size = 0;
-  bool shapes_only = false, no_quantize = false, no_tile = false, no_gather = false, print_after_all = false, print = false;
+  bool shapes_only = false, no_quantize = false, no_tile = false, no_gather = false, print_after_all = false, print = false, quiet = false;
 };
 
 int run(const Opts& o) {
+  if (o.quiet && o.calibrate.empty()) throw Error("compile: --quiet applies only with --calibrate (it silences the calibration run's meter)");
   const std::string hw_path = resolve_hardware_path(o.hw);
   const Hardware hw = load_hardware(hw_path, o.set);
   ir::Program p;
@@ -48,7 +50,12 @@ int run(const Opts& o) {
   });
   if (!o.calibrate.empty()) {
     if (p.weights.empty()) throw Error("--calibrate: needs the weights (a shapes-only program cannot run)");
-    const int n = calibrate_converters(p, read_program_inputs(o.calibrate, p), o.margin);
+    int n = 0;
+    {
+      Progress meter("steps", !o.quiet);  // the calibration run: the exact reference, simultaneous mode
+      meter.phase("calibrate");
+      n = calibrate_converters(p, read_program_inputs(o.calibrate, p), o.margin, ir::Mode::Simultaneous, meter.counter(true));
+    }
     p.passes.push_back("calibrate");
     ir::verify_program(p);
     std::printf("calibrated %d converter range(s) on %s (margin %g)\n", n, o.calibrate.c_str(), o.margin);
@@ -84,6 +91,7 @@ void add_compile(CLI::App& app) {
                  "on the exact reference, times --calibrate-margin")
       ->check(CLI::ExistingFile);
   c->add_option("--calibrate-margin", o.margin, "headroom of the calibrated ranges")->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_flag("--quiet", o.quiet, "no progress meter on stderr for the calibration run");
   c->add_flag("--no-quantize", o.no_quantize, "keep exact weights (no SLM codes)");
   c->add_flag("--no-tile", o.no_tile, "one tile per matrix, whatever its size (the untiled reference)");
   c->add_flag("--no-gather", o.no_gather, "keep Linears that read one value as separate products");

@@ -1,0 +1,63 @@
+// `aoc bench`'s program section: compiled models on the backends that run them, measured as ratios
+// within one run so that the machine's load cancels (docs/bench.md, "Programs"):
+//   parity   the trained parity model compiled for aoc-48, run token by token on the digital
+//            reference (cpu) and on the simulated machine (sim: SLM codes, converters, noise, its
+//            calibrated optics, float32), alternately; tokens/s of each and sim/cpu.
+//   check    `aoc check --quantize --noise --seeds 8` of docs/program.md's example (the untrained
+//            state-tracking Mamba2 compiled with calibrated converters): its wall time.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "runtime/program_check.hpp"
+
+namespace aoc {
+
+struct ProgramBenchOptions {
+  std::string hardware = "aoc-48";
+  // A trained model's folder (config.json, weights.h5); "": the bundled models/trained/parity-implicit.
+  std::string model;
+  // Sequential: the mode the parity model was trained and is scored in (its train.json, the demo).
+  int batch = 16, length = 64;
+  int runs = 5;  // timed runs of each backend, alternating, so that both see the same load
+  // A config.json `aoc import` reads, with its seeded weights; "": the bundled state-tracking Mamba2.
+  std::string check_config;
+  int check_batch = 2, check_length = 6, seeds = 8;
+  std::uint64_t seed = 1;  // the inputs' seed and the first noise seed (aoc run's and aoc check's default)
+  int threads = 1;
+};
+
+// The targets of the project's issue 12 (docs/bench.md): what the cells are measured against.
+constexpr double kSimOverCpuTarget = 1.5;
+constexpr double kCheckSecondsTarget = 60;  // for kCheckTargetSeeds seeds; other counts have no target
+constexpr int kCheckTargetSeeds = 8;
+// The parity program's converters are calibrated on tokens of seed + this (not the timed ones).
+constexpr std::uint64_t kCalibrationSeedOffset = 1000;
+
+// One backend's timed runs of the parity program.
+struct ProgramTiming {
+  std::string backend;
+  double best_s = 0, median_s = 0;  // seconds per run
+  double iterations = 0;            // fixed-point iterations per token, mean
+  long long solves = 0, converged = 0;
+};
+
+struct ProgramBench {
+  ProgramBenchOptions opt;
+  std::string model, model_path, model_hash;  // the graph's name, its folder, the digest of what the cells depend on
+  ProgramTiming cpu, sim;
+  std::string check_model, check_path, check_hash;
+  double check_prepare_s = 0, check_s = 0;  // import, compile and calibration; the check itself
+  Stat check_abs, check_argmax;             // the check's findings over the seeds, beside its time
+  double check_reference_iterations = 0;
+};
+
+// Compiles both models in-process as aoc import / aoc compile do and times them; throws aoc::Error
+// (one line) when a model is missing or an option is out of range.
+ProgramBench run_program_bench(const ProgramBenchOptions& opt, bool progress);
+// The cells, each with what it measured (model, machine, batch, length, options, config hash, seed).
+nlohmann::json program_bench_json(const ProgramBench& b);
+std::string program_bench_table(const ProgramBench& b);
+
+}  // namespace aoc

@@ -1,0 +1,120 @@
+// aoc bench's program section (bench/program_bench.hpp) at a tiny size: its cells are there, say
+// what they measured and have positive rates and ratios. No timing is asserted: the figures depend
+// on the machine and its load.
+#include <map>
+
+#include "bench/loop_bench.hpp"
+#include "bench/program_bench.hpp"
+#include "sim/error.hpp"
+#include "support.hpp"
+
+namespace {
+
+aoc::ProgramBenchOptions tiny() {
+  aoc::ProgramBenchOptions o;
+  o.batch = 1, o.length = 2, o.runs = 1;
+  o.check_batch = 1, o.check_length = 2, o.seeds = 1;
+  return o;
+}
+
+std::string error_of(const aoc::ProgramBenchOptions& o) {
+  try {
+    aoc::run_program_bench(o, false);
+  } catch (const aoc::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("bench: the program section times the parity model on cpu and sim and the check, each cell saying what it measured", "[bench]") {
+  const aoc::ProgramBench b = aoc::run_program_bench(tiny(), false);
+  const nlohmann::json j = aoc::program_bench_json(b);
+  std::map<std::string, nlohmann::json> cells;
+  for (const auto& c : j) cells[c.at("cell").get<std::string>()] = c;
+  for (const char* name : {"parity cpu", "parity sim", "parity sim/cpu", "check"}) {
+    INFO(name);
+    REQUIRE(cells.count(name));
+    const nlohmann::json& c = cells.at(name);
+    CHECK(c.at("hardware") == "aoc-48");
+    CHECK_FALSE(c.at("model").get<std::string>().empty());
+    CHECK(c.at("config_hash").get<std::string>().size() == 16);
+    CHECK(c.at("version") == AOC_VERSION);
+    CHECK(c.at("seed") == 1);
+    CHECK(c.contains("batch"));
+    CHECK(c.contains("length"));
+  }
+  CHECK(cells.at("parity cpu").at("batch") == 1);
+  CHECK(cells.at("parity cpu").at("length") == 2);
+  CHECK(cells.at("parity cpu").at("mode") == "sequential");
+  for (const char* name : {"parity cpu", "parity sim"}) {
+    INFO(name);
+    CHECK(cells.at(name).at("tokens_per_s").get<double>() > 0);
+    CHECK(cells.at(name).at("iterations_per_token").get<double>() > 0);
+  }
+  const nlohmann::json& sim = cells.at("parity sim");
+  CHECK(sim.at("quantize") == true);
+  CHECK(sim.at("noise") == true);
+  CHECK(sim.at("optics") == "calibrated");
+  CHECK(sim.at("precision") == "f32");
+  CHECK(cells.at("parity sim/cpu").at("ratio").get<double>() > 0);
+  CHECK(cells.at("parity sim/cpu").at("ratio_per_iteration").get<double>() > 0);
+  const nlohmann::json& check = cells.at("check");
+  CHECK(check.at("model") == "mamba2-state-tracking-implicit");
+  CHECK(check.at("seeds") == 1);
+  CHECK(check.at("seconds").get<double>() > 0);
+  CHECK(check.at("argmax_agreement").at("mean").get<double>() >= 0);
+
+  const std::string table = aoc::program_bench_table(b);
+  CHECK(table.find("parity sim/cpu") != std::string::npos);
+  CHECK(table.find("--seeds 1") != std::string::npos);
+}
+
+TEST_CASE("bench: a program section size out of range or a missing model is a one-line error naming it", "[bench]") {
+  aoc::ProgramBenchOptions o = tiny();
+  o.length = 0;
+  CHECK(error_of(o) == "bench: program length 0: must be at least 1");
+  o = tiny();
+  o.model = "/nonexistent/parity";
+  const std::string e = error_of(o);
+  CHECK(e.find("/nonexistent/parity/config.json: no such file") != std::string::npos);
+  CHECK(e.find('\n') == std::string::npos);
+}
+
+TEST_CASE("bench: --help explains the program section and its switch", "[bench]") {
+  const aoc::test::Run r = aoc::test::run_aoc("bench --help");
+  CHECK(r.status == 0);
+  CHECK(r.out.find("--no-program") != std::string::npos);
+  CHECK(r.out.find("parity") != std::string::npos);
+  CHECK(r.out.find("--check-seeds") != std::string::npos);
+}
+
+TEST_CASE("bench: --no-program leaves the program cells out of the JSON, and the loop's rows stay", "[bench]") {
+  const aoc::test::Run r = aoc::test::run_aoc("bench --batches 1 --iterations 5 --min-seconds 0 --no-gpu --no-program --json");
+  REQUIRE(r.status == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK_FALSE(j.contains("programs"));
+  CHECK_FALSE(j.at("rows").empty());
+}
+
+TEST_CASE("bench: the noisy loop's row carries its time over the noiseless loop's, against the target", "[bench]") {
+  aoc::BenchOptions o;
+  o.batches = {1};
+  o.iterations = 5;
+  o.min_seconds = 0;
+  const std::vector<aoc::BenchRow> rows = aoc::run_loop_bench(o, false);
+  const nlohmann::json j = aoc::bench_json(o, rows);
+  int noisy = 0;
+  for (const auto& r : j.at("rows")) {
+    if (r.at("cell") != "twin + noise") {
+      CHECK_FALSE(r.contains("noise_on_over_off"));
+      continue;
+    }
+    ++noisy;
+    CHECK(r.at("noise_on_over_off").get<double>() > 0);
+    CHECK(r.at("noise_target") == aoc::kNoiseCostTarget);
+  }
+  CHECK(noisy == 1);
+  CHECK(aoc::bench_table(o, rows).find("noise on / off") != std::string::npos);
+}
