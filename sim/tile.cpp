@@ -95,6 +95,39 @@ constexpr int kBlockTicks = 64;  // iterations per block of time-correlated nois
 constexpr int kFlickerFirstOctave = 6;  // 1/f knots from 2^6 = kBlockTicks iterations apart
 constexpr int kSlowOctave = 12;  // 1/f octaves from 2^12 iterations apart: shared spans
 
+// One knot interval of a linearly interpolated knot process, amplitude amp, from knots k0 to k1
+// (per detector) `span` iterations apart, at fraction w0 of the way: its value there and its slope
+// per iteration, added to base and slope.
+void add_interval(const float* k0, const float* k1, double amp, double w0, double span, double* base, double* slope, int M) {
+  for (int j = 0; j < M; ++j) {
+    base[j] += amp * (k0[j] + w0 * (k1[j] - k0[j]));
+    slope[j] += amp * (k1[j] - k0[j]) / span;
+  }
+}
+
+// A knot of every detector of a tile is the stream (source, octave, knot index) from the tile's
+// first detector on: keyed by the detector, not the tile, so detectors keep their noise however
+// they are tiled.
+noise::Stream knot_stream(noise::Source src, int octave, std::int64_t m) {
+  return {src, static_cast<std::uint32_t>(octave), static_cast<std::uint32_t>(m)};
+}
+
+// Streams of the knots either side of t0 of the 1/f octaves [k_from, k_to): 2 per octave.
+int octave_knots(int k_from, int k_to, std::int64_t t0, noise::Stream* st) {
+  int n = 0;
+  for (int k = k_from; k < k_to; ++k)
+    for (int e = 0; e < 2; ++e) st[n++] = knot_stream(noise::Source::Flicker, k, (t0 >> k) + e);
+  return n;
+}
+
+// The octaves' value at t0 and slope, from their knots as octave_knots lists them.
+void add_octaves(const float* kn, int k_from, int k_to, std::int64_t t0, double amp, double* base, double* slope, int M) {
+  for (int k = k_from; k < k_to; ++k, kn += 2 * M) {
+    const double span = std::ldexp(1.0, k);
+    add_interval(kn, kn + M, amp, static_cast<double>(t0 - ((t0 >> k) << k)) / span, span, base, slope, M);
+  }
+}
+
 }  // namespace
 
 template <class T>
@@ -308,13 +341,7 @@ void OpticalTile<T>::add_output_noise(const T* L, int rows, const StepContext& c
   }
 }
 
-// A knot of every detector of the tile: standard normals keyed by (source, octave, knot index,
-// detector), one bulk draw; knot_stream is its stream, to draw several at once.
-template <class T>
-noise::Stream OpticalTile<T>::knot_stream(noise::Source src, int octave, std::int64_t m) const {
-  return {src, static_cast<std::uint32_t>(octave), static_cast<std::uint32_t>(m)};
-}
-
+// A knot of every detector of the tile (knot_stream), one bulk draw.
 template <class T>
 void OpticalTile<T>::knot(noise::Source src, int octave, std::int64_t m, float* out) const {
   const noise::Stream st = knot_stream(src, octave, m);
@@ -345,25 +372,15 @@ bool OpticalTile<T>::correlated_linear(std::int64_t b, double* base, double* slo
   const bool linear_drift = d > 0 && m0 == m1;  // else a knot inside the block (a drift time under 64 iterations, or a boundary)
   // the knots of the fast octaves and of the drift, at either end of the block: one bulk draw
   noise::Stream st[2 * (kSlowOctave - kFlickerFirstOctave) + 2];
-  int knots = 0;
-  if (a > 0)
-    for (int k = kFlickerFirstOctave; k < fast_top; ++k)
-      for (int e = 0; e < 2; ++e) st[knots++] = knot_stream(noise::Source::Flicker, k, (t0 >> k) + e);
+  const int fast = a > 0 ? octave_knots(kFlickerFirstOctave, fast_top, t0, st) : 0;
+  int knots = fast;
   if (linear_drift) st[knots++] = knot_stream(noise::Source::Drift, 0, m0), st[knots++] = knot_stream(noise::Source::Drift, 0, m0 + 1);
   thread_local std::vector<float> kn;
   kn.resize(static_cast<size_t>(knots) * M_);
   noise::normals_f32(noise_.seed, st, knots, noise_.channel0, M_, kn.data(), M_);
-  const float* k0 = kn.data();
   if (a > 0) {
-    for (int k = kFlickerFirstOctave; k < fast_top; ++k, k0 += 2 * M_) {
-      const float* k1 = k0 + M_;
-      const double span = std::ldexp(1.0, k), w0 = static_cast<double>(t0 - ((t0 >> k) << k)) / span;
-      for (int j = 0; j < M_; ++j) {
-        base[j] += a * (k0[j] + w0 * (k1[j] - k0[j]));
-        slope[j] += a * (k1[j] - k0[j]) / span;
-      }
-    }
-    if (top > kSlowOctave) {
+    add_octaves(kn.data(), kFlickerFirstOctave, fast_top, t0, a, base, slope, M_);
+    if (top > kSlowOctave) {  // the slow octaves, linear across their shared span
       const std::int64_t s = t0 >> kSlowOctave;
       const std::shared_ptr<const std::vector<double>> slow = slow_span(s);
       const double x = static_cast<double>(t0 - (s << kSlowOctave));
@@ -374,12 +391,8 @@ bool OpticalTile<T>::correlated_linear(std::int64_t b, double* base, double* slo
     }
   }
   if (linear_drift) {  // drift has its rms at its knots (2/3 of the variance between them, on average)
-    const float* k1 = k0 + M_;
-    const double w0 = static_cast<double>(t0) / drift_ticks - static_cast<double>(m0);
-    for (int j = 0; j < M_; ++j) {
-      base[j] += d * (k0[j] + w0 * (k1[j] - k0[j]));
-      slope[j] += d * (k1[j] - k0[j]) / drift_ticks;
-    }
+    const float* k0 = kn.data() + static_cast<size_t>(fast) * M_;
+    add_interval(k0, k0 + M_, d, static_cast<double>(t0) / drift_ticks - static_cast<double>(m0), drift_ticks, base, slope, M_);
   }
   return d > 0 && !linear_drift;
 }
@@ -410,17 +423,10 @@ std::shared_ptr<const std::vector<double>> OpticalTile<T>::slow_span(std::int64_
   const double a = flicker_amplitude(top);
   const std::int64_t t0 = s << kSlowOctave;
   auto v = std::make_shared<std::vector<double>>(2 * M_, 0.0);
-  std::vector<float> k0(M_), k1(M_);
-  for (int k = kSlowOctave; k < top; ++k) {
-    const std::int64_t m0 = t0 >> k;
-    knot(noise::Source::Flicker, k, m0, k0.data());
-    knot(noise::Source::Flicker, k, m0 + 1, k1.data());
-    const double span = std::ldexp(1.0, k), w0 = static_cast<double>(t0 - (m0 << k)) / span;
-    for (int j = 0; j < M_; ++j) {
-      (*v)[j] += a * (k0[j] + w0 * (k1[j] - k0[j]));
-      (*v)[M_ + j] += a * (k1[j] - k0[j]) / span;
-    }
-  }
+  std::vector<noise::Stream> st(2 * static_cast<size_t>(top - kSlowOctave));
+  std::vector<float> kn(st.size() * M_);
+  noise::normals_f32(noise_.seed, st.data(), octave_knots(kSlowOctave, top, t0, st.data()), noise_.channel0, M_, kn.data(), M_);
+  add_octaves(kn.data(), kSlowOctave, top, t0, a, v->data(), v->data() + M_, M_);
   std::lock_guard<std::mutex> lock(slow_mutex_);
   if (slow_.size() > 4096) slow_.clear();  // bounded memory
   return slow_.emplace(s, std::move(v)).first->second;
