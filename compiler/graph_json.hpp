@@ -5,6 +5,7 @@
 // Reading checks the format (keys, JSON types, op names, attribute names and kinds); shapes and
 // definitions are the verifier's job (compiler/verify.hpp).
 #pragma once
+#include <functional>
 #include <string>
 
 #include "compiler/ir.hpp"
@@ -26,5 +27,10 @@ WeightStore read_weights_h5(const std::string& path, const std::string& group = 
 // One float64 dataset per tensor ('/' in a name makes groups); written to a temporary file next to
 // `path` and renamed into place.
 void write_weights_h5(const std::string& path, const WeightStore& weights);
+// The same, the tensors handed over one at a time: produce(add) calls add(name, tensor) for each,
+// which writes it at once (so a producer need not hold them all). Nothing is renamed into place
+// unless produce returns.
+using AddWeight = std::function<void(const std::string& name, const Tensor& t)>;
+void write_weights_h5(const std::string& path, const std::function<void(const AddWeight& add)>& produce);
 
 }  // namespace aoc::ir

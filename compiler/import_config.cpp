@@ -343,7 +343,7 @@ Imported import_config(const std::string& config_path, const ImportOptions& opti
     out.folded = m.folded;
     return out;
   }
-  if (out.parameter_count > options.max_weights)
+  if (!options.weight_sink && out.parameter_count > options.max_weights)
     throw Error(config_path + ": " + std::to_string(out.parameter_count) + " parameters is more than the " +
                 std::to_string(options.max_weights) +
                 " this importer generates random data for; use --shapes-only for the graph without weight data (estimates)");
@@ -386,6 +386,10 @@ Imported import_config(const std::string& config_path, const ImportOptions& opti
       for (auto& x : t.data) x = -uni(1.0, 16.0);  // A = -exp(A_log), A_log = log U[1, 16]
     } else if (ends_with(n, ".D")) std::fill(t.data.begin(), t.data.end(), 1.0);
     else throw Error("import: internal: no init for weight " + n);
+    if (options.weight_sink) {
+      options.weight_sink(n, std::move(t));
+      out.weights.erase(n);
+    }
   }
   return out;
 }

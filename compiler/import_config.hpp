@@ -10,6 +10,7 @@
 //   config.json: backbone_config.block_cfg.d_state: missing required field
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,10 @@ struct ImportOptions {
   // Empty: seeded random weights. With it there is no max_weights limit; the checkpoint is read
   // into memory whole (as doubles).
   std::string weights_path = {};
+  // Seeded random weights handed over one tensor at a time as they are drawn (the same values and
+  // order), not kept in Imported::weights: any model size (max_weights does not apply), one tensor
+  // in memory at a time. aoc import writes them straight to the weights file this way.
+  std::function<void(const std::string& name, Tensor&& t)> weight_sink = {};
 };
 
 struct Imported {

@@ -79,27 +79,31 @@ WeightStore read_weights_h5(const std::string& path, const std::string& group) {
   return w;
 }
 
-void write_weights_h5(const std::string& path, const WeightStore& weights) {
-  for (const auto& [name, t] : weights) {
-    if (name.empty() || name.front() == '/' || name.back() == '/')
-      throw Error(path + ": weight \"" + name + "\": not a valid dataset name");
-    for (std::int64_t d : t.shape)
-      if (d < 0) throw Error(path + ": weight \"" + name + "\": negative dimension");
-    if (static_cast<std::int64_t>(t.data.size()) != t.size())
-      throw Error(path + ": weight \"" + name + "\": " + std::to_string(t.data.size()) + " values for a shape of " +
-                  std::to_string(t.size()));
-  }
+void write_weights_h5(const std::string& path, const std::function<void(const AddWeight& add)>& produce) {
   write_h5_atomic(path, [&](H5::H5File& f) {
     H5::LinkCreatPropList lcpl;
     H5Pset_create_intermediate_group(lcpl.getId(), 1);
     H5::DSetCreatPropList dcpl;
     H5Pset_obj_track_times(dcpl.getId(), false);  // no timestamps: the same weights give the same bytes
-    for (const auto& [name, t] : weights) {
+    produce([&](const std::string& name, const Tensor& t) {
+      if (name.empty() || name.front() == '/' || name.back() == '/')
+        throw Error(path + ": weight \"" + name + "\": not a valid dataset name");
+      for (std::int64_t d : t.shape)
+        if (d < 0) throw Error(path + ": weight \"" + name + "\": negative dimension");
+      if (static_cast<std::int64_t>(t.data.size()) != t.size())
+        throw Error(path + ": weight \"" + name + "\": " + std::to_string(t.data.size()) + " values for a shape of " +
+                    std::to_string(t.size()));
       const std::vector<hsize_t> dims(t.shape.begin(), t.shape.end());
       H5::DataSet d = f.createDataSet(name, H5::PredType::IEEE_F64LE, H5::DataSpace(static_cast<int>(dims.size()), dims.data()),
                                       dcpl, H5::DSetAccPropList::DEFAULT, lcpl);
       if (!t.data.empty()) d.write(t.data.data(), H5::PredType::NATIVE_DOUBLE);
-    }
+    });
+  });
+}
+
+void write_weights_h5(const std::string& path, const WeightStore& weights) {
+  write_weights_h5(path, [&](const AddWeight& add) {
+    for (const auto& [name, t] : weights) add(name, t);
   });
 }
 

@@ -32,7 +32,26 @@ int run(const Opts& o) {
   io.seed = o.seed;
   io.weights = !o.shapes_only;
   io.weights_path = o.weights_in;
-  const ir::Imported m = models::import_model_config(o.config, io);
+  std::string wpath = o.weights_out;
+  if (wpath.empty() && !o.shapes_only) {
+    wpath = o.output;
+    if (wpath.size() >= 5 && wpath.compare(wpath.size() - 5, 5, ".json") == 0) wpath.resize(wpath.size() - 5);
+    wpath += ".h5";
+  }
+  ir::Imported m;
+  if (trained || o.shapes_only) {
+    m = models::import_model_config(o.config, io);
+    ir::verify(m.graph, o.shapes_only ? nullptr : &m.weights);
+    if (!o.shapes_only) ir::write_weights_h5(wpath, m.weights);
+  } else {
+    // Seeded weights go to the file as they are drawn: any size, one tensor in memory at a time.
+    ir::write_weights_h5(wpath, [&](const ir::AddWeight& add) {
+      io.weight_sink = [&](const std::string& name, ir::Tensor&& t) { add(name, t); };
+      m = models::import_model_config(o.config, io);
+      for (const auto& [name, t] : m.weights) add(name, t);  // models that make their weights whole (aoc_ssm)
+      ir::verify(m.graph, nullptr);
+    });
+  }
   if (!m.unused_tensors.empty()) {
     // Not an error (a checkpoint may hold tensors the graph has no use for), but never silent.
     std::string list;
@@ -41,16 +60,7 @@ int run(const Opts& o) {
     std::fprintf(stderr, "import: warning: %s: %zu tensor(s) not used by the graph: %s\n", o.weights_in.c_str(),
                  m.unused_tensors.size(), list.c_str());
   }
-  ir::verify(m.graph, o.shapes_only ? nullptr : &m.weights);
-
-  std::string wpath = o.weights_out;
-  if (wpath.empty() && !o.shapes_only) {
-    wpath = o.output;
-    if (wpath.size() >= 5 && wpath.compare(wpath.size() - 5, 5, ".json") == 0) wpath.resize(wpath.size() - 5);
-    wpath += ".h5";
-  }
   write_file_atomic(o.output, ir::write_graph(m.graph));
-  if (!o.shapes_only) ir::write_weights_h5(wpath, m.weights);
 
   int layers = 0;
   std::string d_model = "?";
