@@ -151,10 +151,12 @@ void add_bench(CLI::App& app) {
   c->add_flag("--json", json, "print JSON instead of the table");
   c->add_option("-o,--output", out, "write the JSON to this file (with --json)");
   c->footer(
-      "Cells: the twin's default switches, every switch off, the ideal tanh loop (all in the\n"
-      "simulator), the digital reference (double), and an Eigen loop of only the two matrix\n"
-      "products of one iteration. '/matmul' is the ratio to that loop; 'twin' is the twin's own\n"
-      "figure on this kind of machine (docs/bench.md).\n"
+      "Cells: the twin's default switches, the same with every noise source of the hardware file\n"
+      "on, every switch off, the ideal tanh loop (all in the simulator), the digital reference\n"
+      "(double), and an Eigen loop of only the two matrix products of one iteration. '/matmul' is\n"
+      "the ratio to that loop; 'twin' is the twin's own figure on this kind of machine\n"
+      "(docs/bench.md). The line under the table: what noise costs, the noisy loop's time over the\n"
+      "noiseless one's at each batch (target 1.5x).\n"
       "Programs (--no-program leaves them out), compiled in-process for aoc-48 as aoc import and aoc\n"
       "compile do: the trained parity model (models/trained/parity-implicit) on seeded tokens, token by\n"
       "token, on the digital reference (cpu) and on the simulated machine (sim --quantize --noise, its\n"
