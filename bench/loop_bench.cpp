@@ -112,7 +112,10 @@ std::vector<BenchRow> bench_batch(const BenchOptions& opt, const Hardware& hw, i
     });
     rows.push_back({"matmul only", batch, best, med, 0, 0});
   }
-  const double mm = rows.back().best, clean = rows.front().best;  // rows.front(): "twin default"
+  const double mm = rows.back().best;
+  double clean = 0;
+  for (const auto& r : rows)
+    if (r.cell == "twin default") clean = r.best;
   for (auto& r : rows) {
     r.ratio_to_matmul = r.best / mm;
     if (r.cell == "twin + noise") r.noise_cost = clean / r.best;

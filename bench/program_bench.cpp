@@ -3,10 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <sstream>
 
 #include "compiler/graph_json.hpp"
@@ -28,13 +25,6 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// A bundled file, found as the bundled machines are (resolve_hardware_path): under AOC_DATA_DIR
-// when it is set, else in the source tree this aoc was built from.
-std::string bundled(const std::string& relative) {
-  const char* env = std::getenv("AOC_DATA_DIR");
-  return (fs::path(env && *env ? env : AOC_SOURCE_DIR) / relative).string();
-}
-
 std::string need_file(const std::string& path, const std::string& what) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec))
@@ -42,16 +32,11 @@ std::string need_file(const std::string& path, const std::string& what) {
   return path;
 }
 
-std::string bytes_of(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
 // The config hash of a cell: everything its figures depend on but the code, i.e. the files it reads
 // (model, weights, machine) and its settings.
 std::string cell_hash(const std::vector<std::string>& files, const std::string& settings) {
   std::string all = "aoc bench program 1\n" + settings + "\n";
-  for (const auto& f : files) all += f + "\n" + bytes_of(f);
+  for (const auto& f : files) all += f + "\n" + file_digest(f) + "\n";
   return digest_hex(all.data(), all.size());
 }
 
@@ -91,7 +76,7 @@ void check_options(const ProgramBenchOptions& o) {
 
 void time_parity(ProgramBench& b, const Hardware& hw, bool progress) {
   const ProgramBenchOptions& o = b.opt;
-  b.model_path = o.model.empty() ? bundled("models/trained/parity-implicit") : o.model;
+  b.model_path = o.model.empty() ? bundled_path("models/trained/parity-implicit") : o.model;
   const std::string config = need_file(b.model_path + "/config.json", "the trained model the program section runs");
   const std::string weights = need_file(b.model_path + "/weights.h5", "the trained model's weights");
   ir::ImportOptions io;
@@ -132,7 +117,7 @@ void time_parity(ProgramBench& b, const Hardware& hw, bool progress) {
 // (runtime/program_check.hpp): the reference once, the simulator once per seed.
 void time_check(ProgramBench& b, const Hardware& hw, bool progress) {
   const ProgramBenchOptions& o = b.opt;
-  b.check_path = need_file(o.check_config.empty() ? bundled("tests/data/implicit-lm/mamba2-state-tracking-implicit/config.json") : o.check_config,
+  b.check_path = need_file(o.check_config.empty() ? bundled_path("tests/data/implicit-lm/mamba2-state-tracking-implicit/config.json") : o.check_config,
                            "the model the check cell compiles");
   if (progress) std::fprintf(stderr, "bench: check, import, compile and calibrate ...\n");
   const auto t0 = Clock::now();

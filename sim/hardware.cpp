@@ -518,11 +518,7 @@ Hardware HardwareFile::load(const std::vector<std::string>& overrides) const {
   return hw;
 }
 
-std::string resolve_hardware_path(const std::string& name_or_path) {
-  std::error_code ec;
-  if (!name_or_path.empty() && fs::exists(name_or_path, ec) && !fs::is_directory(name_or_path, ec))
-    return name_or_path;
-
+std::string bundled_path(const std::string& relative) {
   fs::path dir;
   if (const char* env = std::getenv("AOC_DATA_DIR"); env && *env) {
     dir = env;
@@ -531,7 +527,15 @@ std::string resolve_hardware_path(const std::string& name_or_path) {
     dir = AOC_SOURCE_DIR;
 #endif
   }
-  dir /= "scenarios/hardware";
+  return (dir / relative).string();
+}
+
+std::string resolve_hardware_path(const std::string& name_or_path) {
+  std::error_code ec;
+  if (!name_or_path.empty() && fs::exists(name_or_path, ec) && !fs::is_directory(name_or_path, ec))
+    return name_or_path;
+
+  const fs::path dir = bundled_path("scenarios/hardware");
 
   const bool bare = !name_or_path.empty() && name_or_path.find('/') == std::string::npos &&
                     name_or_path != "." && name_or_path != "..";

@@ -121,6 +121,9 @@ class HardwareFile {
 
 // The bundled machine description of that name (aoc-48, aoc-16), or a path as given.
 std::string resolve_hardware_path(const std::string& name_or_path);
+// A file bundled with aoc, by its path relative to the project's root: under AOC_DATA_DIR when it
+// is set, else in the source tree this aoc was built from (where the bundled machines are found).
+std::string bundled_path(const std::string& relative);
 
 // Readable summary for `aoc hw show`.
 std::string describe(const Hardware& hw);

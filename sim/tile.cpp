@@ -341,13 +341,6 @@ void OpticalTile<T>::add_output_noise(const T* L, int rows, const StepContext& c
   }
 }
 
-// A knot of every detector of the tile (knot_stream), one bulk draw.
-template <class T>
-void OpticalTile<T>::knot(noise::Source src, int octave, std::int64_t m, float* out) const {
-  const noise::Stream st = knot_stream(src, octave, m);
-  noise::normals_f32(noise_.seed, &st, 1, noise_.channel0, M_, out, M_);
-}
-
 // Drift and 1/f noise of the tile's detectors over the iterations [64 b, 64 b + 64) of the clock,
 // as a value at 64 b and a slope per iteration (the 1/f octaves are linear across a block; drift
 // too unless one of its knots falls inside the block: then the return is true, the drift is left
@@ -400,13 +393,14 @@ bool OpticalTile<T>::correlated_linear(std::int64_t b, double* base, double* slo
 // The drift at one tick, for blocks with a drift knot inside.
 template <class T>
 void OpticalTile<T>::add_drift_at(std::int64_t tick, T kappa, T* o) const {
-  thread_local std::vector<float> k0, k1;
-  k0.resize(M_), k1.resize(M_);
+  thread_local std::vector<float> kn;
+  kn.resize(2 * static_cast<size_t>(M_));
   const double x = static_cast<double>(tick) / drift_period(), d = noise_.spec.drift_sigma;
   const auto m = static_cast<std::int64_t>(std::floor(x));
   const double w = x - static_cast<double>(m);
-  knot(noise::Source::Drift, 0, m, k0.data());
-  knot(noise::Source::Drift, 0, m + 1, k1.data());
+  const noise::Stream st[2] = {knot_stream(noise::Source::Drift, 0, m), knot_stream(noise::Source::Drift, 0, m + 1)};
+  noise::normals_f32(noise_.seed, st, 2, noise_.channel0, M_, kn.data(), M_);
+  const float *k0 = kn.data(), *k1 = k0 + M_;
   for (int j = 0; j < M_; ++j) o[j] += kappa * static_cast<T>(static_cast<float>(d * ((1 - w) * k0[j] + w * k1[j])));
 }
 

@@ -109,7 +109,6 @@ class OpticalTile {
   bool correlated_linear(std::int64_t block, double* base, double* slope) const;
   void add_drift_at(std::int64_t tick, T kappa, T* o) const;
   std::shared_ptr<const std::vector<double>> slow_span(std::int64_t span) const;
-  void knot(noise::Source src, int octave, std::int64_t m, float* out) const;
   double drift_period() const;
   int flicker_top() const;
   double flicker_amplitude(int top) const;
