@@ -109,14 +109,30 @@ Eigen::VectorXd coeff_vector(const std::vector<double>& v, int N, double if_empt
 // mean fallback the twin uses r = y: a quirk we follow).
 MatrixXdR pd_crosstalk(const MatrixXdR& y, const Eigen::VectorXd& earlier, const Eigen::VectorXd& later,
                        const Eigen::VectorXd* darkness) {
-  MatrixXdR r = y;
-  if (darkness) r.rowwise() -= darkness->transpose();
   MatrixXdR out = y;
   const Eigen::Index N = y.cols();
-  for (Eigen::Index j = 0; j < N; ++j) {
-    if (j + 1 < N) out.col(j) += earlier(j + 1) * r.col(j + 1);
-    if (j > 0) out.col(j) += later(j - 1) * r.col(j - 1);
+  for (Eigen::Index b = 0; b < y.rows(); ++b) {  // row by row: the matrices are row-major
+    const double* yr = y.row(b).data();
+    double* o = out.row(b).data();
+    auto r = [&](Eigen::Index j) { return darkness ? yr[j] - (*darkness)(j) : yr[j]; };
+    for (Eigen::Index j = 0; j < N; ++j) {
+      if (j + 1 < N) o[j] += earlier(j + 1) * r(j + 1);
+      if (j > 0) o[j] += later(j - 1) * r(j - 1);
+    }
   }
+  return out;
+}
+
+// Drives (B x N) through transmissions (N x N). The fold's probes light one LED per row: then each
+// row is that LED's row of the transmissions times its drive, which is what the dense product gives
+// (the other terms are zeros), without its B x N x N cost.
+MatrixXdR through(const MatrixXdR& drives, const MatrixXdR& t) {
+  for (Eigen::Index b = 0; b < drives.rows(); ++b)
+    if ((drives.row(b).array() != 0).count() > 1) return drives * t;
+  MatrixXdR out = MatrixXdR::Zero(drives.rows(), t.cols());
+  for (Eigen::Index b = 0; b < drives.rows(); ++b)
+    for (Eigen::Index i = 0; i < drives.cols(); ++i)
+      if (drives(b, i) != 0) out.row(b) = drives(b, i) * t.row(i);
   return out;
 }
 
@@ -142,12 +158,47 @@ MatrixXdR pbs16_pattern(const MatrixXdR& w_norm, const std::vector<Quad>& coeffs
 
 }  // namespace
 
-MatrixXdR optical_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& W, const MatrixXdR& led_pos,
-                        const MatrixXdR& led_neg, StepStages* stages, const SlmPattern* slm) {
+SlmTransmissions slm_transmissions(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& W, const SlmPattern* slm) {
   const int N = static_cast<int>(W.cols());
   const int n = hw.channels;
-  const double m = W.cwiseAbs().maxCoeff();
-  check_loop_shapes(cfg, W.rows(), N, W.allFinite(), m);
+  SlmTransmissions t;
+  t.max_abs = W.cwiseAbs().maxCoeff();
+  check_loop_shapes(cfg, W.rows(), N, W.allFinite(), t.max_abs);
+  // 4. signed split, normalisation by max|W|, per-column SLM distortion (q0 leaks everywhere)
+  t.undistorted_pos = W.cwiseMax(0.0) / t.max_abs;
+  t.undistorted_neg = (-W).cwiseMax(0.0) / t.max_abs;
+  t.pos = t.undistorted_pos;
+  t.neg = t.undistorted_neg;
+  if (cfg.switches.weight_distortion) {
+    for (int side = 0; side < 2; ++side) {
+      const auto& q = side == 0 ? hw.slm_pos : hw.slm_neg;
+      MatrixXdR& d = side == 0 ? t.pos : t.neg;
+      const Eigen::VectorXd q2 = quad_column(q, 0, N, n), q1 = quad_column(q, 1, N, n), q0 = quad_column(q, 2, N, n);
+      for (Eigen::Index i = 0; i < d.rows(); ++i)  // row by row: the matrices are row-major
+        d.row(i) = (q2.transpose().array() * d.row(i).array().square() + q1.transpose().array() * d.row(i).array() + q0.transpose().array()).matrix();
+    }
+  }
+  if (slm) {
+    if (slm->pos.rows() != N || slm->pos.cols() != N || slm->neg.rows() != N || slm->neg.cols() != N)
+      throw Error("SLM pattern: expected two " + std::to_string(N) + "x" + std::to_string(N) + " matrices");
+    t.pos = t.pos.cwiseProduct(slm->pos);
+    t.neg = t.neg.cwiseProduct(slm->neg);
+  }
+  return t;
+}
+
+MatrixXdR optical_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& W, const MatrixXdR& led_pos,
+                        const MatrixXdR& led_neg, StepStages* stages, const SlmPattern* slm) {
+  const SlmTransmissions t = slm_transmissions(hw, cfg, W, slm);
+  if (stages) stages->W_pos_distorted_norm = t.pos, stages->W_neg_distorted_norm = t.neg;
+  return optical_chain(hw, cfg, t, led_pos, led_neg, stages);
+}
+
+MatrixXdR optical_chain(const Hardware& hw, const CoreConfig& cfg, const SlmTransmissions& t, const MatrixXdR& led_pos,
+                        const MatrixXdR& led_neg, StepStages* stages) {
+  const int N = static_cast<int>(t.pos.cols());
+  const int n = hw.channels;
+  const double m = t.max_abs;
   if (led_pos.cols() != N || led_neg.cols() != N || led_pos.rows() != led_neg.rows())
     throw Error("optical chain: LED drives must be B x " + std::to_string(N));
   const Switches& sw = cfg.switches;
@@ -161,28 +212,10 @@ MatrixXdR optical_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixX
     s.after_fanin_pos *= per_channel(hw.fan_in_pos, N, n).asDiagonal();
     s.after_fanin_neg *= per_channel(hw.fan_in_neg, N, n).asDiagonal();
   }
-  // 4. signed split, normalisation by max|W|, per-column SLM distortion (q0 leaks everywhere)
-  const MatrixXdR wp = W.cwiseMax(0.0) / m, wn = (-W).cwiseMax(0.0) / m;
-  s.W_pos_distorted_norm = wp;
-  s.W_neg_distorted_norm = wn;
-  if (sw.weight_distortion) {
-    for (int side = 0; side < 2; ++side) {
-      const auto& q = side == 0 ? hw.slm_pos : hw.slm_neg;
-      MatrixXdR& d = side == 0 ? s.W_pos_distorted_norm : s.W_neg_distorted_norm;
-      const Eigen::VectorXd q2 = quad_column(q, 0, N, n), q1 = quad_column(q, 1, N, n), q0 = quad_column(q, 2, N, n);
-      for (int j = 0; j < N; ++j)
-        d.col(j) = (q2(j) * d.col(j).array().square() + q1(j) * d.col(j).array() + q0(j)).matrix();
-    }
-  }
-  if (slm) {
-    if (slm->pos.rows() != N || slm->pos.cols() != N || slm->neg.rows() != N || slm->neg.cols() != N)
-      throw Error("SLM pattern: expected two " + std::to_string(N) + "x" + std::to_string(N) + " matrices");
-    s.W_pos_distorted_norm = s.W_pos_distorted_norm.cwiseProduct(slm->pos);
-    s.W_neg_distorted_norm = s.W_neg_distorted_norm.cwiseProduct(slm->neg);
-  }
+  // 4. what the SLM transmits: slm_transmissions
   // 5. optical vector-matrix products
-  MatrixXdR yp = s.after_fanin_pos * s.W_pos_distorted_norm;
-  MatrixXdR yn = s.after_fanin_neg * s.W_neg_distorted_norm;
+  MatrixXdR yp = through(s.after_fanin_pos, t.pos);
+  MatrixXdR yn = through(s.after_fanin_neg, t.neg);
   // 6. output (TIA) gains
   const Eigen::VectorXd eta_p = per_channel(hw.gain_pos, N, n), eta_n = per_channel(hw.gain_neg, N, n);
   if (sw.output_efficiencies) {
@@ -206,8 +239,8 @@ MatrixXdR optical_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixX
       yp += s.after_fanin_pos * (eta_p.cwiseProduct(kp)).asDiagonal();
       yn += s.after_fanin_neg * (eta_n.cwiseProduct(kn)).asDiagonal();
     } else {
-      yn += s.after_fanin_pos * pbs16_pattern(wp, hw.pbs_leak_neg, n) / hw.pbs_leak_norm_neg;
-      yp -= s.after_fanin_neg * pbs16_pattern(wn, hw.pbs_leak_pos, n) / hw.pbs_leak_norm_pos;
+      yn += through(s.after_fanin_pos, pbs16_pattern(t.undistorted_pos, hw.pbs_leak_neg, n)) / hw.pbs_leak_norm_neg;
+      yp -= through(s.after_fanin_neg, pbs16_pattern(t.undistorted_neg, hw.pbs_leak_pos, n)) / hw.pbs_leak_norm_pos;
     }
   };
   if (hw.crosstalk_order == CrosstalkOrder::PbsThenPd) {

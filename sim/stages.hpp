@@ -46,6 +46,19 @@ struct SlmPattern {
 MatrixXdR optical_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& W, const MatrixXdR& led_pos,
                         const MatrixXdR& led_neg, StepStages* stages = nullptr, const SlmPattern* slm = nullptr);
 
+// Step 4 on its own, what depends on the weights only: what the SLM of a core programmed with W
+// transmits on each path (N x N: the signed split normalised by max|W|, the SLM's distortion and
+// its pattern), so that many batches of drives can go through one programming (the tile's fold).
+struct SlmTransmissions {
+  MatrixXdR pos, neg;                          // W_pos_distorted_norm, W_neg_distorted_norm
+  MatrixXdR undistorted_pos, undistorted_neg;  // max(+-W, 0) / max|W|
+  double max_abs = 0;
+};
+SlmTransmissions slm_transmissions(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& W, const SlmPattern* slm = nullptr);
+// Steps 3 and 5-11 on given transmissions (stages' W_*_distorted_norm are left as they are).
+MatrixXdR optical_chain(const Hardware& hw, const CoreConfig& cfg, const SlmTransmissions& t, const MatrixXdR& led_pos,
+                        const MatrixXdR& led_neg, StepStages* stages = nullptr);
+
 // Elementwise pieces shared with the fast core.
 double twin_sigmoid(const std::array<double, 6>& c, double z);
 double cubic(const std::array<double, 4>& p, double t);

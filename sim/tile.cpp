@@ -15,29 +15,36 @@ FoldedChain fold_optical_chain(const Hardware& hw, const CoreConfig& cfg, const 
                                const SlmPattern* slm) {
   // The chain is affine in the LED drives, so probing it with zero and unit drives gives it exactly:
   // c = chain(0, 0), rows of F = chain(e_i, 0) - c and chain(0, e_i) - c. One implementation of the
-  // twin's maths (sim/stages.cpp) serves the readable path and the fast one; rows of a probe batch
-  // do not interact, so all 2K + 1 probes go in one call.
+  // twin's maths (sim/stages.cpp) serves the readable path and the fast one. Rows of a probe batch
+  // do not interact, so the probes go in batches.
   const Eigen::Index C = W_core.cols();
   if (in0 < 0 || K < 1 || in0 + K > C || out0 < 0 || M < 1 || out0 + M > C)
     throw Error("optical chain: a tile of " + std::to_string(K) + " x " + std::to_string(M) + " at (" + std::to_string(in0) + ", " +
                 std::to_string(out0) + ") does not fit a core of " + std::to_string(C) + " channels");
-  MatrixXdR pos = MatrixXdR::Zero(2 * K + 1, C), neg = MatrixXdR::Zero(2 * K + 1, C);
-  for (int i = 0; i < K; ++i) pos(1 + i, in0 + i) = 1, neg(1 + K + i, in0 + i) = 1;
-  StepStages st;
-  const MatrixXdR g = optical_chain(hw, cfg, W_core, pos, neg, &st, slm);
   FoldedChain f;
-  f.c = g.row(0).segment(out0, M).transpose();
   f.F.resize(2 * K, M);
   f.F_light.resize(2 * K, M);
-  for (int i = 0; i < K; ++i) {
-    f.F.row(i) = g.row(1 + i).segment(out0, M) - g.row(0).segment(out0, M);
-    f.F.row(K + i) = g.row(1 + K + i).segment(out0, M) - g.row(0).segment(out0, M);
-    // light on detector j per unit drive of LED i: fan-in (the probe's own channel) x transmission
-    f.F_light.row(i) = st.after_fanin_pos(1 + i, in0 + i) * st.W_pos_distorted_norm.row(in0 + i).segment(out0, M);
-    f.F_light.row(K + i) = st.after_fanin_neg(1 + K + i, in0 + i) * st.W_neg_distorted_norm.row(in0 + i).segment(out0, M);
+  // Batches of 256 LEDs keep the chain's work matrices small (each batch's probe 0 gives the same c).
+  constexpr int kChunk = 256;
+  const SlmTransmissions t = slm_transmissions(hw, cfg, W_core, slm);
+  for (int a = 0; a < K; a += kChunk) {
+    const int n = std::min(kChunk, K - a);
+    MatrixXdR pos = MatrixXdR::Zero(2 * n + 1, C), neg = MatrixXdR::Zero(2 * n + 1, C);
+    for (int i = 0; i < n; ++i) pos(1 + i, in0 + a + i) = 1, neg(1 + n + i, in0 + a + i) = 1;
+    StepStages st;
+    const MatrixXdR g = optical_chain(hw, cfg, t, pos, neg, &st);
+    const auto c = g.row(0).segment(out0, M);
+    for (int i = 0; i < n; ++i) {
+      f.F.row(a + i) = g.row(1 + i).segment(out0, M) - c;
+      f.F.row(K + a + i) = g.row(1 + n + i).segment(out0, M) - c;
+      // light on detector j per unit drive of LED i: fan-in (the probe's own channel) x transmission
+      const int led = in0 + a + i;
+      f.F_light.row(a + i) = st.after_fanin_pos(1 + i, led) * t.pos.row(led).segment(out0, M);
+      f.F_light.row(K + a + i) = st.after_fanin_neg(1 + n + i, led) * t.neg.row(led).segment(out0, M);
+    }
+    if (a == 0) f.c = c.transpose(), f.detector_gain = st.detector_gain.segment(out0, M);
   }
   f.light_per_bias = f.F_light.colwise().sum().transpose();
-  f.detector_gain = st.detector_gain.segment(out0, M);
   return f;
 }
 

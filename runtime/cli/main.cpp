@@ -1,4 +1,6 @@
 // aoc: simulator and compiler for analog optical computers. One executable, one subcommand per job.
+#include <malloc.h>
+
 #include <cstdio>
 #include <iostream>
 
@@ -21,6 +23,11 @@ void emit_json(const std::string& json_text, const std::string& path) {
 }  // namespace aoc::cli
 
 int main(int argc, char** argv) {
+  // Models on the large machines allocate and free many matrices of tens of MB (a tile's fold, an
+  // op's tensors at every iteration). glibc maps each above 32 MB afresh, and the kernel zeroes every
+  // page again: up to half the time of a program's run. Keep them on the heap, for reuse.
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   CLI::App app{
       "aoc " AOC_VERSION ": simulator and compiler for analog optical computers (AOC).\n"
       "Simulates the optical fixed-point loop z' = alpha*z + beta*W f(z) + x + b of the 16- and\n"
