@@ -324,6 +324,56 @@ Tensor reshape(const Tensor& x, const Dims& target, const std::string& where) {
   return y;
 }
 
+// einsum's inner loops, with the operand count known to the compiler for the common counts.
+// The product of an element is 1 x a x b ..., left to right; sums go in index order.
+template <int N>
+double sum_run(const double* const* d, const std::int64_t* off, const std::int64_t* st, std::int64_t n, double acc) {
+  for (std::int64_t e = 0; e < n; ++e) {
+    double p = 1;
+    for (int o = 0; o < N; ++o) p *= d[o][off[o] + e * st[o]];
+    acc += p;
+  }
+  return acc;
+}
+
+double einsum_sum(const double* const* d, const std::int64_t* off, const std::int64_t* st, std::size_t n_ops, std::int64_t n, double acc) {
+  switch (n_ops) {
+    case 1: return sum_run<1>(d, off, st, n, acc);
+    case 2: return sum_run<2>(d, off, st, n, acc);
+    case 3: return sum_run<3>(d, off, st, n, acc);
+    default:
+      for (std::int64_t e = 0; e < n; ++e) {
+        double p = 1;
+        for (std::size_t o = 0; o < n_ops; ++o) p *= d[o][off[o] + e * st[o]];
+        acc += p;
+      }
+      return acc;
+  }
+}
+
+template <int N>
+void product_run(const double* const* d, const std::int64_t* off, const std::int64_t* st, std::int64_t n, double* y) {
+  for (std::int64_t e = 0; e < n; ++e) {
+    double p = 1;
+    for (int o = 0; o < N; ++o) p *= d[o][off[o] + e * st[o]];
+    y[e] = 0.0 + p;  // a sum of one term, as the definition reads (so -0 becomes 0)
+  }
+}
+
+void einsum_products(const double* const* d, const std::int64_t* off, const std::int64_t* st, std::size_t n_ops, std::int64_t n, double* y) {
+  switch (n_ops) {
+    case 1: return product_run<1>(d, off, st, n, y);
+    case 2: return product_run<2>(d, off, st, n, y);
+    case 3: return product_run<3>(d, off, st, n, y);
+    default:
+      for (std::int64_t e = 0; e < n; ++e) {
+        double p = 1;
+        for (std::size_t o = 0; o < n_ops; ++o) p *= d[o][off[o] + e * st[o]];
+        y[e] = 0.0 + p;
+      }
+  }
+}
+
 Tensor einsum(const std::string& spec_attr, const std::vector<const Tensor*>& xs, int threads, const std::string& where) {
   std::string spec;
   for (char c : spec_attr)
@@ -393,29 +443,59 @@ Tensor einsum(const std::string& spec_attr, const std::vector<const Tensor*>& xs
   const std::int64_t n_out = numel(out_shape), n_sum = numel(sum_shape);
   Tensor y = make(out_shape);
   const size_t n_ops = xs.size();
+  // The output in rows of its last letter, rows split into contiguous parts for the threads; the
+  // summed letters as an odometer whose last letter runs innermost. Per output element the sum goes
+  // in the order of the summed index, row-major, as the definition reads, whatever the split.
+  const int no = static_cast<int>(out.size()), ns = static_cast<int>(summed.size());
+  const std::int64_t row_len = no ? out_shape[no - 1] : 1, rows = row_len ? n_out / row_len : 0;
+  const std::int64_t inner = ns ? sum_shape[ns - 1] : 1;
+  std::vector<const double*> data(n_ops);
+  std::vector<std::int64_t> inner_stride(n_ops, 0), row_stride(n_ops, 0);
+  for (size_t o = 0; o < n_ops; ++o) {
+    data[o] = xs[o]->data.data();
+    inner_stride[o] = ns ? sst[o][ns - 1] : 0;
+    row_stride[o] = no ? ost[o][no - 1] : 0;
+  }
+  const std::int64_t parts = std::min<std::int64_t>(std::max(threads, 1), std::max<std::int64_t>(rows, 1));
 #pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
-  for (std::int64_t k = 0; k < n_out; ++k) {
-    std::vector<std::int64_t> base(n_ops, 0), off(n_ops);
-    std::int64_t rem = k;
-    for (int i = static_cast<int>(out.size()) - 1; i >= 0; --i) {
-      const std::int64_t idx = rem % out_shape[i];
+  for (std::int64_t part = 0; part < parts; ++part) {
+    const std::int64_t q0 = rows * part / parts, q1 = rows * (part + 1) / parts;
+    std::vector<std::int64_t> base(n_ops, 0), at(n_ops), off(n_ops), oidx(static_cast<size_t>(std::max(no - 1, 0)), 0),
+        idx(static_cast<size_t>(std::max(ns, 1)), 0);
+    std::int64_t rem = q0;
+    for (int i = no - 2; i >= 0; --i) {
+      oidx[i] = rem % out_shape[i];
       rem /= out_shape[i];
-      for (size_t o = 0; o < n_ops; ++o) base[o] += idx * ost[o][i];
+      for (size_t o = 0; o < n_ops; ++o) base[o] += oidx[i] * ost[o][i];
     }
-    double acc = 0;
-    for (std::int64_t s = 0; s < n_sum; ++s) {
-      off = base;
-      std::int64_t r2 = s;
-      for (int i = static_cast<int>(summed.size()) - 1; i >= 0; --i) {
-        const std::int64_t idx = r2 % sum_shape[i];
-        r2 /= sum_shape[i];
-        for (size_t o = 0; o < n_ops; ++o) off[o] += idx * sst[o][i];
+    for (std::int64_t q = q0; q < q1; ++q) {
+      double* yq = y.data.data() + q * row_len;
+      if (ns == 0) {  // no sum: a product of one element per operand
+        einsum_products(data.data(), base.data(), row_stride.data(), n_ops, row_len, yq);
+      } else {
+        for (std::int64_t e = 0; e < row_len; ++e) {
+          for (size_t o = 0; o < n_ops; ++o) at[o] = base[o] + e * row_stride[o];
+          off = at;
+          double acc = 0;
+          for (std::int64_t s = 0; s < n_sum; s += inner) {
+            acc = einsum_sum(data.data(), off.data(), inner_stride.data(), n_ops, inner, acc);
+            for (int i = ns - 2; i >= 0; --i) {  // advance the outer summed letters
+              for (size_t o = 0; o < n_ops; ++o) off[o] += sst[o][i];
+              if (++idx[i] < sum_shape[i]) break;
+              for (size_t o = 0; o < n_ops; ++o) off[o] -= sst[o][i] * sum_shape[i];
+              idx[i] = 0;
+            }
+          }
+          yq[e] = acc;
+        }
       }
-      double p = 1;
-      for (size_t o = 0; o < n_ops; ++o) p *= xs[o]->data[off[o]];
-      acc += p;
+      for (int i = no - 2; i >= 0; --i) {  // the next row
+        for (size_t o = 0; o < n_ops; ++o) base[o] += ost[o][i];
+        if (++oidx[i] < out_shape[i]) break;
+        for (size_t o = 0; o < n_ops; ++o) base[o] -= ost[o][i] * out_shape[i];
+        oidx[i] = 0;
+      }
     }
-    y.data[k] = acc;
   }
   return y;
 }

@@ -131,6 +131,13 @@ class SimHooks : public ir::Hooks {
     walk(p.graph.ops);
     const NoiseRun clock = o.noise ? noise_run(hw, o.seed, max_iter) : NoiseRun{};  // iterations and solve slots
     std::uint32_t stream = 1;  // 0 is the loop core's
+    struct Programming {
+      const ir::OpticalPlan* plan;
+      std::size_t k;
+      const Tensor* weight;
+      OpticalTile<T>* tile;
+    };
+    std::vector<Programming> jobs;
     for (const ir::OpticalPlan& plan : p.optical) {
       if (plan.column_blocks() > 1 && !p.target.analog_partial_sums && o.quantize && adc_bits_ > 0) digital_sums_.insert(plan.op);
       const auto wt = p.weights.find(plan.weight);
@@ -150,17 +157,31 @@ class SimHooks : public ir::Hooks {
           tile->set_noise(n);
         }
         ++stream;
-        // AOC convention: LED channel (the plan's column) i drives detector (row) j
-        MatrixXdR W(t.cols, t.rows);
-        const bool codes = o.quantize && !plan.codes.empty();
-        for (std::int64_t i = 0; i < t.rows; ++i)
-          for (std::int64_t j = 0; j < t.cols; ++j)
-            W(j, i) = codes ? plan.codes[static_cast<std::size_t>((t.row0 + i) * plan.cols + t.col0 + j)] * plan.code_step[k]
-                            : plan.weight_at(wt->second, t.row0 + i, t.col0 + j);
-        tile->program(W, static_cast<int>(t.core_col0), static_cast<int>(t.core_row0));
+        jobs.push_back({&plan, k, &wt->second, tile.get()});
         tiles.push_back(std::move(tile));
       }
     }
+    // Tiles are programmed independently (each its own pattern and fold), so in parallel.
+    std::vector<std::string> errors(jobs.size());
+#pragma omp parallel for num_threads(o.threads) schedule(dynamic)
+    for (std::size_t j = 0; j < jobs.size(); ++j) {
+      const Programming& g = jobs[j];
+      const ir::Tile& t = g.plan->tiles[g.k];
+      try {
+        // AOC convention: LED channel (the plan's column) i drives detector (row) j
+        MatrixXdR W(t.cols, t.rows);
+        const bool codes = o.quantize && !g.plan->codes.empty();
+        for (std::int64_t i = 0; i < t.rows; ++i)
+          for (std::int64_t c = 0; c < t.cols; ++c)
+            W(c, i) = codes ? g.plan->codes[static_cast<std::size_t>((t.row0 + i) * g.plan->cols + t.col0 + c)] * g.plan->code_step[g.k]
+                            : g.plan->weight_at(*g.weight, t.row0 + i, t.col0 + c);
+        g.tile->program(W, static_cast<int>(t.core_col0), static_cast<int>(t.core_row0));
+      } catch (const std::exception& e) {
+        errors[j] = e.what();
+      }
+    }
+    for (const std::string& e : errors)
+      if (!e.empty()) throw Error(e);
   }
 
   Tensor optical(const ir::Op& op, const Tensor& x, const Tensor&, const OpContext& ctx) const override {
@@ -178,33 +199,59 @@ class SimHooks : public ir::Hooks {
     const StepContext sc{ctx.iteration, slots.data()};
     constexpr int kRows = 64;
     const std::int64_t blocks = (R + kRows - 1) / kRows;
-    for (std::size_t k = 0; k < plan->tiles.size(); ++k) {
+    const std::size_t n_tiles = plan->tiles.size();
+    for (const auto& tile : tiles) tile->prepare_reads(static_cast<int>(R));
+    // Tile k's product on rows [64 b, 64 b + 64) into out (64 x its ld_out), with scratch.
+    auto read = [&](std::size_t k, std::int64_t b, T* out) {
       const ir::Tile& t = plan->tiles[k];
       const OpticalTile<T>& tile = *tiles[k];
-      const int ldi = tile.ld_in(), ldo = tile.ld_out();
-      const std::size_t need = static_cast<std::size_t>(kRows) * (ldi + ldo) + tile.scratch_size(kRows);
-      tile.prepare_reads(static_cast<int>(R));
+      const int ldi = tile.ld_in();
+      thread_local AlignedVector<T> buf;  // reused across reads: no allocation in the loop
+      const std::size_t need = static_cast<std::size_t>(kRows) * ldi + tile.scratch_size(kRows);
+      if (buf.size() < need) buf.resize(need);
+      T* in = buf.data();
+      const std::int64_t r0 = b * kRows;
+      const int rows = static_cast<int>(std::min<std::int64_t>(kRows, R - r0));
+      std::fill(in, in + static_cast<std::size_t>(rows) * ldi, T(0));
+      for (int r = 0; r < rows; ++r) {
+        const double* xr = x.data.data() + (r0 + r) * plan->cols + t.col0;
+        for (std::int64_t j = 0; j < t.cols; ++j) in[static_cast<std::size_t>(r) * ldi + j] = static_cast<T>(xr[j]);
+      }
+      tile.read(in, rows, sc, static_cast<int>(r0), kern::Epilogue<T>{}, out, in + static_cast<std::size_t>(kRows) * ldi);
+    };
+    // y += tile k's rows of block b, tile after tile: the same sums in the same order whatever ran
+    // the reads. Each tile's partial sums leave through an ADC and are added digitally.
+    auto add = [&](std::size_t k, std::int64_t b, const T* out) {
+      const ir::Tile& t = plan->tiles[k];
+      const int ldo = tiles[k]->ld_out();
+      const std::int64_t r0 = b * kRows;
+      const int rows = static_cast<int>(std::min<std::int64_t>(kRows, R - r0));
+      for (int r = 0; r < rows; ++r) {
+        double* yr = y.data.data() + (r0 + r) * plan->rows + t.row0;
+        const T* o = out + static_cast<std::size_t>(r) * ldo;
+        for (std::int64_t i = 0; i < t.rows; ++i) yr[i] += sums ? count_convert(adc, static_cast<double>(o[i]), false) : static_cast<double>(o[i]);
+      }
+    };
+    std::size_t ldo_max = 0;
+    for (const auto& tile : tiles) ldo_max = std::max<std::size_t>(ldo_max, tile->ld_out());
+    const std::size_t block_out = kRows * ldo_max;
+    if (blocks >= o_.threads) {  // many rows: threads take blocks of rows, each through every tile
 #pragma omp parallel for num_threads(o_.threads) schedule(static)
       for (std::int64_t b = 0; b < blocks; ++b) {
-        thread_local AlignedVector<T> buf;  // reused across reads: no allocation in the loop
-        if (buf.size() < need) buf.resize(need);
-        T* in = buf.data();
-        T* out = in + static_cast<std::size_t>(kRows) * ldi;
-        const std::int64_t r0 = b * kRows;
-        const int rows = static_cast<int>(std::min<std::int64_t>(kRows, R - r0));
-        std::fill(in, in + static_cast<std::size_t>(rows) * ldi, T(0));
-        for (int r = 0; r < rows; ++r) {
-          const double* xr = x.data.data() + (r0 + r) * plan->cols + t.col0;
-          for (std::int64_t j = 0; j < t.cols; ++j) in[static_cast<std::size_t>(r) * ldi + j] = static_cast<T>(xr[j]);
-        }
-        tile.read(in, rows, sc, static_cast<int>(r0), kern::Epilogue<T>{}, out, out + static_cast<std::size_t>(kRows) * ldo);
-        for (int r = 0; r < rows; ++r) {
-          double* yr = y.data.data() + (r0 + r) * plan->rows + t.row0;
-          const T* o = out + static_cast<std::size_t>(r) * ldo;
-          // each tile's partial sums leave through an ADC and are added digitally
-          for (std::int64_t i = 0; i < t.rows; ++i) yr[i] += sums ? count_convert(adc, static_cast<double>(o[i]), false) : static_cast<double>(o[i]);
-        }
+        thread_local AlignedVector<T> out;
+        if (out.size() < block_out) out.resize(block_out);
+        for (std::size_t k = 0; k < n_tiles; ++k) read(k, b, out.data()), add(k, b, out.data());
       }
+    } else {  // few rows (a token at a time): threads take tiles, then the sums go in tile order
+      thread_local AlignedVector<T> outs;
+      const std::size_t per_tile = block_out * static_cast<std::size_t>(blocks);
+      if (outs.size() < per_tile * n_tiles) outs.resize(per_tile * n_tiles);
+      T* const all = outs.data();  // this thread's buffer, shared with the team
+#pragma omp parallel for num_threads(o_.threads) schedule(dynamic)
+      for (std::size_t k = 0; k < n_tiles; ++k)
+        for (std::int64_t b = 0; b < blocks; ++b) read(k, b, all + k * per_tile + b * block_out);
+      for (std::size_t k = 0; k < n_tiles; ++k)
+        for (std::int64_t b = 0; b < blocks; ++b) add(k, b, all + k * per_tile + b * block_out);
     }
     return y;
   }

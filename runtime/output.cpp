@@ -2,19 +2,42 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
 
 namespace aoc {
 
-std::string digest_hex(const void* data, std::size_t bytes) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
+namespace {
+
+constexpr std::uint64_t kFnvBasis = 0xcbf29ce484222325ULL;
+
+std::uint64_t fnv1a(std::uint64_t h, const void* data, std::size_t bytes) {
   const auto* p = static_cast<const unsigned char*>(data);
   for (std::size_t i = 0; i < bytes; ++i) {
     h ^= p[i];
     h *= 0x100000001b3ULL;
   }
+  return h;
+}
+
+std::string hex(std::uint64_t h) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
   return buf;
+}
+
+}  // namespace
+
+std::string digest_hex(const void* data, std::size_t bytes) { return hex(fnv1a(kFnvBasis, data, bytes)); }
+
+std::string file_digest(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::vector<char> buf(std::size_t(1) << 20);
+  std::uint64_t h = kFnvBasis;
+  while (f) {
+    f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    h = fnv1a(h, buf.data(), static_cast<std::size_t>(f.gcount()));
+  }
+  return hex(h);
 }
 
 std::string numbers_text(const std::vector<double>& v, const char* if_empty) {

@@ -11,6 +11,8 @@ namespace aoc {
 // FNV-1a 64-bit digest of raw bytes, printed as 16 hex digits: a short fingerprint of result
 // arrays, so two runs can be compared bit for bit at a glance.
 std::string digest_hex(const void* data, std::size_t bytes);
+// The same digest of a file's bytes, read in pieces (program files run to gigabytes).
+std::string file_digest(const std::string& path);
 
 // Numbers as text, space-separated, every digit kept (%.17g); `if_empty` when there are none.
 std::string numbers_text(const std::vector<double>& v, const char* if_empty = "");

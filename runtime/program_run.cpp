@@ -68,12 +68,6 @@ void write_example_inputs(const std::string& path, const ir::Program& p, std::in
   ir::write_weights_h5(path, example_inputs(p, batch, length, seed));
 }
 
-std::string file_digest(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  return digest_hex(bytes.data(), bytes.size());
-}
-
 void write_program_output(const std::string& path, const ir::Program&, const ProgramResult& r, const ProgramRunMeta& m) {
   std::vector<H5Array> arrays;
   for (const auto& [name, t] : r.values)

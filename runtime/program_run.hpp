@@ -22,10 +22,6 @@ std::map<std::string, ir::Tensor> example_inputs(const ir::Program& p, std::int6
 // The same, written as aoc run --inputs reads them.
 void write_example_inputs(const std::string& path, const ir::Program& p, std::int64_t batch, std::int64_t length, std::uint64_t seed);
 
-// A digest of the program file's bytes: the "config hash" of everything a run depends on besides
-// its inputs and options.
-std::string file_digest(const std::string& path);
-
 // What ran, for the output's root attributes (docs/program.md, "Running programs").
 struct ProgramRunMeta {
   std::string program, program_digest, backend, mode, inputs, precision = "f64";

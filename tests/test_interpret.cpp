@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -260,6 +261,90 @@ TEST_CASE("interpret: Einsum computes the Mamba2 state input dt B x") {
   // and summing it against C over n reads the state out: y[b,l,h,p] = sum_n s[b,l,h,p,n] C[b,l,n]
   const Tensor C = tensor({1, 2, 2}, {1, 1, 2, 0});
   check(run1(OpKind::Einsum, {{"s", y}, {"C", C}}, {{"spec", std::string("blhpn,bln->blhp")}}), {1, 2, 2, 1}, {22, 66, -30, -56});
+}
+
+namespace {
+
+// Einsum by its definition: every assignment of the letters, each adding the product of its
+// operands' elements to the output element it names.
+std::vector<double> einsum_by_definition(const std::vector<std::string>& ops, const std::string& out, const std::vector<Tensor>& xs) {
+  std::map<char, std::int64_t> size;
+  for (size_t o = 0; o < ops.size(); ++o)
+    for (size_t i = 0; i < ops[o].size(); ++i) size[ops[o][i]] = xs[o].shape[i];
+  std::vector<char> letters;
+  std::int64_t total = 1, n_out = 1;
+  for (auto [c, d] : size) letters.push_back(c), total *= d;
+  for (char c : out) n_out *= size[c];
+  std::vector<double> y(static_cast<size_t>(n_out), 0.0);
+  for (std::int64_t a = 0; a < total; ++a) {
+    std::map<char, std::int64_t> at;
+    std::int64_t rem = a;
+    for (auto it = letters.rbegin(); it != letters.rend(); ++it) at[*it] = rem % size[*it], rem /= size[*it];
+    auto flat = [&](const std::string& ls) {
+      std::int64_t f = 0;
+      for (char c : ls) f = f * size[c] + at[c];
+      return f;
+    };
+    double p = 1;
+    for (size_t o = 0; o < ops.size(); ++o) p *= xs[o].data[static_cast<size_t>(flat(ops[o]))];
+    y[static_cast<size_t>(flat(out))] += p;
+  }
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("interpret: Einsum agrees with its definition for sums, diagonals, transposes and many operands, on any thread count") {
+  struct Case {
+    std::vector<std::string> ops;
+    std::string out;
+    std::vector<std::vector<std::int64_t>> shapes;
+  };
+  const std::vector<Case> cases = {
+      {{"ij", "jk"}, "ik", {{3, 4}, {4, 5}}},
+      {{"ii"}, "i", {{4, 4}}},                                     // a diagonal
+      {{"ii"}, "", {{4, 4}}},                                      // a trace, to a scalar
+      {{"ijk"}, "kji", {{2, 3, 4}}},                               // a transpose
+      {{"abc", "cd", "de", "b"}, "ae", {{2, 3, 4}, {4, 3}, {3, 5}, {3}}},  // four operands, three summed letters
+      {{"blh", "bln", "blhp"}, "blhpn", {{2, 3, 2}, {2, 3, 5}, {2, 3, 2, 3}}},
+      {{"blhpn", "bln"}, "blhp", {{2, 3, 2, 3, 5}, {2, 3, 5}}},
+      {{"ij", "ij"}, "", {{3, 7}, {3, 7}}},
+  };
+  std::uint64_t state = 7;
+  auto next = [&] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(state >> 11) * 0x1p-53 * 2 - 1;
+  };
+  for (const Case& c : cases) {
+    std::string spec;
+    Graph g;
+    std::map<std::string, Tensor> given;
+    std::vector<std::string> names;
+    std::vector<Tensor> xs;
+    for (size_t o = 0; o < c.ops.size(); ++o) {
+      spec += (o ? "," : "") + c.ops[o];
+      std::int64_t n = 1;
+      for (std::int64_t d : c.shapes[o]) n *= d;
+      std::vector<double> v(static_cast<size_t>(n));
+      for (double& e : v) e = next();
+      xs.push_back(tensor(c.shapes[o], v));
+      const std::string name = "x" + std::to_string(o);
+      g.inputs.push_back(decl(name, c.shapes[o]));
+      given[name] = xs.back();
+      names.push_back(name);
+    }
+    spec += "->" + c.out;
+    g.ops.push_back(make_op(OpKind::Einsum, names, {"y"}, {{"spec", spec}}, "op"));
+    g.outputs = {"y"};
+    INFO(spec);
+    InterpretOptions one, three;
+    three.threads = 3;
+    const Tensor y1 = interpret(g, {}, given, one).values.at("y"), y3 = interpret(g, {}, given, three).values.at("y");
+    CHECK(y1.data == y3.data);
+    const std::vector<double> want = einsum_by_definition(c.ops, c.out, xs);
+    REQUIRE(y1.data.size() == want.size());
+    for (size_t k = 0; k < want.size(); ++k) CHECK(y1.data[k] == Approx(want[k]).margin(1e-12));
+  }
 }
 
 TEST_CASE("interpret: Scan runs the diagonal recurrence from zeros") {

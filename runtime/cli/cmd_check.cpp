@@ -13,6 +13,7 @@
 #include "compiler/verify.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/program_flags.hpp"
+#include "runtime/output.hpp"
 #include "runtime/program_check.hpp"
 #include "runtime/program_run.hpp"
 #include "runtime/progress.hpp"
