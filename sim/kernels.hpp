@@ -40,6 +40,22 @@ struct Epilogue {
   bool has_gamma = false;
 };
 
+// The epilogue of one vector of outputs at column j of the row at offset `at` (row0 + the row's
+// offset in the output), written to row[j].
+template <class T>
+inline void finish(typename Vec<T>::type g, const Epilogue<T>& e, size_t at, int j, T* row) {
+  using V = typename Vec<T>::type;
+  if (e.c) g += load(e.c + j);
+  if (e.z) {
+    const V zv = load(e.z + at + j);
+    g += load(e.alpha + j) * zv;
+    g += load(e.inj + at + j);
+    if (e.has_gamma) g += e.gamma * (zv - (e.zprev ? load(e.zprev + at + j) : V{}));
+    if (e.kappa != T(1)) g = e.kappa * g + (T(1) - e.kappa) * zv;
+  }
+  store(row + j, g);
+}
+
 // out[i, j] = sum_k L[i, k] F[k, j] (+ epilogue), for MR rows and NV vectors of columns from j0.
 // Every output element is one FMA chain over k in order, whichever instantiation computes it.
 template <class T, int MR, int NV>
@@ -59,20 +75,7 @@ inline void gemm_tile(const T* L, int ldl, const T* F, int ld, int K, int j0, co
   }
   for (int i = 0; i < MR; ++i) {
     const size_t r = static_cast<size_t>(i) * ld;
-    for (int v = 0; v < NV; ++v) {
-      const int j = j0 + v * W;
-      V g = acc[i][v];
-      if (e.c) g += load(e.c + j);
-      if (e.z) {
-        const size_t at = row0 + r + j;
-        const V zv = load(e.z + at);
-        g += load(e.alpha + j) * zv;
-        g += load(e.inj + at);
-        if (e.has_gamma) g += e.gamma * (zv - (e.zprev ? load(e.zprev + at) : V{}));
-        if (e.kappa != T(1)) g = e.kappa * g + (T(1) - e.kappa) * zv;
-      }
-      store(out + r + j, g);
-    }
+    for (int v = 0; v < NV; ++v) finish<T>(acc[i][v], e, row0 + r, j0 + v * kVecLanes<T>, out + r);
   }
 }
 
@@ -100,9 +103,28 @@ inline void gemm_rows(const T* L, int ldl, const T* F, int ld, int K, const Epil
   }
 }
 
+// One row through an F larger than the caches (a token at a time through a large module): F read
+// in its memory order, row after row, into the output row held in L1, so that it streams at the
+// memory's bandwidth instead of in column strips. The same FMA chain per element as gemm_tile.
+template <class T>
+inline void gemm_row_streamed(const T* L, int K, const T* F, int ld, const Epilogue<T>& e, size_t row0, T* out) {
+  using V = typename Vec<T>::type;
+  constexpr int W = kVecLanes<T>;
+  for (int j = 0; j < ld; j += W) store(out + j, V{});
+  for (int k = 0; k < K; ++k) {
+    const T a = L[k];
+    const T* f = F + static_cast<size_t>(k) * ld;
+    for (int j = 0; j < ld; j += W) store(out + j, load(out + j) + a * load(f + j));
+  }
+  for (int j = 0; j < ld; j += W) finish<T>(load(out + j), e, row0, j, out);
+}
+
+constexpr std::size_t kStreamBytes = std::size_t(1) << 20;  // F from this size on streams single rows
+
 // rows x ld outputs of L (rows x K, row stride ldl) times F (K x ld): row blocks of kMR, then single rows.
 template <class T>
 void gemm(const T* L, int ldl, int K, const T* F, int ld, int rows, const Epilogue<T>& e, T* out) {
+  const bool stream = static_cast<std::size_t>(K) * ld * sizeof(T) >= kStreamBytes;
   int r = 0;
   for (; r + kMR <= rows; r += kMR) {
     const size_t o = static_cast<size_t>(r) * ld;
@@ -110,7 +132,8 @@ void gemm(const T* L, int ldl, int K, const T* F, int ld, int rows, const Epilog
   }
   for (; r < rows; ++r) {
     const size_t o = static_cast<size_t>(r) * ld;
-    gemm_rows<T, 1>(L + static_cast<size_t>(r) * ldl, ldl, F, ld, K, e, o, out + o);
+    if (stream) gemm_row_streamed<T>(L + static_cast<size_t>(r) * ldl, K, F, ld, e, o, out + o);
+    else gemm_rows<T, 1>(L + static_cast<size_t>(r) * ldl, ldl, F, ld, K, e, o, out + o);
   }
 }
 

@@ -233,6 +233,27 @@ TEST_CASE("tile: reads depend only on slot and iteration, not on the rows read w
   CHECK(part == all.bottomRows(9));
 }
 
+TEST_CASE("kern: a single row streamed through a matrix larger than the caches is the register-tiled product bit for bit") {
+  // 5 rows: a block of 4 through the register tiles, the fifth streamed (F is 1 MB and more), all
+  // five the same input, with the loop's epilogue
+  const int Kf = 1024, ld = 256, rows = 5;
+  REQUIRE(static_cast<std::size_t>(Kf) * ld * sizeof(float) >= kern::kStreamBytes);
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> u(-1, 1);
+  AlignedVector<float> L(static_cast<size_t>(rows) * Kf), F(static_cast<size_t>(Kf) * ld), out(static_cast<size_t>(rows) * ld);
+  AlignedVector<float> c(ld), alpha(ld), z(static_cast<size_t>(rows) * ld), inj(static_cast<size_t>(rows) * ld);
+  for (float& f : F) f = u(rng);
+  for (int k = 0; k < Kf; ++k) L[k] = u(rng);
+  for (int r = 1; r < rows; ++r) std::copy_n(L.data(), Kf, L.data() + static_cast<size_t>(r) * Kf);
+  for (int j = 0; j < ld; ++j) c[j] = u(rng), alpha[j] = u(rng);
+  std::fill(z.begin(), z.end(), 0.5f);
+  std::fill(inj.begin(), inj.end(), 0.25f);
+  kern::Epilogue<float> e;
+  e.c = c.data(), e.alpha = alpha.data(), e.z = z.data(), e.inj = inj.data(), e.kappa = 0.5f;
+  kern::gemm(L.data(), Kf, Kf, F.data(), ld, rows, e, out.data());
+  for (int j = 0; j < ld; ++j) CHECK(out[static_cast<size_t>(4) * ld + j] == out[j]);
+}
+
 // ---- the same sources through compiled programs ----
 
 namespace {
