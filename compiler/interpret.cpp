@@ -591,11 +591,16 @@ Tensor scan(const Tensor& a, const Tensor& x, const Tensor* h0, const std::strin
   std::vector<double> h(static_cast<size_t>(std::max<std::int64_t>(N, 0)));
   for (std::int64_t b = 0; b < B; ++b) {
     for (std::int64_t j = 0; j < N; ++j) h[j] = h0 ? h0->data[b * N + j] : 0.0;
-    for (std::int64_t t = 0; t < L; ++t)
-      for (std::int64_t j = 0; j < N; ++j) {
-        h[j] = a.data[(b * L + t) * Na + j / rep] * h[j] + x.data[(b * L + t) * N + j];
-        y.data[(b * L + t) * N + j] = h[j];
-      }
+    for (std::int64_t t = 0; t < L; ++t) {
+      const double* at = a.data.data() + (b * L + t) * Na;
+      const double* xt = x.data.data() + (b * L + t) * N;
+      double* yt = y.data.data() + (b * L + t) * N;
+      for (std::int64_t i = 0, j = 0; j < N; ++i)  // a's element i covers x's j = i rep .. i rep + rep - 1
+        for (const std::int64_t end = j + rep; j < end; ++j) {
+          h[j] = at[i] * h[j] + xt[j];
+          yt[j] = h[j];
+        }
+    }
   }
   return y;
 }
