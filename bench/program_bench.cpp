@@ -137,14 +137,9 @@ void time_check(ProgramBench& b, const Hardware& hw, bool progress) {
   const auto cpu = make_backend("cpu", &hw), sim = make_backend("sim", &hw);
   const auto t1 = Clock::now();
   const ProgramResult reference = cpu->run(p, inputs, reference_options(o, ir::Mode::Simultaneous));
-  std::vector<double> abs, argmax;
-  for (int k = 0; k < o.seeds; ++k) {
-    const ProgramResult r = sim->run(p, inputs, sim_options(o, ir::Mode::Simultaneous, o.seed + static_cast<std::uint64_t>(k)));
-    const Comparison c = compare_runs(p, r, reference);
-    abs.push_back(c.max_abs), argmax.push_back(c.argmax);
-  }
+  const SeedStats st = check_over_seeds(*sim, p, inputs, sim_options(o, ir::Mode::Simultaneous, o.seed), o.seeds, reference);
   b.check_s = since(t1);
-  b.check_abs = stat(abs), b.check_argmax = stat(argmax);
+  b.check_abs = st.abs, b.check_argmax = st.argmax;
   b.check_reference_iterations = summarize(reference).mean;
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "runtime/program_run.hpp"
+#include "sim/error.hpp"
 #include "sim/quantize.hpp"
 
 namespace aoc {
@@ -57,6 +58,25 @@ Stat stat(const std::vector<double>& v) {
   for (double x : v) s.sd += (x - s.mean) * (x - s.mean) / static_cast<double>(v.size());
   s.sd = std::sqrt(s.sd);
   return s;
+}
+
+SeedStats check_over_seeds(const Backend& dut, const ir::Program& p, const std::map<std::string, ir::Tensor>& inputs,
+                           const BackendOptions& base, int seeds, const ProgramResult& ref,
+                           const std::function<void(int, BackendOptions&)>& before,
+                           const std::function<void(int, const ProgramResult&)>& after) {
+  if (seeds < 1) throw Error("check: at least one seed is needed, got " + std::to_string(seeds));
+  std::vector<double> abs, rel, arg, codes, fails, iters, differ;
+  for (int k = 0; k < seeds; ++k) {
+    BackendOptions o = base;
+    o.seed = base.seed + static_cast<std::uint64_t>(k);
+    if (before) before(k, o);
+    const ProgramResult r = dut.run(p, inputs, o);
+    const Comparison c = compare_runs(p, r, ref);
+    abs.push_back(c.max_abs), rel.push_back(c.max_rel), arg.push_back(c.argmax), codes.push_back(c.codes);
+    fails.push_back(c.failures), iters.push_back(c.iterations), differ.push_back(c.iterations_differ);
+    if (after) after(k, r);
+  }
+  return {stat(abs), stat(rel), stat(arg), stat(codes), stat(fails), stat(iters), stat(differ)};
 }
 
 }  // namespace aoc

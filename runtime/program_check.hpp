@@ -2,6 +2,9 @@
 // run's outputs compared with the reference's (errors, decisions, ADC codes, convergence), and the
 // statistics of a figure over several noise seeds.
 #pragma once
+#include <functional>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "compiler/program.hpp"
@@ -25,5 +28,18 @@ struct Stat {
   double mean = 0, sd = 0, min = 0, max = 0;
 };
 Stat stat(const std::vector<double>& v);  // v not empty
+
+// The comparisons of runs on several noise seeds, figure by figure.
+struct SeedStats {
+  Stat abs, rel, argmax, codes, failures, iterations, iterations_differ;
+};
+
+// `dut` run on the seeds base.seed, base.seed + 1, ... (`seeds` of them), each run compared with
+// `ref`. `before(k, options)` may adjust run k's options (progress); `after(k, run)` sees each run's
+// outputs before they are dropped (accuracy against labels).
+SeedStats check_over_seeds(const Backend& dut, const ir::Program& p, const std::map<std::string, ir::Tensor>& inputs,
+                           const BackendOptions& base, int seeds, const ProgramResult& ref,
+                           const std::function<void(int, BackendOptions&)>& before = {},
+                           const std::function<void(int, const ProgramResult&)>& after = {});
 
 }  // namespace aoc

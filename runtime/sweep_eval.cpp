@@ -196,27 +196,24 @@ struct Evaluator::Impl {
   double run(const Compiled& c, const Hardware& hw, const RunParams& rp, bool noisy, std::map<std::string, double>& m) const {
     const Workload& w = s.workload;
     const auto sim = make_backend("sim", &hw);
-    std::vector<double> acc, agree, abs_err, iters, fails;
-    for (int k = 0; k < rp.seeds; ++k) {
-      BackendOptions bo;
-      bo.seed = rp.seed + static_cast<std::uint64_t>(k);
-      bo.noise = noisy;
-      bo.quantize = w.quantize;
-      bo.optics = w.optics;
-      bo.mode = w.mode;
-      const ProgramResult r = sim->run(c.program, c.inputs, bo);
-      const Comparison cmp = compare_runs(c.program, r, c.reference);
-      agree.push_back(cmp.argmax), abs_err.push_back(cmp.max_abs), iters.push_back(cmp.iterations), fails.push_back(cmp.failures);
+    BackendOptions bo;
+    bo.seed = rp.seed;
+    bo.noise = noisy;
+    bo.quantize = w.quantize;
+    bo.optics = w.optics;
+    bo.mode = w.mode;
+    std::vector<double> acc;
+    const SeedStats st = check_over_seeds(*sim, c.program, c.inputs, bo, rp.seeds, c.reference, {}, [&](int, const ProgramResult& r) {
       if (!c.labels.data.empty()) acc.push_back(ir::label_accuracy(r.values.at(c.program.graph.outputs[0]), c.labels));
-    }
+    });
     if (!acc.empty()) {
       const Stat a = stat(acc);
       m["accuracy"] = a.mean, m["accuracy_min"] = a.min;
     }
-    m["agreement"] = stat(agree).mean, m["agreement_min"] = stat(agree).min, m["max_abs_error"] = stat(abs_err).max;
-    m["iterations"] = stat(iters).mean, m["failures"] = stat(fails).mean;
+    m["agreement"] = st.argmax.mean, m["agreement_min"] = st.argmax.min, m["max_abs_error"] = st.abs.max;
+    m["iterations"] = st.iterations.mean, m["failures"] = st.failures.mean;
     m["reference_iterations"] = summarize(c.reference).mean;
-    return stat(iters).mean;
+    return st.iterations.mean;
   }
 
   void estimate(const Compiled& c, const Hardware& hw, const RunParams& rp, std::optional<double> measured, std::map<std::string, double>& m) const {

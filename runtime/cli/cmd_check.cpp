@@ -121,24 +121,18 @@ int run(Opts o, const CLI::App* c) {
     Checked ch;
     ch.name = dut->name();
     ch.physics = ch.name == "sim";
-    std::vector<Comparison> runs;
     std::vector<double> acc;
-    for (int k = 0; k < (ch.physics ? o.seeds : 1); ++k) {
-      BackendOptions bo = backend_options(o);
-      bo.seed = o.seed + static_cast<std::uint64_t>(k);
-      if (!ch.physics) bo.noise = false, bo.quantize = false, bo.optics = false;
-      bo.progress = meter.counter(progress_bound(o));
-      meter.phase("check: " + ch.name + (ch.physics && o.seeds > 1 ? ", seed " + std::to_string(bo.seed) : ""), part++, total_runs);
-      const ProgramResult r = dut->run(p, inputs, bo);
-      runs.push_back(compare_runs(p, r, reference));
-      acc.push_back(accuracy(p, r, labels, o.labels));
-    }
-    std::vector<double> abs, rel, arg, codes, fails, iters, differ;
-    for (const Comparison& c : runs)
-      abs.push_back(c.max_abs), rel.push_back(c.max_rel), arg.push_back(c.argmax), codes.push_back(c.codes), fails.push_back(c.failures),
-          iters.push_back(c.iterations), differ.push_back(c.iterations_differ);
-    ch.abs = stat(abs), ch.rel = stat(rel), ch.arg = stat(arg), ch.codes = stat(codes), ch.fails = stat(fails), ch.iters = stat(iters),
-    ch.differ = stat(differ), ch.acc = stat(acc);
+    BackendOptions bo = backend_options(o);
+    if (!ch.physics) bo.noise = false, bo.quantize = false, bo.optics = false;
+    const SeedStats st = check_over_seeds(
+        *dut, p, inputs, bo, ch.physics ? o.seeds : 1, reference,
+        [&](int, BackendOptions& run) {
+          run.progress = meter.counter(progress_bound(o));
+          meter.phase("check: " + ch.name + (ch.physics && o.seeds > 1 ? ", seed " + std::to_string(run.seed) : ""), part++, total_runs);
+        },
+        [&](int, const ProgramResult& r) { acc.push_back(accuracy(p, r, labels, o.labels)); });
+    ch.abs = st.abs, ch.rel = st.rel, ch.arg = st.argmax, ch.codes = st.codes, ch.fails = st.failures, ch.iters = st.iterations,
+    ch.differ = st.iterations_differ, ch.acc = stat(acc);
 
     const std::string who = duts.size() > 1 ? ch.name + ": " : "";
     const auto limit = [&](bool bad, const std::string& what) {
