@@ -229,7 +229,13 @@ class SimHooks : public ir::Hooks {
       for (int r = 0; r < rows; ++r) {
         double* yr = y.data.data() + (r0 + r) * plan->rows + t.row0;
         const T* o = out + static_cast<std::size_t>(r) * ldo;
-        for (std::int64_t i = 0; i < t.rows; ++i) yr[i] += sums ? count_convert(adc, static_cast<double>(o[i]), false) : static_cast<double>(o[i]);
+        if (!sums) {
+          for (std::int64_t i = 0; i < t.rows; ++i) yr[i] += static_cast<double>(o[i]);
+          continue;
+        }
+        long long clipped = 0;
+        for (std::int64_t i = 0; i < t.rows; ++i) yr[i] += convert_counting(adc, static_cast<double>(o[i]), clipped);
+        counters.adc += t.rows, counters.adc_clipped += clipped;
       }
     };
     std::size_t ldo_max = 0;
@@ -262,7 +268,10 @@ class SimHooks : public ir::Hooks {
     const bool to_analog = ir::attr_string(op, "to", "") == "analog";
     c->bits = to_analog ? dac_bits_ : adc_bits_;  // the run's converters over the range compiled in
     Tensor y = x;
-    for (double& v : y.data) v = count_convert(*c, v, to_analog);
+    long long clipped = 0;
+    for (double& v : y.data) v = convert_counting(*c, v, clipped);
+    (to_analog ? counters.dac : counters.adc) += static_cast<long long>(y.data.size());
+    (to_analog ? counters.dac_clipped : counters.adc_clipped) += clipped;
     return y;
   }
 
@@ -277,10 +286,10 @@ class SimHooks : public ir::Hooks {
   std::set<std::string> digital_sums_;
   std::map<std::string, std::vector<std::unique_ptr<OpticalTile<T>>>> tiles_;  // per optical op, per plan tile
 
-  double count_convert(const UniformConverter& c, double v, bool dac) const {
-    const bool clipped = v < c.lo || v > c.hi;
-    (dac ? counters.dac : counters.adc) += 1;
-    if (clipped) (dac ? counters.dac_clipped : counters.adc_clipped) += 1;
+  // One conversion, counting the values outside the converter's range (callers add their counts to
+  // the shared counters once per batch of values, not once per value).
+  static double convert_counting(const UniformConverter& c, double v, long long& clipped) {
+    clipped += v < c.lo || v > c.hi;
     return c.quantize(v);
   }
 };
