@@ -1,6 +1,6 @@
 // The fixed-point loop of one optical core: the electronics' nonlinearity t = sigma(z), then one read
-// of the core's optical tile (sim/tile.hpp: LED drives, the folded chain F and c, the machine's
-// noise) whose epilogue adds the loop's terms: z' = L F + c + alpha*z + inj (+ momentum).
+// of the core's optical tile (sim/tile.hpp: LED drives, the light on each path, the detector band,
+// the machine's noise) with the loop's terms: z' = c + band(light, L) + alpha*z + inj (+ momentum).
 // The hot loop is OpticalCore::step (core.cpp): one fused pass per block of rows, threaded over blocks.
 #pragma once
 #include <Eigen/Dense>

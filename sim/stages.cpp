@@ -197,25 +197,37 @@ MatrixXdR optical_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixX
 MatrixXdR optical_chain(const Hardware& hw, const CoreConfig& cfg, const SlmTransmissions& t, const MatrixXdR& led_pos,
                         const MatrixXdR& led_neg, StepStages* stages) {
   const int N = static_cast<int>(t.pos.cols());
-  const int n = hw.channels;
-  const double m = t.max_abs;
   if (led_pos.cols() != N || led_neg.cols() != N || led_pos.rows() != led_neg.rows())
     throw Error("optical chain: LED drives must be B x " + std::to_string(N));
-  const Switches& sw = cfg.switches;
   StepStages local;
   StepStages& s = stages ? *stages : local;
 
   // 3. optical fan-in profile
-  s.after_fanin_pos = led_pos;
-  s.after_fanin_neg = led_neg;
-  if (sw.input_efficiencies) {
-    s.after_fanin_pos *= per_channel(hw.fan_in_pos, N, n).asDiagonal();
-    s.after_fanin_neg *= per_channel(hw.fan_in_neg, N, n).asDiagonal();
-  }
+  s.after_fanin_pos = led_pos * fan_in(hw, cfg, N, true).asDiagonal();
+  s.after_fanin_neg = led_neg * fan_in(hw, cfg, N, false).asDiagonal();
   // 4. what the SLM transmits: slm_transmissions
   // 5. optical vector-matrix products
-  MatrixXdR yp = through(s.after_fanin_pos, t.pos);
-  MatrixXdR yn = through(s.after_fanin_neg, t.neg);
+  return detector_chain(hw, cfg, t, through(s.after_fanin_pos, t.pos), through(s.after_fanin_neg, t.neg), s);
+}
+
+Eigen::VectorXd fan_in(const Hardware& hw, const CoreConfig& cfg, int N, bool pos) {
+  if (!cfg.switches.input_efficiencies) return Eigen::VectorXd::Ones(N);
+  return per_channel(pos ? hw.fan_in_pos : hw.fan_in_neg, N, hw.channels);
+}
+
+bool drives_leak_densely(const Hardware& hw, const CoreConfig& cfg) {
+  return cfg.switches.pbs_crosstalk && hw.pbs_model != PbsModel::PerChannel;
+}
+
+MatrixXdR detector_chain(const Hardware& hw, const CoreConfig& cfg, const SlmTransmissions& t, MatrixXdR yp, MatrixXdR yn,
+                         StepStages& s) {
+  const int N = static_cast<int>(t.pos.cols());
+  const int n = hw.channels;
+  const double m = t.max_abs;
+  const Switches& sw = cfg.switches;
+  if (yp.cols() != N || yn.cols() != N || yp.rows() != yn.rows() || s.after_fanin_pos.rows() != yp.rows() ||
+      s.after_fanin_neg.rows() != yp.rows() || s.after_fanin_pos.cols() != N || s.after_fanin_neg.cols() != N)
+    throw Error("detector chain: light and drives must be B x " + std::to_string(N));
   // 6. output (TIA) gains
   const Eigen::VectorXd eta_p = per_channel(hw.gain_pos, N, n), eta_n = per_channel(hw.gain_neg, N, n);
   if (sw.output_efficiencies) {

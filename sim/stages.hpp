@@ -58,6 +58,17 @@ SlmTransmissions slm_transmissions(const Hardware& hw, const CoreConfig& cfg, co
 // Steps 3 and 5-11 on given transmissions (stages' W_*_distorted_norm are left as they are).
 MatrixXdR optical_chain(const Hardware& hw, const CoreConfig& cfg, const SlmTransmissions& t, const MatrixXdR& led_pos,
                         const MatrixXdR& led_neg, StepStages* stages = nullptr);
+// Step 3's fan-in profile of the LEDs of one path (ones when the switch is off), N channels.
+Eigen::VectorXd fan_in(const Hardware& hw, const CoreConfig& cfg, int N, bool pos);
+// Steps 6-11 on their own: from the light on the two paths' detectors (yp, yn: B x N) and the
+// drives after fan-in (s.after_fanin_pos and _neg, which the beam splitters leak) to the corrected
+// balanced photocurrent. Affine in the three. Each detector's output depends on its own and its two
+// neighbours' light (TIA gains, 3-tap crosstalk), and on the drives of the same channels, unless
+// drives_leak_densely (the 16-variable machine's beam-splitter leak pattern couples every drive
+// to every detector).
+MatrixXdR detector_chain(const Hardware& hw, const CoreConfig& cfg, const SlmTransmissions& t, MatrixXdR yp, MatrixXdR yn,
+                         StepStages& s);
+bool drives_leak_densely(const Hardware& hw, const CoreConfig& cfg);
 
 // Elementwise pieces shared with the fast core.
 double twin_sigmoid(const std::array<double, 6>& c, double z);

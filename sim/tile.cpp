@@ -11,65 +11,117 @@
 
 namespace aoc {
 
-FoldedChain fold_optical_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& W_core, int in0, int K, int out0, int M,
-                               const SlmPattern* slm) {
-  // The chain is affine in the LED drives, so probing it with zero and unit drives gives it exactly:
-  // c = chain(0, 0), rows of F = chain(e_i, 0) - c and chain(0, e_i) - c. One implementation of the
-  // twin's maths (sim/stages.cpp) serves the readable path and the fast one. Rows of a probe batch
-  // do not interact, so the probes go in batches.
+FactoredChain factor_optical_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& W_core, int in0, int K, int out0, int M,
+                                   const SlmPattern* slm) {
+  // The chain is affine, so probing gives it exactly; one implementation of the twin's maths
+  // (sim/stages.cpp) serves the readable path and the fast one. The light on the detectors is the
+  // drives (after fan-in) times the SLM's transmissions; the detector chain after it is probed with
+  // unit light and unit drives: each detector hears its own and its two neighbours' channels, so
+  // three combs of every third channel per input give every coefficient in one batch of probes.
   const Eigen::Index C = W_core.cols();
   if (in0 < 0 || K < 1 || in0 + K > C || out0 < 0 || M < 1 || out0 + M > C)
     throw Error("optical chain: a tile of " + std::to_string(K) + " x " + std::to_string(M) + " at (" + std::to_string(in0) + ", " +
                 std::to_string(out0) + ") does not fit a core of " + std::to_string(C) + " channels");
-  FoldedChain f;
-  f.F.resize(2 * K, M);
-  f.F_light.resize(2 * K, M);
-  // Batches of 256 LEDs keep the chain's work matrices small (each batch's probe 0 gives the same c).
-  constexpr int kChunk = 256;
   const SlmTransmissions t = slm_transmissions(hw, cfg, W_core, slm);
-  for (int a = 0; a < K; a += kChunk) {
-    const int n = std::min(kChunk, K - a);
-    MatrixXdR pos = MatrixXdR::Zero(2 * n + 1, C), neg = MatrixXdR::Zero(2 * n + 1, C);
-    for (int i = 0; i < n; ++i) pos(1 + i, in0 + a + i) = 1, neg(1 + n + i, in0 + a + i) = 1;
-    StepStages st;
-    const MatrixXdR g = optical_chain(hw, cfg, t, pos, neg, &st);
-    const auto c = g.row(0).segment(out0, M);
-    for (int i = 0; i < n; ++i) {
-      f.F.row(a + i) = g.row(1 + i).segment(out0, M) - c;
-      f.F.row(K + a + i) = g.row(1 + n + i).segment(out0, M) - c;
-      // light on detector j per unit drive of LED i: fan-in (the probe's own channel) x transmission
-      const int led = in0 + a + i;
-      f.F_light.row(a + i) = st.after_fanin_pos(1 + i, led) * t.pos.row(led).segment(out0, M);
-      f.F_light.row(K + a + i) = st.after_fanin_neg(1 + n + i, led) * t.neg.row(led).segment(out0, M);
+  const Eigen::VectorXd fp = fan_in(hw, cfg, static_cast<int>(C), true), fn = fan_in(hw, cfg, static_cast<int>(C), false);
+  const bool dense = drives_leak_densely(hw, cfg);
+  FactoredChain f;
+  const int lo = std::max(0, out0 - 1), hi = static_cast<int>(std::min<Eigen::Index>(C, out0 + M + 1));
+  f.h0 = out0 - lo;
+  f.T.resize(2 * K, hi - lo);  // light columns: channels lo .. hi - 1, the tile's detectors and their neighbours in the core
+  for (int i = 0; i < K; ++i) {
+    const int led = in0 + i;
+    for (int ch = lo; ch < hi; ++ch) {
+      f.T(i, ch - lo) = fp(led) * t.pos(led, ch);
+      f.T(K + i, ch - lo) = fn(led) * t.neg(led, ch);
     }
-    if (a == 0) f.c = c.transpose(), f.detector_gain = st.detector_gain.segment(out0, M);
   }
-  f.light_per_bias = f.F_light.colwise().sum().transpose();
+  constexpr int kProbes = 13;  // zero; light+ combs; light- combs; drive+ combs; drive- combs
+  MatrixXdR yp = MatrixXdR::Zero(kProbes, C), yn = MatrixXdR::Zero(kProbes, C);
+  StepStages st;
+  st.after_fanin_pos = MatrixXdR::Zero(kProbes, C);
+  st.after_fanin_neg = MatrixXdR::Zero(kProbes, C);
+  for (Eigen::Index ch = std::max<Eigen::Index>(0, out0 - 1); ch < std::min<Eigen::Index>(C, out0 + M + 1); ++ch) {
+    const Eigen::Index s = ch % 3;
+    yp(1 + s, ch) = 1, yn(4 + s, ch) = 1;
+    if (!dense && ch >= in0 && ch < in0 + K) st.after_fanin_pos(7 + s, ch) = 1, st.after_fanin_neg(10 + s, ch) = 1;
+  }
+  const MatrixXdR g = detector_chain(hw, cfg, t, yp, yn, st);
+  f.c = g.row(0).segment(out0, M).transpose();
+  f.band = MatrixXdR::Zero(12, M);
+  for (int j = 0; j < M; ++j) {
+    const int q = out0 + j;
+    for (int d = -1; d <= 1; ++d) {
+      const int ch = q + d;
+      if (ch < 0 || ch >= C) continue;
+      const int s = ch % 3;
+      f.band(1 + d, j) = g(1 + s, q) - f.c(j);
+      f.band(4 + d, j) = g(4 + s, q) - f.c(j);
+      if (!dense && ch >= in0 && ch < in0 + K) {
+        f.band(7 + d, j) = (g(7 + s, q) - f.c(j)) * fp(ch);
+        f.band(10 + d, j) = (g(10 + s, q) - f.c(j)) * fn(ch);
+      }
+    }
+  }
+  f.detector_gain = st.detector_gain.segment(out0, M);
+  if (dense) {  // every drive leaks to every detector: probe each, in batches of 256 LEDs
+    f.Q = MatrixXdR::Zero(2 * K, M);
+    constexpr int kBatch = 256;
+    for (int a = 0; a < K; a += kBatch) {
+      const int n = std::min(kBatch, K - a);
+      StepStages sd;
+      sd.after_fanin_pos = MatrixXdR::Zero(2 * n, C);
+      sd.after_fanin_neg = MatrixXdR::Zero(2 * n, C);
+      for (int i = 0; i < n; ++i) sd.after_fanin_pos(i, in0 + a + i) = 1, sd.after_fanin_neg(n + i, in0 + a + i) = 1;
+      const MatrixXdR gd = detector_chain(hw, cfg, t, MatrixXdR::Zero(2 * n, C), MatrixXdR::Zero(2 * n, C), sd);
+      for (int i = 0; i < n; ++i) {
+        const int led = in0 + a + i;
+        f.Q.row(a + i) = (gd.row(i).segment(out0, M) - f.c.transpose()) * fp(led);
+        f.Q.row(K + a + i) = (gd.row(n + i).segment(out0, M) - f.c.transpose()) * fn(led);
+      }
+    }
+  }
+  f.light_per_bias = f.T.colwise().sum().segment(f.h0, M).transpose();
+  f.q0 = out0 - in0;
   return f;
 }
 
-FoldedChain fold_optical_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& W, const SlmPattern* slm) {
+FactoredChain factor_optical_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& W, const SlmPattern* slm) {
   const int n = static_cast<int>(W.cols());
-  return fold_optical_chain(hw, cfg, W, 0, n, 0, n, slm);
+  return factor_optical_chain(hw, cfg, W, 0, n, 0, n, slm);
+}
+
+MatrixXdR FactoredChain::folded() const {
+  const Eigen::Index K2 = T.rows(), K = K2 / 2, M = c.size();
+  MatrixXdR F = Q.size() ? Q : MatrixXdR::Zero(K2, M);
+  for (Eigen::Index i = 0; i < K2; ++i)
+    for (Eigen::Index j = 0; j < M; ++j)
+      for (int d = -1; d <= 1; ++d) {
+        const Eigen::Index col = j + h0 + d;
+        if (col >= 0 && col < T.cols()) F(i, j) += band(i < K ? 1 + d : 4 + d, j) * T(i, col);
+        const Eigen::Index led = i < K ? i : i - K;  // the drives' banded leak
+        if (Q.size() == 0 && led == j + d + q0) F(i, j) += band(i < K ? 7 + d : 10 + d, j);
+      }
+  return F;
 }
 
 namespace {
 
 // The ideal chain: out = t W through transmissions |W| / max|W| on the path of each sign.
-FoldedChain ideal_chain(const MatrixXdR& W, const SlmPattern* slm) {
+FactoredChain ideal_chain(const MatrixXdR& W, const SlmPattern* slm) {
   const Eigen::Index K = W.rows(), M = W.cols();
   const double m = W.cwiseAbs().maxCoeff();
-  FoldedChain f;
+  FactoredChain f;
   MatrixXdR tp = W.cwiseMax(0.0) / m, tn = (-W).cwiseMax(0.0) / m;  // transmissions
   if (slm) tp = tp.cwiseProduct(slm->pos), tn = tn.cwiseProduct(slm->neg);
-  f.F.resize(2 * K, M);
-  f.F.topRows(K) = m * tp;
-  f.F.bottomRows(K) = -m * tn;
-  f.F_light.resize(2 * K, M);
-  f.F_light.topRows(K) = tp;
-  f.F_light.bottomRows(K) = tn;
+  f.T.resize(2 * K, M);
+  f.T.topRows(K) = tp;
+  f.T.bottomRows(K) = tn;
+  f.band = MatrixXdR::Zero(12, M);
+  f.band.row(1).setConstant(m);
+  f.band.row(4).setConstant(-m);
   f.c = Eigen::VectorXd::Zero(M);
-  f.light_per_bias = f.F_light.colwise().sum().transpose();
+  f.light_per_bias = f.T.colwise().sum().transpose();
   f.detector_gain = Eigen::VectorXd::Constant(M, m);
   return f;
 }
@@ -180,20 +232,25 @@ void OpticalTile<T>::program(const MatrixXdR& W, int in0, int out0, int channels
       }
   }
   ++programmings_;
-  FoldedChain f;
+  FactoredChain f;
   const SlmPattern* slm = fixed_pattern ? &pattern : nullptr;
   if (W.cwiseAbs().maxCoeff() == 0) {  // a dark block: nothing reaches the detectors but the chain's offset
-    f = {MatrixXdR::Zero(2 * K, M), Eigen::VectorXd::Zero(M), MatrixXdR::Zero(2 * K, M), Eigen::VectorXd::Zero(M), Eigen::VectorXd::Zero(M)};
+    f.T = MatrixXdR::Zero(2 * K, M), f.band = MatrixXdR::Zero(12, M);
+    f.c = f.light_per_bias = f.detector_gain = Eigen::VectorXd::Zero(M);
   } else if (calibrated) {
     MatrixXdR core = MatrixXdR::Zero(C, C);
     core.block(in0, out0, K, M) = W;
-    f = fold_optical_chain(hw_, chain_, core, in0, K, out0, M, slm);
+    f = factor_optical_chain(hw_, chain_, core, in0, K, out0, M, slm);
   } else {
     f = ideal_chain(W, slm);
   }
-  K_ = K, M_ = M, ldi_ = padded<T>(K), ldo_ = padded<T>(M);
-  F_ = pack_rows<T>(f.F, K, ldi_, ldo_);
-  F_light_ = pack_rows<T>(f.F_light, K, ldi_, ldo_);
+  K_ = K, M_ = M, ldi_ = padded<T>(K), ldo_ = padded<T>(M), nl_ = static_cast<int>(f.T.cols()), ldl_ = padded<T>(nl_), h0_ = f.h0;
+  q0_ = calibrated ? out0 - in0 : 0;
+  T_ = pack_rows<T>(f.T, K, ldi_, ldl_);
+  band_.assign(static_cast<size_t>(12) * ldo_, T(0));
+  for (int b = 0; b < 12; ++b)
+    for (int j = 0; j < M; ++j) band_[static_cast<size_t>(b) * ldo_ + j] = static_cast<T>(f.band(b, j));
+  Q_ = f.Q.size() ? pack_rows<T>(f.Q, K, ldi_, ldo_) : AlignedVector<T>{};
   c_ = pad<T>(f.c, ldo_);
   light_bias_ = pad<T>(f.light_per_bias, ldo_);
   detector_gain_ = pad<T>(f.detector_gain, ldo_);
@@ -204,11 +261,13 @@ void OpticalTile<T>::program(const MatrixXdR& W, int in0, int out0, int channels
 
 template <class T>
 std::size_t OpticalTile<T>::scratch_size(int rows) const {
-  // L (rows x 2 ld_in), light (rows x ld_out), then the white noise's normals (2 rows x
-  // max(ld_in, ld_out) floats) and their streams (2 rows), each rounded up to whole T
+  // L (rows x 2 ld_in), the light on the two paths (2 rows x ld_light), detect's 4 x (ld_out + 2),
+  // then the white noise's
+  // normals (2 rows x max(ld_in, ld_out) floats) and their streams (2 rows), each rounded up to whole T
   static_assert(sizeof(noise::Stream) % sizeof(float) == 0);
   const std::size_t floats = 2 * static_cast<std::size_t>(rows) * (std::max(ldi_, ldo_) + sizeof(noise::Stream) / sizeof(float));
-  return static_cast<std::size_t>(rows) * (2 * ldi_ + ldo_) + (floats * sizeof(float) + sizeof(T) - 1) / sizeof(T) + 16;
+  return static_cast<std::size_t>(rows) * (2 * ldi_ + 2 * ldl_) + 4 * static_cast<std::size_t>(padded<T>(ldo_ + 2)) +
+         (floats * sizeof(float) + sizeof(T) - 1) / sizeof(T) + 16;
 }
 
 template <class T>
@@ -242,8 +301,8 @@ void OpticalTile<T>::read(const T* t, int rows, const StepContext& ctx, int row0
   if (K_ == 0) throw Error("tile: read before programming");
   const int ldw = std::max(ldi_, ldo_);
   T* L = scratch;
-  T* light = L + static_cast<size_t>(rows) * 2 * ldi_;
-  auto* eps = reinterpret_cast<float*>(light + static_cast<size_t>(rows) * ldo_);  // RIN rows, then shot rows
+  T* light = L + static_cast<size_t>(rows) * 2 * ldi_;  // the LED+ path's light (rows x ld_light), then the LED- path's
+  auto* eps = reinterpret_cast<float*>(light + static_cast<size_t>(rows) * 2 * ldl_ + 4 * static_cast<size_t>(padded<T>(ldo_ + 2)));  // RIN rows, then shot rows
   auto* streams = reinterpret_cast<noise::Stream*>(eps + 2 * static_cast<size_t>(rows) * ldw);
   drives(t, rows, L);
   const NoiseSpec& ns = noise_.spec;
@@ -265,9 +324,66 @@ void OpticalTile<T>::read(const T* t, int rows, const StepContext& ctx, int row0
     }
   }
   if (rin) add_rin(L, rows, eps, ldw);
-  e.c = c_.data();
-  kern::gemm(L, 2 * ldi_, 2 * ldi_, F_.data(), ldo_, rows, e, out);
-  if (noisy_) add_output_noise(L, rows, ctx, row0, streams, e.kappa, out, light, eps + static_cast<size_t>(rows) * ldw, ldw);
+  // the light on each path's detectors (and their two neighbours), one product per path
+  T* light_n = light + static_cast<size_t>(rows) * ldl_;
+  kern::gemm(L, 2 * ldi_, ldi_, T_.data(), ldl_, rows, kern::Epilogue<T>{}, light);
+  kern::gemm(L + ldi_, 2 * ldi_, ldi_, T_.data() + static_cast<size_t>(ldi_) * ldl_, ldl_, rows, kern::Epilogue<T>{}, light_n);
+  detect(L, light, rows, e, out, light + 2 * static_cast<size_t>(rows) * ldl_);
+  if (noisy_) add_output_noise(light, rows, ctx, row0, streams, e.kappa, out, eps + static_cast<size_t>(rows) * ldw, ldw);
+}
+
+// The detector chain on each row's light: out_j = c_j + the band of light and drives around
+// detector j (or the drives' dense leak), then the loop's epilogue. Each row's light and drives are
+// first laid out by detector with a zero on either side (g: 4 rows of ld_out + 2), so that the band
+// is one loop over the detectors that the compiler vectorises.
+template <class T>
+void OpticalTile<T>::detect(const T* L, const T* light, int rows, const kern::Epilogue<T>& e, T* out, T* g) const {
+  using V = typename kern::Vec<T>::type;
+  constexpr int W = kern::kVecLanes<T>;
+  const bool dense = !Q_.empty();
+  if (dense) kern::gemm(L, 2 * ldi_, 2 * ldi_, Q_.data(), ldo_, rows, kern::Epilogue<T>{}, out);
+  const size_t lg = static_cast<size_t>(ldo_) + 2;
+  T *gp = g + 1, *gn = gp + lg, *dp = gn + lg, *dn = dp + lg;
+  std::fill(g, g + 4 * lg, T(0));
+  const int c0 = -h0_, c1 = std::min(M_ + 1, nl_ - h0_);  // the detectors whose light the map holds
+  const int i0 = std::max(-1, -q0_), i1 = std::min(M_ + 1, K_ - q0_);  // the detectors whose LED is in the tile
+  auto band = [&](int b) { return band_.data() + static_cast<size_t>(b) * ldo_; };  // FactoredChain::band's row b
+  const T *apm = band(0), *ap0 = band(1), *app = band(2), *anm = band(3), *an0 = band(4), *anp = band(5);
+  const T *qpm = band(6), *qp0 = band(7), *qpp = band(8), *qnm = band(9), *qn0 = band(10), *qnp = band(11);
+  kern::Epilogue<T> ec = e;
+  ec.c = c_.data();
+  using kern::load;
+  for (int r = 0; r < rows; ++r) {
+    const T* lp = light + static_cast<size_t>(r) * ldl_ + h0_;  // lp[j]: detector j's light
+    const T* ln = lp + static_cast<size_t>(rows) * ldl_;
+    std::copy(lp + c0, lp + c1, gp + c0);
+    std::copy(ln + c0, ln + c1, gn + c0);
+    if (!dense) {
+      const T* Lp = L + static_cast<size_t>(r) * 2 * ldi_ + q0_;  // Lp[j]: the LED+ drive on detector j's channel
+      const T* Ln = Lp + ldi_;
+      std::copy(Lp + i0, Lp + i1, dp + i0);
+      std::copy(Ln + i0, Ln + i1, dn + i0);
+    }
+    T* o = out + static_cast<size_t>(r) * ldo_;
+    for (int j = 0; j < ldo_; j += W) {  // the coefficients are zero beyond M: so are the padded outputs
+      V v = dense ? load(o + j) : V{};
+      v += load(apm + j) * load(gp + j - 1);
+      v += load(ap0 + j) * load(gp + j);
+      v += load(app + j) * load(gp + j + 1);
+      v += load(anm + j) * load(gn + j - 1);
+      v += load(an0 + j) * load(gn + j);
+      v += load(anp + j) * load(gn + j + 1);
+      if (!dense) {
+        v += load(qpm + j) * load(dp + j - 1);
+        v += load(qp0 + j) * load(dp + j);
+        v += load(qpp + j) * load(dp + j + 1);
+        v += load(qnm + j) * load(dn + j - 1);
+        v += load(qn0 + j) * load(dn + j);
+        v += load(qnp + j) * load(dn + j + 1);
+      }
+      kern::finish<T>(v, ec, static_cast<size_t>(r) * ldo_, j, o);
+    }
+  }
 }
 
 // LED relative intensity noise: each LED's light (bias + drive) fluctuates by rin * eps; the same
@@ -291,8 +407,8 @@ void OpticalTile<T>::add_rin(T* L, int rows, const float* eps, int ld) const {
 // receiver noise, drift and 1/f. It enters the update like the signal (times kappa), so a finite
 // bandwidth filters it the same way.
 template <class T>
-void OpticalTile<T>::add_output_noise(const T* L, int rows, const StepContext& ctx, int row0, const noise::Stream* streams, T kappa,
-                                      T* out, T* light, const float* eps, int ld) const {
+void OpticalTile<T>::add_output_noise(const T* light, int rows, const StepContext& ctx, int row0, const noise::Stream* streams, T kappa,
+                                      T* out, const float* eps, int ld) const {
   const NoiseSpec& ns = noise_.spec;
   const bool shot = ns.photons_per_sample > 0, thermal = ns.thermal_sigma > 0;
   const bool correlated = ns.drift_sigma > 0 || ns.flicker_sigma > 0;
@@ -301,16 +417,16 @@ void OpticalTile<T>::add_output_noise(const T* L, int rows, const StepContext& c
     // sum is one Gaussian of the summed variance, so one draw (eps) serves both.
     const T var_thermal = static_cast<T>(ns.thermal_sigma * ns.thermal_sigma);
     if (shot) {
-      kern::gemm(L, 2 * ldi_, 2 * ldi_, F_light_.data(), ldo_, rows, kern::Epilogue<T>{}, light);
       // photons on a detector = photons_per_sample x light / the reference light (the tile's LEDs at
       // their bias through full transmission, unit fan-in)
       const T bias = static_cast<T>(ns.led_bias), per_light = static_cast<T>(ns.led_bias * K_ / ns.photons_per_sample);
       for (int r = 0; r < rows; ++r) {
         T* o = out + static_cast<size_t>(r) * ldo_;
-        const T* lr = light + static_cast<size_t>(r) * ldo_;
+        const T* lp = light + static_cast<size_t>(r) * ldl_ + h0_;
+        const T* ln = lp + static_cast<size_t>(rows) * ldl_;
         const float* er = eps + static_cast<size_t>(r) * ld;
         for (int j = 0; j < M_; ++j) {
-          const T detected = std::max(T(0), lr[j] + bias * light_bias_[j]);
+          const T detected = std::max(T(0), lp[j] + ln[j] + bias * light_bias_[j]);
           o[j] += kappa * std::sqrt(detector_gain_[j] * detector_gain_[j] * detected * per_light + var_thermal) * static_cast<T>(er[j]);
         }
       }

@@ -3,15 +3,19 @@
 // "The tile model".
 //
 // Programming (once per weight load, what the energy model counts as a reload): the SLM's fixed
-// pattern is drawn, and the optical chain is folded into one affine map of the LED drives, F and c:
+// pattern is drawn, and the optical chain is factored at the detectors (FactoredChain): the light
+// each path's detectors receive per LED drive, T, and the detector chain as a band of three
+// coefficients per detector:
 //   calibrated  the machine as measured (sim/stages.cpp: fan-in, SLM distortion and darkness, TIA
 //               gains, photodetector and beam-splitter crosstalk, gain), with the tile at its place
 //               in the module's core and the module's other channels dark;
 //   ideal       out = t W exactly (transmissions |W| / max|W| on the two paths).
 // Each read (one loop iteration): LED drives L = [LED+(t) | LED-(t)] (the fitted cubics, or linear),
-// LED relative intensity noise, out = L F + c (+ the loop's epilogue), then the noise that arrives
-// after the optics: shot noise from the photons each detector receives, receiver noise, and the
-// time-correlated drift and 1/f noise.
+// LED relative intensity noise, the light on each path's detectors L+ T+ and L- T- (one product per
+// path, K x M each: what the noiseless read costs too), out = c + the band over that light and the
+// drives (+ the loop's epilogue), then the noise that arrives after the optics: shot noise from the
+// photons each detector receives (the same light), receiver noise, and the time-correlated drift
+// and 1/f noise.
 //
 // Noise is grouped as the physics is: programming-time (SLM pattern, per programming), per read
 // (RIN, shot, receiver: fresh every iteration, keyed by (seed, source, tile, slot, iteration,
@@ -38,22 +42,35 @@ namespace aoc {
 
 enum class Optics { Calibrated, Ideal };
 
-// F and c of a tile's optical chain (double; the tile casts to its precision), and the map to the
-// light each detector receives, for shot noise. K LED channels in, M detectors out.
-struct FoldedChain {
-  MatrixXdR F;        // 2K x M: rows 0..K-1 take LED+ drives, rows K..2K-1 LED- drives
-  Eigen::VectorXd c;  // M
-  MatrixXdR F_light;  // 2K x M: detected light per unit of LED drive (fan-in x SLM transmission)
+// A tile's optical chain factored at its detectors (double; the tile casts to its precision). K
+// LED channels in, M detectors out. The light on each path's detectors is the drives times T;
+// each detector's output is c plus a band of three: its own and its two neighbours' light on
+// either path (TIA gains, photodetector crosstalk, gain, closed loop), and the beam splitters'
+// leak of the drives on the same channels, or, where they leak densely (the 16-variable
+// machine's pattern), every drive through Q.
+struct FactoredChain {
+  MatrixXdR T;     // 2K x (M + the neighbours in the core): rows 0..K-1 take LED+ drives, K..2K-1
+                   // LED- drives; column h0 + j is detector j (columns from detector -1 where it exists)
+  int h0 = 0;
+  MatrixXdR band;  // 12 x M: for d = -1, 0, 1, rows 1 + d and 4 + d weigh the light of detector
+                   // j + d on the LED+ and LED- paths, rows 7 + d and 10 + d the LED+ and LED-
+                   // drives of the LED on channel out0 + j + d (when in the tile)
+  MatrixXdR Q;     // 2K x M where the drives leak densely, else empty
+  Eigen::VectorXd c;               // M
   Eigen::VectorXd light_per_bias;  // M: detected light per unit of LED bias on the tile's LEDs
   Eigen::VectorXd detector_gain;   // M: output units per unit of detected light
+  int q0 = 0;                      // out0 - in0
+  // The chain as one 2K x M matrix F, out = [LED+ | LED-] F + c (what probing the whole chain
+  // with unit drives gives).
+  MatrixXdR folded() const;
 };
 
 // The calibrated chain of a core programmed with W_core (C x C, AOC convention W(LED, detector)),
 // probed on LED channels in0..in0+K-1 and read on detectors out0..out0+M-1.
-FoldedChain fold_optical_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& W_core, int in0, int K, int out0,
-                               int M, const SlmPattern* slm = nullptr);
+FactoredChain factor_optical_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& W_core, int in0, int K, int out0,
+                                   int M, const SlmPattern* slm = nullptr);
 // The same for the whole core.
-FoldedChain fold_optical_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& W, const SlmPattern* slm = nullptr);
+FactoredChain factor_optical_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& W, const SlmPattern* slm = nullptr);
 
 // A tile's noise: the levels (a level 0 switches a source off), the seed, and where the tile sits
 // in the machine and on its clock.
@@ -97,14 +114,15 @@ class OpticalTile {
   void prepare_reads(int rows) const;
 
   // One read of `rows` rows: t (rows x ld_in) is what the LEDs emit; out (rows x ld_out) gets
-  // L F + c and e's loop terms, then the output noise times e.kappa. Row r is slot
+  // the chain's output and e's loop terms, then the output noise times e.kappa. Row r is slot
   // ctx.sample(row0 + r) at iteration ctx.iteration. Threads may call it at once.
   void read(const T* t, int rows, const StepContext& ctx, int row0, kern::Epilogue<T> e, T* out, T* scratch) const;
 
  private:
   void drives(const T* t, int rows, T* L) const;
   void add_rin(T* L, int rows, const float* eps, int ld) const;
-  void add_output_noise(const T* L, int rows, const StepContext& ctx, int row0, const noise::Stream* streams, T kappa, T* out, T* light,
+  void detect(const T* L, const T* light, int rows, const kern::Epilogue<T>& e, T* out, T* g) const;
+  void add_output_noise(const T* light, int rows, const StepContext& ctx, int row0, const noise::Stream* streams, T kappa, T* out,
                         const float* eps, int ld) const;
   bool correlated_linear(std::int64_t block, double* base, double* slope) const;
   void add_drift_at(std::int64_t tick, T kappa, T* o) const;
@@ -116,9 +134,10 @@ class OpticalTile {
   const Hardware& hw_;
   CoreConfig chain_;
   Optics optics_;
-  int K_ = 0, M_ = 0, ldi_ = 0, ldo_ = 0;
-  AlignedVector<T> F_, c_;                               // (2 ld_in) x ld_out, ld_out
-  AlignedVector<T> F_light_, light_bias_, detector_gain_;  // shot noise
+  int K_ = 0, M_ = 0, ldi_ = 0, ldo_ = 0, nl_ = 0, ldl_ = 0, h0_ = 0, q0_ = 0;  // nl_: light columns
+  AlignedVector<T> T_;                // (2 ld_in) x ld_light: FactoredChain::T
+  AlignedVector<T> band_, Q_, c_;     // 12 x ld_out; (2 ld_in) x ld_out or empty; ld_out
+  AlignedVector<T> light_bias_, detector_gain_;  // shot noise
   bool noisy_ = false;
   TileNoise noise_;
   int programmings_ = 0;

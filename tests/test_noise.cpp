@@ -138,12 +138,12 @@ TEST_CASE("noise: LED intensity noise scales each LED's light and passes through
   const auto noisy = step<double>(p, &n), clean = step<double>(p, nullptr);
   // expected: sum over LEDs i of rin * eps_i * [(bias + LED+_i) F_ij + (bias + LED-_i) F_{N+i,j}]
   const CoreConfig cfg = CoreConfig::twin_defaults(hw48());
-  const FoldedChain f = fold_optical_chain(hw48(), cfg, p.W);
+  const MatrixXdR F = factor_optical_chain(hw48(), cfg, p.W).folded();
   const StepStages s = twin_step_stages(hw48(), cfg, p.W, p.bias, p.z.topRows(1), p.x.topRows(1));
   for (int j : {3, 30}) {
     double var = 0;
     for (int i = 0; i < 48; ++i) {
-      const double a = (0.06 + s.after_led_pos(0, i)) * f.F(i, j) + (0.06 + s.after_led_neg(0, i)) * f.F(48 + i, j);
+      const double a = (0.06 + s.after_led_pos(0, i)) * F(i, j) + (0.06 + s.after_led_neg(0, i)) * F(48 + i, j);
       var += rin * rin * a * a;
     }
     const Moments m = moments(differences(noisy, clean, j));

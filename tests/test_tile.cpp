@@ -95,6 +95,30 @@ TEST_CASE("tile: calibrated optics is the machine's chain for the tile at its pl
   CHECK((y.row(0) - input() * weights()).cwiseAbs().maxCoeff() > 1e-3);  // the chain is not ideal
 }
 
+TEST_CASE("tile: the chain factored at the detectors is the whole chain probed with unit drives, on both machines") {
+  for (const Hardware* hw : {&hw48(), &hw16()}) {
+    const int C = hw->channels, k = C / 2, m = C / 2 + 1, in0 = 2, out0 = C / 3;
+    INFO(hw->name);
+    CoreConfig cfg = CoreConfig::twin_defaults(*hw);
+    cfg.switches = Switches{true, true, true, true, true, true};  // every non-ideality of the chain
+    MatrixXdR core = MatrixXdR::Zero(C, C);
+    std::mt19937_64 rng(9);
+    std::uniform_real_distribution<double> u(-1, 1);
+    for (int i = 0; i < k; ++i)
+      for (int j = 0; j < m; ++j) core(in0 + i, out0 + j) = u(rng);
+    const FactoredChain f = factor_optical_chain(*hw, cfg, core, in0, k, out0, m);
+    CHECK(f.Q.size() == (hw == &hw16() ? 2 * k * m : 0));  // the 16-variable machine's beam splitters leak densely
+    const MatrixXdR F = f.folded();
+    // the chain at zero drives, and with each LED of the tile lit alone on either path
+    MatrixXdR pos = MatrixXdR::Zero(2 * k + 1, C), neg = MatrixXdR::Zero(2 * k + 1, C);
+    for (int i = 0; i < k; ++i) pos(1 + i, in0 + i) = 1, neg(1 + k + i, in0 + i) = 1;
+    const MatrixXdR g = optical_chain(*hw, cfg, core, pos, neg);
+    for (int j = 0; j < m; ++j) CHECK(f.c(j) == Approx(g(0, out0 + j)).margin(1e-12));
+    for (int i = 0; i < 2 * k; ++i)
+      for (int j = 0; j < m; ++j) CHECK(F(i, j) == Approx(g(1 + i, out0 + j) - g(0, out0 + j)).margin(1e-12));
+  }
+}
+
 TEST_CASE("tile: shot noise has the variance of the photons each detector receives and grows as they fall") {
   // drives of one sign: every LED lit above its bias (a drive below -bias emits no light)
   const Eigen::RowVectorXd t = Eigen::RowVectorXd::LinSpaced(K, 0.05, 0.9);
