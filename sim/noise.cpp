@@ -232,7 +232,8 @@ void to_normals(const std::uint32_t* words, int count, float* out) {
   int i = 0;
   for (; i + kWords <= count; i += kWords) to_normals(words + i, out + i);
   if (i < count) {
-    std::uint32_t part[kWords] = {};
+    std::uint32_t part[kWords];  // the padding: words of normal 0 (a zero word is far in the tail)
+    std::fill_n(part, kWords, 0x80000000u);
     float z[kWords];
     std::copy(words + i, words + count, part);
     to_normals(part, z);
