@@ -361,8 +361,10 @@ void OpticalTile<T>::detect(const T* L, const T* light, int rows, const kern::Ep
     if (!dense) {
       const T* Lp = L + static_cast<size_t>(r) * 2 * ldi_ + q0_;  // Lp[j]: the LED+ drive on detector j's channel
       const T* Ln = Lp + ldi_;
-      std::copy(Lp + i0, Lp + i1, dp + i0);
-      std::copy(Ln + i0, Ln + i1, dn + i0);
+      if (i0 < i1) {  // else no detector of the tile sits on a channel of its LEDs
+        std::copy(Lp + i0, Lp + i1, dp + i0);
+        std::copy(Ln + i0, Ln + i1, dn + i0);
+      }
     }
     T* o = out + static_cast<size_t>(r) * ldo_;
     for (int j = 0; j < ldo_; j += W) {  // the coefficients are zero beyond M: so are the padded outputs

@@ -95,6 +95,24 @@ TEST_CASE("tile: calibrated optics is the machine's chain for the tile at its pl
   CHECK((y.row(0) - input() * weights()).cwiseAbs().maxCoeff() > 1e-3);  // the chain is not ideal
 }
 
+TEST_CASE("tile: a tile whose LEDs and detectors sit on different channels reads the machine's chain") {
+  // LEDs 0..23 and detectors 26..45: no detector on a channel of the tile's LEDs
+  CoreConfig cfg = linear_chain();
+  cfg.switches.pbs_crosstalk = true;
+  OpticalTile<double> tile(hw48(), cfg, Optics::Calibrated);
+  tile.program(weights(), 0, 26);
+  AlignedVector<double> in(tile.ld_in(), 0.0), out(tile.ld_out()), scratch(tile.scratch_size(1));
+  for (int j = 0; j < K; ++j) in[j] = input()(j);
+  const int slot = 0;
+  tile.read(in.data(), 1, StepContext{0, &slot}, 0, kern::Epilogue<double>{}, out.data(), scratch.data());
+  MatrixXdR core = MatrixXdR::Zero(48, 48);
+  core.block(0, 26, K, M) = weights();
+  MatrixXdR drive = MatrixXdR::Zero(1, 48);
+  drive.block(0, 0, 1, K) = input();
+  const MatrixXdR g = optical_chain(hw48(), cfg, core, drive, drive);
+  for (int j = 0; j < M; ++j) CHECK(out[j] == Approx(g(0, 26 + j)).margin(1e-12));
+}
+
 TEST_CASE("tile: the chain factored at the detectors is the whole chain probed with unit drives, on both machines") {
   for (const Hardware* hw : {&hw48(), &hw16()}) {
     const int C = hw->channels, k = C / 2, m = C / 2 + 1, in0 = 2, out0 = C / 3;
