@@ -161,7 +161,7 @@ class SimHooks : public ir::Hooks {
         tiles.push_back(std::move(tile));
       }
     }
-    // Tiles are programmed independently (each its own pattern and fold), so in parallel.
+    // Tiles are programmed independently (each its own pattern and chain), so in parallel.
     std::vector<std::string> errors(jobs.size());
 #pragma omp parallel for num_threads(o.threads) schedule(dynamic)
     for (std::size_t j = 0; j < jobs.size(); ++j) {

@@ -123,9 +123,9 @@ MatrixXdR pd_crosstalk(const MatrixXdR& y, const Eigen::VectorXd& earlier, const
   return out;
 }
 
-// Drives (B x N) through transmissions (N x N). The fold's probes light one LED per row: then each
-// row is that LED's row of the transmissions times its drive, which is what the dense product gives
-// (the other terms are zeros), without its B x N x N cost.
+// Drives (B x N) through transmissions (N x N). Where each row lights at most one LED (probes, as
+// the tests' unit drives), a row is that LED's row of the transmissions times its drive, which is
+// what the dense product gives (the other terms are zeros), without its B x N x N cost.
 MatrixXdR through(const MatrixXdR& drives, const MatrixXdR& t) {
   for (Eigen::Index b = 0; b < drives.rows(); ++b)
     if ((drives.row(b).array() != 0).count() > 1) return drives * t;

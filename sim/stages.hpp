@@ -37,7 +37,8 @@ StepStages twin_step_stages(const Hardware& hw, const CoreConfig& cfg, const Mat
 
 // Steps 3-11 of the iteration, from the two microLED drives (B x N each) to the corrected balanced
 // photocurrent g (B x N), before alpha*z, injection and momentum. Linear plus a constant in the
-// drives, which is what lets the fast core fold it into one matrix. Fills the stages if given.
+// drives, which is what lets the tile take it apart once per programming (sim/tile.hpp). Fills the
+// stages if given.
 // A programmed SLM's multiplicative error on each transmission (fixed-pattern noise), N x N per path.
 struct SlmPattern {
   MatrixXdR pos, neg;

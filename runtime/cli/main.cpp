@@ -23,7 +23,7 @@ void emit_json(const std::string& json_text, const std::string& path) {
 }  // namespace aoc::cli
 
 int main(int argc, char** argv) {
-  // Models on the large machines allocate and free many matrices of tens of MB (a tile's fold, an
+  // Models on the large machines allocate and free many matrices of tens of MB (a tile's programming, an
   // op's tensors at every iteration). glibc maps each above 32 MB afresh, and the kernel zeroes every
   // page again: up to half the time of a program's run. Keep them on the heap, for reuse.
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
