@@ -324,53 +324,26 @@ Tensor reshape(const Tensor& x, const Dims& target, const std::string& where) {
   return y;
 }
 
-// einsum's inner loops, with the operand count known to the compiler for the common counts.
-// The product of an element is 1 x a x b ..., left to right; sums go in index order.
-template <int N>
-double sum_run(const double* const* d, const std::int64_t* off, const std::int64_t* st, std::int64_t n, double acc) {
+// einsum's inner loop: the terms of a run of n elements, each the product 1 x a x b ... (left to
+// right) of every operand's element at off + e st, handed to f(e, term) in order; with the operand
+// count known to the compiler for the common counts.
+template <int N, class F>
+void terms_of(const double* const* d, const std::int64_t* off, const std::int64_t* st, std::size_t n_ops, std::int64_t n, F&& f) {
+  const std::size_t ops = N ? N : n_ops;
   for (std::int64_t e = 0; e < n; ++e) {
     double p = 1;
-    for (int o = 0; o < N; ++o) p *= d[o][off[o] + e * st[o]];
-    acc += p;
+    for (std::size_t o = 0; o < ops; ++o) p *= d[o][off[o] + e * st[o]];
+    f(e, p);
   }
-  return acc;
 }
 
-double einsum_sum(const double* const* d, const std::int64_t* off, const std::int64_t* st, std::size_t n_ops, std::int64_t n, double acc) {
+template <class F>
+void einsum_terms(const double* const* d, const std::int64_t* off, const std::int64_t* st, std::size_t n_ops, std::int64_t n, F&& f) {
   switch (n_ops) {
-    case 1: return sum_run<1>(d, off, st, n, acc);
-    case 2: return sum_run<2>(d, off, st, n, acc);
-    case 3: return sum_run<3>(d, off, st, n, acc);
-    default:
-      for (std::int64_t e = 0; e < n; ++e) {
-        double p = 1;
-        for (std::size_t o = 0; o < n_ops; ++o) p *= d[o][off[o] + e * st[o]];
-        acc += p;
-      }
-      return acc;
-  }
-}
-
-template <int N>
-void product_run(const double* const* d, const std::int64_t* off, const std::int64_t* st, std::int64_t n, double* y) {
-  for (std::int64_t e = 0; e < n; ++e) {
-    double p = 1;
-    for (int o = 0; o < N; ++o) p *= d[o][off[o] + e * st[o]];
-    y[e] = 0.0 + p;  // a sum of one term, as the definition reads (so -0 becomes 0)
-  }
-}
-
-void einsum_products(const double* const* d, const std::int64_t* off, const std::int64_t* st, std::size_t n_ops, std::int64_t n, double* y) {
-  switch (n_ops) {
-    case 1: return product_run<1>(d, off, st, n, y);
-    case 2: return product_run<2>(d, off, st, n, y);
-    case 3: return product_run<3>(d, off, st, n, y);
-    default:
-      for (std::int64_t e = 0; e < n; ++e) {
-        double p = 1;
-        for (std::size_t o = 0; o < n_ops; ++o) p *= d[o][off[o] + e * st[o]];
-        y[e] = 0.0 + p;
-      }
+    case 1: return terms_of<1>(d, off, st, n_ops, n, f);
+    case 2: return terms_of<2>(d, off, st, n_ops, n, f);
+    case 3: return terms_of<3>(d, off, st, n_ops, n, f);
+    default: return terms_of<0>(d, off, st, n_ops, n, f);
   }
 }
 
@@ -471,14 +444,15 @@ Tensor einsum(const std::string& spec_attr, const std::vector<const Tensor*>& xs
     for (std::int64_t q = q0; q < q1; ++q) {
       double* yq = y.data.data() + q * row_len;
       if (ns == 0) {  // no sum: a product of one element per operand
-        einsum_products(data.data(), base.data(), row_stride.data(), n_ops, row_len, yq);
+        // a sum of one term, as the definition reads (so -0 becomes 0)
+        einsum_terms(data.data(), base.data(), row_stride.data(), n_ops, row_len, [&](std::int64_t e, double p) { yq[e] = 0.0 + p; });
       } else {
         for (std::int64_t e = 0; e < row_len; ++e) {
           for (size_t o = 0; o < n_ops; ++o) at[o] = base[o] + e * row_stride[o];
           off = at;
           double acc = 0;
           for (std::int64_t s = 0; s < n_sum; s += inner) {
-            acc = einsum_sum(data.data(), off.data(), inner_stride.data(), n_ops, inner, acc);
+            einsum_terms(data.data(), off.data(), inner_stride.data(), n_ops, inner, [&](std::int64_t, double p) { acc += p; });
             for (int i = ns - 2; i >= 0; --i) {  // advance the outer summed letters
               for (size_t o = 0; o < n_ops; ++o) off[o] += sst[o][i];
               if (++idx[i] < sum_shape[i]) break;

@@ -123,19 +123,6 @@ MatrixXdR pd_crosstalk(const MatrixXdR& y, const Eigen::VectorXd& earlier, const
   return out;
 }
 
-// Drives (B x N) through transmissions (N x N). Where each row lights at most one LED (probes, as
-// the tests' unit drives), a row is that LED's row of the transmissions times its drive, which is
-// what the dense product gives (the other terms are zeros), without its B x N x N cost.
-MatrixXdR through(const MatrixXdR& drives, const MatrixXdR& t) {
-  for (Eigen::Index b = 0; b < drives.rows(); ++b)
-    if ((drives.row(b).array() != 0).count() > 1) return drives * t;
-  MatrixXdR out = MatrixXdR::Zero(drives.rows(), t.cols());
-  for (Eigen::Index b = 0; b < drives.rows(); ++b)
-    for (Eigen::Index i = 0; i < drives.cols(); ++i)
-      if (drives(b, i) != 0) out.row(b) = drives(b, i) * t.row(i);
-  return out;
-}
-
 // The 16-variable machine's polarising-beam-splitter leak: a quadratic of the undistorted
 // normalised weights, columns 1..N-1 filled left-right flipped and scaled by sqrt(2).
 MatrixXdR pbs16_pattern(const MatrixXdR& w_norm, const std::vector<Quad>& coeffs, int n) {
@@ -165,10 +152,9 @@ SlmTransmissions slm_transmissions(const Hardware& hw, const CoreConfig& cfg, co
   t.max_abs = W.cwiseAbs().maxCoeff();
   check_loop_shapes(cfg, W.rows(), N, W.allFinite(), t.max_abs);
   // 4. signed split, normalisation by max|W|, per-column SLM distortion (q0 leaks everywhere)
-  t.undistorted_pos = W.cwiseMax(0.0) / t.max_abs;
-  t.undistorted_neg = (-W).cwiseMax(0.0) / t.max_abs;
-  t.pos = t.undistorted_pos;
-  t.neg = t.undistorted_neg;
+  t.pos = W.cwiseMax(0.0) / t.max_abs;
+  t.neg = (-W).cwiseMax(0.0) / t.max_abs;
+  if (drives_leak_densely(hw, cfg)) t.undistorted_pos = t.pos, t.undistorted_neg = t.neg;  // the leak pattern's input
   if (cfg.switches.weight_distortion) {
     for (int side = 0; side < 2; ++side) {
       const auto& q = side == 0 ? hw.slm_pos : hw.slm_neg;
@@ -207,7 +193,7 @@ MatrixXdR optical_chain(const Hardware& hw, const CoreConfig& cfg, const SlmTran
   s.after_fanin_neg = led_neg * fan_in(hw, cfg, N, false).asDiagonal();
   // 4. what the SLM transmits: slm_transmissions
   // 5. optical vector-matrix products
-  return detector_chain(hw, cfg, t, through(s.after_fanin_pos, t.pos), through(s.after_fanin_neg, t.neg), s);
+  return detector_chain(hw, cfg, t, s.after_fanin_pos * t.pos, s.after_fanin_neg * t.neg, s);
 }
 
 Eigen::VectorXd fan_in(const Hardware& hw, const CoreConfig& cfg, int N, bool pos) {
@@ -251,8 +237,8 @@ MatrixXdR detector_chain(const Hardware& hw, const CoreConfig& cfg, const SlmTra
       yp += s.after_fanin_pos * (eta_p.cwiseProduct(kp)).asDiagonal();
       yn += s.after_fanin_neg * (eta_n.cwiseProduct(kn)).asDiagonal();
     } else {
-      yn += through(s.after_fanin_pos, pbs16_pattern(t.undistorted_pos, hw.pbs_leak_neg, n)) / hw.pbs_leak_norm_neg;
-      yp -= through(s.after_fanin_neg, pbs16_pattern(t.undistorted_neg, hw.pbs_leak_pos, n)) / hw.pbs_leak_norm_pos;
+      yn += s.after_fanin_pos * pbs16_pattern(t.undistorted_pos, hw.pbs_leak_neg, n) / hw.pbs_leak_norm_neg;
+      yp -= s.after_fanin_neg * pbs16_pattern(t.undistorted_neg, hw.pbs_leak_pos, n) / hw.pbs_leak_norm_pos;
     }
   };
   if (hw.crosstalk_order == CrosstalkOrder::PbsThenPd) {

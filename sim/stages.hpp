@@ -52,7 +52,7 @@ MatrixXdR optical_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixX
 // its pattern), so that many batches of drives can go through one programming (the tile's fold).
 struct SlmTransmissions {
   MatrixXdR pos, neg;                          // W_pos_distorted_norm, W_neg_distorted_norm
-  MatrixXdR undistorted_pos, undistorted_neg;  // max(+-W, 0) / max|W|
+  MatrixXdR undistorted_pos, undistorted_neg;  // max(+-W, 0) / max|W|, where drives_leak_densely
   double max_abs = 0;
 };
 SlmTransmissions slm_transmissions(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& W, const SlmPattern* slm = nullptr);

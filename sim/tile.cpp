@@ -244,8 +244,7 @@ void OpticalTile<T>::program(const MatrixXdR& W, int in0, int out0, int channels
   } else {
     f = ideal_chain(W, slm);
   }
-  K_ = K, M_ = M, ldi_ = padded<T>(K), ldo_ = padded<T>(M), nl_ = static_cast<int>(f.T.cols()), ldl_ = padded<T>(nl_), h0_ = f.h0;
-  q0_ = calibrated ? out0 - in0 : 0;
+  K_ = K, M_ = M, ldi_ = padded<T>(K), ldo_ = padded<T>(M), nl_ = static_cast<int>(f.T.cols()), ldl_ = padded<T>(nl_), h0_ = f.h0, q0_ = f.q0;
   T_ = pack_rows<T>(f.T, K, ldi_, ldl_);
   band_.assign(static_cast<size_t>(12) * ldo_, T(0));
   for (int b = 0; b < 12; ++b)
@@ -262,8 +261,8 @@ void OpticalTile<T>::program(const MatrixXdR& W, int in0, int out0, int channels
 template <class T>
 std::size_t OpticalTile<T>::scratch_size(int rows) const {
   // L (rows x 2 ld_in), the light on the two paths (2 rows x ld_light), detect's 4 x (ld_out + 2),
-  // then the white noise's
-  // normals (2 rows x max(ld_in, ld_out) floats) and their streams (2 rows), each rounded up to whole T
+  // then the white noise's normals (2 rows x max(ld_in, ld_out) floats) and their streams (2 rows),
+  // each rounded up to whole T
   static_assert(sizeof(noise::Stream) % sizeof(float) == 0);
   const std::size_t floats = 2 * static_cast<std::size_t>(rows) * (std::max(ldi_, ldo_) + sizeof(noise::Stream) / sizeof(float));
   return static_cast<std::size_t>(rows) * (2 * ldi_ + 2 * ldl_) + 4 * static_cast<std::size_t>(padded<T>(ldo_ + 2)) +
@@ -343,13 +342,11 @@ void OpticalTile<T>::detect(const T* L, const T* light, int rows, const kern::Ep
   const bool dense = !Q_.empty();
   if (dense) kern::gemm(L, 2 * ldi_, 2 * ldi_, Q_.data(), ldo_, rows, kern::Epilogue<T>{}, out);
   const size_t lg = static_cast<size_t>(ldo_) + 2;
-  T *gp = g + 1, *gn = gp + lg, *dp = gn + lg, *dn = dp + lg;
+  T* by_detector[4] = {g + 1, g + 1 + lg, g + 1 + 2 * lg, g + 1 + 3 * lg};  // LED+ light, LED- light, LED+ drive, LED- drive
+  T *gp = by_detector[0], *gn = by_detector[1], *dp = by_detector[2], *dn = by_detector[3];
   std::fill(g, g + 4 * lg, T(0));
   const int c0 = -h0_, c1 = std::min(M_ + 1, nl_ - h0_);  // the detectors whose light the map holds
   const int i0 = std::max(-1, -q0_), i1 = std::min(M_ + 1, K_ - q0_);  // the detectors whose LED is in the tile
-  auto band = [&](int b) { return band_.data() + static_cast<size_t>(b) * ldo_; };  // FactoredChain::band's row b
-  const T *apm = band(0), *ap0 = band(1), *app = band(2), *anm = band(3), *an0 = band(4), *anp = band(5);
-  const T *qpm = band(6), *qp0 = band(7), *qpp = band(8), *qnm = band(9), *qn0 = band(10), *qnp = band(11);
   kern::Epilogue<T> ec = e;
   ec.c = c_.data();
   using kern::load;
@@ -369,20 +366,8 @@ void OpticalTile<T>::detect(const T* L, const T* light, int rows, const kern::Ep
     T* o = out + static_cast<size_t>(r) * ldo_;
     for (int j = 0; j < ldo_; j += W) {  // the coefficients are zero beyond M: so are the padded outputs
       V v = dense ? load(o + j) : V{};
-      v += load(apm + j) * load(gp + j - 1);
-      v += load(ap0 + j) * load(gp + j);
-      v += load(app + j) * load(gp + j + 1);
-      v += load(anm + j) * load(gn + j - 1);
-      v += load(an0 + j) * load(gn + j);
-      v += load(anp + j) * load(gn + j + 1);
-      if (!dense) {
-        v += load(qpm + j) * load(dp + j - 1);
-        v += load(qp0 + j) * load(dp + j);
-        v += load(qpp + j) * load(dp + j + 1);
-        v += load(qnm + j) * load(dn + j - 1);
-        v += load(qn0 + j) * load(dn + j);
-        v += load(qnp + j) * load(dn + j + 1);
-      }
+      for (int x = 0; x < (dense ? 2 : 4); ++x)  // FactoredChain::band's rows 3x .. 3x + 2: d = -1, 0, 1
+        for (int d = -1; d <= 1; ++d) v += load(band_.data() + static_cast<size_t>(3 * x + 1 + d) * ldo_ + j) * load(by_detector[x] + j + d);
       kern::finish<T>(v, ec, static_cast<size_t>(r) * ldo_, j, o);
     }
   }
