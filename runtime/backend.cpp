@@ -202,8 +202,19 @@ class SimHooks : public ir::Hooks {
     const std::size_t n_tiles = plan->tiles.size();
     for (const auto& tile : tiles) tile->prepare_reads(static_cast<int>(R));
     // Tile k's product on rows [64 b, 64 b + 64) into out (64 x its ld_out), with scratch.
-    auto read = [&](std::size_t k, std::int64_t b, T* out) {
+    // Tile k's inputs of block b (rows x its ld_in) into in.
+    auto load_inputs = [&](std::size_t k, std::int64_t b, T* in) {
       const ir::Tile& t = plan->tiles[k];
+      const int ldi = tiles[k]->ld_in();
+      const std::int64_t r0 = b * kRows;
+      const int rows = static_cast<int>(std::min<std::int64_t>(kRows, R - r0));
+      std::fill(in, in + static_cast<std::size_t>(rows) * ldi, T(0));
+      for (int r = 0; r < rows; ++r) {
+        const double* xr = x.data.data() + (r0 + r) * plan->cols + t.col0;
+        for (std::int64_t j = 0; j < t.cols; ++j) in[static_cast<std::size_t>(r) * ldi + j] = static_cast<T>(xr[j]);
+      }
+    };
+    auto read = [&](std::size_t k, std::int64_t b, T* out) {
       const OpticalTile<T>& tile = *tiles[k];
       const int ldi = tile.ld_in();
       thread_local AlignedVector<T> buf;  // reused across reads: no allocation in the loop
@@ -212,12 +223,31 @@ class SimHooks : public ir::Hooks {
       T* in = buf.data();
       const std::int64_t r0 = b * kRows;
       const int rows = static_cast<int>(std::min<std::int64_t>(kRows, R - r0));
-      std::fill(in, in + static_cast<std::size_t>(rows) * ldi, T(0));
-      for (int r = 0; r < rows; ++r) {
-        const double* xr = x.data.data() + (r0 + r) * plan->cols + t.col0;
-        for (std::int64_t j = 0; j < t.cols; ++j) in[static_cast<std::size_t>(r) * ldi + j] = static_cast<T>(xr[j]);
-      }
+      load_inputs(k, b, in);
       tile.read(in, rows, sc, static_cast<int>(r0), kern::Epilogue<T>{}, out, in + static_cast<std::size_t>(kRows) * ldi);
+    };
+    // The same read in steps: tile k's drives of block b into L, then (with its light) its outputs
+    // [j0, j1) into out.
+    auto emit = [&](std::size_t k, std::int64_t b, T* L) {
+      const OpticalTile<T>& tile = *tiles[k];
+      const int ldi = tile.ld_in();
+      thread_local AlignedVector<T> buf;
+      const std::size_t need = static_cast<std::size_t>(kRows) * ldi + tile.scratch_size(kRows);
+      if (buf.size() < need) buf.resize(need);
+      const std::int64_t r0 = b * kRows;
+      const int rows = static_cast<int>(std::min<std::int64_t>(kRows, R - r0));
+      T* in = buf.data();
+      load_inputs(k, b, in);
+      tile.emit(in, rows, sc, static_cast<int>(r0), L, in + static_cast<std::size_t>(kRows) * ldi);
+    };
+    auto sense = [&](std::size_t k, std::int64_t b, const T* L, const T* light, int j0, int j1, T* out) {
+      const OpticalTile<T>& tile = *tiles[k];
+      thread_local AlignedVector<T> buf;
+      const std::size_t need = tile.scratch_size(kRows);
+      if (buf.size() < need) buf.resize(need);
+      const std::int64_t r0 = b * kRows;
+      const int rows = static_cast<int>(std::min<std::int64_t>(kRows, R - r0));
+      tile.sense(L, light, rows, sc, static_cast<int>(r0), kern::Epilogue<T>{}, j0, j1, out, buf.data());
     };
     // y += tile k's rows of block b, tile after tile: the same sums in the same order whatever ran
     // the reads. Each tile's partial sums leave through an ADC and are added digitally.
@@ -248,14 +278,55 @@ class SimHooks : public ir::Hooks {
         if (out.size() < block_out) out.resize(block_out);
         for (std::size_t k = 0; k < n_tiles; ++k) read(k, b, out.data()), add(k, b, out.data());
       }
-    } else {  // few rows (a token at a time): threads take tiles, then the sums go in tile order
-      thread_local AlignedVector<T> outs;
-      const std::size_t per_tile = block_out * static_cast<std::size_t>(blocks);
-      if (outs.size() < per_tile * n_tiles) outs.resize(per_tile * n_tiles);
-      T* const all = outs.data();  // this thread's buffer, shared with the team
-#pragma omp parallel for num_threads(o_.threads) schedule(dynamic)
+    } else {  // few rows (a token at a time): threads share each tile, then the sums go in tile order
+      // Each tile's drives once; its light map's panels, then its outputs' column chunks, in about
+      // four ranges per thread over the op (a module's read is as fast as its memory: every thread
+      // streams a part of it). Values do not depend on the ranges (OpticalTile's three steps).
+      constexpr int G = OpticalTile<T>::kColumnGrain;
+      std::int64_t panels = 0, chunks = 0;
+      for (const auto& tile : tiles) panels += tile->light_panels(), chunks += (tile->outputs() + G - 1) / G;
+      const int per = 4 * o_.threads;
+      const int panel_step = static_cast<int>(std::max<std::int64_t>(1, (panels + per - 1) / per));
+      const int chunk_step = static_cast<int>(std::max<std::int64_t>(1, (chunks + per - 1) / per)) * G;
+      struct Range { std::size_t k; std::int64_t b; int lo, hi; };
+      thread_local std::vector<Range> shine, sense_at;
+      shine.clear(), sense_at.clear();
       for (std::size_t k = 0; k < n_tiles; ++k)
-        for (std::int64_t b = 0; b < blocks; ++b) read(k, b, all + k * per_tile + b * block_out);
+        for (std::int64_t b = 0; b < blocks; ++b) {
+          const OpticalTile<T>& tile = *tiles[k];
+          for (int q = 0; q < tile.light_panels(); q += panel_step) shine.push_back({k, b, q, std::min(tile.light_panels(), q + panel_step)});
+          for (int j = 0; j < tile.outputs(); j += chunk_step) sense_at.push_back({k, b, j, std::min(tile.outputs(), j + chunk_step)});
+        }
+      std::size_t drive_max = 0, light_max = 0;
+      for (const auto& tile : tiles) drive_max = std::max<std::size_t>(drive_max, tile->drive_ld()), light_max = std::max(light_max, tile->light_size(kRows));
+      const std::size_t per_tile = block_out * static_cast<std::size_t>(blocks), cells = n_tiles * static_cast<std::size_t>(blocks);
+      const std::size_t block_drive = kRows * drive_max;
+      thread_local AlignedVector<T> outs, drives, lights;
+      if (outs.size() < per_tile * n_tiles) outs.resize(per_tile * n_tiles);
+      if (drives.size() < block_drive * cells) drives.resize(block_drive * cells);
+      if (lights.size() < light_max * cells) lights.resize(light_max * cells);
+      // this thread's buffers and lists, shared with the team
+      T *const all = outs.data(), *const all_drives = drives.data(), *const all_light = lights.data();
+      const Range *const shine_at = shine.data(), *const sense_list = sense_at.data();
+      const std::size_t n_shine = shine.size(), n_sense = sense_at.size();
+      auto rows_of = [&](std::int64_t b) { return static_cast<int>(std::min<std::int64_t>(kRows, R - b * kRows)); };
+#pragma omp parallel num_threads(o_.threads)
+      {
+#pragma omp for schedule(dynamic)
+        for (std::size_t c = 0; c < cells; ++c) emit(c / blocks, static_cast<std::int64_t>(c % blocks), all_drives + c * block_drive);
+#pragma omp for schedule(dynamic)
+        for (std::size_t i = 0; i < n_shine; ++i) {
+          const Range& g = shine_at[i];
+          const std::size_t c = g.k * blocks + g.b;
+          tiles[g.k]->light(all_drives + c * block_drive, rows_of(g.b), g.lo, g.hi, all_light + c * light_max);
+        }
+#pragma omp for schedule(dynamic)
+        for (std::size_t i = 0; i < n_sense; ++i) {
+          const Range& g = sense_list[i];
+          const std::size_t c = g.k * blocks + g.b;
+          sense(g.k, g.b, all_drives + c * block_drive, all_light + c * light_max, g.lo, g.hi, all + g.k * per_tile + g.b * block_out);
+        }
+      }
       for (std::size_t k = 0; k < n_tiles; ++k)
         for (std::int64_t b = 0; b < blocks; ++b) add(k, b, all + k * per_tile + b * block_out);
     }

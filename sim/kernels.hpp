@@ -4,6 +4,10 @@
 #pragma once
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace aoc::kern {
 
@@ -29,6 +33,27 @@ inline typename Vec<T>::type load(const T* p) {
 }
 template <class T>
 inline void store(T* p, typename Vec<T>::type v) { std::memcpy(p, &v, sizeof v); }
+
+// acc + a b with one rounding, the same wherever a kernel computes it. Left to the compiler's
+// contraction it is not: GCC keeps a separate multiply and add in some loop shapes (a single
+// vector of columns), and a column computed there would differ by an ulp from its neighbours.
+template <class T>
+inline typename Vec<T>::type madd(T a, typename Vec<T>::type b, typename Vec<T>::type acc) {
+  using V = typename Vec<T>::type;
+  const V av = V{} + a;
+#if defined(__AVX512F__)
+  if constexpr (sizeof(T) == 4) return _mm512_fmadd_ps(av, b, acc);
+  else return _mm512_fmadd_pd(av, b, acc);
+#elif defined(__AVX__) && defined(__FMA__)
+  if constexpr (sizeof(T) == 4) return _mm256_fmadd_ps(av, b, acc);
+  else return _mm256_fmadd_pd(av, b, acc);
+#elif defined(__FMA__)
+  if constexpr (sizeof(T) == 4) return _mm_fmadd_ps(av, b, acc);
+  else return _mm_fmadd_pd(av, b, acc);
+#else
+  return acc + av * b;  // no FMA on the target: a multiply and an add everywhere
+#endif
+}
 
 // What the product's epilogue adds to each output: out = kappa*(acc + c + alpha z + inj
 // + gamma (z - z_prev)) + (1 - kappa) z. Without z (a program's tile) it is acc + c; without c too,
@@ -56,10 +81,11 @@ inline void finish(typename Vec<T>::type g, const Epilogue<T>& e, size_t at, int
   store(row + j, g);
 }
 
-// out[i, j] = sum_k L[i, k] F[k, j] (+ epilogue), for MR rows and NV vectors of columns from j0.
-// Every output element is one FMA chain over k in order, whichever instantiation computes it.
+// out[i, j] = sum_k L[i, k] F[k, j] (+ epilogue), for MR rows and NV vectors of columns from j0
+// (F's rows ldf apart, out's ldo). Every output element is one madd chain over k in order,
+// whichever instantiation computes it and whatever columns a call covers.
 template <class T, int MR, int NV>
-inline void gemm_tile(const T* L, int ldl, const T* F, int ld, int K, int j0, const Epilogue<T>& e, size_t row0, T* out) {
+inline void gemm_tile(const T* L, int ldl, const T* F, int ldf, int K, int j0, const Epilogue<T>& e, size_t row0, T* out, int ldo) {
   using V = typename Vec<T>::type;
   constexpr int W = kVecLanes<T>;
   V acc[MR][NV];
@@ -67,73 +93,58 @@ inline void gemm_tile(const T* L, int ldl, const T* F, int ld, int K, int j0, co
     for (int v = 0; v < NV; ++v) acc[i][v] = V{};
   for (int k = 0; k < K; ++k) {
     V b[NV];
-    for (int v = 0; v < NV; ++v) b[v] = load(F + static_cast<size_t>(k) * ld + j0 + v * W);
+    for (int v = 0; v < NV; ++v) b[v] = load(F + static_cast<size_t>(k) * ldf + j0 + v * W);
     for (int i = 0; i < MR; ++i) {
       const T a = L[static_cast<size_t>(i) * ldl + k];
-      for (int v = 0; v < NV; ++v) acc[i][v] += a * b[v];
+      for (int v = 0; v < NV; ++v) acc[i][v] = madd<T>(a, b[v], acc[i][v]);
     }
   }
   for (int i = 0; i < MR; ++i) {
-    const size_t r = static_cast<size_t>(i) * ld;
+    const size_t r = static_cast<size_t>(i) * ldo;
     for (int v = 0; v < NV; ++v) finish<T>(acc[i][v], e, row0 + r, j0 + v * kVecLanes<T>, out + r);
   }
 }
 
+// Columns [j0, j1) (whole vectors) of MR rows.
 template <class T, int MR>
-inline void gemm_rows(const T* L, int ldl, const T* F, int ld, int K, const Epilogue<T>& e, size_t row0, T* out) {
+inline void gemm_rows(const T* L, int ldl, const T* F, int ldf, int K, int j0, int j1, const Epilogue<T>& e, size_t row0, T* out, int ldo) {
   constexpr int W = kVecLanes<T>;
-  const int nvec = ld / W;
+  const int nvec = (j1 - j0) / W;
   int v0 = 0;
-  // Enough accumulators to hide the FMA latency: 12 for blocks of rows (instead of 8), 6 for a
-  // single row (instead of 2 or 3), where the registers allow.
+  auto tile = [&]<int NV>(std::integral_constant<int, NV>) { gemm_tile<T, MR, NV>(L, ldl, F, ldf, K, j0 + v0 * W, e, row0, out, ldo); };
+  // Enough accumulators to hide the FMA latency: 12 for blocks of rows (instead of 8), 8 or 6 for
+  // a single row (instead of 2 or 3), where the registers allow. A single row through a panel of
+  // the light map (8 vectors) is then one pass over memory in order.
   if constexpr (kNV == 2 && MR == 1) {
-    for (; v0 + 6 <= nvec; v0 += 6) gemm_tile<T, 1, 6>(L, ldl, F, ld, K, v0 * W, e, row0, out);
+    for (; v0 + 8 <= nvec; v0 += 8) tile(std::integral_constant<int, 8>{});
+    for (; v0 + 6 <= nvec; v0 += 6) tile(std::integral_constant<int, 6>{});
   } else if constexpr (kNV == 2) {
     if (nvec % 3 == 0) {
-      for (; v0 < nvec; v0 += 3) gemm_tile<T, MR, 3>(L, ldl, F, ld, K, v0 * W, e, row0, out);
+      for (; v0 < nvec; v0 += 3) tile(std::integral_constant<int, 3>{});
       return;
     }
   }
-  for (; v0 + kNV <= nvec; v0 += kNV) gemm_tile<T, MR, kNV>(L, ldl, F, ld, K, v0 * W, e, row0, out);
+  for (; v0 + kNV <= nvec; v0 += kNV) tile(std::integral_constant<int, kNV>{});
   switch (nvec - v0) {
     case 0: break;
-    case 1: gemm_tile<T, MR, 1>(L, ldl, F, ld, K, v0 * W, e, row0, out); break;
-    case 2: gemm_tile<T, MR, 2>(L, ldl, F, ld, K, v0 * W, e, row0, out); break;
-    case 3: gemm_tile<T, MR, 3>(L, ldl, F, ld, K, v0 * W, e, row0, out); break;
+    case 1: tile(std::integral_constant<int, 1>{}); break;
+    case 2: tile(std::integral_constant<int, 2>{}); break;
+    case 3: tile(std::integral_constant<int, 3>{}); break;
   }
 }
 
-// One row through an F larger than the caches (a token at a time through a large module): F read
-// in its memory order, row after row, into the output row held in L1, so that it streams at the
-// memory's bandwidth instead of in column strips. The same FMA chain per element as gemm_tile.
+// Columns [j0, j1) (whole vectors) of rows x ... outputs: L (rows x K, row stride ldl) times F (K
+// rows, ldf apart) into out (row stride ldo); row blocks of kMR, then single rows.
 template <class T>
-inline void gemm_row_streamed(const T* L, int K, const T* F, int ld, const Epilogue<T>& e, size_t row0, T* out) {
-  using V = typename Vec<T>::type;
-  constexpr int W = kVecLanes<T>;
-  for (int j = 0; j < ld; j += W) store(out + j, V{});
-  for (int k = 0; k < K; ++k) {
-    const T a = L[k];
-    const T* f = F + static_cast<size_t>(k) * ld;
-    for (int j = 0; j < ld; j += W) store(out + j, load(out + j) + a * load(f + j));
-  }
-  for (int j = 0; j < ld; j += W) finish<T>(load(out + j), e, row0, j, out);
-}
-
-constexpr std::size_t kStreamBytes = std::size_t(1) << 20;  // F from this size on streams single rows
-
-// rows x ld outputs of L (rows x K, row stride ldl) times F (K x ld): row blocks of kMR, then single rows.
-template <class T>
-void gemm(const T* L, int ldl, int K, const T* F, int ld, int rows, const Epilogue<T>& e, T* out) {
-  const bool stream = static_cast<std::size_t>(K) * ld * sizeof(T) >= kStreamBytes;
+void gemm(const T* L, int ldl, int K, const T* F, int ldf, int j0, int j1, int rows, const Epilogue<T>& e, T* out, int ldo) {
   int r = 0;
   for (; r + kMR <= rows; r += kMR) {
-    const size_t o = static_cast<size_t>(r) * ld;
-    gemm_rows<T, kMR>(L + static_cast<size_t>(r) * ldl, ldl, F, ld, K, e, o, out + o);
+    const size_t o = static_cast<size_t>(r) * ldo;
+    gemm_rows<T, kMR>(L + static_cast<size_t>(r) * ldl, ldl, F, ldf, K, j0, j1, e, o, out + o, ldo);
   }
   for (; r < rows; ++r) {
-    const size_t o = static_cast<size_t>(r) * ld;
-    if (stream) gemm_row_streamed<T>(L + static_cast<size_t>(r) * ldl, K, F, ld, e, o, out + o);
-    else gemm_rows<T, 1>(L + static_cast<size_t>(r) * ldl, ldl, F, ld, K, e, o, out + o);
+    const size_t o = static_cast<size_t>(r) * ldo;
+    gemm_rows<T, 1>(L + static_cast<size_t>(r) * ldl, ldl, F, ldf, K, j0, j1, e, o, out + o, ldo);
   }
 }
 

@@ -138,6 +138,22 @@ AlignedVector<T> pack_rows(const MatrixXdR& m, int K, int ldi, int ldo) {
   return out;
 }
 
+// The light map T (2K x nl) in panels of kColumnGrain light columns, each panel of each path one
+// contiguous block of ldi rows (the last panel as wide as its columns, in whole 64-byte rows), so
+// that a thread's share of a large module streams from memory in order.
+template <class T>
+AlignedVector<T> pack_panels(const MatrixXdR& m, int K, int ldi, int ldl) {
+  constexpr int P = OpticalTile<T>::kColumnGrain;
+  AlignedVector<T> out(static_cast<size_t>(2 * ldi) * ldl, T(0));
+  for (int path = 0; path < 2; ++path)
+    for (Eigen::Index j = 0; j < m.cols(); ++j) {
+      const int q = static_cast<int>(j) / P, width = std::min(P, ldl - q * P);
+      T* panel = out.data() + static_cast<size_t>(path) * ldi * ldl + static_cast<size_t>(q) * P * ldi;
+      for (int i = 0; i < K; ++i) panel[static_cast<size_t>(i) * width + (j - q * P)] = static_cast<T>(m(path * K + i, j));
+    }
+  return out;
+}
+
 template <class T>
 AlignedVector<T> pad(const Eigen::VectorXd& v, int ld) {
   AlignedVector<T> out(ld, T(0));
@@ -245,7 +261,7 @@ void OpticalTile<T>::program(const MatrixXdR& W, int in0, int out0, int channels
     f = ideal_chain(W, slm);
   }
   K_ = K, M_ = M, ldi_ = padded<T>(K), ldo_ = padded<T>(M), nl_ = static_cast<int>(f.T.cols()), ldl_ = padded<T>(nl_), h0_ = f.h0, q0_ = f.q0;
-  T_ = pack_rows<T>(f.T, K, ldi_, ldl_);
+  T_ = pack_panels<T>(f.T, K, ldi_, ldl_);
   band_.assign(static_cast<size_t>(12) * ldo_, T(0));
   for (int b = 0; b < 12; ++b)
     for (int j = 0; j < M; ++j) band_[static_cast<size_t>(b) * ldo_ + j] = static_cast<T>(f.band(b, j));
@@ -255,7 +271,7 @@ void OpticalTile<T>::program(const MatrixXdR& W, int in0, int out0, int channels
   detector_gain_ = pad<T>(f.detector_gain, ldo_);
   std::lock_guard<std::mutex> lock(slow_mutex_);
   slow_.clear();
-  std::fill(memo_block_.begin(), memo_block_.end(), INT64_MIN);
+  memo_block_.clear(), memo_inside_.clear(), memo_linear_.clear();  // sized for the new shape by prepare_reads
 }
 
 template <class T>
@@ -295,58 +311,118 @@ void OpticalTile<T>::drives(const T* t, int rows, T* L) const {
   }
 }
 
+// A read's scratch: the drives L (rows x 2 ld_in), then Work: the light on the two paths (2 rows x
+// ld_light), detect's 4 x (ld_out + 2), the white noise's normals (2 rows x max(ld_in, ld_out)
+// floats) and their streams (2 rows).
+template <class T>
+typename OpticalTile<T>::Work OpticalTile<T>::work(T* scratch, int rows) const {
+  Work w;
+  w.light = scratch + static_cast<size_t>(rows) * 2 * ldi_;
+  w.g = w.light + static_cast<size_t>(rows) * 2 * ldl_;
+  w.eps = reinterpret_cast<float*>(w.g + 4 * static_cast<size_t>(padded<T>(ldo_ + 2)));
+  w.ld = std::max(ldi_, ldo_);
+  w.streams = reinterpret_cast<noise::Stream*>(w.eps + 2 * static_cast<size_t>(rows) * w.ld);
+  return w;
+}
+
+// Each row's white noise is its slot's at this iteration: LED intensity noise (one per LED, streams
+// 0 .. rows - 1) and the detectors' (one per detector, streams rows .. 2 rows - 1).
+template <class T>
+void OpticalTile<T>::key_streams(int rows, const StepContext& ctx, int row0, noise::Stream* st) const {
+  for (int r = 0; r < rows; ++r) {
+    const auto slot = static_cast<std::uint32_t>(ctx.sample(row0 + r)), it = static_cast<std::uint32_t>(ctx.iteration);
+    st[r] = {keyed(noise::Source::Rin, noise_.stream), slot, it};
+    st[rows + r] = {keyed(noise::Source::Shot, noise_.stream), slot, it};
+  }
+}
+
 template <class T>
 void OpticalTile<T>::read(const T* t, int rows, const StepContext& ctx, int row0, kern::Epilogue<T> e, T* out, T* scratch) const {
   if (K_ == 0) throw Error("tile: read before programming");
-  const int ldw = std::max(ldi_, ldo_);
   T* L = scratch;
-  T* light = L + static_cast<size_t>(rows) * 2 * ldi_;  // the LED+ path's light (rows x ld_light), then the LED- path's
-  auto* eps = reinterpret_cast<float*>(light + static_cast<size_t>(rows) * 2 * ldl_ + 4 * static_cast<size_t>(padded<T>(ldo_ + 2)));  // RIN rows, then shot rows
-  auto* streams = reinterpret_cast<noise::Stream*>(eps + 2 * static_cast<size_t>(rows) * ldw);
+  const Work w = work(scratch, rows);
   drives(t, rows, L);
   const NoiseSpec& ns = noise_.spec;
   const bool rin = noisy_ && ns.rin_sigma > 0, white = noisy_ && (ns.photons_per_sample > 0 || ns.thermal_sigma > 0);
-  // Each row's white noise: its slot's at this iteration, LED intensity noise (one per LED) and the
-  // detectors' (one per detector), drawn together (short rows keep the vectors full).
-  if (noisy_)
-    for (int r = 0; r < rows; ++r) {
-      const auto slot = static_cast<std::uint32_t>(ctx.sample(row0 + r)), it = static_cast<std::uint32_t>(ctx.iteration);
-      streams[r] = {keyed(noise::Source::Rin, noise_.stream), slot, it};
-      streams[rows + r] = {keyed(noise::Source::Shot, noise_.stream), slot, it};
-    }
-  if (rin || white) {
-    if (rin && white && K_ == M_) {
-      noise::normals_f32(noise_.seed, streams, 2 * rows, 0, K_, eps, ldw);
-    } else {
-      if (rin) noise::normals_f32(noise_.seed, streams, rows, 0, K_, eps, ldw);
-      if (white) noise::normals_f32(noise_.seed, streams + rows, rows, 0, M_, eps + static_cast<size_t>(rows) * ldw, ldw);
-    }
+  if (noisy_) key_streams(rows, ctx, row0, w.streams);
+  if (rin && white && K_ == M_) {  // both sets of rows drawn together (short rows keep the vectors full)
+    noise::normals_f32(noise_.seed, w.streams, 2 * rows, 0, K_, w.eps, w.ld);
+  } else {
+    if (rin) noise::normals_f32(noise_.seed, w.streams, rows, 0, K_, w.eps, w.ld);
+    if (white) noise::normals_f32(noise_.seed, w.streams + rows, rows, 0, M_, w.eps + static_cast<size_t>(rows) * w.ld, w.ld);
   }
-  if (rin) add_rin(L, rows, eps, ldw);
-  // the light on each path's detectors (and their two neighbours), one product per path
-  T* light_n = light + static_cast<size_t>(rows) * ldl_;
-  kern::gemm(L, 2 * ldi_, ldi_, T_.data(), ldl_, rows, kern::Epilogue<T>{}, light);
-  kern::gemm(L + ldi_, 2 * ldi_, ldi_, T_.data() + static_cast<size_t>(ldi_) * ldl_, ldl_, rows, kern::Epilogue<T>{}, light_n);
-  detect(L, light, rows, e, out, light + 2 * static_cast<size_t>(rows) * ldl_);
-  if (noisy_) add_output_noise(light, rows, ctx, row0, streams, e.kappa, out, eps + static_cast<size_t>(rows) * ldw, ldw);
+  if (rin) add_rin(L, rows, w.eps, w.ld);
+  light(L, rows, 0, light_panels(), w.light);
+  sense_columns(L, w.light, rows, ctx, row0, e, 0, M_, out, w);
+}
+
+template <class T>
+void OpticalTile<T>::emit(const T* t, int rows, const StepContext& ctx, int row0, T* L, T* scratch) const {
+  if (K_ == 0) throw Error("tile: read before programming");
+  drives(t, rows, L);
+  if (!noisy_ || !(noise_.spec.rin_sigma > 0)) return;
+  const Work w = work(scratch, rows);
+  key_streams(rows, ctx, row0, w.streams);
+  noise::normals_f32(noise_.seed, w.streams, rows, 0, K_, w.eps, w.ld);
+  add_rin(L, rows, w.eps, w.ld);
+}
+
+// Panels [p0, p1) of the light on each path's detectors (and their neighbours): one product per
+// path and panel, into light (rows x ld_light per path, the LED+ path's rows first).
+template <class T>
+void OpticalTile<T>::light(const T* L, int rows, int p0, int p1, T* light) const {
+  if (K_ == 0) throw Error("tile: read before programming");
+  constexpr int P = kColumnGrain;
+  for (int path = 0; path < 2; ++path)
+    for (int q = p0; q < p1; ++q) {
+      const int width = std::min(P, ldl_ - q * P);
+      const T* panel = T_.data() + static_cast<size_t>(path) * ldi_ * ldl_ + static_cast<size_t>(q) * P * ldi_;
+      kern::gemm(L + path * ldi_, 2 * ldi_, ldi_, panel, width, 0, width, rows, kern::Epilogue<T>{},
+                 light + static_cast<size_t>(path) * rows * ldl_ + q * P, ldl_);
+    }
+}
+
+template <class T>
+void OpticalTile<T>::sense(const T* L, const T* light, int rows, const StepContext& ctx, int row0, const kern::Epilogue<T>& e, int j0,
+                           int j1, T* out, T* scratch) const {
+  if (K_ == 0) throw Error("tile: read before programming");
+  if (j0 < 0 || j0 >= j1 || j1 > M_ || j0 % kColumnGrain || (j1 < M_ && j1 % kColumnGrain))
+    throw Error("tile: columns " + std::to_string(j0) + " .. " + std::to_string(j1) + " are not a range of whole chunks of the tile's " +
+                std::to_string(M_) + " outputs");
+  const Work w = work(scratch, rows);
+  const NoiseSpec& ns = noise_.spec;
+  if (noisy_) key_streams(rows, ctx, row0, w.streams);
+  if (noisy_ && (ns.photons_per_sample > 0 || ns.thermal_sigma > 0))
+    noise::normals_f32(noise_.seed, w.streams + rows, rows, static_cast<std::uint32_t>(j0), j1 - j0,
+                       w.eps + static_cast<size_t>(rows) * w.ld + j0, w.ld);
+  sense_columns(L, light, rows, ctx, row0, e, j0, j1, out, w);
+}
+
+// Outputs [j0, j1) from the light: the detector chain, then the noise after the optics.
+template <class T>
+void OpticalTile<T>::sense_columns(const T* L, const T* light, int rows, const StepContext& ctx, int row0, const kern::Epilogue<T>& e,
+                                   int j0, int j1, T* out, const Work& w) const {
+  detect(L, light, rows, e, j0, j1, out, w.g);
+  if (noisy_) add_output_noise(light, rows, ctx, row0, w.streams, e.kappa, j0, j1, out, w.eps + static_cast<size_t>(rows) * w.ld, w.ld);
 }
 
 // The detector chain on each row's light: out_j = c_j + the band of light and drives around
-// detector j (or the drives' dense leak), then the loop's epilogue. Each row's light and drives are
-// first laid out by detector with a zero on either side (g: 4 rows of ld_out + 2), so that the band
-// is one loop over the detectors that the compiler vectorises.
+// detector j (or the drives' dense leak), then the loop's epilogue, for j in [j0, j1). Each row's
+// light and drives are first laid out by detector with a zero on either side (g: 4 rows of
+// ld_out + 2), so that the band is one loop over the detectors that the compiler vectorises.
 template <class T>
-void OpticalTile<T>::detect(const T* L, const T* light, int rows, const kern::Epilogue<T>& e, T* out, T* g) const {
+void OpticalTile<T>::detect(const T* L, const T* light, int rows, const kern::Epilogue<T>& e, int j0, int j1, T* out, T* g) const {
   using V = typename kern::Vec<T>::type;
   constexpr int W = kern::kVecLanes<T>;
+  const int je = std::min(ldo_, (j1 + W - 1) / W * W);  // whole vectors: the coefficients are zero beyond M, so are those outputs
   const bool dense = !Q_.empty();
-  if (dense) kern::gemm(L, 2 * ldi_, 2 * ldi_, Q_.data(), ldo_, rows, kern::Epilogue<T>{}, out);
+  if (dense) kern::gemm(L, 2 * ldi_, 2 * ldi_, Q_.data(), ldo_, j0, je, rows, kern::Epilogue<T>{}, out, ldo_);
   const size_t lg = static_cast<size_t>(ldo_) + 2;
   T* by_detector[4] = {g + 1, g + 1 + lg, g + 1 + 2 * lg, g + 1 + 3 * lg};  // LED+ light, LED- light, LED+ drive, LED- drive
   T *gp = by_detector[0], *gn = by_detector[1], *dp = by_detector[2], *dn = by_detector[3];
-  std::fill(g, g + 4 * lg, T(0));
-  const int c0 = -h0_, c1 = std::min(M_ + 1, nl_ - h0_);  // the detectors whose light the map holds
-  const int i0 = std::max(-1, -q0_), i1 = std::min(M_ + 1, K_ - q0_);  // the detectors whose LED is in the tile
+  for (T* x : by_detector) std::fill(x + j0 - 1, x + je + 1, T(0));
+  const int c0 = std::max(-h0_, j0 - 1), c1 = std::min({M_ + 1, nl_ - h0_, j1 + 1});  // the detectors whose light the map holds
+  const int i0 = std::max({-1, -q0_, j0 - 1}), i1 = std::min({M_ + 1, K_ - q0_, j1 + 1});  // the detectors whose LED is in the tile
   kern::Epilogue<T> ec = e;
   ec.c = c_.data();
   using kern::load;
@@ -358,13 +434,13 @@ void OpticalTile<T>::detect(const T* L, const T* light, int rows, const kern::Ep
     if (!dense) {
       const T* Lp = L + static_cast<size_t>(r) * 2 * ldi_ + q0_;  // Lp[j]: the LED+ drive on detector j's channel
       const T* Ln = Lp + ldi_;
-      if (i0 < i1) {  // else no detector of the tile sits on a channel of its LEDs
+      if (i0 < i1) {  // else no detector of these columns sits on a channel of the tile's LEDs
         std::copy(Lp + i0, Lp + i1, dp + i0);
         std::copy(Ln + i0, Ln + i1, dn + i0);
       }
     }
     T* o = out + static_cast<size_t>(r) * ldo_;
-    for (int j = 0; j < ldo_; j += W) {  // the coefficients are zero beyond M: so are the padded outputs
+    for (int j = j0; j < je; j += W) {
       V v = dense ? load(o + j) : V{};
       for (int x = 0; x < (dense ? 2 : 4); ++x)  // FactoredChain::band's rows 3x .. 3x + 2: d = -1, 0, 1
         for (int d = -1; d <= 1; ++d) v += load(band_.data() + static_cast<size_t>(3 * x + 1 + d) * ldo_ + j) * load(by_detector[x] + j + d);
@@ -395,7 +471,7 @@ void OpticalTile<T>::add_rin(T* L, int rows, const float* eps, int ld) const {
 // bandwidth filters it the same way.
 template <class T>
 void OpticalTile<T>::add_output_noise(const T* light, int rows, const StepContext& ctx, int row0, const noise::Stream* streams, T kappa,
-                                      T* out, const float* eps, int ld) const {
+                                      int j0, int j1, T* out, const float* eps, int ld) const {
   const NoiseSpec& ns = noise_.spec;
   const bool shot = ns.photons_per_sample > 0, thermal = ns.thermal_sigma > 0;
   const bool correlated = ns.drift_sigma > 0 || ns.flicker_sigma > 0;
@@ -412,7 +488,7 @@ void OpticalTile<T>::add_output_noise(const T* light, int rows, const StepContex
         const T* lp = light + static_cast<size_t>(r) * ldl_ + h0_;
         const T* ln = lp + static_cast<size_t>(rows) * ldl_;
         const float* er = eps + static_cast<size_t>(r) * ld;
-        for (int j = 0; j < M_; ++j) {
+        for (int j = j0; j < j1; ++j) {
           const T detected = std::max(T(0), lp[j] + ln[j] + bias * light_bias_[j]);
           o[j] += kappa * std::sqrt(detector_gain_[j] * detector_gain_[j] * detected * per_light + var_thermal) * static_cast<T>(er[j]);
         }
@@ -422,31 +498,37 @@ void OpticalTile<T>::add_output_noise(const T* light, int rows, const StepContex
       for (int r = 0; r < rows; ++r) {
         T* o = out + static_cast<size_t>(r) * ldo_;
         const float* er = eps + static_cast<size_t>(r) * ld;
-        for (int j = 0; j < M_; ++j) o[j] += sigma * static_cast<T>(er[j]);
+        for (int j = j0; j < j1; ++j) o[j] += sigma * static_cast<T>(er[j]);
       }
     }
   }
   if (correlated) {
     thread_local std::vector<double> own;  // a row's evaluation when its memo was not prepared
+    const int chunks_per_row = chunks();
+    const std::size_t memo_rows = memo_block_.size() / std::max(1, chunks_per_row);
     for (int r = 0; r < rows; ++r) {
       T* o = out + static_cast<size_t>(r) * ldo_;
       const std::int64_t tick = static_cast<std::int64_t>(static_cast<std::int32_t>(streams[r].a)) * noise_.slot_ticks + ctx.iteration;
       const std::int64_t b = tick >= 0 ? tick / kBlockTicks : (tick - kBlockTicks + 1) / kBlockTicks;
       const size_t row = static_cast<size_t>(row0) + r;
-      const double *base, *slope;
-      bool inside;
-      if (row < memo_block_.size()) {
-        double* mb = memo_linear_.data() + row * 2 * M_;
-        if (memo_block_[row] != b) memo_inside_[row] = correlated_linear(b, mb, mb + M_), memo_block_[row] = b;
-        base = mb, slope = mb + M_, inside = memo_inside_[row];
-      } else {
-        own.resize(2 * M_);
-        inside = correlated_linear(b, own.data(), own.data() + M_);
-        base = own.data(), slope = own.data() + M_;
-      }
       const double s = static_cast<double>(tick - b * kBlockTicks);
-      for (int j = 0; j < M_; ++j) o[j] += kappa * static_cast<T>(static_cast<float>(base[j] + slope[j] * s));
-      if (inside) add_drift_at(tick, kappa, o);
+      for (int c = j0 / kColumnGrain; c * kColumnGrain < j1; ++c) {  // chunks of columns: each its own memo
+        const int a0 = c * kColumnGrain, a1 = std::min(j1, a0 + kColumnGrain);
+        const double *base, *slope;
+        bool inside;
+        if (row < memo_rows) {
+          const size_t m = row * chunks_per_row + c;
+          double* mb = memo_linear_.data() + row * 2 * M_;
+          if (memo_block_[m] != b) memo_inside_[m] = correlated_linear(b, a0, a1, mb, mb + M_), memo_block_[m] = b;
+          base = mb, slope = mb + M_, inside = memo_inside_[m];
+        } else {
+          own.resize(2 * M_);
+          inside = correlated_linear(b, a0, a1, own.data(), own.data() + M_);
+          base = own.data(), slope = own.data() + M_;
+        }
+        for (int j = a0; j < a1; ++j) o[j] += kappa * static_cast<T>(static_cast<float>(base[j] + slope[j] * s));
+        if (inside) add_drift_at(tick, kappa, a0, a1, o);
+      }
     }
   }
 }
@@ -463,11 +545,12 @@ void OpticalTile<T>::add_output_noise(const T* light, int rows, const StepContex
 // span of 2^kSlowOctave iterations, so their sum is evaluated once per span and shared
 // (slow_span). Every value is a pure function of the block: no history, no thread dependence.
 template <class T>
-bool OpticalTile<T>::correlated_linear(std::int64_t b, double* base, double* slope) const {
+bool OpticalTile<T>::correlated_linear(std::int64_t b, int j0, int j1, double* base, double* slope) const {
   const NoiseSpec& ns = noise_.spec;
   const std::int64_t t0 = b * kBlockTicks;
-  std::fill(base, base + M_, 0.0);
-  std::fill(slope, slope + M_, 0.0);
+  const int n = j1 - j0;
+  std::fill(base + j0, base + j1, 0.0);
+  std::fill(slope + j0, slope + j1, 0.0);
   const int top = flicker_top(), fast_top = std::min(top, kSlowOctave);
   const double a = flicker_amplitude(top), d = ns.drift_sigma, drift_ticks = drift_period();
   const auto m0 = static_cast<std::int64_t>(std::floor(static_cast<double>(t0) / drift_ticks));
@@ -479,39 +562,40 @@ bool OpticalTile<T>::correlated_linear(std::int64_t b, double* base, double* slo
   int knots = fast;
   if (linear_drift) st[knots++] = knot_stream(noise::Source::Drift, 0, m0), st[knots++] = knot_stream(noise::Source::Drift, 0, m0 + 1);
   thread_local std::vector<float> kn;
-  kn.resize(static_cast<size_t>(knots) * M_);
-  noise::normals_f32(noise_.seed, st, knots, noise_.channel0, M_, kn.data(), M_);
+  kn.resize(static_cast<size_t>(knots) * n);
+  noise::normals_f32(noise_.seed, st, knots, noise_.channel0 + static_cast<std::uint32_t>(j0), n, kn.data(), n);
   if (a > 0) {
-    add_octaves(kn.data(), kFlickerFirstOctave, fast_top, t0, a, base, slope, M_);
+    add_octaves(kn.data(), kFlickerFirstOctave, fast_top, t0, a, base + j0, slope + j0, n);
     if (top > kSlowOctave) {  // the slow octaves, linear across their shared span
       const std::int64_t s = t0 >> kSlowOctave;
       const std::shared_ptr<const std::vector<double>> slow = slow_span(s);
       const double x = static_cast<double>(t0 - (s << kSlowOctave));
-      for (int j = 0; j < M_; ++j) {
+      for (int j = j0; j < j1; ++j) {
         base[j] += (*slow)[j] + (*slow)[M_ + j] * x;
         slope[j] += (*slow)[M_ + j];
       }
     }
   }
   if (linear_drift) {  // drift has its rms at its knots (2/3 of the variance between them, on average)
-    const float* k0 = kn.data() + static_cast<size_t>(fast) * M_;
-    add_interval(k0, k0 + M_, d, static_cast<double>(t0) / drift_ticks - static_cast<double>(m0), drift_ticks, base, slope, M_);
+    const float* k0 = kn.data() + static_cast<size_t>(fast) * n;
+    add_interval(k0, k0 + n, d, static_cast<double>(t0) / drift_ticks - static_cast<double>(m0), drift_ticks, base + j0, slope + j0, n);
   }
   return d > 0 && !linear_drift;
 }
 
 // The drift at one tick, for blocks with a drift knot inside.
 template <class T>
-void OpticalTile<T>::add_drift_at(std::int64_t tick, T kappa, T* o) const {
+void OpticalTile<T>::add_drift_at(std::int64_t tick, T kappa, int j0, int j1, T* o) const {
+  const int n = j1 - j0;
   thread_local std::vector<float> kn;
-  kn.resize(2 * static_cast<size_t>(M_));
+  kn.resize(2 * static_cast<size_t>(n));
   const double x = static_cast<double>(tick) / drift_period(), d = noise_.spec.drift_sigma;
   const auto m = static_cast<std::int64_t>(std::floor(x));
   const double w = x - static_cast<double>(m);
   const noise::Stream st[2] = {knot_stream(noise::Source::Drift, 0, m), knot_stream(noise::Source::Drift, 0, m + 1)};
-  noise::normals_f32(noise_.seed, st, 2, noise_.channel0, M_, kn.data(), M_);
-  const float *k0 = kn.data(), *k1 = k0 + M_;
-  for (int j = 0; j < M_; ++j) o[j] += kappa * static_cast<T>(static_cast<float>(d * ((1 - w) * k0[j] + w * k1[j])));
+  noise::normals_f32(noise_.seed, st, 2, noise_.channel0 + static_cast<std::uint32_t>(j0), n, kn.data(), n);
+  const float *k0 = kn.data() - j0, *k1 = k0 + n;
+  for (int j = j0; j < j1; ++j) o[j] += kappa * static_cast<T>(static_cast<float>(d * ((1 - w) * k0[j] + w * k1[j])));
 }
 
 // The octaves of 1/f noise from kSlowOctave up, over the span [2^kSlowOctave s, 2^kSlowOctave (s + 1)):
@@ -557,9 +641,10 @@ double OpticalTile<T>::flicker_amplitude(int top) const {
 template <class T>
 void OpticalTile<T>::prepare_reads(int rows) const {
   std::lock_guard<std::mutex> lock(slow_mutex_);
-  if (rows <= static_cast<int>(memo_block_.size())) return;
-  memo_block_.resize(rows, INT64_MIN);
-  memo_inside_.resize(rows, 0);
+  const std::size_t cells = static_cast<std::size_t>(rows) * chunks();
+  if (cells <= memo_block_.size()) return;
+  memo_block_.resize(cells, INT64_MIN);
+  memo_inside_.resize(cells, 0);
   memo_linear_.resize(static_cast<size_t>(rows) * 2 * M_);
 }
 

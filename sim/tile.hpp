@@ -118,14 +118,40 @@ class OpticalTile {
   // ctx.sample(row0 + r) at iteration ctx.iteration. Threads may call it at once.
   void read(const T* t, int rows, const StepContext& ctx, int row0, kern::Epilogue<T> e, T* out, T* scratch) const;
 
+  // The same read in three steps, so that threads can share one large tile (a token at a time
+  // through a module): emit, once per read, the LED drives and their intensity noise into L
+  // (rows x drive_ld()); light, over any split of the light map's panels, each path's light into
+  // `light` (light_size(rows)); then sense, over any split of the outputs into column ranges
+  // [j0, j1) that start on multiples of kColumnGrain, the detector chain and its noise into those
+  // columns of out. Every value is read()'s, whatever the splits.
+  static constexpr int kColumnGrain = 64;
+  int drive_ld() const { return 2 * ldi_; }
+  int light_panels() const { return (nl_ + kColumnGrain - 1) / kColumnGrain; }
+  std::size_t light_size(int rows) const { return static_cast<std::size_t>(rows) * 2 * ldl_; }
+  void emit(const T* t, int rows, const StepContext& ctx, int row0, T* L, T* scratch) const;
+  void light(const T* L, int rows, int p0, int p1, T* light) const;
+  void sense(const T* L, const T* light, int rows, const StepContext& ctx, int row0, const kern::Epilogue<T>& e, int j0, int j1, T* out,
+             T* scratch) const;
+
  private:
+  struct Work {  // a read's scratch after its drives
+    T *light, *g;
+    float* eps;  // RIN rows, then the detectors' rows, ld floats each
+    int ld;
+    noise::Stream* streams;  // the same two sets of rows
+  };
+  Work work(T* scratch, int rows) const;
+  void key_streams(int rows, const StepContext& ctx, int row0, noise::Stream* st) const;
   void drives(const T* t, int rows, T* L) const;
   void add_rin(T* L, int rows, const float* eps, int ld) const;
-  void detect(const T* L, const T* light, int rows, const kern::Epilogue<T>& e, T* out, T* g) const;
-  void add_output_noise(const T* light, int rows, const StepContext& ctx, int row0, const noise::Stream* streams, T kappa, T* out,
-                        const float* eps, int ld) const;
-  bool correlated_linear(std::int64_t block, double* base, double* slope) const;
-  void add_drift_at(std::int64_t tick, T kappa, T* o) const;
+  void sense_columns(const T* L, const T* light, int rows, const StepContext& ctx, int row0, const kern::Epilogue<T>& e, int j0, int j1,
+                     T* out, const Work& w) const;
+  void detect(const T* L, const T* light, int rows, const kern::Epilogue<T>& e, int j0, int j1, T* out, T* g) const;
+  void add_output_noise(const T* light, int rows, const StepContext& ctx, int row0, const noise::Stream* streams, T kappa, int j0, int j1,
+                        T* out, const float* eps, int ld) const;
+  int chunks() const { return (M_ + kColumnGrain - 1) / kColumnGrain; }
+  bool correlated_linear(std::int64_t block, int j0, int j1, double* base, double* slope) const;
+  void add_drift_at(std::int64_t tick, T kappa, int j0, int j1, T* o) const;
   std::shared_ptr<const std::vector<double>> slow_span(std::int64_t span) const;
   double drift_period() const;
   int flicker_top() const;
@@ -135,17 +161,17 @@ class OpticalTile {
   CoreConfig chain_;
   Optics optics_;
   int K_ = 0, M_ = 0, ldi_ = 0, ldo_ = 0, nl_ = 0, ldl_ = 0, h0_ = 0, q0_ = 0;  // nl_: light columns
-  AlignedVector<T> T_;                // (2 ld_in) x ld_light: FactoredChain::T
+  AlignedVector<T> T_;                // FactoredChain::T in panels of kColumnGrain light columns (pack_panels)
   AlignedVector<T> band_, Q_, c_;     // 12 x ld_out; (2 ld_in) x ld_out or empty; ld_out
   AlignedVector<T> light_bias_, detector_gain_;  // shot noise
   bool noisy_ = false;
   TileNoise noise_;
   int programmings_ = 0;
-  // Time-correlated noise. Each row of the reads (row0 + r) remembers the block of 64 iterations
-  // its drift and 1/f noise were last evaluated for, as a value and a slope per detector, so a
-  // row evaluates them once per block (prepare_reads sizes this; rows beyond it evaluate every
-  // read). The slow 1/f octaves' spans are shared by all rows, cached.
-  mutable std::vector<std::int64_t> memo_block_;
+  // Time-correlated noise. Each row of the reads (row0 + r) remembers, per kColumnGrain columns, the
+  // block of 64 iterations its drift and 1/f noise were last evaluated for, as a value and a slope
+  // per detector, so a row evaluates them once per block (prepare_reads sizes this; rows beyond it
+  // evaluate every read). The slow 1/f octaves' spans are shared by all rows, cached.
+  mutable std::vector<std::int64_t> memo_block_;  // per row and column chunk
   mutable std::vector<char> memo_inside_;    // the block has a drift knot inside
   mutable std::vector<double> memo_linear_;  // per row: base (M), slope (M)
   mutable std::mutex slow_mutex_;

@@ -275,25 +275,67 @@ TEST_CASE("tile: reads depend only on slot and iteration, not on the rows read w
   CHECK(part == all.bottomRows(9));
 }
 
-TEST_CASE("kern: a single row streamed through a matrix larger than the caches is the register-tiled product bit for bit") {
-  // 5 rows: a block of 4 through the register tiles, the fifth streamed (F is 1 MB and more), all
-  // five the same input, with the loop's epilogue
-  const int Kf = 1024, ld = 256, rows = 5;
-  REQUIRE(static_cast<std::size_t>(Kf) * ld * sizeof(float) >= kern::kStreamBytes);
-  std::mt19937 rng(2);
+TEST_CASE("kern: each output column is the same sum whatever range of columns a product covers") {
+  // every vector count from 1 to 17 (the register tiles' shapes and their remainders), one row and
+  // a block of four, against the whole product
+  const int Kf = 130, ld = 208;
+  std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1, 1);
-  AlignedVector<float> L(static_cast<size_t>(rows) * Kf), F(static_cast<size_t>(Kf) * ld), out(static_cast<size_t>(rows) * ld);
-  AlignedVector<float> c(ld), alpha(ld), z(static_cast<size_t>(rows) * ld), inj(static_cast<size_t>(rows) * ld);
+  AlignedVector<float> L(static_cast<size_t>(4) * Kf), F(static_cast<size_t>(Kf) * ld), whole(static_cast<size_t>(4) * ld), part(whole.size());
   for (float& f : F) f = u(rng);
-  for (int k = 0; k < Kf; ++k) L[k] = u(rng);
-  for (int r = 1; r < rows; ++r) std::copy_n(L.data(), Kf, L.data() + static_cast<size_t>(r) * Kf);
-  for (int j = 0; j < ld; ++j) c[j] = u(rng), alpha[j] = u(rng);
-  std::fill(z.begin(), z.end(), 0.5f);
-  std::fill(inj.begin(), inj.end(), 0.25f);
-  kern::Epilogue<float> e;
-  e.c = c.data(), e.alpha = alpha.data(), e.z = z.data(), e.inj = inj.data(), e.kappa = 0.5f;
-  kern::gemm(L.data(), Kf, Kf, F.data(), ld, rows, e, out.data());
-  for (int j = 0; j < ld; ++j) CHECK(out[static_cast<size_t>(4) * ld + j] == out[j]);
+  for (float& l : L) l = u(rng);
+  constexpr int W = kern::kVecLanes<float>;
+  for (int rows : {1, 4}) {
+    kern::gemm(L.data(), Kf, Kf, F.data(), ld, 0, ld, rows, kern::Epilogue<float>{}, whole.data(), ld);
+    for (int j0 : {0, W, 5 * W})
+      for (int j1 = j0 + W; j1 <= ld; j1 += W) {
+        kern::gemm(L.data(), Kf, Kf, F.data(), ld, j0, j1, rows, kern::Epilogue<float>{}, part.data(), ld);
+        for (int r = 0; r < rows; ++r)
+          for (int j = j0; j < j1; ++j) REQUIRE(part[static_cast<size_t>(r) * ld + j] == whole[static_cast<size_t>(r) * ld + j]);
+      }
+  }
+}
+
+TEST_CASE("tile: a read in steps (emit; light per range of panels; sense per range of columns) is the whole read bit for bit, every source on") {
+  // a 130 x 200 tile at LED 5, detector 7 of the calibrated aoc-scale core (200 outputs: chunks of
+  // 64, 64, 64 and 8), drift with knots inside the blocks, rows past the prepared memo
+  const Hardware hw = load_hardware(resolve_hardware_path("aoc-scale"));
+  CoreConfig chain = CoreConfig::twin_defaults(hw);
+  const int Kt = 130, Mt = 200, rows = 3;
+  std::mt19937_64 rng(9);
+  std::uniform_real_distribution<double> u(-1, 1);
+  const MatrixXdR W = MatrixXdR::NullaryExpr(Kt, Mt, [&] { return u(rng) / std::sqrt(double(Kt)); });
+  TileNoise n;
+  n.spec = NoiseSpec{0.06, 1e4, 1e-2, 1e-2, 1e-2, 1e-2, 0.5, 1e-2};
+  n.seed = 21, n.stream = 3, n.channel0 = 7;
+  OpticalTile<float> tile(hw, chain, Optics::Calibrated);
+  tile.set_noise(n);
+  tile.program(W, 5, 7);
+  tile.prepare_reads(2);  // row 2 evaluates its time-correlated noise every read
+  const int ldi = tile.ld_in(), ldo = tile.ld_out();
+  AlignedVector<float> in(static_cast<size_t>(rows) * ldi, 0.f), L(static_cast<size_t>(rows) * tile.drive_ld()), light(tile.light_size(rows));
+  REQUIRE(tile.light_panels() == 4);  // the light of detectors -1 .. 200
+  AlignedVector<float> scratch(tile.scratch_size(rows)), whole(static_cast<size_t>(rows) * ldo), split(whole.size());
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < Kt; ++j) in[static_cast<size_t>(r) * ldi + j] = static_cast<float>(u(rng));
+  const int slots[rows] = {0, 4, 9};
+  const std::vector<std::vector<int>> splits = {{0, 64, 192, 200}, {0, 128, 200}, {0, 200}};
+  for (int it : {3, 70, 131}) {
+    const StepContext ctx{it, slots};
+    tile.read(in.data(), rows, ctx, 0, kern::Epilogue<float>{}, whole.data(), scratch.data());
+    for (const auto& cut : splits) {
+      std::fill(split.begin(), split.end(), -1.f);
+      tile.emit(in.data(), rows, ctx, 0, L.data(), scratch.data());
+      tile.light(L.data(), rows, 2, 4, light.data());
+      tile.light(L.data(), rows, 0, 2, light.data());
+      for (std::size_t k = cut.size() - 1; k-- > 0;)  // the ranges in reverse order
+        tile.sense(L.data(), light.data(), rows, ctx, 0, kern::Epilogue<float>{}, cut[k], cut[k + 1], split.data(), scratch.data());
+      for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < Mt; ++j) REQUIRE(split[static_cast<size_t>(r) * ldo + j] == whole[static_cast<size_t>(r) * ldo + j]);
+    }
+  }
+  CHECK_THROWS_WITH(tile.sense(L.data(), light.data(), rows, StepContext{0, slots}, 0, kern::Epilogue<float>{}, 10, 64, split.data(), scratch.data()),
+                    Catch::Contains("not a range of whole chunks"));
 }
 
 // ---- the same sources through compiled programs ----
