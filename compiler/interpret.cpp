@@ -549,7 +549,7 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, std::
   return attend(qr, kr, v, heads, 0);
 }
 
-Tensor scan(const Tensor& a, const Tensor& x, const Tensor* h0, const std::string& where) {
+Tensor scan(const Tensor& a, const Tensor& x, const Tensor* h0, int threads, const std::string& where) {
   if (x.shape.size() < 2) fail(where, "x must be [B, L, ...], got " + str(x.shape));
   const bool prefix = a.shape.size() >= 2 && a.shape.size() <= x.shape.size() &&
                       std::equal(a.shape.begin(), a.shape.end(), x.shape.begin());
@@ -562,19 +562,26 @@ Tensor scan(const Tensor& a, const Tensor& x, const Tensor* h0, const std::strin
   if (h0 && h0->shape != hs) fail(where, "h0 must be " + str(hs) + " (x without axis 1), got " + str(h0->shape));
   const std::int64_t rep = Na == 0 ? 1 : N / Na;  // each a element covers rep consecutive x elements
   Tensor y = make(x.shape);
-  std::vector<double> h(static_cast<size_t>(std::max<std::int64_t>(N, 0)));
-  for (std::int64_t b = 0; b < B; ++b) {
-    for (std::int64_t j = 0; j < N; ++j) h[j] = h0 ? h0->data[b * N + j] : 0.0;
-    for (std::int64_t t = 0; t < L; ++t) {
-      const double* at = a.data.data() + (b * L + t) * Na;
-      const double* xt = x.data.data() + (b * L + t) * N;
-      double* yt = y.data.data() + (b * L + t) * N;
-      for (std::int64_t i = 0, j = 0; j < N; ++i)  // a's element i covers x's j = i rep .. i rep + rep - 1
-        for (const std::int64_t end = j + rep; j < end; ++j) {
-          h[j] = at[i] * h[j] + xt[j];
-          yt[j] = h[j];
+  // h_t = a_t h_{t-1} + x_t, elementwise, held in y itself (h_{-1}: h0 or zeros); the elements are
+  // independent, so threads take contiguous parts of them.
+  const std::int64_t parts = std::clamp<std::int64_t>(N / 4096, 1, std::max(threads, 1));
+#pragma omp parallel for num_threads(threads) if (parts > 1) schedule(static)
+  for (std::int64_t part = 0; part < parts; ++part) {
+    const std::int64_t j0 = N * part / parts, j1 = N * (part + 1) / parts;
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t t = 0; t < L; ++t) {
+        const double* at = a.data.data() + (b * L + t) * Na;
+        const double* xt = x.data.data() + (b * L + t) * N;
+        double* yt = y.data.data() + (b * L + t) * N;
+        const double* prev = t > 0 ? yt - N : h0 ? h0->data.data() + b * N : nullptr;
+        for (std::int64_t j = j0; j < j1;) {  // a's element i covers x's j = i rep .. i rep + rep - 1
+          const std::int64_t i = j / rep, end = std::min(j1, (i + 1) * rep);
+          if (prev)
+            for (; j < end; ++j) yt[j] = at[i] * prev[j] + xt[j];
+          else
+            for (; j < end; ++j) yt[j] = at[i] * 0.0 + xt[j];
         }
-    }
+      }
   }
   return y;
 }
@@ -619,10 +626,10 @@ Tensor delay_step(const Tensor& x, std::vector<Tensor>& state, bool commit, cons
 }
 
 // state = {h of the last token, [B, ...]}: h0 (or zeros) before the first token.
-Tensor scan_step(const Tensor& a, const Tensor& x, const Tensor* h0, std::vector<Tensor>& state, bool commit,
+Tensor scan_step(const Tensor& a, const Tensor& x, const Tensor* h0, std::vector<Tensor>& state, bool commit, int threads,
                  const std::string& where) {
   if (x.shape.size() < 2 || x.shape[1] != 1) fail(where, "x must be one token [B, 1, ...] in sequential mode, got " + str(x.shape));
-  Tensor y = scan(a, x, state.empty() ? h0 : &state[0], where);
+  Tensor y = scan(a, x, state.empty() ? h0 : &state[0], threads, where);
   if (commit) {
     Tensor h = y;
     h.shape.erase(h.shape.begin() + 1);
@@ -858,8 +865,8 @@ class Interp {
         return one(einsum(required(attr_str(op, "spec", where), "spec", where), in, th, where));
       case OpKind::Scan:
         arity(in, 2, 3, where);
-        if (sequential()) return one(scan_step(*in[0], *in[1], in.size() > 2 ? in[2] : nullptr, states_[where], commit_, where));
-        return one(scan(*in[0], *in[1], in.size() > 2 ? in[2] : nullptr, where));
+        if (sequential()) return one(scan_step(*in[0], *in[1], in.size() > 2 ? in[2] : nullptr, states_[where], commit_, th, where));
+        return one(scan(*in[0], *in[1], in.size() > 2 ? in[2] : nullptr, th, where));
       case OpKind::Delay:
         arity(in, 1, 1, where);
         if (sequential()) return one(delay_step(*in[0], states_[where], commit_, where));
