@@ -362,6 +362,32 @@ TEST_CASE("interpret: Scan starts from h0 when given") {
   check(run1(OpKind::Scan, {{"a", a}, {"x", x}, {"h0", h0}}), {1, 3, 2}, {6, 12, 15, 28, -10, -22});
 }
 
+TEST_CASE("interpret: Scan over many elements is the recurrence, the same for any thread count") {
+  // x[2, 3, 5, 3000]: 15000 elements per step, so three threads split them (inside a head's run)
+  const std::int64_t B = 2, L = 3, H = 5, P = 3000;
+  std::vector<double> av(static_cast<size_t>(B * L * H)), xv(static_cast<size_t>(B * L * H * P)), hv(static_cast<size_t>(B * H * P));
+  for (size_t k = 0; k < av.size(); ++k) av[k] = 0.9 - 0.1 * static_cast<double>(k % 7);
+  for (size_t k = 0; k < xv.size(); ++k) xv[k] = std::sin(0.37 * static_cast<double>(k));
+  for (size_t k = 0; k < hv.size(); ++k) hv[k] = std::cos(0.11 * static_cast<double>(k));
+  Graph g;
+  g.inputs = {decl("a", {B, L, H}), decl("x", {B, L, H, P}), decl("h0", {B, H, P})};
+  g.ops.push_back(make_op(OpKind::Scan, {"a", "x", "h0"}, {"y"}, {}, "scan"));
+  g.outputs = {"y"};
+  const std::map<std::string, Tensor> given = {{"a", tensor({B, L, H}, av)}, {"x", tensor({B, L, H, P}, xv)}, {"h0", tensor({B, H, P}, hv)}};
+  InterpretOptions one, three;
+  three.threads = 3;
+  const Tensor y1 = interpret(g, {}, given, one).values.at("y"), y3 = interpret(g, {}, given, three).values.at("y");
+  CHECK(y1.data == y3.data);
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t j = 0; j < H * P; ++j) {
+      double h = hv[static_cast<size_t>(b * H * P + j)];
+      for (std::int64_t t = 0; t < L; ++t) {
+        h = av[static_cast<size_t>((b * L + t) * H + j / P)] * h + xv[static_cast<size_t>((b * L + t) * H * P + j)];
+        REQUIRE(y1.data[static_cast<size_t>((b * L + t) * H * P + j)] == Approx(h).margin(1e-12));
+      }
+    }
+}
+
 TEST_CASE("interpret: Scan broadcasts a over the extra trailing dims of x per head") {
   // a[B=2, L=2, H=2], x[2, 2, 2, 2]: a[b,l,h] scales both x[b,l,h,:]
   const Tensor a = tensor({2, 2, 2}, {1, 1, 2, 3, 0, 0, -1, 0.5});
