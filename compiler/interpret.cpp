@@ -32,6 +32,17 @@ std::string str(const Dims& s) {
 
 [[noreturn]] void fail(const std::string& where, const std::string& msg) { throw Error(where + ": " + msg); }
 
+// c + a b with one rounding where the target has FMA, two everywhere where it has not: one rule for
+// every sum of products below, whatever the compiler would contract in a given loop shape (the
+// fused selective-scan step relies on computing exactly what Einsum and Scan compute).
+inline double fmadd(double a, double b, double c) {
+#if defined(__FMA__)
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
 Tensor make(Dims shape, double fill = 0.0) {
   Tensor t;
   t.data.assign(static_cast<size_t>(numel(shape)), fill);
@@ -325,15 +336,16 @@ Tensor reshape(const Tensor& x, const Dims& target, const std::string& where) {
 }
 
 // einsum's inner loop: the terms of a run of n elements, each the product 1 x a x b ... (left to
-// right) of every operand's element at off + e st, handed to f(e, term) in order; with the operand
-// count known to the compiler for the common counts.
+// right) of every operand's element at off + e st, handed to f(e, q, last) in order as the product
+// of all but the last operand's element, and that element (so that a sum adds each term with one
+// fmadd); with the operand count known to the compiler for the common counts.
 template <int N, class F>
 void terms_of(const double* const* d, const std::int64_t* off, const std::int64_t* st, std::size_t n_ops, std::int64_t n, F&& f) {
   const std::size_t ops = N ? N : n_ops;
   for (std::int64_t e = 0; e < n; ++e) {
-    double p = 1;
-    for (std::size_t o = 0; o < ops; ++o) p *= d[o][off[o] + e * st[o]];
-    f(e, p);
+    double q = 1;
+    for (std::size_t o = 0; o + 1 < ops; ++o) q *= d[o][off[o] + e * st[o]];
+    f(e, q, d[ops - 1][off[ops - 1] + e * st[ops - 1]]);
   }
 }
 
@@ -445,14 +457,16 @@ Tensor einsum(const std::string& spec_attr, const std::vector<const Tensor*>& xs
       double* yq = y.data.data() + q * row_len;
       if (ns == 0) {  // no sum: a product of one element per operand
         // a sum of one term, as the definition reads (so -0 becomes 0)
-        einsum_terms(data.data(), base.data(), row_stride.data(), n_ops, row_len, [&](std::int64_t e, double p) { yq[e] = 0.0 + p; });
+        einsum_terms(data.data(), base.data(), row_stride.data(), n_ops, row_len,
+                     [&](std::int64_t e, double q, double last) { yq[e] = 0.0 + q * last; });
       } else {
         for (std::int64_t e = 0; e < row_len; ++e) {
           for (size_t o = 0; o < n_ops; ++o) at[o] = base[o] + e * row_stride[o];
           off = at;
           double acc = 0;
           for (std::int64_t s = 0; s < n_sum; s += inner) {
-            einsum_terms(data.data(), off.data(), inner_stride.data(), n_ops, inner, [&](std::int64_t, double p) { acc += p; });
+            einsum_terms(data.data(), off.data(), inner_stride.data(), n_ops, inner,
+                         [&](std::int64_t, double q, double last) { acc = fmadd(q, last, acc); });
             for (int i = ns - 2; i >= 0; --i) {  // advance the outer summed letters
               for (size_t o = 0; o < n_ops; ++o) off[o] += sst[o][i];
               if (++idx[i] < sum_shape[i]) break;
@@ -577,9 +591,9 @@ Tensor scan(const Tensor& a, const Tensor& x, const Tensor* h0, int threads, con
         for (std::int64_t j = j0; j < j1;) {  // a's element i covers x's j = i rep .. i rep + rep - 1
           const std::int64_t i = j / rep, end = std::min(j1, (i + 1) * rep);
           if (prev)
-            for (; j < end; ++j) yt[j] = at[i] * prev[j] + xt[j];
+            for (; j < end; ++j) yt[j] = fmadd(at[i], prev[j], xt[j]);
           else
-            for (; j < end; ++j) yt[j] = at[i] * 0.0 + xt[j];
+            for (; j < end; ++j) yt[j] = fmadd(at[i], 0.0, xt[j]);
         }
       }
   }
@@ -676,14 +690,20 @@ class Interp {
  public:
   Interp(const WeightStore& w, const InterpretOptions& opt) : w_(w), opt_(opt) {}
   std::vector<FixedPointStats> stats;
+  long long fused_steps = 0;
 
   // Runs ops in order in env. head is "interpret:" at the top level, "<FixedPoint's where> body"
-  // inside a body; stats are kept for top-level FixedPoints only.
-  void run_ops(const std::vector<Op>& ops, Env& env, const std::string& head, bool top) {
+  // inside a body; stats are kept for top-level FixedPoints only. A body's selective-scan steps
+  // (ssd_steps: results, the body's results) run fused.
+  void run_ops(const std::vector<Op>& ops, Env& env, const std::string& head, bool top, const std::vector<std::string>* results = nullptr) {
+    const std::vector<char>* fused = results && opt_.fuse ? &ssd_steps(ops, *results) : nullptr;
     for (size_t i = 0; i < ops.size(); ++i) {
       const Op& op = ops[i];
-      const std::string label = !op.name.empty() ? op.name : !op.outputs.empty() ? op.outputs[0] : std::string();
-      const std::string where = head + " op #" + std::to_string(i) + " " + op_info(op.kind).name + " '" + label + "'";
+      const std::string where = where_of(ops, i, head);
+      if (fused && (*fused)[i] && ssd_step(ops, i, env, head)) {
+        i += 2;
+        continue;
+      }
       std::vector<const Tensor*> in;
       for (const auto& name : op.inputs) in.push_back(&lookup(env, name, where));
       const bool per_token_results = sequential() && per_token(op, in, where);
@@ -699,6 +719,125 @@ class Interp {
         env.emplace(op.outputs[k], std::move(out[k]));
       }
     }
+  }
+
+  static std::string where_of(const std::vector<Op>& ops, size_t i, const std::string& head) {
+    const Op& op = ops[i];
+    const std::string label = !op.name.empty() ? op.name : !op.outputs.empty() ? op.outputs[0] : std::string();
+    return head + " op #" + std::to_string(i) + " " + op_info(op.kind).name + " '" + label + "'";
+  }
+
+  // ---- a selective-scan step, fused ----
+  // Mamba2's recurrence as the importer writes it: Einsum blh,bln,blhp->blhpn (dt_h B_n x_hp), Scan
+  // (h = a_h h_prev + that), Einsum bln,blhpn->blhp (y = C . h), where no other op reads the two
+  // [B, L, H, P, N] intermediates. Run as one pass over the state, each element's arithmetic the
+  // three ops' own (the same values, tests/test_interpret.cpp), without writing the intermediates:
+  // one token at a time through a large implicit model they are most of the digital work's memory
+  // traffic. Which ops of a body start one, computed once per body.
+  const std::vector<char>& ssd_steps(const std::vector<Op>& ops, const std::vector<std::string>& results) {
+    auto [it, fresh] = ssd_.try_emplace(&ops);
+    if (!fresh) return it->second;
+    std::vector<char>& at = it->second;
+    at.assign(ops.size(), 0);
+    auto canonical = [](const Op& op) {  // the spec with its letters renamed in order of appearance
+      std::string spec, out;
+      for (char c : attr_str(op, "spec", "").value_or("")) if (c != ' ') spec += c;
+      std::map<char, char> name;
+      for (char c : spec) out += c >= 'a' && c <= 'z' ? name.try_emplace(c, static_cast<char>('a' + name.size())).first->second : c;
+      return out;
+    };
+    auto read_elsewhere = [&](const std::string& v, size_t reader) {
+      if (std::find(results.begin(), results.end(), v) != results.end()) return true;
+      for (size_t k = 0; k < ops.size(); ++k)
+        if (k != reader && std::find(ops[k].inputs.begin(), ops[k].inputs.end(), v) != ops[k].inputs.end()) return true;
+      return false;
+    };
+    for (size_t i = 0; i + 2 < ops.size(); ++i) {
+      const Op &in = ops[i], &sc = ops[i + 1], &out = ops[i + 2];
+      if (in.kind != OpKind::Einsum || sc.kind != OpKind::Scan || out.kind != OpKind::Einsum) continue;
+      if (in.inputs.size() != 3 || in.outputs.size() != 1 || sc.inputs.size() < 2 || sc.inputs.size() > 3 || sc.outputs.size() != 1 ||
+          out.inputs.size() != 2 || out.outputs.size() != 1)
+        continue;
+      if (sc.inputs[1] != in.outputs[0] || out.inputs[1] != sc.outputs[0]) continue;
+      if (canonical(in) != "abc,abd,abce->abced" || canonical(out) != "abc,abdec->abde") continue;
+      if (read_elsewhere(in.outputs[0], i + 1) || read_elsewhere(sc.outputs[0], i + 2)) continue;
+      at[i] = 1;
+    }
+    return at;
+  }
+
+  // The step at ops[i .. i + 2]; false (nothing done) where the operands' shapes are not the step's,
+  // so that the three ops run (and report) as written.
+  bool ssd_step(const std::vector<Op>& ops, size_t i, Env& env, const std::string& head) {
+    const Op &in_op = ops[i], &scan_op = ops[i + 1], &out_op = ops[i + 2];
+    const std::string where = where_of(ops, i + 2, head);
+    const Tensor &dt = lookup(env, in_op.inputs[0], where), &Bm = lookup(env, in_op.inputs[1], where), &x = lookup(env, in_op.inputs[2], where);
+    const Tensor &a = lookup(env, scan_op.inputs[0], where), &C = lookup(env, out_op.inputs[0], where);
+    const Tensor* h0 = scan_op.inputs.size() > 2 ? &lookup(env, scan_op.inputs[2], where) : nullptr;
+    if (x.shape.size() != 4 || Bm.shape.size() != 3) return false;
+    const std::int64_t B = x.shape[0], L = x.shape[1], H = x.shape[2], P = x.shape[3], N = Bm.shape[2];
+    if (dt.shape != Dims{B, L, H} || a.shape != Dims{B, L, H} || Bm.shape != Dims{B, L, N} || C.shape != Dims{B, L, N}) return false;
+    if (h0 && h0->shape != Dims{B, H, P, N}) return false;
+    std::vector<Tensor>* state = nullptr;
+    const Tensor* prev = h0;
+    if (sequential()) {
+      if (L != 1) return false;
+      state = &states_[where_of(ops, i + 1, head)];
+      if (!state->empty()) {
+        if ((*state)[0].shape != Dims{B, H, P, N}) return false;
+        prev = &(*state)[0];
+      }
+    }
+    if (env.count(out_op.outputs[0])) fail(where, "value '" + out_op.outputs[0] + "' is already defined");
+    Tensor y = make({B, L, H, P});
+    const bool commit = state && commit_;
+    Tensor h_last = commit ? make({B, H, P, N}) : Tensor{};
+    constexpr std::int64_t kLanes = 8;  // states p .. p + 7 together: their readout sums interleave
+    const std::int64_t jobs = B * H;
+#pragma omp parallel for num_threads(opt_.threads) if (opt_.threads > 1 && jobs > 1) schedule(static)
+    for (std::int64_t job = 0; job < jobs; ++job) {
+      const std::int64_t b = job / H, hh = job % H;
+      thread_local std::vector<double> hcur;  // hcur[n kLanes + lane]: the state of p0 + lane
+      hcur.resize(static_cast<size_t>(N * kLanes));
+      for (std::int64_t p0 = 0; p0 < P; p0 += kLanes) {
+        const std::int64_t lanes = std::min(kLanes, P - p0);
+        for (std::int64_t t = 0; t < L; ++t) {
+          const std::int64_t bt = b * L + t;
+          const double a_h = a.data[static_cast<size_t>(bt * H + hh)], dt_h = dt.data[static_cast<size_t>(bt * H + hh)];
+          const double* Bn = Bm.data.data() + bt * N;
+          const double* Cn = C.data.data() + bt * N;
+          for (std::int64_t l = 0; l < lanes; ++l) {
+            const double xv = x.data[static_cast<size_t>((bt * H + hh) * P + p0 + l)];
+            const double* hp = t > 0 ? nullptr : prev ? prev->data.data() + ((b * H + hh) * P + p0 + l) * N : nullptr;
+            double* hc = hcur.data() + l;
+            for (std::int64_t n = 0; n < N; ++n) {
+              const double dbx = 0.0 + (dt_h * Bn[n]) * xv;  // Einsum: 1 x dt x B x x, then the sum of one term
+              const double h_prev = t > 0 ? hc[n * kLanes] : hp ? hp[n] : 0.0;
+              hc[n * kLanes] = fmadd(a_h, h_prev, dbx);  // Scan
+            }
+          }
+          double acc[kLanes] = {};
+          for (std::int64_t n = 0; n < N; ++n)  // Einsum: the sum over n in order, 1 x C x h per term
+            for (std::int64_t l = 0; l < kLanes; ++l) acc[l] = fmadd(Cn[n], hcur[static_cast<size_t>(n * kLanes + l)], acc[l]);
+          for (std::int64_t l = 0; l < lanes; ++l) y.data[static_cast<size_t>((bt * H + hh) * P + p0 + l)] = acc[l];
+        }
+        if (commit)
+          for (std::int64_t l = 0; l < lanes; ++l)
+            for (std::int64_t n = 0; n < N; ++n)
+              h_last.data[static_cast<size_t>(((b * H + hh) * P + p0 + l) * N + n)] = hcur[static_cast<size_t>(n * kLanes + l)];
+      }
+    }
+    if (commit) *state = {std::move(h_last)};
+    bool carries = false;
+    for (const Op* op : {&in_op, &scan_op, &out_op})
+      for (const std::string& v : op->inputs) carries = carries || seq_.count(v) > 0;
+    if (sequential() && carries) {
+      one_token_result(y, out_op.outputs[0], where);
+      seq_.insert(out_op.outputs[0]);
+    }
+    env.emplace(out_op.outputs[0], std::move(y));
+    ++fused_steps;
+    return true;
   }
 
   const Tensor& lookup(const Env& env, const std::string& name, const std::string& where) const {
@@ -725,6 +864,7 @@ class Interp {
   std::map<std::string, std::vector<Tensor>> states_;
   bool commit_ = true;        // whether this evaluation updates the states (false in FixedPoint iterations)
   std::set<std::string> seq_;  // values whose axis 1 is the sequence axis
+  std::map<const std::vector<Op>*, std::vector<char>> ssd_;  // per body: where its fused steps start
 
   bool sequential() const { return opt_.mode == Mode::Sequential; }
 
@@ -928,7 +1068,7 @@ class Interp {
       Env scope;
       scope[body.args[0]] = z;
       for (size_t i = 0; i < in.size(); ++i) scope[body.args[i + 1]] = *in[i];
-      run_ops(body.ops, scope, body_head, false);
+      run_ops(body.ops, scope, body_head, false, &body.results);
       Tensor fz = lookup(scope, body.results[0], body_head);
       if (fz.shape != z.shape) fail(where, "body result has shape " + str(fz.shape) + ", the iterate " + str(z.shape));
       if (top && !sequential() && opt_.progress) opt_.progress(step, max_iter);
@@ -1095,6 +1235,7 @@ InterpretResult run_sequential(const Graph& g, const Env& inputs, Interp& run, b
     res.values[name] = concat(ptrs, 1, "interpret: output '" + name + "'");
   }
   res.fixed_points = std::move(fps);
+  res.fused_steps = run.fused_steps;
   return res;
 }
 
@@ -1130,6 +1271,7 @@ InterpretResult interpret(const Graph& g, const WeightStore& w, const std::map<s
   if (options.trace)
     for (auto& [name, t] : env) res.values[name] = t;
   res.fixed_points = std::move(run.stats);
+  res.fused_steps = run.fused_steps;
   return res;
 }
 

@@ -49,6 +49,7 @@ struct InterpretOptions {
                        // mode: those that carry the sequence concatenated over the tokens)
   const Hooks* hooks = nullptr;
   Mode mode = Mode::Simultaneous;
+  bool fuse = true;  // a FixedPoint body's selective-scan steps as one pass (the same values; false: the ops as written)
   // Called after each token (sequential mode: done = tokens run, total = L) and after each step of
   // a top-level FixedPoint (simultaneous mode: done = steps, total = its max_iter), for progress.
   std::function<void(long long done, long long total)> progress;
@@ -67,6 +68,7 @@ struct FixedPointStats {
 struct InterpretResult {
   std::map<std::string, Tensor> values;  // the graph's outputs (every top-level value when trace)
   std::vector<FixedPointStats> fixed_points;  // top-level FixedPoint ops, in execution order
+  long long fused_steps = 0;  // evaluations of a body's selective-scan step (Einsum, Scan, Einsum) run as one pass
 };
 
 // Runs g on the given inputs (by name; exactly the declared inputs), with weights looked up by name

@@ -245,6 +245,68 @@ TEST_CASE("sequential: results do not depend on the thread count") {
   CHECK(one.fixed_points[0].iterations == three.fixed_points[0].iterations);
 }
 
+TEST_CASE("sequential: an imported Mamba2's selective-scan steps run fused, with the values of the ops as written") {
+  const Imported m = import_config(tiny_mamba2(), {3});
+  for (Mode mode : {Mode::Sequential, Mode::Simultaneous})
+    for (int threads : {1, 3}) {
+      INFO("sequential " << (mode == Mode::Sequential) << ", threads " << threads);
+      InterpretOptions o;
+      o.mode = mode, o.threads = threads;
+      const auto fused = interpret(m.graph, m.weights, {{"tokens", kTokens}}, o);
+      o.fuse = false;
+      const auto written = interpret(m.graph, m.weights, {{"tokens", kTokens}}, o);
+      CHECK(fused.fused_steps > 0);
+      CHECK(written.fused_steps == 0);
+      CHECK(fused.values.at("logits").data == written.values.at("logits").data);
+      CHECK(fused.fixed_points[0].iterations == written.fixed_points[0].iterations);
+    }
+}
+
+TEST_CASE("sequential: a selective-scan step with a start state, an odd head size and several tokens fuses exactly") {
+  // y = C . scan(a, dt B x; h0) in a FixedPoint body (z* = y + 0 z): P = 11 (a block of 8 and a
+  // tail of 3), N = 5, h0 given; and the same step whose intermediate is also read elsewhere (not fused)
+  const std::int64_t B = 2, L = 3, H = 2, P = 11, N = 5;
+  Graph g;
+  g.name = "ssd";
+  g.inputs = {decl("dt", {B, L, H}, {"B", "L"}), decl("Bm", {B, L, N}, {"B", "L"}), decl("x", {B, L, H, P}, {"B", "L"}),
+              decl("a", {B, L, H}, {"B", "L"}), decl("C", {B, L, N}, {"B", "L"})};
+  g.weights = {decl("h0", {B, H, P, N})};
+  auto body_of = [&](bool extra_reader) {
+    Region r;
+    r.args = {"z", "dt_c", "B_c", "x_c", "a_c", "C_c"};
+    r.ops.push_back(make_op(OpKind::Einsum, {"dt_c", "B_c", "x_c"}, {"dbx"}, {{"spec", std::string("blh, bln, blhp -> blhpn")}}, "in"));
+    r.ops.push_back(make_op(OpKind::Scan, {"a_c", "dbx", "h0"}, {"h"}, {}, "scan"));
+    r.ops.push_back(make_op(OpKind::Einsum, {"C_c", "h"}, {"y"}, {{"spec", std::string("bln,blhpn->blhp")}}, "out"));
+    r.ops.push_back(make_op(OpKind::Mul, {"z", "zero"}, {"z0"}, {}, "z0"));
+    r.ops.push_back(make_op(OpKind::Add, {"y", "z0"}, {"next"}, {}, "next"));
+    if (extra_reader) r.ops.push_back(make_op(OpKind::Add, {"h", "zero"}, {"h_again"}, {}, "again"));
+    r.results = {"next"};
+    return r;
+  };
+  const WeightStore w{{"h0", wave({B, H, P, N}, 7, 0.5)}, {"zero", tensor({1}, {0.0})}};
+  g.weights.push_back(decl("zero", {1}));
+  const std::map<std::string, Tensor> in{{"dt", wave({B, L, H}, 1, 0.4)}, {"Bm", wave({B, L, N}, 2)}, {"x", wave({B, L, H, P}, 3)},
+                                         {"a", wave({B, L, H}, 4, 0.9)}, {"C", wave({B, L, N}, 5)}};
+  std::vector<Tensor> outs;
+  for (bool extra_reader : {false, true}) {
+    Op fp = make_op(OpKind::FixedPoint, {"dt", "Bm", "x", "a", "C"}, {"zstar"},
+                    {{"like", std::string("x")}, {"max_iter", std::int64_t{2}}, {"rule", std::string("fixed")}}, "fp");
+    fp.body = Body(std::make_shared<Region>(body_of(extra_reader)));
+    g.ops = {fp};
+    g.outputs = {"zstar"};
+    for (Mode mode : {Mode::Simultaneous, Mode::Sequential}) {
+      InterpretOptions o;
+      o.mode = mode;
+      const auto r = interpret(g, w, in, o);
+      CHECK((r.fused_steps > 0) == !extra_reader);
+      outs.push_back(r.values.at("zstar"));
+    }
+  }
+  CHECK(outs[0].data == outs[2].data);  // simultaneous: fused == written
+  CHECK(outs[1].data == outs[3].data);  // sequential
+  CHECK(max_diff(outs[0], outs[1]) < 1e-12);
+}
+
 TEST_CASE("sequential: ops that mix the sequence axis are refused, naming the op") {
   Graph g;
   g.inputs = {decl("x", {1, 4, 2}, {"B", "L"})};
