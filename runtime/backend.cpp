@@ -1,6 +1,7 @@
 #include "runtime/backend.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <atomic>
 #include <cmath>
 #include <functional>
@@ -407,9 +408,12 @@ class SimBackend : public Backend {
  private:
   template <class T>
   ProgramResult run_in(const ir::Program& p, const std::map<std::string, Tensor>& inputs, const BackendOptions& o) const {
+    const auto t0 = std::chrono::steady_clock::now();
     SimHooks<T> hooks(p, hw_, o);
+    const double programming = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ProgramResult res = run_with_hooks(p, inputs, o, hooks);
     res.counters = {hooks.counters.dac, hooks.counters.adc, hooks.counters.dac_clipped, hooks.counters.adc_clipped};
+    res.programming_seconds = programming;
     return res;
   }
 

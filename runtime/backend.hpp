@@ -52,6 +52,7 @@ struct ProgramResult {
   std::map<std::string, ir::Tensor> values;  // the graph's outputs (every top-level value with trace)
   std::vector<ir::FixedPointStats> fixed_points;
   RunCounters counters;
+  double programming_seconds = 0;  // the sim backend: programming the tiles (SLM patterns, the chain factored), before the first token
 };
 
 class Backend {

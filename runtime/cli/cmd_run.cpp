@@ -88,7 +88,11 @@ void run_program(const Opts& o, const CLI::App* c) {
   if (sim)
     std::printf("conversions: %lld DAC (%lld clipped), %lld ADC (%lld clipped)\n", r.counters.dac, r.counters.dac_clipped,
                 r.counters.adc, r.counters.adc_clipped);
-  std::printf("%.3g s; wrote %s%s\n", secs, o.output.c_str(), f.trace ? " (with every top-level value: --trace)" : "");
+  if (sim)
+    std::printf("%.3g s (programming the tiles %.3g s, then the inputs %.3g s); wrote %s%s\n", secs, r.programming_seconds, secs - r.programming_seconds,
+                o.output.c_str(), f.trace ? " (with every top-level value: --trace)" : "");
+  else
+    std::printf("%.3g s; wrote %s%s\n", secs, o.output.c_str(), f.trace ? " (with every top-level value: --trace)" : "");
 }
 
 // The mode's configuration, then the input file's attributes, then --alpha.
