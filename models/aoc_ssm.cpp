@@ -76,7 +76,7 @@ AocSsmModel::AocSsmModel(const AocSsmSpec& spec, std::uint64_t seed) : spec_(spe
     p.name = name;
     p.value = Mat(rc.first, rc.second);
     for (int r = 0; r < rc.first; ++r)
-      noise::normals(seed, noise::Source::Init, static_cast<std::uint32_t>(k), static_cast<std::uint32_t>(r), rc.second,
+      noise::normals(seed, noise::Source::Init, static_cast<std::uint32_t>(k), static_cast<std::uint32_t>(r), 0, rc.second,
                      p.value.row(r).data());
     p.value *= scale;
     p.grad = Mat::Zero(rc.first, rc.second);

@@ -44,11 +44,13 @@ double normal(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, st
   return (c & 1) ? odd : even;
 }
 
-void normals(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, int n, double* out) {
-  for (int c = 0; c < n; c += 2) {
-    const auto [even, odd] = block_pair(seed, s, a, b, static_cast<std::uint32_t>(c) >> 1);
-    out[c] = even;
-    if (c + 1 < n) out[c + 1] = odd;
+void normals(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, std::uint32_t c0, int n, double* out) {
+  int k = 0;
+  if (n > 0 && (c0 & 1)) out[k++] = normal(seed, s, a, b, c0);  // the odd half of the first block
+  for (; k < n; k += 2) {
+    const auto [even, odd] = block_pair(seed, s, a, b, (c0 + static_cast<std::uint32_t>(k)) >> 1);
+    out[k] = even;
+    if (k + 1 < n) out[k + 1] = odd;
   }
 }
 

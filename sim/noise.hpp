@@ -14,8 +14,8 @@ enum class Source : std::uint32_t { Shot = 1, Thermal = 2, Rin = 3, SlmPattern =
 // branch for even c and the sine branch for odd c.
 double normal(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, std::uint32_t c);
 
-// out[c] = normal(seed, s, a, b, c) for c = 0 .. n-1, two per Philox block.
-void normals(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, int n, double* out);
+// out[k] = normal(seed, s, a, b, c0 + k) for k = 0 .. n-1, two per Philox block.
+void normals(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, std::uint32_t c0, int n, double* out);
 
 // Standard normals in float for the hot loop: out[k] = normal_f32(seed, s, a, b, c0 + k) for
 // k = 0 .. n-1, where element c is word c % 4 of the Philox4x32-10 block with counter

@@ -240,12 +240,20 @@ void OpticalTile<T>::program(const MatrixXdR& W, int in0, int out0, int channels
     const int S = calibrated ? C : M, r0 = calibrated ? in0 : 0, i0 = calibrated ? 0 : in0, j0 = calibrated ? 0 : out0;
     pattern.pos = MatrixXdR::Ones(calibrated ? C : K, S);
     pattern.neg = MatrixXdR::Ones(calibrated ? C : K, S);
-    for (int i = r0; i < r0 + K; ++i)
-      for (int j = 0; j < S; ++j) {
-        const auto pi = static_cast<std::uint32_t>(i0 + i), pj = static_cast<std::uint32_t>(j0 + j);
-        pattern.pos(i, j) = 1 + sd * noise::normal(noise_.seed, src, 2 * prog, pi, pj);
-        pattern.neg(i, j) = 1 + sd * noise::normal(noise_.seed, src, 2 * prog + 1, pi, pj);
+    // Pixel (i, j)'s errors are normal(seed, src, 2 prog (+1 for the LED- path), i, j), drawn a row
+    // at a time over the columns the tile's detectors read (its own and their neighbours: the chain
+    // takes nothing else from the other columns, whose pixels stay exact).
+    const int c0 = calibrated ? std::max(0, out0 - 1) : 0, c1 = calibrated ? std::min(C, out0 + M + 1) : S;
+    std::vector<double> ep(static_cast<size_t>(c1 - c0)), en(ep.size());
+    for (int i = r0; i < r0 + K; ++i) {
+      const auto pi = static_cast<std::uint32_t>(i0 + i);
+      noise::normals(noise_.seed, src, 2 * prog, pi, static_cast<std::uint32_t>(j0 + c0), c1 - c0, ep.data());
+      noise::normals(noise_.seed, src, 2 * prog + 1, pi, static_cast<std::uint32_t>(j0 + c0), c1 - c0, en.data());
+      for (int j = c0; j < c1; ++j) {
+        pattern.pos(i, j) = 1 + sd * ep[static_cast<size_t>(j - c0)];
+        pattern.neg(i, j) = 1 + sd * en[static_cast<size_t>(j - c0)];
       }
+    }
   }
   ++programmings_;
   FactoredChain f;

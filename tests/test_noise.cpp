@@ -91,6 +91,16 @@ TEST_CASE("noise: Philox normals are standard normal and a pure function of thei
   CHECK(noise::normal(7, noise::Source::Thermal, 1, 2, 3) != noise::normal(7, noise::Source::Shot, 1, 2, 3));
 }
 
+TEST_CASE("noise: normals in bulk are normal() element by element, from any first index") {
+  for (std::uint32_t c0 : {0u, 1u, 6u, 7u})
+    for (int n : {0, 1, 2, 5, 8}) {
+      std::vector<double> v(static_cast<size_t>(n) + 1, -99.0);
+      noise::normals(7, noise::Source::SlmPattern, 3, 4, c0, n, v.data());
+      for (int k = 0; k < n; ++k) CHECK(v[k] == noise::normal(7, noise::Source::SlmPattern, 3, 4, c0 + k));
+      CHECK(v[n] == -99.0);  // nothing past the n asked for
+    }
+}
+
 TEST_CASE("noise: with every level at zero the noisy core gives the clean core's bits") {
   const Problem p(70);
   NoiseRun zero;
