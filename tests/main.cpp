@@ -4,9 +4,29 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
+#include <string>
 
 #include "runtime/cuda_backend.hpp"
+
+namespace {
+
+// The tests write their scratch files under the system's temporary directory, each named
+// aoc-...-<pid>[.json] (tests/*.cpp): removed when this process's run ends, whatever it left.
+void remove_scratch() {
+  namespace fs = std::filesystem;
+  const std::string pid = "-" + std::to_string(::getpid());
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(fs::temp_directory_path(), ec)) {
+    const std::string name = e.path().filename().string(), stem = e.path().stem().string();
+    if (name.rfind("aoc-", 0) == 0 && (name.ends_with(pid) || stem.ends_with(pid))) fs::remove_all(e.path(), ec);
+  }
+}
+
+}  // namespace
 
 int main(int argc, char* argv[]) {
   Catch::Session session;
@@ -19,5 +39,7 @@ int main(int argc, char* argv[]) {
       return 77;
     }
   }
-  return session.run();
+  const int rc = session.run();
+  remove_scratch();
+  return rc;
 }
