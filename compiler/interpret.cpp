@@ -139,12 +139,23 @@ Tensor broadcast(const Tensor& a, const Tensor& b, F f, const std::string& where
   }
   Tensor y = make(out);
   const std::int64_t n = numel(out);
-  std::vector<std::int64_t> idx(r, 0);
-  for (std::int64_t k = 0; k < n; ++k) {
+  if (a.shape == b.shape) {  // element by element
+    for (std::int64_t k = 0; k < n; ++k) y.data[k] = f(a.data[k], b.data[k]);
+    return y;
+  }
+  if (r == 0 || n == 0) {  // scalars, or nothing
+    if (n) y.data[0] = f(a.data[0], b.data[0]);
+    return y;
+  }
+  // rows of the last axis (each operand's stride along it is 1 or 0), the outer axes row-major
+  const std::int64_t inner = out[r - 1], ia = sa[r - 1], ib = sb[r - 1];
+  std::vector<std::int64_t> idx(r - 1, 0);
+  for (std::int64_t k0 = 0; k0 < n; k0 += inner) {
     std::int64_t oa = 0, ob = 0;
-    for (size_t i = 0; i < r; ++i) oa += idx[i] * sa[i], ob += idx[i] * sb[i];
-    y.data[k] = f(a.data[oa], b.data[ob]);
-    for (int i = static_cast<int>(r) - 1; i >= 0; --i) {  // next index, row-major
+    for (size_t i = 0; i + 1 < r; ++i) oa += idx[i] * sa[i], ob += idx[i] * sb[i];
+    double* yk = y.data.data() + k0;
+    for (std::int64_t e = 0; e < inner; ++e) yk[e] = f(a.data[oa + e * ia], b.data[ob + e * ib]);
+    for (int i = static_cast<int>(r) - 2; i >= 0; --i) {  // the next row
       if (++idx[i] < out[i]) break;
       idx[i] = 0;
     }

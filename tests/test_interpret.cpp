@@ -120,6 +120,13 @@ TEST_CASE("interpret: Add broadcasts trailing and size-1 dims") {
   check(run1(OpKind::Add, {{"a", a}, {"b", tensor({2, 1}, {100, 200})}}), {2, 3}, {101, 102, 103, 204, 205, 206});
   check(run1(OpKind::Add, {{"a", tensor({2, 1}, {1, 2})}, {"b", tensor({1, 3}, {10, 20, 30})}}), {2, 3},
         {11, 21, 31, 12, 22, 32});
+  // [2, 1, 3] + [4, 1] -> [2, 4, 3]: y[i, j, k] = a[i, 0, k] + b[j, 0]
+  std::vector<double> want;
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j)
+      for (int k = 0; k < 3; ++k) want.push_back((i * 3 + k + 1) + 100.0 * (j + 1));
+  check(run1(OpKind::Add, {{"a", tensor({2, 1, 3}, {1, 2, 3, 4, 5, 6})}, {"b", tensor({4, 1}, {100, 200, 300, 400})}}), {2, 4, 3}, want);
+  check(run1(OpKind::Add, {{"a", tensor({}, {5})}, {"b", tensor({2}, {1, 2})}}), {2}, {6, 7});
 }
 
 TEST_CASE("interpret: Sub and Mul are elementwise with broadcasting") {
