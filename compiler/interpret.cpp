@@ -220,13 +220,19 @@ Tensor rmsnorm(const Tensor& x, const Tensor& g, double eps, const std::string& 
   return y;
 }
 
-Tensor conv1d_causal(const Tensor& x, const Tensor& w, const Tensor* b, const std::string& where) {
+// Conv1dCausal's operands checked; returns K.
+std::int64_t conv1d_taps(const Tensor& x, const Tensor& w, const Tensor* b, const std::string& where) {
   if (x.shape.size() != 3) fail(where, "x must be [B, L, C], got " + str(x.shape));
-  const std::int64_t B = x.shape[0], L = x.shape[1], C = x.shape[2];
+  const std::int64_t C = x.shape[2];
   if (w.shape.size() != 2 || w.shape[0] != C)
     fail(where, "w must be [" + std::to_string(C) + ", K] (C from x " + str(x.shape) + "), got " + str(w.shape));
-  const std::int64_t K = w.shape[1];
   if (b && b->shape != Dims{C}) fail(where, "b must be [" + std::to_string(C) + "], got " + str(b->shape));
+  return w.shape[1];
+}
+
+Tensor conv1d_causal(const Tensor& x, const Tensor& w, const Tensor* b, const std::string& where) {
+  const std::int64_t K = conv1d_taps(x, w, b, where);
+  const std::int64_t B = x.shape[0], L = x.shape[1], C = x.shape[2];
   Tensor y = make(x.shape);
   for (std::int64_t bi = 0; bi < B; ++bi)
     for (std::int64_t t = 0; t < L; ++t)
@@ -234,7 +240,7 @@ Tensor conv1d_causal(const Tensor& x, const Tensor& w, const Tensor* b, const st
         double s = 0;
         for (std::int64_t k = 0; k < K; ++k) {
           const std::int64_t src = t - K + 1 + k;
-          if (src >= 0) s += w.data[c * K + k] * x.data[(bi * L + src) * C + c];
+          if (src >= 0) s = fmadd(w.data[c * K + k], x.data[(bi * L + src) * C + c], s);
         }
         y.data[(bi * L + t) * C + c] = s + (b ? b->data[c] : 0.0);
       }
@@ -632,12 +638,32 @@ Tensor delay(const Tensor& x, const std::string& where) {
 Tensor conv1d_causal_step(const Tensor& x, const Tensor& w, const Tensor* b, std::vector<Tensor>& state, bool commit,
                           const std::string& where) {
   if (x.shape.size() != 3 || x.shape[1] != 1) fail(where, "x must be one token [B, 1, C] in sequential mode, got " + str(x.shape));
-  const std::int64_t K = w.shape.size() == 2 ? w.shape[1] : 1;  // a malformed w is the kernel's error
-  if (K < 1) return conv1d_causal(x, w, b, where);               // no taps, nothing to remember
-  const Tensor past = state.empty() ? make({x.shape[0], K - 1, x.shape[2]}) : state[0];
-  const Tensor window = concat({&past, &x}, 1, where);
-  Tensor y = std::move(split(conv1d_causal(window, w, b, where), {K - 1, 1}, 1, 2, where)[1]);
-  if (commit) state = {std::move(split(window, {1, K - 1}, 1, 2, where)[1])};
+  const std::int64_t K = conv1d_taps(x, w, b, where);
+  if (K < 1) return conv1d_causal(x, w, b, where);  // no taps, nothing to remember
+  const std::int64_t B = x.shape[0], C = x.shape[2];
+  const Tensor* past = state.empty() ? nullptr : &state[0];
+  if (past && past->shape != Dims{B, K - 1, C})
+    fail(where, "x " + str(x.shape) + " differs from the last token's state " + str(past->shape));
+  // the kernel's last position over the window [the last K - 1 tokens (zeros before token 0), x]
+  Tensor y = make(x.shape);
+  for (std::int64_t bi = 0; bi < B; ++bi)
+    for (std::int64_t c = 0; c < C; ++c) {
+      double s = 0;
+      for (std::int64_t k = 0; k < K; ++k) {
+        const double xv = k == K - 1 ? x.data[bi * C + c] : past ? past->data[(bi * (K - 1) + k) * C + c] : 0.0;
+        s = fmadd(w.data[c * K + k], xv, s);
+      }
+      y.data[bi * C + c] = s + (b ? b->data[c] : 0.0);
+    }
+  if (commit) {  // the window's last K - 1 tokens
+    Tensor next = make({B, K - 1, C});
+    for (std::int64_t bi = 0; bi < B; ++bi)
+      for (std::int64_t k = 0; k + 1 < K; ++k)
+        for (std::int64_t c = 0; c < C; ++c)
+          next.data[(bi * (K - 1) + k) * C + c] =
+              k + 2 == K ? x.data[bi * C + c] : past ? past->data[(bi * (K - 1) + k + 1) * C + c] : 0.0;
+    state = {std::move(next)};
+  }
   return y;
 }
 

@@ -131,7 +131,7 @@ TEST_CASE("sequential: without a FixedPoint, conv, scan from h0 and RoPE attenti
   o.trace = true;
   const auto tr = interpret(g, w, in, o);
   o.mode = Mode::Simultaneous;
-  CHECK(max_diff(tr.values.at("c"), interpret(g, w, in, o).values.at("c")) < 1e-12);
+  CHECK(tr.values.at("c").data == interpret(g, w, in, o).values.at("c").data);  // the step is the kernel's last position, bit for bit
   CHECK(tr.values.at("shift").data == in.at("shift").data);
 }
 
