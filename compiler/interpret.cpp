@@ -807,10 +807,10 @@ class Interp {
   // so that the three ops run (and report) as written.
   bool ssd_step(const std::vector<Op>& ops, size_t i, Env& env, const std::string& head) {
     const Op &in_op = ops[i], &scan_op = ops[i + 1], &out_op = ops[i + 2];
-    const std::string where = where_of(ops, i + 2, head);
-    const Tensor &dt = lookup(env, in_op.inputs[0], where), &Bm = lookup(env, in_op.inputs[1], where), &x = lookup(env, in_op.inputs[2], where);
-    const Tensor &a = lookup(env, scan_op.inputs[0], where), &C = lookup(env, out_op.inputs[0], where);
-    const Tensor* h0 = scan_op.inputs.size() > 2 ? &lookup(env, scan_op.inputs[2], where) : nullptr;
+    const std::string where = where_of(ops, i + 2, head), in_where = where_of(ops, i, head), scan_where = where_of(ops, i + 1, head);
+    const Tensor &dt = lookup(env, in_op.inputs[0], in_where), &Bm = lookup(env, in_op.inputs[1], in_where), &x = lookup(env, in_op.inputs[2], in_where);
+    const Tensor &a = lookup(env, scan_op.inputs[0], scan_where), &C = lookup(env, out_op.inputs[0], where);
+    const Tensor* h0 = scan_op.inputs.size() > 2 ? &lookup(env, scan_op.inputs[2], scan_where) : nullptr;
     if (x.shape.size() != 4 || Bm.shape.size() != 3) return false;
     const std::int64_t B = x.shape[0], L = x.shape[1], H = x.shape[2], P = x.shape[3], N = Bm.shape[2];
     if (dt.shape != Dims{B, L, H} || a.shape != Dims{B, L, H} || Bm.shape != Dims{B, L, N} || C.shape != Dims{B, L, N}) return false;
@@ -819,7 +819,7 @@ class Interp {
     const Tensor* prev = h0;
     if (sequential()) {
       if (L != 1) return false;
-      state = &states_[where_of(ops, i + 1, head)];
+      state = &states_[scan_where];
       if (!state->empty()) {
         if ((*state)[0].shape != Dims{B, H, P, N}) return false;
         prev = &(*state)[0];

@@ -202,53 +202,39 @@ class SimHooks : public ir::Hooks {
     const std::int64_t blocks = (R + kRows - 1) / kRows;
     const std::size_t n_tiles = plan->tiles.size();
     for (const auto& tile : tiles) tile->prepare_reads(static_cast<int>(R));
-    // Tile k's product on rows [64 b, 64 b + 64) into out (64 x its ld_out), with scratch.
-    // Tile k's inputs of block b (rows x its ld_in) into in.
-    auto load_inputs = [&](std::size_t k, std::int64_t b, T* in) {
+    auto rows_of = [&](std::int64_t b) { return static_cast<int>(std::min<std::int64_t>(kRows, R - b * kRows)); };
+    // Tile k's inputs of block b (kRows x its ld_in) in this thread's buffer, then room for its
+    // read's scratch: reused across reads, no allocation in the loop.
+    auto inputs = [&](std::size_t k, std::int64_t b) {
       const ir::Tile& t = plan->tiles[k];
-      const int ldi = tiles[k]->ld_in();
-      const std::int64_t r0 = b * kRows;
-      const int rows = static_cast<int>(std::min<std::int64_t>(kRows, R - r0));
-      std::fill(in, in + static_cast<std::size_t>(rows) * ldi, T(0));
-      for (int r = 0; r < rows; ++r) {
-        const double* xr = x.data.data() + (r0 + r) * plan->cols + t.col0;
-        for (std::int64_t j = 0; j < t.cols; ++j) in[static_cast<std::size_t>(r) * ldi + j] = static_cast<T>(xr[j]);
-      }
-    };
-    auto read = [&](std::size_t k, std::int64_t b, T* out) {
       const OpticalTile<T>& tile = *tiles[k];
-      const int ldi = tile.ld_in();
-      thread_local AlignedVector<T> buf;  // reused across reads: no allocation in the loop
-      const std::size_t need = static_cast<std::size_t>(kRows) * ldi + tile.scratch_size(kRows);
-      if (buf.size() < need) buf.resize(need);
-      T* in = buf.data();
-      const std::int64_t r0 = b * kRows;
-      const int rows = static_cast<int>(std::min<std::int64_t>(kRows, R - r0));
-      load_inputs(k, b, in);
-      tile.read(in, rows, sc, static_cast<int>(r0), kern::Epilogue<T>{}, out, in + static_cast<std::size_t>(kRows) * ldi);
-    };
-    // The same read in steps: tile k's drives of block b into L, then (with its light) its outputs
-    // [j0, j1) into out.
-    auto emit = [&](std::size_t k, std::int64_t b, T* L) {
-      const OpticalTile<T>& tile = *tiles[k];
-      const int ldi = tile.ld_in();
+      const int ldi = tile.ld_in(), rows = rows_of(b);
       thread_local AlignedVector<T> buf;
       const std::size_t need = static_cast<std::size_t>(kRows) * ldi + tile.scratch_size(kRows);
       if (buf.size() < need) buf.resize(need);
-      const std::int64_t r0 = b * kRows;
-      const int rows = static_cast<int>(std::min<std::int64_t>(kRows, R - r0));
       T* in = buf.data();
-      load_inputs(k, b, in);
-      tile.emit(in, rows, sc, static_cast<int>(r0), L, in + static_cast<std::size_t>(kRows) * ldi);
+      std::fill(in, in + static_cast<std::size_t>(rows) * ldi, T(0));
+      for (int r = 0; r < rows; ++r) {
+        const double* xr = x.data.data() + (b * kRows + r) * plan->cols + t.col0;
+        for (std::int64_t j = 0; j < t.cols; ++j) in[static_cast<std::size_t>(r) * ldi + j] = static_cast<T>(xr[j]);
+      }
+      return in;
+    };
+    // Tile k's read of block b into out (kRows x its ld_out); or the same read in steps: its drives
+    // into L, then (with its light) its outputs [j0, j1) into out.
+    auto read = [&](std::size_t k, std::int64_t b, T* out) {
+      T* in = inputs(k, b);
+      tiles[k]->read(in, rows_of(b), sc, static_cast<int>(b * kRows), kern::Epilogue<T>{}, out, in + static_cast<std::size_t>(kRows) * tiles[k]->ld_in());
+    };
+    auto emit = [&](std::size_t k, std::int64_t b, T* L) {
+      T* in = inputs(k, b);
+      tiles[k]->emit(in, rows_of(b), sc, static_cast<int>(b * kRows), L, in + static_cast<std::size_t>(kRows) * tiles[k]->ld_in());
     };
     auto sense = [&](std::size_t k, std::int64_t b, const T* L, const T* light, int j0, int j1, T* out) {
       const OpticalTile<T>& tile = *tiles[k];
       thread_local AlignedVector<T> buf;
-      const std::size_t need = tile.scratch_size(kRows);
-      if (buf.size() < need) buf.resize(need);
-      const std::int64_t r0 = b * kRows;
-      const int rows = static_cast<int>(std::min<std::int64_t>(kRows, R - r0));
-      tile.sense(L, light, rows, sc, static_cast<int>(r0), kern::Epilogue<T>{}, j0, j1, out, buf.data());
+      if (buf.size() < tile.scratch_size(kRows)) buf.resize(tile.scratch_size(kRows));
+      tile.sense(L, light, rows_of(b), sc, static_cast<int>(b * kRows), kern::Epilogue<T>{}, j0, j1, out, buf.data());
     };
     // y += tile k's rows of block b, tile after tile: the same sums in the same order whatever ran
     // the reads. Each tile's partial sums leave through an ADC and are added digitally.
@@ -256,8 +242,7 @@ class SimHooks : public ir::Hooks {
       const ir::Tile& t = plan->tiles[k];
       const int ldo = tiles[k]->ld_out();
       const std::int64_t r0 = b * kRows;
-      const int rows = static_cast<int>(std::min<std::int64_t>(kRows, R - r0));
-      for (int r = 0; r < rows; ++r) {
+      for (int r = 0; r < rows_of(b); ++r) {
         double* yr = y.data.data() + (r0 + r) * plan->rows + t.row0;
         const T* o = out + static_cast<std::size_t>(r) * ldo;
         if (!sums) {
@@ -310,7 +295,6 @@ class SimHooks : public ir::Hooks {
       T *const all = outs.data(), *const all_drives = drives.data(), *const all_light = lights.data();
       const Range *const shine_at = shine.data(), *const sense_list = sense_at.data();
       const std::size_t n_shine = shine.size(), n_sense = sense_at.size();
-      auto rows_of = [&](std::int64_t b) { return static_cast<int>(std::min<std::int64_t>(kRows, R - b * kRows)); };
 #pragma omp parallel num_threads(o_.threads)
       {
 #pragma omp for schedule(dynamic)
