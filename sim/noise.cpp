@@ -129,41 +129,45 @@ void philox_lanes(std::uint64_t seed, const std::uint32_t* const* ctr, std::uint
 #endif
 
 // The words of `count` blocks, block i's counter (ctr[0][i], .., ctr[3][i]): its word j at out[4i + j].
+// The counts are rounded up to whole vectors of kLanes blocks: ctr must hold (and out have room for)
+// that many, and the blocks past `count` are computed from whatever their counters hold, then ignored.
 void philox_blocks(std::uint64_t seed, const std::uint32_t* const* ctr, int count, std::uint32_t* out) {
   constexpr int kWide = 4;  // vectors in flight
-  auto at = [&](int i, const std::uint32_t* (&c)[4]) {
+  const std::uint32_t* c[4];
+  auto at = [&](int i) {
     for (int w = 0; w < 4; ++w) c[w] = ctr[w] + i;
   };
-  const std::uint32_t* c[4];
   int i = 0;
-  for (; i + kWide * kLanes <= count; i += kWide * kLanes) at(i, c), philox_lanes<kWide>(seed, c, out + 4 * i);
-  if (i < count) {  // the last few blocks, padded to whole vectors, all in flight at once
-    const int rest = count - i, vectors = (rest + kLanes - 1) / kLanes;
-    std::uint32_t pad[4][kWide * kLanes] = {}, w[4 * kWide * kLanes];
-    for (int q = 0; q < 4; ++q) std::copy(ctr[q] + i, ctr[q] + count, pad[q]), c[q] = pad[q];
-    switch (vectors) {
-      case 1: philox_lanes<1>(seed, c, w); break;
-      case 2: philox_lanes<2>(seed, c, w); break;
-      case 3: philox_lanes<3>(seed, c, w); break;
-      default: philox_lanes<4>(seed, c, w); break;
+  for (; i + kWide * kLanes <= count; i += kWide * kLanes) at(i), philox_lanes<kWide>(seed, c, out + 4 * i);
+  if (i < count) {  // the last few vectors, all in flight at once
+    at(i);
+    switch ((count - i + kLanes - 1) / kLanes) {
+      case 1: philox_lanes<1>(seed, c, out + 4 * i); break;
+      case 2: philox_lanes<2>(seed, c, out + 4 * i); break;
+      case 3: philox_lanes<3>(seed, c, out + 4 * i); break;
+      default: philox_lanes<4>(seed, c, out + 4 * i); break;
     }
-    std::copy_n(w, 4 * rest, out + 4 * i);
   }
 }
 
-// The inverse CDF works a group of 64 words at a time: one vector of 64 floats. That wide a vector
+// The inverse CDF works a group of W words at a time: one vector of W floats. A wide vector (64)
 // gives each step of its long dependency chain several registers' worth of independent work: 1.6x
-// the throughput of 16 lanes with AVX2.
-constexpr int kWords = 64;
-typedef std::uint32_t u32v __attribute__((vector_size(4 * kWords)));
-typedef std::int32_t i32v __attribute__((vector_size(4 * kWords)));
-typedef float f32v __attribute__((vector_size(4 * kWords)));
+// the throughput of 16 lanes with AVX2; the narrower groups serve the ends of short draws, so that
+// few words are computed only to be dropped.
+template <int W>
+struct Group {
+  typedef std::uint32_t u32v __attribute__((vector_size(4 * W)));
+  typedef std::int32_t i32v __attribute__((vector_size(4 * W)));
+  typedef float f32v __attribute__((vector_size(4 * W)));
+};
 typedef std::int32_t i32x8 __attribute__((vector_size(32)));
+typedef std::uint32_t u32x8 __attribute__((vector_size(32)));
 
 // True when any lane of v is negative (its sign bit set): OR of the lanes, 8 at a time.
-bool any_negative(i32v v) {
+template <int W>
+bool any_negative(typename Group<W>::i32v v) {
   i32x8 acc{};
-  for (int q = 0; q < kWords / 8; ++q) {
+  for (int q = 0; q < W / 8; ++q) {
     i32x8 part;
     std::memcpy(&part, reinterpret_cast<const char*>(&v) + 32 * q, 32);
     acc |= part;
@@ -173,11 +177,15 @@ bool any_negative(i32v v) {
   return any < 0;
 }
 
-// The normal of each of kWords words. Out of line so that normal_from_word and normals_f32 run
-// the very same instructions and agree to the bit; lanes never mix, so a word's normal does not
-// depend on where it sits. No comparisons: GCC 12 does those lane by lane on vectors wider than
-// the machine's, so masks come from sign bits.
+// The normal of each of W words. Every width runs the same operations lane by lane and lanes
+// never mix, so a word's normal does not depend on the group's width or where the word sits in it
+// (tests/test_noise.cpp compares them bit for bit). No comparisons: GCC 12 does those lane by lane
+// on vectors wider than the machine's, so masks come from sign bits.
+template <int W>
 __attribute__((noinline)) void to_normals(const std::uint32_t* words, float* out) {
+  using u32v = typename Group<W>::u32v;
+  using i32v = typename Group<W>::i32v;
+  using f32v = typename Group<W>::f32v;
   u32v word;
   std::memcpy(&word, words, sizeof word);
   // u = (word + 0.5) / 2^32. With m = min(word, ~word): t = min(u, 1 - u) = (m + 0.5) / 2^32 and
@@ -207,7 +215,7 @@ __attribute__((noinline)) void to_normals(const std::uint32_t* words, float* out
   // 1.4e-7). Lanes are computed alike whether or not the group has a tail lane, so skipping it for
   // groups without one changes no value.
   const i32v central = (i32v)(w - 5.0f) >> 31;  // all ones where w < 5
-  if (any_negative(~central)) {
+  if (any_negative<W>(~central)) {
     f32v rs = (f32v)(0x5f375a86u - ((u32v)w >> 1));
     for (int i = 0; i < 3; ++i) rs = rs * (1.5f - 0.5f * w * rs * rs);
     const f32v d = w * rs - 3.5f;
@@ -229,16 +237,18 @@ __attribute__((noinline)) void to_normals(const std::uint32_t* words, float* out
   std::memcpy(out, &signed_z, sizeof signed_z);
 }
 
-// The normals of `count` words (any count: the last group is padded).
+// The normals of `count` words: groups of 64, then of 32 and 16 for the rest (the last padded).
 void to_normals(const std::uint32_t* words, int count, float* out) {
   int i = 0;
-  for (; i + kWords <= count; i += kWords) to_normals(words + i, out + i);
+  for (; i + 64 <= count; i += 64) to_normals<64>(words + i, out + i);
+  if (i + 32 <= count) to_normals<32>(words + i, out + i), i += 32;
+  if (i + 16 <= count) to_normals<16>(words + i, out + i), i += 16;
   if (i < count) {
-    std::uint32_t part[kWords];  // the padding: words of normal 0 (a zero word is far in the tail)
-    std::fill_n(part, kWords, 0x80000000u);
-    float z[kWords];
+    std::uint32_t part[16];  // the padding: words of normal 0 (a zero word is far in the tail)
+    std::fill_n(part, 16, 0x80000000u);
+    float z[16];
     std::copy(words + i, words + count, part);
-    to_normals(part, z);
+    to_normals<16>(part, z);
     std::copy_n(z, count - i, out + i);
   }
 }
@@ -255,7 +265,8 @@ void by_chunk(std::uint64_t seed, const Stream* streams, int rows, std::uint32_t
   const int skip = static_cast<int>(c0 % 4), per_row = (skip + n + 3) / 4;
   const bool dense = skip == 0 && n % 4 == 0 && ld == n;
   const std::uint32_t k0 = c0 / 4;
-  std::uint32_t ctr[4][kChunk], words[4 * kChunk];
+  constexpr int kRoom = kChunk + kLanes;  // the counters are written, and the blocks computed, in whole vectors
+  std::uint32_t ctr[4][kRoom], words[4 * kRoom];
   const std::uint32_t* c[4] = {ctr[0], ctr[1], ctr[2], ctr[3]};
   V values[4 * kChunk];
   int r = 0, j = 0;  // the next block to draw: stream r's j-th
@@ -266,13 +277,18 @@ void by_chunk(std::uint64_t seed, const Stream* streams, int rows, std::uint32_t
       const int run = std::min(kChunk - len, per_row - j);
       const Stream& st = streams[r];
       const std::uint32_t kj = k0 + static_cast<std::uint32_t>(j);
-      for (int q = 0; q < run; ++q) {
-        ctr[0][len + q] = static_cast<std::uint32_t>(st.s), ctr[1][len + q] = st.a, ctr[2][len + q] = st.b;
-        ctr[3][len + q] = (kj + static_cast<std::uint32_t>(q)) & 0x3fffffffu;
+      // whole vectors of 8 counters: the ones past the run are overwritten by the next run or are
+      // the padding of the last vector (the arrays have room for it)
+      const u32x8 s8 = u32x8{} + static_cast<std::uint32_t>(st.s), a8 = u32x8{} + st.a, b8 = u32x8{} + st.b;
+      for (int q = 0; q < run; q += 8) {
+        const u32x8 k8 = (kj + static_cast<std::uint32_t>(q) + u32x8{0, 1, 2, 3, 4, 5, 6, 7}) & 0x3fffffffu;
+        std::memcpy(ctr[0] + len + q, &s8, sizeof s8), std::memcpy(ctr[1] + len + q, &a8, sizeof a8);
+        std::memcpy(ctr[2] + len + q, &b8, sizeof b8), std::memcpy(ctr[3] + len + q, &k8, sizeof k8);
       }
       len += run;
       if ((j += run) == per_row) j = 0, ++r;
     }
+    for (int q = len; q % kLanes; ++q) ctr[0][q] = ctr[1][q] = ctr[2][q] = ctr[3][q] = 0;  // the last vector's padding
     philox_blocks(seed, c, len, words);
     if (dense) {
       convert(words, 4 * len, out + (static_cast<std::ptrdiff_t>(r_first) * per_row + j_first) * 4);
@@ -306,9 +322,9 @@ void normals_f32(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b,
 }
 
 float normal_from_word(std::uint32_t w) {
-  const std::uint32_t words[kWords] = {w};
-  float z[kWords];
-  to_normals(words, z);
+  const std::uint32_t words[16] = {w};
+  float z[16];
+  to_normals<16>(words, z);
   return z[0];
 }
 
