@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "sim/error.hpp"
 #include "sim/fastmath.hpp"
@@ -314,6 +315,59 @@ void philox_words(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b
 
 void normals_f32(std::uint64_t seed, const Stream* streams, int count, std::uint32_t c0, int n, float* out, std::ptrdiff_t ld) {
   by_chunk<float>(seed, streams, count, c0, n, out, ld, [](const std::uint32_t* w, int m, float* v) { to_normals(w, m, v); });
+}
+
+namespace {
+
+// A direct-mapped table of recent draws: a slot holds one stream's n values from c0.
+struct RecentDraws {
+  static constexpr int kSlots = 128;
+  struct Slot {
+    std::uint64_t seed = 0;
+    Stream st{};
+    std::uint32_t c0 = 0;
+    int n = -1;
+    std::vector<float> v;
+    bool holds(std::uint64_t sd, const Stream& s, std::uint32_t c, int len) const {
+      return n == len && c0 == c && seed == sd && st.s == s.s && st.a == s.a && st.b == s.b;
+    }
+  };
+  Slot slots[kSlots];
+  static int slot_of(std::uint64_t seed, const Stream& s, std::uint32_t c0) {
+    std::uint64_t h = seed ^ (static_cast<std::uint64_t>(s.s) << 32 | s.a) * 0x9E3779B97F4A7C15ULL;
+    h ^= (static_cast<std::uint64_t>(s.b) << 32 | c0) * 0xC2B2AE3D27D4EB4FULL;
+    h ^= h >> 29;
+    return static_cast<int>((h * 0x165667B19E3779F9ULL) >> 57);  // 7 bits: kSlots
+  }
+};
+
+}  // namespace
+
+void normals_f32_recent(std::uint64_t seed, const Stream* streams, int count, std::uint32_t c0, int n, float* out, std::ptrdiff_t ld) {
+  if (n <= 0 || count <= 0) return;
+  thread_local RecentDraws memo;
+  thread_local std::vector<Stream> missing;
+  thread_local std::vector<int> rows;
+  thread_local std::vector<float> drawn;
+  missing.clear(), rows.clear();
+  for (int r = 0; r < count; ++r) {
+    const RecentDraws::Slot& slot = memo.slots[RecentDraws::slot_of(seed, streams[r], c0)];
+    if (slot.holds(seed, streams[r], c0, n)) {
+      std::copy_n(slot.v.data(), n, out + r * ld);
+    } else {
+      missing.push_back(streams[r]), rows.push_back(r);
+    }
+  }
+  if (missing.empty()) return;
+  drawn.resize(missing.size() * static_cast<size_t>(n));
+  normals_f32(seed, missing.data(), static_cast<int>(missing.size()), c0, n, drawn.data(), n);
+  for (size_t q = 0; q < missing.size(); ++q) {
+    const float* v = drawn.data() + q * n;
+    std::copy_n(v, n, out + rows[q] * ld);
+    RecentDraws::Slot& slot = memo.slots[RecentDraws::slot_of(seed, missing[q], c0)];
+    slot.seed = seed, slot.st = missing[q], slot.c0 = c0, slot.n = n;
+    slot.v.assign(v, v + n);
+  }
 }
 
 void normals_f32(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, std::uint32_t c0, int n, float* out) {

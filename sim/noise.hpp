@@ -33,6 +33,12 @@ struct Stream {
 // out[r * ld + k] = normal_f32(seed, streams[r].s, streams[r].a, streams[r].b, c0 + k).
 void normals_f32(std::uint64_t seed, const Stream* streams, int count, std::uint32_t c0, int n, float* out, std::ptrdiff_t ld);
 
+// The same values as normals_f32 of several streams, through a small memo of this thread's recent
+// draws keyed by every argument: for draws that recur, such as the knots of time-correlated noise
+// (shared by consecutive blocks of a solve, and by solves close in time). A memo of a pure
+// function, so it changes no value whatever the threads.
+void normals_f32_recent(std::uint64_t seed, const Stream* streams, int count, std::uint32_t c0, int n, float* out, std::ptrdiff_t ld);
+
 // The two halves of normals_f32, exposed for tests. philox_words: the Philox words of the same
 // elements, from the same vectorised Philox. normal_from_word: the normal of word w, the quantile
 // of u = (w + 0.5) / 2^32 to within 4e-7 relative. u is never 0 or 1, so every normal is finite

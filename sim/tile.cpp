@@ -571,7 +571,7 @@ bool OpticalTile<T>::correlated_linear(std::int64_t b, int j0, int j1, double* b
   if (linear_drift) st[knots++] = knot_stream(noise::Source::Drift, 0, m0), st[knots++] = knot_stream(noise::Source::Drift, 0, m0 + 1);
   thread_local std::vector<float> kn;
   kn.resize(static_cast<size_t>(knots) * n);
-  noise::normals_f32(noise_.seed, st, knots, noise_.channel0 + static_cast<std::uint32_t>(j0), n, kn.data(), n);
+  noise::normals_f32_recent(noise_.seed, st, knots, noise_.channel0 + static_cast<std::uint32_t>(j0), n, kn.data(), n);
   if (a > 0) {
     add_octaves(kn.data(), kFlickerFirstOctave, fast_top, t0, a, base + j0, slope + j0, n);
     if (top > kSlowOctave) {  // the slow octaves, linear across their shared span
@@ -601,7 +601,7 @@ void OpticalTile<T>::add_drift_at(std::int64_t tick, T kappa, int j0, int j1, T*
   const auto m = static_cast<std::int64_t>(std::floor(x));
   const double w = x - static_cast<double>(m);
   const noise::Stream st[2] = {knot_stream(noise::Source::Drift, 0, m), knot_stream(noise::Source::Drift, 0, m + 1)};
-  noise::normals_f32(noise_.seed, st, 2, noise_.channel0 + static_cast<std::uint32_t>(j0), n, kn.data(), n);
+  noise::normals_f32_recent(noise_.seed, st, 2, noise_.channel0 + static_cast<std::uint32_t>(j0), n, kn.data(), n);
   const float *k0 = kn.data() - j0, *k1 = k0 + n;
   for (int j = j0; j < j1; ++j) o[j] += kappa * static_cast<T>(static_cast<float>(d * ((1 - w) * k0[j] + w * k1[j])));
 }
@@ -621,7 +621,7 @@ std::shared_ptr<const std::vector<double>> OpticalTile<T>::slow_span(std::int64_
   auto v = std::make_shared<std::vector<double>>(2 * M_, 0.0);
   std::vector<noise::Stream> st(2 * static_cast<size_t>(top - kSlowOctave));
   std::vector<float> kn(st.size() * M_);
-  noise::normals_f32(noise_.seed, st.data(), octave_knots(kSlowOctave, top, t0, st.data()), noise_.channel0, M_, kn.data(), M_);
+  noise::normals_f32_recent(noise_.seed, st.data(), octave_knots(kSlowOctave, top, t0, st.data()), noise_.channel0, M_, kn.data(), M_);
   add_octaves(kn.data(), kSlowOctave, top, t0, a, v->data(), v->data() + M_, M_);
   std::lock_guard<std::mutex> lock(slow_mutex_);
   if (slow_.size() > 4096) slow_.clear();  // bounded memory
