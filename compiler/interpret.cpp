@@ -834,8 +834,10 @@ class Interp {
 #pragma omp parallel for num_threads(opt_.threads) if (opt_.threads > 1 && jobs > 1) schedule(static)
     for (std::int64_t job = 0; job < jobs; ++job) {
       const std::int64_t b = job / H, hh = job % H;
-      thread_local std::vector<double> hcur;  // hcur[n kLanes + lane]: the state of p0 + lane
-      hcur.resize(static_cast<size_t>(N * kLanes));
+      // hcur[n kLanes + lane]: the state of p0 + lane, for the readout; row: one lane's states over n,
+      // for the update (contiguous in n like the states it reads, so that it vectorises)
+      thread_local std::vector<double> hcur, row;
+      hcur.resize(static_cast<size_t>(N * kLanes)), row.resize(static_cast<size_t>(N));
       for (std::int64_t p0 = 0; p0 < P; p0 += kLanes) {
         const std::int64_t lanes = std::min(kLanes, P - p0);
         for (std::int64_t t = 0; t < L; ++t) {
@@ -847,11 +849,18 @@ class Interp {
             const double xv = x.data[static_cast<size_t>((bt * H + hh) * P + p0 + l)];
             const double* hp = t > 0 ? nullptr : prev ? prev->data.data() + ((b * H + hh) * P + p0 + l) * N : nullptr;
             double* hc = hcur.data() + l;
+            double* r = row.data();
+            if (t > 0)
+              for (std::int64_t n = 0; n < N; ++n) r[n] = hc[n * kLanes];
+            else if (hp)
+              std::copy_n(hp, N, r);
+            else
+              std::fill_n(r, N, 0.0);
             for (std::int64_t n = 0; n < N; ++n) {
               const double dbx = 0.0 + (dt_h * Bn[n]) * xv;  // Einsum: 1 x dt x B x x, then the sum of one term
-              const double h_prev = t > 0 ? hc[n * kLanes] : hp ? hp[n] : 0.0;
-              hc[n * kLanes] = fmadd(a_h, h_prev, dbx);  // Scan
+              r[n] = fmadd(a_h, r[n], dbx);                  // Scan
             }
+            for (std::int64_t n = 0; n < N; ++n) hc[n * kLanes] = r[n];
           }
           double acc[kLanes] = {};
           for (std::int64_t n = 0; n < N; ++n)  // Einsum: the sum over n in order, 1 x C x h per term
