@@ -280,6 +280,7 @@ void OpticalTile<T>::program(const MatrixXdR& W, int in0, int out0, int channels
   std::lock_guard<std::mutex> lock(slow_mutex_);
   slow_.clear();
   memo_block_.clear(), memo_inside_.clear(), memo_linear_.clear();  // sized for the new shape by prepare_reads
+  ahead_slot_.clear(), ahead_iteration_.clear(), ahead_.clear();
 }
 
 template <class T>
@@ -353,7 +354,8 @@ void OpticalTile<T>::read(const T* t, int rows, const StepContext& ctx, int row0
   const NoiseSpec& ns = noise_.spec;
   const bool rin = noisy_ && ns.rin_sigma > 0, white = noisy_ && (ns.photons_per_sample > 0 || ns.thermal_sigma > 0);
   if (noisy_) key_streams(rows, ctx, row0, w.streams);
-  if (rin && white && K_ == M_) {  // both sets of rows drawn together (short rows keep the vectors full)
+  if (white_ahead(rows, ctx, row0, rin, white, w.eps, w.ld)) {  // few rows: drawn ahead in bulk
+  } else if (rin && white && K_ == M_) {  // both sets of rows drawn together (short rows keep the vectors full)
     noise::normals_f32(noise_.seed, w.streams, 2 * rows, 0, K_, w.eps, w.ld);
   } else {
     if (rin) noise::normals_f32(noise_.seed, w.streams, rows, 0, K_, w.eps, w.ld);
@@ -362,6 +364,37 @@ void OpticalTile<T>::read(const T* t, int rows, const StepContext& ctx, int row0
   if (rin) add_rin(L, rows, w.eps, w.ld);
   light(L, rows, 0, light_panels(), w.light);
   sense_columns(L, w.light, rows, ctx, row0, e, 0, M_, out, w);
+}
+
+// The white noise of rows [row0, row0 + rows) at this iteration from the rows' draws ahead (drawing
+// the next kAheadIterations where a row's are not this iteration's): LED rows at eps, detector rows
+// rows * ld further. False where the reads were not prepared for it.
+template <class T>
+bool OpticalTile<T>::white_ahead(int rows, const StepContext& ctx, int row0, bool rin, bool white, float* eps, int ld) const {
+  if (!(rin || white) || ctx.iteration < 0 || static_cast<size_t>(row0 + rows) > ahead_slot_.size()) return false;
+  constexpr int A = kAheadIterations;
+  const int it0 = ctx.iteration - ctx.iteration % A, q = ctx.iteration - it0;
+  const size_t per_row = static_cast<size_t>(A) * (K_ + M_);
+  for (int r = 0; r < rows; ++r) {
+    const size_t row = static_cast<size_t>(row0 + r);
+    const int slot = ctx.sample(row0 + r);
+    float* a = ahead_.data() + row * per_row;
+    if (ahead_slot_[row] != slot || ahead_iteration_[row] != it0) {
+      noise::Stream st[A];
+      for (int s = 0; s < 2; ++s) {
+        if (!(s == 0 ? rin : white)) continue;
+        for (int i = 0; i < A; ++i)
+          st[i] = {keyed(s == 0 ? noise::Source::Rin : noise::Source::Shot, noise_.stream), static_cast<std::uint32_t>(slot),
+                   static_cast<std::uint32_t>(it0 + i)};
+        const int n = s == 0 ? K_ : M_;
+        noise::normals_f32(noise_.seed, st, A, 0, n, a + (s == 0 ? 0 : static_cast<size_t>(A) * K_), n);
+      }
+      ahead_slot_[row] = slot, ahead_iteration_[row] = it0;
+    }
+    if (rin) std::copy_n(a + static_cast<size_t>(q) * K_, K_, eps + static_cast<size_t>(r) * ld);
+    if (white) std::copy_n(a + static_cast<size_t>(A) * K_ + static_cast<size_t>(q) * M_, M_, eps + static_cast<size_t>(rows + r) * ld);
+  }
+  return true;
 }
 
 template <class T>
@@ -650,6 +683,10 @@ template <class T>
 void OpticalTile<T>::prepare_reads(int rows) const {
   std::lock_guard<std::mutex> lock(slow_mutex_);
   const std::size_t cells = static_cast<std::size_t>(rows) * chunks();
+  if (noisy_ && rows <= kAheadRows && static_cast<size_t>(rows) > ahead_slot_.size()) {
+    ahead_slot_.resize(rows, INT64_MIN), ahead_iteration_.resize(rows, INT64_MIN);
+    ahead_.resize(static_cast<size_t>(rows) * kAheadIterations * (K_ + M_));
+  }
   if (cells <= memo_block_.size()) return;
   memo_block_.resize(cells, INT64_MIN);
   memo_inside_.resize(cells, 0);

@@ -144,6 +144,7 @@ class OpticalTile {
   void key_streams(int rows, const StepContext& ctx, int row0, noise::Stream* st) const;
   void drives(const T* t, int rows, T* L) const;
   void add_rin(T* L, int rows, const float* eps, int ld) const;
+  bool white_ahead(int rows, const StepContext& ctx, int row0, bool rin, bool white, float* eps, int ld) const;
   void sense_columns(const T* L, const T* light, int rows, const StepContext& ctx, int row0, const kern::Epilogue<T>& e, int j0, int j1,
                      T* out, const Work& w) const;
   void detect(const T* L, const T* light, int rows, const kern::Epilogue<T>& e, int j0, int j1, T* out, T* g) const;
@@ -174,6 +175,12 @@ class OpticalTile {
   mutable std::vector<std::int64_t> memo_block_;  // per row and column chunk
   mutable std::vector<char> memo_inside_;    // the block has a drift knot inside
   mutable std::vector<double> memo_linear_;  // per row: base (M), slope (M)
+  // White noise drawn ahead: for reads of few rows (prepare_reads with at most kAheadRows), each row
+  // draws its LED and detector noise kAheadIterations at a time, in bulk, the same values as one
+  // iteration at a time (the same streams and elements): [RIN: iterations x K][white: iterations x M].
+  static constexpr int kAheadRows = 4, kAheadIterations = 8;
+  mutable std::vector<std::int64_t> ahead_slot_, ahead_iteration_;  // per row: what ahead_ holds
+  mutable std::vector<float> ahead_;
   mutable std::mutex slow_mutex_;
   mutable std::unordered_map<std::int64_t, std::shared_ptr<const std::vector<double>>> slow_;
 };
