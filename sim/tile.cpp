@@ -354,46 +354,51 @@ void OpticalTile<T>::read(const T* t, int rows, const StepContext& ctx, int row0
   const NoiseSpec& ns = noise_.spec;
   const bool rin = noisy_ && ns.rin_sigma > 0, white = noisy_ && (ns.photons_per_sample > 0 || ns.thermal_sigma > 0);
   if (noisy_) key_streams(rows, ctx, row0, w.streams);
-  if (white_ahead(rows, ctx, row0, rin, white, w.eps, w.ld)) {  // few rows: drawn ahead in bulk
+  // the rows' white noise: LED rows at rin_eps, detector rows at white_eps, both ld apart
+  const float *rin_eps = w.eps, *white_eps = w.eps + static_cast<size_t>(rows) * w.ld;
+  int ld = w.ld;
+  if (white_ahead(rows, ctx, row0, rin, white, rin_eps, white_eps, ld)) {  // few rows: drawn ahead in bulk
   } else if (rin && white && K_ == M_) {  // both sets of rows drawn together (short rows keep the vectors full)
     noise::normals_f32(noise_.seed, w.streams, 2 * rows, 0, K_, w.eps, w.ld);
   } else {
     if (rin) noise::normals_f32(noise_.seed, w.streams, rows, 0, K_, w.eps, w.ld);
     if (white) noise::normals_f32(noise_.seed, w.streams + rows, rows, 0, M_, w.eps + static_cast<size_t>(rows) * w.ld, w.ld);
   }
-  if (rin) add_rin(L, rows, w.eps, w.ld);
+  if (rin) add_rin(L, rows, rin_eps, ld);
   light(L, rows, 0, light_panels(), w.light);
-  sense_columns(L, w.light, rows, ctx, row0, e, 0, M_, out, w);
+  sense_columns(L, w.light, rows, ctx, row0, e, 0, M_, out, w, white_eps, ld);
 }
 
 // The white noise of rows [row0, row0 + rows) at this iteration from the rows' draws ahead (drawing
-// the next kAheadIterations where a row's are not this iteration's): LED rows at eps, detector rows
-// rows * ld further. False where the reads were not prepared for it.
+// the next kAheadIterations where a row's are not this iteration's): the LED rows at rin, the
+// detector rows at white, ld apart. False (nothing set) where the reads were not prepared for it.
 template <class T>
-bool OpticalTile<T>::white_ahead(int rows, const StepContext& ctx, int row0, bool rin, bool white, float* eps, int ld) const {
+bool OpticalTile<T>::white_ahead(int rows, const StepContext& ctx, int row0, bool rin, bool white, const float*& rin_eps,
+                                 const float*& white_eps, int& ld) const {
   if (!(rin || white) || ctx.iteration < 0 || static_cast<size_t>(row0 + rows) > ahead_slot_.size()) return false;
   constexpr int A = kAheadIterations;
   const int it0 = ctx.iteration - ctx.iteration % A, q = ctx.iteration - it0;
-  const size_t per_row = static_cast<size_t>(A) * (K_ + M_);
+  const int per_row = A * (K_ + M_);
   for (int r = 0; r < rows; ++r) {
     const size_t row = static_cast<size_t>(row0 + r);
     const int slot = ctx.sample(row0 + r);
+    if (ahead_slot_[row] == slot && ahead_iteration_[row] == it0) continue;
     float* a = ahead_.data() + row * per_row;
-    if (ahead_slot_[row] != slot || ahead_iteration_[row] != it0) {
-      noise::Stream st[A];
-      for (int s = 0; s < 2; ++s) {
-        if (!(s == 0 ? rin : white)) continue;
-        for (int i = 0; i < A; ++i)
-          st[i] = {keyed(s == 0 ? noise::Source::Rin : noise::Source::Shot, noise_.stream), static_cast<std::uint32_t>(slot),
-                   static_cast<std::uint32_t>(it0 + i)};
-        const int n = s == 0 ? K_ : M_;
-        noise::normals_f32(noise_.seed, st, A, 0, n, a + (s == 0 ? 0 : static_cast<size_t>(A) * K_), n);
-      }
-      ahead_slot_[row] = slot, ahead_iteration_[row] = it0;
+    noise::Stream st[A];
+    for (int s = 0; s < 2; ++s) {
+      if (!(s == 0 ? rin : white)) continue;
+      for (int i = 0; i < A; ++i)
+        st[i] = {keyed(s == 0 ? noise::Source::Rin : noise::Source::Shot, noise_.stream), static_cast<std::uint32_t>(slot),
+                 static_cast<std::uint32_t>(it0 + i)};
+      const int n = s == 0 ? K_ : M_;
+      noise::normals_f32(noise_.seed, st, A, 0, n, a + (s == 0 ? 0 : static_cast<size_t>(A) * K_), n);
     }
-    if (rin) std::copy_n(a + static_cast<size_t>(q) * K_, K_, eps + static_cast<size_t>(r) * ld);
-    if (white) std::copy_n(a + static_cast<size_t>(A) * K_ + static_cast<size_t>(q) * M_, M_, eps + static_cast<size_t>(rows + r) * ld);
+    ahead_slot_[row] = slot, ahead_iteration_[row] = it0;
   }
+  const float* first = ahead_.data() + static_cast<size_t>(row0) * per_row;
+  rin_eps = first + static_cast<size_t>(q) * K_;
+  white_eps = first + static_cast<size_t>(A) * K_ + static_cast<size_t>(q) * M_;
+  ld = per_row;
   return true;
 }
 
@@ -436,15 +441,15 @@ void OpticalTile<T>::sense(const T* L, const T* light, int rows, const StepConte
   if (noisy_ && (ns.photons_per_sample > 0 || ns.thermal_sigma > 0))
     noise::normals_f32(noise_.seed, w.streams + rows, rows, static_cast<std::uint32_t>(j0), j1 - j0,
                        w.eps + static_cast<size_t>(rows) * w.ld + j0, w.ld);
-  sense_columns(L, light, rows, ctx, row0, e, j0, j1, out, w);
+  sense_columns(L, light, rows, ctx, row0, e, j0, j1, out, w, w.eps + static_cast<size_t>(rows) * w.ld, w.ld);
 }
 
 // Outputs [j0, j1) from the light: the detector chain, then the noise after the optics.
 template <class T>
 void OpticalTile<T>::sense_columns(const T* L, const T* light, int rows, const StepContext& ctx, int row0, const kern::Epilogue<T>& e,
-                                   int j0, int j1, T* out, const Work& w) const {
+                                   int j0, int j1, T* out, const Work& w, const float* white, int ld) const {
   detect(L, light, rows, e, j0, j1, out, w.g);
-  if (noisy_) add_output_noise(light, rows, ctx, row0, w.streams, e.kappa, j0, j1, out, w.eps + static_cast<size_t>(rows) * w.ld, w.ld);
+  if (noisy_) add_output_noise(light, rows, ctx, row0, w.streams, e.kappa, j0, j1, out, white, ld);
 }
 
 // The detector chain on each row's light: out_j = c_j + the band of light and drives around

@@ -144,9 +144,10 @@ class OpticalTile {
   void key_streams(int rows, const StepContext& ctx, int row0, noise::Stream* st) const;
   void drives(const T* t, int rows, T* L) const;
   void add_rin(T* L, int rows, const float* eps, int ld) const;
-  bool white_ahead(int rows, const StepContext& ctx, int row0, bool rin, bool white, float* eps, int ld) const;
+  bool white_ahead(int rows, const StepContext& ctx, int row0, bool rin, bool white, const float*& rin_eps, const float*& white_eps,
+                   int& ld) const;
   void sense_columns(const T* L, const T* light, int rows, const StepContext& ctx, int row0, const kern::Epilogue<T>& e, int j0, int j1,
-                     T* out, const Work& w) const;
+                     T* out, const Work& w, const float* white, int ld) const;
   void detect(const T* L, const T* light, int rows, const kern::Epilogue<T>& e, int j0, int j1, T* out, T* g) const;
   void add_output_noise(const T* light, int rows, const StepContext& ctx, int row0, const noise::Stream* streams, T kappa, int j0, int j1,
                         T* out, const float* eps, int ld) const;
