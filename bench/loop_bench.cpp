@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <memory>
 #include <random>
 #include <sstream>
 
@@ -27,21 +28,31 @@ const std::map<std::string, std::map<int, double>> kTwin = {
 
 using Clock = std::chrono::steady_clock;
 
-// Times fn (one run of opt.iterations iterations) repeatedly; returns sample-iterations/s (best, median).
-std::pair<double, double> time_runs(const BenchOptions& opt, int batch, const std::function<void()>& fn) {
-  fn();  // warm-up
-  std::vector<double> rates;
+// Times each of fns (one run of opt.iterations iterations each) repeatedly, taking turns, so that
+// a change in the machine's load in the meantime falls on all of them alike; returns each one's
+// sample-iterations/s (best, median).
+std::vector<std::pair<double, double>> time_turns(const BenchOptions& opt, int batch, const std::vector<std::function<void()>>& fns) {
+  for (const auto& fn : fns) fn();  // warm-up
+  std::vector<std::vector<double>> rates(fns.size());
   const auto start = Clock::now();
-  while (rates.size() < 5 || std::chrono::duration<double>(Clock::now() - start).count() < opt.min_seconds) {
-    const auto t0 = Clock::now();
-    fn();
-    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    rates.push_back(static_cast<double>(batch) * opt.iterations / s);
-    if (rates.size() >= 200) break;
+  while (rates[0].size() < 5 || std::chrono::duration<double>(Clock::now() - start).count() < opt.min_seconds * static_cast<double>(fns.size())) {
+    for (std::size_t f = 0; f < fns.size(); ++f) {
+      const auto t0 = Clock::now();
+      fns[f]();
+      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+      rates[f].push_back(static_cast<double>(batch) * opt.iterations / s);
+    }
+    if (rates[0].size() >= 200) break;
   }
-  std::sort(rates.begin(), rates.end());
-  return {rates.back(), rates[rates.size() / 2]};
+  std::vector<std::pair<double, double>> out;
+  for (auto& r : rates) {
+    std::sort(r.begin(), r.end());
+    out.emplace_back(r.back(), r[r.size() / 2]);
+  }
+  return out;
 }
+
+std::pair<double, double> time_runs(const BenchOptions& opt, int batch, const std::function<void()>& fn) { return time_turns(opt, batch, {fn})[0]; }
 
 template <class T>
 std::vector<BenchRow> bench_batch(const BenchOptions& opt, const Hardware& hw, int batch) {
@@ -54,32 +65,58 @@ std::vector<BenchRow> bench_batch(const BenchOptions& opt, const Hardware& hw, i
   const Eigen::VectorXd bias = Eigen::VectorXd::Zero(N);
   std::vector<BenchRow> rows;
 
-  auto core_run = [&](const std::string& name, const CoreConfig& cfg, const NoiseRun* noise = nullptr) {
-    OpticalCore<T> core(hw, cfg);
-    if (noise) core.set_noise(*noise);
-    core.load_weights(W, bias);
-    const Batch<T> inj = core.injection(Batch<T>::from(x));
-    Batch<T> a(batch, N), b(batch, N);
-    // every run solves new samples, later on the machine's clock: no run reuses another's noise
-    std::vector<int> samples(batch);
+  // One cell of the simulator's core: a run solves new samples, later on the machine's clock, so no
+  // run reuses the noise another drew.
+  struct CoreCell {
+    std::string name;
+    OpticalCore<T> core;
+    Batch<T> inj, a, b;
+    std::vector<int> samples;
     int run = 0;
-    auto [best, med] = time_runs(opt, batch, [&] {
+    CoreCell(std::string n, const Hardware& hw, const CoreConfig& cfg, const NoiseRun* noise, const MatrixXdR& W, const Eigen::VectorXd& bias,
+             const MatrixXdR& x)
+        : name(std::move(n)), core(hw, cfg) {
+      if (noise) core.set_noise(*noise);
+      core.load_weights(W, bias);
+      inj = core.injection(Batch<T>::from(x));
+      a = Batch<T>(static_cast<int>(x.rows()), static_cast<int>(x.cols())), b = a;
+      samples.resize(static_cast<size_t>(x.rows()));
+    }
+    void solve(int iterations) {
       std::fill(a.data.begin(), a.data.end(), T(0));
-      for (int r = 0; r < batch; ++r) samples[r] = run * batch + r;
+      for (std::size_t r = 0; r < samples.size(); ++r) samples[r] = run * static_cast<int>(samples.size()) + static_cast<int>(r);
       ++run;
-      for (int i = 0; i < opt.iterations; ++i) {
+      for (int i = 0; i < iterations; ++i) {
         core.step(a, inj, nullptr, b, StepContext{i, samples.data()});
         std::swap(a, b);
       }
-    });
-    rows.push_back({name, batch, best, med, 0, 0});
+    }
   };
-  core_run("twin default", CoreConfig::twin_defaults(hw));
-  if (hw.noise) {  // every noise source of the file on: what a noisy sweep point costs
+  // the cells timed in turns (the noiseless and noisy twin: their ratio is a target)
+  auto core_runs = [&](std::vector<std::unique_ptr<CoreCell>> cells) {
+    std::vector<std::function<void()>> fns;
+    for (auto& c : cells) fns.push_back([&c, &opt] { c->solve(opt.iterations); });
+    const auto rates = time_turns(opt, batch, fns);
+    for (std::size_t c = 0; c < cells.size(); ++c) rows.push_back({cells[c]->name, batch, rates[c].first, rates[c].second, 0, 0});
+  };
+  auto cell = [&](const std::string& name, const CoreConfig& cfg, const NoiseRun* noise = nullptr) {
+    return std::make_unique<CoreCell>(name, hw, cfg, noise, W, bias, x);
+  };
+  auto core_run = [&](const std::string& name, const CoreConfig& cfg) {
+    std::vector<std::unique_ptr<CoreCell>> one;
+    one.push_back(cell(name, cfg));
+    core_runs(std::move(one));
+  };
+  {
+    std::vector<std::unique_ptr<CoreCell>> twin;
+    twin.push_back(cell("twin default", CoreConfig::twin_defaults(hw)));
     NoiseRun n;
-    n.spec = *hw.noise;
-    n.seed = opt.seed;
-    core_run("twin + noise", CoreConfig::twin_defaults(hw), &n);
+    if (hw.noise) {  // every noise source of the file on: what a noisy sweep point costs
+      n.spec = *hw.noise;
+      n.seed = opt.seed;
+      twin.push_back(cell("twin + noise", CoreConfig::twin_defaults(hw), &n));
+    }
+    core_runs(std::move(twin));
   }
   core_run("twin all-off", CoreConfig::twin_all_off(hw));
   core_run("ideal tanh", CoreConfig::ideal(0.5, 1.0));
