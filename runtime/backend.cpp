@@ -147,6 +147,7 @@ class SimHooks : public ir::Hooks {
       for (std::size_t k = 0; k < plan.tiles.size(); ++k) {
         const ir::Tile& t = plan.tiles[k];
         auto tile = std::make_unique<OpticalTile<T>>(hw_, chain_, o.optics ? Optics::Calibrated : Optics::Ideal);
+        if (o.half_light_map) tile->set_half_light_map();
         if (o.noise) {
           TileNoise n;
           n.spec = *hw.noise;
@@ -386,6 +387,7 @@ class SimBackend : public Backend {
   ProgramResult run(const ir::Program& p, const std::map<std::string, Tensor>& inputs, const BackendOptions& o) const override {
     if (hw_.name != p.target.hardware)
       throw Error("run: the program was compiled for " + p.target.hardware + ", the hardware given is " + hw_.name);
+    if (o.f64 && o.half_light_map) throw Error("sim: --light-map f16 needs --precision f32 (a half-precision light map is summed in float)");
     return o.f64 ? run_in<double>(p, inputs, o) : run_in<float>(p, inputs, o);
   }
 

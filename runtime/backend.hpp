@@ -36,6 +36,7 @@ struct BackendOptions {
   bool quantize = true;        // sim: SLM codes and the converters (when the program has them)
   bool optics = true;          // sim: each tile through the machine's calibrated optical chain (false: ideal optics)
   bool f64 = false;            // sim: the tiles' products in float64 (default float32, as the loop core)
+  bool half_light_map = false; // sim: the tiles' light maps in half precision, summed in float32 (not with f64)
   ir::Mode mode = ir::Mode::Simultaneous;
   bool trace = false;          // every top-level value, not only the outputs
   // Progress: after each token (sequential) or fixed-point step (simultaneous); see ir::InterpretOptions.

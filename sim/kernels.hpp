@@ -3,6 +3,7 @@
 // bytes whatever the width (sim/batch.hpp), so every instantiation sees whole vectors.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 #if defined(__x86_64__) || defined(__i386__)
@@ -33,6 +34,31 @@ inline typename Vec<T>::type load(const T* p) {
 }
 template <class T>
 inline void store(T* p, typename Vec<T>::type v) { std::memcpy(p, &v, sizeof v); }
+
+// A panel of the product's right-hand side holds T, or for float products IEEE half-precision
+// values (their bits as uint16_t: half the bytes a read streams). Either way one vector of T.
+using Half = std::uint16_t;
+template <class T, class B>
+inline typename Vec<T>::type load_panel(const B* p) {
+  if constexpr (std::is_same_v<B, T>) {
+    return load(p);
+  } else {
+    static_assert(std::is_same_v<T, float> && std::is_same_v<B, Half>, "half panels are for float products");
+#if defined(__AVX512F__)
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+#elif defined(__AVX__) && defined(__F16C__)
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+#else
+    typename Vec<float>::type v;
+    for (int i = 0; i < kVecLanes<float>; ++i) {
+      _Float16 h;
+      std::memcpy(&h, p + i, sizeof h);
+      v[i] = static_cast<float>(h);
+    }
+    return v;
+#endif
+  }
+}
 
 // acc + a b with one rounding, the same wherever a kernel computes it. Left to the compiler's
 // contraction it is not: GCC keeps a separate multiply and add in some loop shapes (a single
@@ -84,8 +110,8 @@ inline void finish(typename Vec<T>::type g, const Epilogue<T>& e, size_t at, int
 // out[i, j] = sum_k L[i, k] F[k, j] (+ epilogue), for MR rows and NV vectors of columns from j0
 // (F's rows ldf apart, out's ldo). Every output element is one madd chain over k in order,
 // whichever instantiation computes it and whatever columns a call covers.
-template <class T, int MR, int NV>
-inline void gemm_tile(const T* L, int ldl, const T* F, int ldf, int K, int j0, const Epilogue<T>& e, size_t row0, T* out, int ldo) {
+template <class T, int MR, int NV, class B>
+inline void gemm_tile(const T* L, int ldl, const B* F, int ldf, int K, int j0, const Epilogue<T>& e, size_t row0, T* out, int ldo) {
   using V = typename Vec<T>::type;
   constexpr int W = kVecLanes<T>;
   V acc[MR][NV];
@@ -93,7 +119,7 @@ inline void gemm_tile(const T* L, int ldl, const T* F, int ldf, int K, int j0, c
     for (int v = 0; v < NV; ++v) acc[i][v] = V{};
   for (int k = 0; k < K; ++k) {
     V b[NV];
-    for (int v = 0; v < NV; ++v) b[v] = load(F + static_cast<size_t>(k) * ldf + j0 + v * W);
+    for (int v = 0; v < NV; ++v) b[v] = load_panel<T>(F + static_cast<size_t>(k) * ldf + j0 + v * W);
     for (int i = 0; i < MR; ++i) {
       const T a = L[static_cast<size_t>(i) * ldl + k];
       for (int v = 0; v < NV; ++v) acc[i][v] = madd<T>(a, b[v], acc[i][v]);
@@ -106,12 +132,12 @@ inline void gemm_tile(const T* L, int ldl, const T* F, int ldf, int K, int j0, c
 }
 
 // Columns [j0, j1) (whole vectors) of MR rows.
-template <class T, int MR>
-inline void gemm_rows(const T* L, int ldl, const T* F, int ldf, int K, int j0, int j1, const Epilogue<T>& e, size_t row0, T* out, int ldo) {
+template <class T, int MR, class B>
+inline void gemm_rows(const T* L, int ldl, const B* F, int ldf, int K, int j0, int j1, const Epilogue<T>& e, size_t row0, T* out, int ldo) {
   constexpr int W = kVecLanes<T>;
   const int nvec = (j1 - j0) / W;
   int v0 = 0;
-  auto tile = [&]<int NV>(std::integral_constant<int, NV>) { gemm_tile<T, MR, NV>(L, ldl, F, ldf, K, j0 + v0 * W, e, row0, out, ldo); };
+  auto tile = [&]<int NV>(std::integral_constant<int, NV>) { gemm_tile<T, MR, NV, B>(L, ldl, F, ldf, K, j0 + v0 * W, e, row0, out, ldo); };
   // Enough accumulators to hide the FMA latency: 12 for blocks of rows (instead of 8), 8 or 6 for
   // a single row (instead of 2 or 3), where the registers allow. A single row through a panel of
   // the light map (8 vectors) is then one pass over memory in order.
@@ -134,17 +160,17 @@ inline void gemm_rows(const T* L, int ldl, const T* F, int ldf, int K, int j0, i
 }
 
 // Columns [j0, j1) (whole vectors) of rows x ... outputs: L (rows x K, row stride ldl) times F (K
-// rows, ldf apart) into out (row stride ldo); row blocks of kMR, then single rows.
-template <class T>
-void gemm(const T* L, int ldl, int K, const T* F, int ldf, int j0, int j1, int rows, const Epilogue<T>& e, T* out, int ldo) {
+// rows, ldf apart; T or Half) into out (row stride ldo); row blocks of kMR, then single rows.
+template <class T, class B>
+void gemm(const T* L, int ldl, int K, const B* F, int ldf, int j0, int j1, int rows, const Epilogue<T>& e, T* out, int ldo) {
   int r = 0;
   for (; r + kMR <= rows; r += kMR) {
     const size_t o = static_cast<size_t>(r) * ldo;
-    gemm_rows<T, kMR>(L + static_cast<size_t>(r) * ldl, ldl, F, ldf, K, j0, j1, e, o, out + o, ldo);
+    gemm_rows<T, kMR, B>(L + static_cast<size_t>(r) * ldl, ldl, F, ldf, K, j0, j1, e, o, out + o, ldo);
   }
   for (; r < rows; ++r) {
     const size_t o = static_cast<size_t>(r) * ldo;
-    gemm_rows<T, 1>(L + static_cast<size_t>(r) * ldl, ldl, F, ldf, K, j0, j1, e, o, out + o, ldo);
+    gemm_rows<T, 1, B>(L + static_cast<size_t>(r) * ldl, ldl, F, ldf, K, j0, j1, e, o, out + o, ldo);
   }
 }
 

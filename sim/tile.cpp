@@ -5,6 +5,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "sim/error.hpp"
 #include "sim/noise.hpp"
@@ -218,6 +219,13 @@ void OpticalTile<T>::set_noise(const TileNoise& n) {
 }
 
 template <class T>
+void OpticalTile<T>::set_half_light_map() {
+  if constexpr (!std::is_same_v<T, float>) throw Error("tile: a half-precision light map needs float products (f32)");
+  if (K_ > 0) throw Error("tile: choose the light map's precision before programming the weights");
+  half_map_ = true;
+}
+
+template <class T>
 void OpticalTile<T>::program(const MatrixXdR& W, int in0, int out0, int channels) {
   const int K = static_cast<int>(W.rows()), M = static_cast<int>(W.cols());
   if (K < 1 || M < 1) throw Error("tile: empty weight block");
@@ -270,6 +278,14 @@ void OpticalTile<T>::program(const MatrixXdR& W, int in0, int out0, int channels
   }
   K_ = K, M_ = M, ldi_ = padded<T>(K), ldo_ = padded<T>(M), nl_ = static_cast<int>(f.T.cols()), ldl_ = padded<T>(nl_), h0_ = f.h0, q0_ = f.q0;
   T_ = pack_panels<T>(f.T, K, ldi_, ldl_);
+  if (half_map_) {
+    H_.resize(T_.size());
+    for (size_t i = 0; i < T_.size(); ++i) {
+      const auto h = static_cast<_Float16>(T_[i]);
+      std::memcpy(&H_[i], &h, sizeof h);
+    }
+    AlignedVector<T>().swap(T_);
+  }
   band_.assign(static_cast<size_t>(12) * ldo_, T(0));
   for (int b = 0; b < 12; ++b)
     for (int j = 0; j < M; ++j) band_[static_cast<size_t>(b) * ldo_ + j] = static_cast<T>(f.band(b, j));
@@ -422,9 +438,15 @@ void OpticalTile<T>::light(const T* L, int rows, int p0, int p1, T* light) const
   for (int path = 0; path < 2; ++path)
     for (int q = p0; q < p1; ++q) {
       const int width = std::min(P, ldl_ - q * P);
-      const T* panel = T_.data() + static_cast<size_t>(path) * ldi_ * ldl_ + static_cast<size_t>(q) * P * ldi_;
-      kern::gemm(L + path * ldi_, 2 * ldi_, ldi_, panel, width, 0, width, rows, kern::Epilogue<T>{},
-                 light + static_cast<size_t>(path) * rows * ldl_ + q * P, ldl_);
+      const size_t at = static_cast<size_t>(path) * ldi_ * ldl_ + static_cast<size_t>(q) * P * ldi_;
+      T* to = light + static_cast<size_t>(path) * rows * ldl_ + q * P;
+      if constexpr (std::is_same_v<T, float>) {
+        if (half_map_) {
+          kern::gemm(L + path * ldi_, 2 * ldi_, ldi_, H_.data() + at, width, 0, width, rows, kern::Epilogue<T>{}, to, ldl_);
+          continue;
+        }
+      }
+      kern::gemm(L + path * ldi_, 2 * ldi_, ldi_, T_.data() + at, width, 0, width, rows, kern::Epilogue<T>{}, to, ldl_);
     }
 }
 

@@ -92,6 +92,10 @@ class OpticalTile {
 
   void set_noise(const TileNoise& n);  // before program(): the pattern is drawn when programming
   const TileNoise* noise() const { return noisy_ ? &noise_ : nullptr; }
+  // Before program(), float tiles only: keep the light map in IEEE half precision (11 significant
+  // bits, rounded to nearest) and accumulate in float: half the bytes a read streams.
+  void set_half_light_map();
+  bool half_light_map() const { return half_map_; }
 
   // Programs W (K x M, AOC convention: LED channel i drives detector j by W(i, j)) at LED channel
   // in0 and detector out0 of the module's core. Calibrated optics folds the chain of a core of
@@ -164,6 +168,8 @@ class OpticalTile {
   Optics optics_;
   int K_ = 0, M_ = 0, ldi_ = 0, ldo_ = 0, nl_ = 0, ldl_ = 0, h0_ = 0, q0_ = 0;  // nl_: light columns
   AlignedVector<T> T_;                // FactoredChain::T in panels of kColumnGrain light columns (pack_panels)
+  AlignedVector<kern::Half> H_;       // the same in half precision instead (set_half_light_map)
+  bool half_map_ = false;
   AlignedVector<T> band_, Q_, c_;     // 12 x ld_out; (2 ld_in) x ld_out or empty; ld_out
   AlignedVector<T> light_bias_, detector_gain_;  // shot noise
   bool noisy_ = false;

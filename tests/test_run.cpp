@@ -368,6 +368,20 @@ TEST_CASE("run: --ideal-optics gives other outputs than the default calibrated o
   CHECK(aoc::read_h5_attr(measured, "output_digest") != aoc::read_h5_attr(ideal, "output_digest"));
 }
 
+TEST_CASE("run: --light-map f16 runs the program with half-precision light maps, recorded beside the precision") {
+  const std::string f32 = run_program("map-f32", "--noise");
+  const std::string f16 = run_program("map-f16", "--noise --light-map f16");
+  CHECK(aoc::read_h5_attr(f16, "precision") == "f32, f16 light maps");
+  CHECK(aoc::read_h5_attr(f32, "output_digest") != aoc::read_h5_attr(f16, "output_digest"));
+}
+
+TEST_CASE("run: --light-map f16 with --precision f64 is an error naming both") {
+  const ParityProgram& p = parity_program();
+  check_refused("run " + p.prog + " --inputs " + p.tokens + " -o " + (p.dir / "never.h5").string() + " --light-map f16 --precision f64",
+                "--light-map f16 needs --precision f32");
+  CHECK_FALSE(fs::exists(p.dir / "never.h5"));
+}
+
 TEST_CASE("run: --trace writes a program's intermediate values beside its outputs") {
   const std::string out = run_program("traced", "--trace --backend cpu");
   const aoc::ir::Program p = aoc::ir::read_program_h5(parity_program().prog);
@@ -413,6 +427,7 @@ TEST_CASE("run: a program option given with a loop input is an error naming it")
   REQUIRE(run_aoc("run --example-input " + in + " --n 16 --batch 2").status == 0);
   check_refused("run " + in + " --hw aoc-16 -o " + out + " --sequence sequential", "run: --sequence applies to a program only");
   check_refused("run " + in + " --hw aoc-16 -o " + out + " --ideal-optics", "run: --ideal-optics applies to a program only");
+  check_refused("run " + in + " --hw aoc-16 -o " + out + " --light-map f16", "run: --light-map applies to a program only");
   check_refused("run " + in + " --hw aoc-16 -o " + out + " --backend cpu", "run: --backend cpu applies to a program only");
   check_refused("run " + in + " --hw aoc-16 -o " + out + " --batch 4", "run: --batch applies with --example-input only");
   CHECK_FALSE(fs::exists(out));

@@ -95,6 +95,48 @@ TEST_CASE("tile: calibrated optics is the machine's chain for the tile at its pl
   CHECK((y.row(0) - input() * weights()).cwiseAbs().maxCoeff() > 1e-3);  // the chain is not ideal
 }
 
+namespace {
+
+// Reads of rows of inputs through a float tile with calibrated optics, its light map in float or
+// in half precision.
+MatrixXdR read_float(const MatrixXdR& W, const MatrixXdR& t, bool half) {
+  OpticalTile<float> tile(hw48(), linear_chain(), Optics::Calibrated);
+  if (half) tile.set_half_light_map();
+  tile.program(W, 0, 0);
+  const int rows = static_cast<int>(t.rows()), ldi = tile.ld_in(), ldo = tile.ld_out();
+  AlignedVector<float> in(static_cast<size_t>(rows) * ldi, 0.0f), out(static_cast<size_t>(rows) * ldo), scratch(tile.scratch_size(rows));
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < t.cols(); ++j) in[static_cast<size_t>(r) * ldi + j] = static_cast<float>(t(r, j));
+  tile.read(in.data(), rows, StepContext{}, 0, kern::Epilogue<float>{}, out.data(), scratch.data());
+  MatrixXdR y(rows, W.cols());
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < W.cols(); ++j) y(r, j) = out[static_cast<size_t>(r) * ldo + j];
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("tile: a half-precision light map reads within its rounding of the float map, every row and column") {
+  // 40 LEDs x 46 detectors (a partial panel of light columns), 5 rows (a block of 4 and a single)
+  std::mt19937_64 rng(8);
+  std::uniform_real_distribution<double> u(-1, 1);
+  const MatrixXdR W = MatrixXdR::NullaryExpr(40, 46, [&] { return u(rng) / std::sqrt(40.0); });
+  const MatrixXdR t = MatrixXdR::NullaryExpr(5, 40, [&] { return u(rng); });
+  const MatrixXdR full = read_float(W, t, false), half = read_float(W, t, true);
+  // each light value is a sum of 40 products of one rounding (2^-11 relative) each, then the chain
+  const double scale = full.cwiseAbs().maxCoeff();
+  CHECK((half - full).cwiseAbs().maxCoeff() < 2e-3 * scale);
+  CHECK((half - full).cwiseAbs().maxCoeff() > 0);  // it is a different map
+}
+
+TEST_CASE("tile: a half-precision light map is for float tiles, chosen before programming") {
+  OpticalTile<double> d(hw48(), linear_chain(), Optics::Ideal);
+  CHECK_THROWS_WITH(d.set_half_light_map(), Catch::Contains("needs float products"));
+  OpticalTile<float> f(hw48(), linear_chain(), Optics::Ideal);
+  f.program(weights());
+  CHECK_THROWS_WITH(f.set_half_light_map(), Catch::Contains("before programming"));
+}
+
 TEST_CASE("tile: a tile whose LEDs and detectors sit on different channels reads the machine's chain") {
   // LEDs 0..23 and detectors 26..45: no detector on a channel of the tile's LEDs
   CoreConfig cfg = linear_chain();

@@ -81,11 +81,11 @@ int run(Opts o, const CLI::App* c) {
   if (o.inputs.empty()) throw Error("check: give the program's inputs with --inputs FILE.h5");
   const BackendList list = parse_backends(o.backends);
   const bool has_sim = std::find(list.checked.begin(), list.checked.end(), "sim") != list.checked.end();
-  const std::vector<std::string> sim_options = {"--quantize", "--noise", "--ideal-optics", "--set", "--precision", "--seed", "--seeds", "--ideal"};
+  const std::vector<std::string> sim_options = {"--quantize", "--noise", "--ideal-optics", "--light-map", "--set", "--precision", "--seed", "--seeds", "--ideal"};
   if (!has_sim) refuse_given(c, "check", sim_options, "applies to the sim backend, which --backends " + o.backends + " does not check");
   refuse_given(c, "check", {"-o"}, "writes the JSON record: give --json too");
   if (o.ideal)
-    refuse_given(c, "check", {"--quantize", "--noise", "--ideal-optics", "--set"},
+    refuse_given(c, "check", {"--quantize", "--noise", "--ideal-optics", "--light-map", "--set"},
                  "does not apply with --ideal (it switches the simulator's converters, noise and optics off)");
   // --ideal: the lowering alone, so exact optics and, unless --precision says otherwise, float64 products.
   if (o.ideal) o.ideal_optics = true;
@@ -155,7 +155,7 @@ int run(Opts o, const CLI::App* c) {
       nlohmann::ordered_json j{{"tool", "aoc check"}, {"version", AOC_VERSION}, {"program", o.program}, {"config_hash", file_digest(o.program)},
                                {"inputs", o.inputs}, {"checked", ch.name}, {"reference", list.reference}, {"mode", o.sequence},
                                {"quantize", ch.physics && o.quantize}, {"noise", ch.physics && o.noise}, {"optics", ch.physics && !o.ideal_optics},
-                               {"precision", ch.physics ? o.precision : ch.name == "cuda-f32" ? "f32" : "f64"},
+                               {"precision", ch.physics ? precision_text(o) : ch.name == "cuda-f32" ? "f32" : "f64"},
                                {"seed", o.seed}, {"seeds", ch.physics ? o.seeds : 1},
                                {"set", ch.physics ? o.set : std::vector<std::string>{}}, {"compile_set", p.target.overrides}};
       j["max_abs_error"] = band(ch.abs), j["max_rel_error"] = band(ch.rel), j["argmax_agreement"] = band(ch.arg);
@@ -176,7 +176,7 @@ int run(Opts o, const CLI::App* c) {
       if (ch.physics)
         std::printf("check: %s on %s: %s against %s, %s mode, quantize %s, noise %s, optics %s, %s, %d seed(s) from %llu%s%s\n",
                     o.program.c_str(), o.inputs.c_str(), ch.name.c_str(), list.reference.c_str(), o.sequence.c_str(), o.quantize ? "on" : "off",
-                    o.noise ? "on" : "off", o.ideal_optics ? "ideal" : "calibrated", o.precision.c_str(), seeds,
+                    o.noise ? "on" : "off", o.ideal_optics ? "ideal" : "calibrated", precision_text(o).c_str(), seeds,
                     static_cast<unsigned long long>(o.seed), o.set.empty() ? "" : ", run-time --set ", set_text(o.set).c_str());
       else
         std::printf("check: %s on %s: %s against %s, %s mode, exact\n", o.program.c_str(), o.inputs.c_str(), ch.name.c_str(),

@@ -28,7 +28,7 @@ struct Opts : LoopFlags {
 
 // A loop's stop rule and update (a program's fixed points carry their own), and the sim backend's options.
 const std::vector<std::string> kLoopRule = {"--mode", "--alpha", "--anneal", "--rule", "--tol", "--max-iter", "--damping"};
-const std::vector<std::string> kSimOnly = {"--quantize", "--noise", "--ideal-optics", "--set", "--precision", "--seed"};
+const std::vector<std::string> kSimOnly = {"--quantize", "--noise", "--ideal-optics", "--light-map", "--set", "--precision", "--seed"};
 
 // `aoc run PROG.h5 --inputs IN.h5 --backend sim|cpu -o OUT.h5`: a compiled program on token sequences.
 void run_program(const Opts& o, const CLI::App* c) {
@@ -41,8 +41,8 @@ void run_program(const Opts& o, const CLI::App* c) {
   refuse_given(c, "run", {"--n"}, "does not apply to a program (a loop input's state size; a program's example inputs take --batch and --length)");
   const ir::Program p = ir::read_program_h5(o.input);
   if (!o.example.empty()) {
-    refuse_given(c, "run", {"-o", "--inputs", "--backend", "--sequence", "--quantize", "--noise", "--ideal-optics", "--set", "--precision",
-                            "--trace", "--threads", "--quiet"},
+    refuse_given(c, "run", {"-o", "--inputs", "--backend", "--sequence", "--quantize", "--noise", "--ideal-optics", "--light-map", "--set",
+                            "--precision", "--trace", "--threads", "--quiet"},
                  "does not apply with --example-input (it writes seeded inputs for the program and exits)");
     write_example_inputs(o.example, p, o.batch, o.length, o.seed);
     std::printf("wrote %s: the inputs of %s, batch %d, length %d (seed %llu)\n", o.example.c_str(), o.input.c_str(), o.batch, o.length,
@@ -71,7 +71,7 @@ void run_program(const Opts& o, const CLI::App* c) {
   ProgramRunMeta m;
   m.program = o.input, m.program_digest = file_digest(o.input), m.backend = o.backend, m.mode = f.sequence, m.inputs = f.inputs;
   m.seed = f.seed, m.noise = sim && f.noise, m.quantize = sim && f.quantize, m.optics = sim && !f.ideal_optics, m.trace = f.trace;
-  m.precision = sim ? f.precision : o.backend == "cuda-f32" ? "f32" : "f64";
+  m.precision = sim ? precision_text(f) : o.backend == "cuda-f32" ? "f32" : "f64";
   m.set = f.set, m.compile_set = p.target.overrides;
   write_program_output(o.output, p, r, m);
   const IterationSummary it = summarize(r);
@@ -138,7 +138,7 @@ void write_example(const Opts& o, const Hardware& hw) {
 void run(const Opts& o, const CLI::App* c) {
   if (!o.input.empty() && !std::filesystem::exists(o.input)) throw Error(o.input + ": no such file");
   if (!o.input.empty() && ir::is_program_h5(o.input)) return run_program(o, c);
-  refuse_given(c, "run", {"--inputs", "--sequence", "--ideal-optics", "--quiet", "--length"},
+  refuse_given(c, "run", {"--inputs", "--sequence", "--ideal-optics", "--light-map", "--quiet", "--length"},
                "applies to a program only (aoc compile writes one; docs/program.md)");
   if (o.backend != "sim") throw Error("run: --backend " + o.backend + " applies to a program only (a loop input runs on the simulated core)");
   if (!o.example.empty()) {

@@ -17,6 +17,12 @@ void add_program_flags(CLI::App* c, ProgramFlags& f, bool with_shared) {
   c->add_flag("--ideal-optics", f.ideal_optics,
               "sim: ideal optics, each tile's product exact. Default: the machine as measured, every tile through its "
               "calibrated optical chain (fan-in profile, SLM distortion and darkness, TIA gains, crosstalk)");
+  c->add_option("--light-map", f.light_map,
+                 "sim: f32 (default) or f16: each tile's light map (the SLM's transmissions through the optics) kept in "
+                 "half precision, 11 significant bits (the SLM's codes have 8, its fixed pattern is 1 %), summed in float: "
+                 "half the bytes a read streams, for models whose tiles do not fit in cache (needs --precision f32)")
+      ->check(CLI::IsMember({"f32", "f16"}))
+      ->capture_default_str();
   c->add_flag("--quiet", f.quiet,
               "no progress meter (default: on stderr for runs over about 1 s, with the rate and the time left; "
               "a line redrawn on a terminal, a line every 10 s in a log)");
@@ -42,10 +48,13 @@ BackendOptions backend_options(const ProgramFlags& f) {
   o.quantize = f.quantize;
   o.optics = !f.ideal_optics;
   o.f64 = f.precision == "f64";
+  o.half_light_map = f.light_map == "f16";
   o.trace = f.trace;
   o.mode = f.sequence == "sequential" ? ir::Mode::Sequential : ir::Mode::Simultaneous;
   return o;
 }
+
+std::string precision_text(const ProgramFlags& f) { return f.light_map == "f16" ? f.precision + ", f16 light maps" : f.precision; }
 
 namespace {
 
