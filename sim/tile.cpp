@@ -355,10 +355,15 @@ typename OpticalTile<T>::Work OpticalTile<T>::work(T* scratch, int rows) const {
 template <class T>
 void OpticalTile<T>::key_streams(int rows, const StepContext& ctx, int row0, noise::Stream* st) const {
   for (int r = 0; r < rows; ++r) {
-    const auto slot = static_cast<std::uint32_t>(ctx.sample(row0 + r)), it = static_cast<std::uint32_t>(ctx.iteration);
-    st[r] = {keyed(noise::Source::Rin, noise_.stream), slot, it};
-    st[rows + r] = {keyed(noise::Source::Shot, noise_.stream), slot, it};
+    st[r] = white_stream(noise::Source::Rin, ctx.sample(row0 + r), ctx.iteration);
+    st[rows + r] = white_stream(noise::Source::Shot, ctx.sample(row0 + r), ctx.iteration);
   }
+}
+
+// The stream of a slot's white noise of one source at one iteration (its elements: the channels).
+template <class T>
+noise::Stream OpticalTile<T>::white_stream(noise::Source s, int slot, int iteration) const {
+  return {keyed(s, noise_.stream), static_cast<std::uint32_t>(slot), static_cast<std::uint32_t>(iteration)};
 }
 
 template <class T>
@@ -373,12 +378,13 @@ void OpticalTile<T>::read(const T* t, int rows, const StepContext& ctx, int row0
   // the rows' white noise: LED rows at rin_eps, detector rows at white_eps, both ld apart
   const float *rin_eps = w.eps, *white_eps = w.eps + static_cast<size_t>(rows) * w.ld;
   int ld = w.ld;
-  if (white_ahead(rows, ctx, row0, rin, white, rin_eps, white_eps, ld)) {  // few rows: drawn ahead in bulk
-  } else if (rin && white && K_ == M_) {  // both sets of rows drawn together (short rows keep the vectors full)
-    noise::normals_f32(noise_.seed, w.streams, 2 * rows, 0, K_, w.eps, w.ld);
-  } else {
-    if (rin) noise::normals_f32(noise_.seed, w.streams, rows, 0, K_, w.eps, w.ld);
-    if (white) noise::normals_f32(noise_.seed, w.streams + rows, rows, 0, M_, w.eps + static_cast<size_t>(rows) * w.ld, w.ld);
+  if (!white_ahead(rows, ctx, row0, rin, white, rin_eps, white_eps, ld)) {  // else few rows, drawn ahead in bulk
+    if (rin && white && K_ == M_) {  // both sets of rows drawn together (short rows keep the vectors full)
+      noise::normals_f32(noise_.seed, w.streams, 2 * rows, 0, K_, w.eps, w.ld);
+    } else {
+      if (rin) noise::normals_f32(noise_.seed, w.streams, rows, 0, K_, w.eps, w.ld);
+      if (white) noise::normals_f32(noise_.seed, w.streams + rows, rows, 0, M_, w.eps + static_cast<size_t>(rows) * w.ld, w.ld);
+    }
   }
   if (rin) add_rin(L, rows, rin_eps, ld);
   light(L, rows, 0, light_panels(), w.light);
@@ -403,9 +409,7 @@ bool OpticalTile<T>::white_ahead(int rows, const StepContext& ctx, int row0, boo
     noise::Stream st[A];
     for (int s = 0; s < 2; ++s) {
       if (!(s == 0 ? rin : white)) continue;
-      for (int i = 0; i < A; ++i)
-        st[i] = {keyed(s == 0 ? noise::Source::Rin : noise::Source::Shot, noise_.stream), static_cast<std::uint32_t>(slot),
-                 static_cast<std::uint32_t>(it0 + i)};
+      for (int i = 0; i < A; ++i) st[i] = white_stream(s == 0 ? noise::Source::Rin : noise::Source::Shot, slot, it0 + i);
       const int n = s == 0 ? K_ : M_;
       noise::normals_f32(noise_.seed, st, A, 0, n, a + (s == 0 ? 0 : static_cast<size_t>(A) * K_), n);
     }
@@ -439,14 +443,17 @@ void OpticalTile<T>::light(const T* L, int rows, int p0, int p1, T* light) const
     for (int q = p0; q < p1; ++q) {
       const int width = std::min(P, ldl_ - q * P);
       const size_t at = static_cast<size_t>(path) * ldi_ * ldl_ + static_cast<size_t>(q) * P * ldi_;
-      T* to = light + static_cast<size_t>(path) * rows * ldl_ + q * P;
+      auto product = [&](const auto* panel) {
+        kern::gemm(L + path * ldi_, 2 * ldi_, ldi_, panel, width, 0, width, rows, kern::Epilogue<T>{},
+                   light + static_cast<size_t>(path) * rows * ldl_ + q * P, ldl_);
+      };
       if constexpr (std::is_same_v<T, float>) {
         if (half_map_) {
-          kern::gemm(L + path * ldi_, 2 * ldi_, ldi_, H_.data() + at, width, 0, width, rows, kern::Epilogue<T>{}, to, ldl_);
+          product(H_.data() + at);
           continue;
         }
       }
-      kern::gemm(L + path * ldi_, 2 * ldi_, ldi_, T_.data() + at, width, 0, width, rows, kern::Epilogue<T>{}, to, ldl_);
+      product(T_.data() + at);
     }
 }
 

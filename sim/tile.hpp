@@ -95,7 +95,6 @@ class OpticalTile {
   // Before program(), float tiles only: keep the light map in IEEE half precision (11 significant
   // bits, rounded to nearest) and accumulate in float: half the bytes a read streams.
   void set_half_light_map();
-  bool half_light_map() const { return half_map_; }
 
   // Programs W (K x M, AOC convention: LED channel i drives detector j by W(i, j)) at LED channel
   // in0 and detector out0 of the module's core. Calibrated optics folds the chain of a core of
@@ -146,6 +145,7 @@ class OpticalTile {
   };
   Work work(T* scratch, int rows) const;
   void key_streams(int rows, const StepContext& ctx, int row0, noise::Stream* st) const;
+  noise::Stream white_stream(noise::Source s, int slot, int iteration) const;
   void drives(const T* t, int rows, T* L) const;
   void add_rin(T* L, int rows, const float* eps, int ld) const;
   bool white_ahead(int rows, const StepContext& ctx, int row0, bool rin, bool white, const float*& rin_eps, const float*& white_eps,
