@@ -147,7 +147,7 @@ class SimHooks : public ir::Hooks {
       for (std::size_t k = 0; k < plan.tiles.size(); ++k) {
         const ir::Tile& t = plan.tiles[k];
         auto tile = std::make_unique<OpticalTile<T>>(hw_, chain_, o.optics ? Optics::Calibrated : Optics::Ideal);
-        if (o.half_light_map) tile->set_half_light_map();
+        tile->set_light_map(o.light_map);
         if (o.noise) {
           TileNoise n;
           n.spec = *hw.noise;
@@ -184,7 +184,15 @@ class SimHooks : public ir::Hooks {
     }
     for (const std::string& e : errors)
       if (!e.empty()) throw Error(e);
+    for (const Programming& g : jobs) half_map_tiles += g.tile->half_light_map();
   }
+
+  int tiles() const {
+    int n = 0;
+    for (const auto& [op, t] : tiles_) n += static_cast<int>(t.size());
+    return n;
+  }
+  int half_map_tiles = 0;
 
   Tensor optical(const ir::Op& op, const Tensor& x, const Tensor&, const OpContext& ctx) const override {
     const ir::OpticalPlan* plan = p_.plan(op.name);
@@ -387,7 +395,7 @@ class SimBackend : public Backend {
   ProgramResult run(const ir::Program& p, const std::map<std::string, Tensor>& inputs, const BackendOptions& o) const override {
     if (hw_.name != p.target.hardware)
       throw Error("run: the program was compiled for " + p.target.hardware + ", the hardware given is " + hw_.name);
-    if (o.f64 && o.half_light_map) throw Error("sim: --light-map f16 needs --precision f32 (a half-precision light map is summed in float)");
+    if (o.f64 && o.light_map == LightMap::F16) throw Error("sim: --light-map f16 needs --precision f32 (a half-precision light map is summed in float)");
     return o.f64 ? run_in<double>(p, inputs, o) : run_in<float>(p, inputs, o);
   }
 
@@ -400,6 +408,7 @@ class SimBackend : public Backend {
     ProgramResult res = run_with_hooks(p, inputs, o, hooks);
     res.counters = {hooks.counters.dac, hooks.counters.adc, hooks.counters.dac_clipped, hooks.counters.adc_clipped};
     res.programming_seconds = programming;
+    res.tiles = hooks.tiles(), res.half_map_tiles = hooks.half_map_tiles;
     return res;
   }
 
@@ -435,6 +444,12 @@ int calibrate_converters(ir::Program& p, const std::map<std::string, ir::Tensor>
 std::optional<UniformConverter> converter_of(const ir::Op& op) {
   if (op.kind != ir::OpKind::Convert || !op.attrs.count("bits")) return std::nullopt;
   return UniformConverter{ir::attr_number(op, "lo", 0), ir::attr_number(op, "hi", 1), static_cast<int>(ir::attr_int(op, "bits", 8))};
+}
+
+std::string precision_text(const std::string& precision, const ProgramResult& r) {
+  if (r.half_map_tiles == 0) return precision;
+  if (r.half_map_tiles == r.tiles) return precision + ", f16 light maps";
+  return precision + ", f16 light maps on " + std::to_string(r.half_map_tiles) + " of " + std::to_string(r.tiles) + " tiles";
 }
 
 const std::vector<std::string>& backend_names() {

@@ -23,6 +23,7 @@
 
 #include "compiler/interpret.hpp"
 #include "compiler/program.hpp"
+#include "sim/config.hpp"
 #include "sim/quantize.hpp"
 
 namespace aoc {
@@ -36,7 +37,7 @@ struct BackendOptions {
   bool quantize = true;        // sim: SLM codes and the converters (when the program has them)
   bool optics = true;          // sim: each tile through the machine's calibrated optical chain (false: ideal optics)
   bool f64 = false;            // sim: the tiles' products in float64 (default float32, as the loop core)
-  bool half_light_map = false; // sim: the tiles' light maps in half precision, summed in float32 (not with f64)
+  LightMap light_map = LightMap::Auto;  // sim: how each tile keeps its light map (OpticalTile::set_light_map; F16 not with f64)
   ir::Mode mode = ir::Mode::Simultaneous;
   bool trace = false;          // every top-level value, not only the outputs
   // Progress: after each token (sequential) or fixed-point step (simultaneous); see ir::InterpretOptions.
@@ -54,7 +55,12 @@ struct ProgramResult {
   std::vector<ir::FixedPointStats> fixed_points;
   RunCounters counters;
   double programming_seconds = 0;  // the sim backend: programming the tiles (SLM patterns, the chain factored), before the first token
+  int tiles = 0, half_map_tiles = 0;  // the sim backend: tiles programmed, and of those, with half-precision light maps
 };
+
+// The sim backend's precision as runs print and record it: "f32", "f64", "f32, f16 light maps", or
+// "f32, f16 light maps on 3 of 7 tiles".
+std::string precision_text(const std::string& precision, const ProgramResult& r);
 
 class Backend {
  public:

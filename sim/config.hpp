@@ -13,6 +13,9 @@ enum class LedModel { Twin, Linear };    // the fitted microLED cubics, or drive
 // How the photocurrent is scaled back to a state: the twin's normalise_matrix=True (s/N with s =
 // beta or scale), its normalise_matrix=False (max|W|), or an exact gain beta (effective W' = beta*W).
 enum class GainMode { ScaleOverN, MaxAbs, Explicit };
+// How an optical tile keeps its light map: in its precision, in half precision, or by its size
+// (OpticalTile::set_light_map).
+enum class LightMap { F32, F16, Auto };
 
 // Annealing of alpha over a solve (the twin has none). Linear: start -> end over `iterations`,
 // then end. Exponential: end + (start - end) exp(-k / iterations).

@@ -219,10 +219,10 @@ void OpticalTile<T>::set_noise(const TileNoise& n) {
 }
 
 template <class T>
-void OpticalTile<T>::set_half_light_map() {
-  if constexpr (!std::is_same_v<T, float>) throw Error("tile: a half-precision light map needs float products (f32)");
+void OpticalTile<T>::set_light_map(LightMap m) {
+  if (!std::is_same_v<T, float> && m == LightMap::F16) throw Error("tile: a half-precision light map needs float products (f32)");
   if (K_ > 0) throw Error("tile: choose the light map's precision before programming the weights");
-  half_map_ = true;
+  light_map_ = m;
 }
 
 template <class T>
@@ -278,6 +278,9 @@ void OpticalTile<T>::program(const MatrixXdR& W, int in0, int out0, int channels
   }
   K_ = K, M_ = M, ldi_ = padded<T>(K), ldo_ = padded<T>(M), nl_ = static_cast<int>(f.T.cols()), ldl_ = padded<T>(nl_), h0_ = f.h0, q0_ = f.q0;
   T_ = pack_panels<T>(f.T, K, ldi_, ldl_);
+  half_map_ = std::is_same_v<T, float> &&
+              (light_map_ == LightMap::F16 || (light_map_ == LightMap::Auto && T_.size() * sizeof(float) > kHalfMapAbove));
+  AlignedVector<kern::Half>().swap(H_);
   if (half_map_) {
     H_.resize(T_.size());
     for (size_t i = 0; i < T_.size(); ++i) {

@@ -92,9 +92,14 @@ class OpticalTile {
 
   void set_noise(const TileNoise& n);  // before program(): the pattern is drawn when programming
   const TileNoise* noise() const { return noisy_ ? &noise_ : nullptr; }
-  // Before program(), float tiles only: keep the light map in IEEE half precision (11 significant
-  // bits, rounded to nearest) and accumulate in float: half the bytes a read streams.
-  void set_half_light_map();
+  // Before program(): how the light map is kept. F32: in T. F16 (float tiles only): in IEEE half
+  // precision (11 significant bits, rounded to nearest), accumulated in float: half the bytes a
+  // read streams. Auto: F16 for float tiles whose map in float exceeds kHalfMapAbove bytes (modules
+  // of about 360 channels and more: a read streams the map from memory, so its bytes are the
+  // read's time), F32 otherwise (the map stays in cache; double tiles keep double).
+  static constexpr std::size_t kHalfMapAbove = std::size_t(1) << 20;
+  void set_light_map(LightMap m);
+  bool half_light_map() const { return half_map_; }  // after program(): what it keeps
 
   // Programs W (K x M, AOC convention: LED channel i drives detector j by W(i, j)) at LED channel
   // in0 and detector out0 of the module's core. Calibrated optics folds the chain of a core of
@@ -168,7 +173,8 @@ class OpticalTile {
   Optics optics_;
   int K_ = 0, M_ = 0, ldi_ = 0, ldo_ = 0, nl_ = 0, ldl_ = 0, h0_ = 0, q0_ = 0;  // nl_: light columns
   AlignedVector<T> T_;                // FactoredChain::T in panels of kColumnGrain light columns (pack_panels)
-  AlignedVector<kern::Half> H_;       // the same in half precision instead (set_half_light_map)
+  AlignedVector<kern::Half> H_;       // the same in half precision instead (set_light_map)
+  LightMap light_map_ = LightMap::F32;
   bool half_map_ = false;
   AlignedVector<T> band_, Q_, c_;     // 12 x ld_out; (2 ld_in) x ld_out or empty; ld_out
   AlignedVector<T> light_bias_, detector_gain_;  // shot noise

@@ -369,10 +369,18 @@ TEST_CASE("run: --ideal-optics gives other outputs than the default calibrated o
 }
 
 TEST_CASE("run: --light-map f16 runs the program with half-precision light maps, recorded beside the precision") {
-  const std::string f32 = run_program("map-f32", "--noise");
+  const std::string f32 = run_program("map-f32", "--noise --light-map f32");
   const std::string f16 = run_program("map-f16", "--noise --light-map f16");
+  CHECK(aoc::read_h5_attr(f32, "precision") == "f32");
   CHECK(aoc::read_h5_attr(f16, "precision") == "f32, f16 light maps");
   CHECK(aoc::read_h5_attr(f32, "output_digest") != aoc::read_h5_attr(f16, "output_digest"));
+}
+
+TEST_CASE("run: the automatic light map keeps a 48-channel machine's tiles in float") {
+  const std::string automatic = run_program("map-auto", "--noise");
+  const std::string f32 = run_program("map-f32-again", "--noise --light-map f32");
+  CHECK(aoc::read_h5_attr(automatic, "precision") == "f32");
+  CHECK(aoc::read_h5_attr(automatic, "output_digest") == aoc::read_h5_attr(f32, "output_digest"));
 }
 
 TEST_CASE("run: --light-map f16 with --precision f64 is an error naming both") {

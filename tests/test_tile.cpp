@@ -101,7 +101,7 @@ namespace {
 // in half precision.
 MatrixXdR read_float(const MatrixXdR& W, const MatrixXdR& t, bool half) {
   OpticalTile<float> tile(hw48(), linear_chain(), Optics::Calibrated);
-  if (half) tile.set_half_light_map();
+  tile.set_light_map(half ? LightMap::F16 : LightMap::F32);
   tile.program(W, 0, 0);
   const int rows = static_cast<int>(t.rows()), ldi = tile.ld_in(), ldo = tile.ld_out();
   AlignedVector<float> in(static_cast<size_t>(rows) * ldi, 0.0f), out(static_cast<size_t>(rows) * ldo), scratch(tile.scratch_size(rows));
@@ -131,10 +131,23 @@ TEST_CASE("tile: a half-precision light map reads within its rounding of the flo
 
 TEST_CASE("tile: a half-precision light map is for float tiles, chosen before programming") {
   OpticalTile<double> d(hw48(), linear_chain(), Optics::Ideal);
-  CHECK_THROWS_WITH(d.set_half_light_map(), Catch::Contains("needs float products"));
+  CHECK_THROWS_WITH(d.set_light_map(LightMap::F16), Catch::Contains("needs float products"));
   OpticalTile<float> f(hw48(), linear_chain(), Optics::Ideal);
   f.program(weights());
-  CHECK_THROWS_WITH(f.set_half_light_map(), Catch::Contains("before programming"));
+  CHECK_THROWS_WITH(f.set_light_map(LightMap::F16), Catch::Contains("before programming"));
+}
+
+TEST_CASE("tile: an automatic light map is half precision above 1 MiB in float, float below, double in a double tile") {
+  const auto programmed_half = [](auto tile, int n) {
+    tile.set_light_map(LightMap::Auto);
+    tile.program(MatrixXdR::Constant(n, n, 0.5));
+    return tile.half_light_map();
+  };
+  // ideal optics: a map of 2 n x n values; 2 x 352 x 352 floats are 0.95 MiB, 2 x 368 x 368 1.03 MiB
+  CHECK_FALSE(programmed_half(OpticalTile<float>(hw48(), linear_chain(), Optics::Ideal), 48));
+  CHECK_FALSE(programmed_half(OpticalTile<float>(hw48(), linear_chain(), Optics::Ideal), 352));
+  CHECK(programmed_half(OpticalTile<float>(hw48(), linear_chain(), Optics::Ideal), 368));
+  CHECK_FALSE(programmed_half(OpticalTile<double>(hw48(), linear_chain(), Optics::Ideal), 368));
 }
 
 TEST_CASE("tile: a tile whose LEDs and detectors sit on different channels reads the machine's chain") {

@@ -74,6 +74,7 @@ struct Checked {
   std::string name;
   bool physics = false;  // the sim backend: --quantize, --noise, the optics, --set, --precision and the seeds apply
   Stat abs, rel, arg, codes, fails, iters, differ, acc;  // acc: against --labels
+  std::string precision;  // as the runs record it
 };
 
 int run(Opts o, const CLI::App* c) {
@@ -130,7 +131,10 @@ int run(Opts o, const CLI::App* c) {
           run.progress = meter.counter(progress_bound(o));
           meter.phase("check: " + ch.name + (ch.physics && o.seeds > 1 ? ", seed " + std::to_string(run.seed) : ""), part++, total_runs);
         },
-        [&](int, const ProgramResult& r) { acc.push_back(accuracy(p, r, labels, o.labels)); });
+        [&](int, const ProgramResult& r) {
+          acc.push_back(accuracy(p, r, labels, o.labels));
+          ch.precision = ch.physics ? precision_text(o.precision, r) : ch.name == "cuda-f32" ? "f32" : "f64";
+        });
     ch.abs = st.abs, ch.rel = st.rel, ch.arg = st.argmax, ch.codes = st.codes, ch.fails = st.failures, ch.iters = st.iterations,
     ch.differ = st.iterations_differ, ch.acc = stat(acc);
 
@@ -155,7 +159,7 @@ int run(Opts o, const CLI::App* c) {
       nlohmann::ordered_json j{{"tool", "aoc check"}, {"version", AOC_VERSION}, {"program", o.program}, {"config_hash", file_digest(o.program)},
                                {"inputs", o.inputs}, {"checked", ch.name}, {"reference", list.reference}, {"mode", o.sequence},
                                {"quantize", ch.physics && o.quantize}, {"noise", ch.physics && o.noise}, {"optics", ch.physics && !o.ideal_optics},
-                               {"precision", ch.physics ? precision_text(o) : ch.name == "cuda-f32" ? "f32" : "f64"},
+                               {"precision", ch.precision},
                                {"seed", o.seed}, {"seeds", ch.physics ? o.seeds : 1},
                                {"set", ch.physics ? o.set : std::vector<std::string>{}}, {"compile_set", p.target.overrides}};
       j["max_abs_error"] = band(ch.abs), j["max_rel_error"] = band(ch.rel), j["argmax_agreement"] = band(ch.arg);
@@ -176,7 +180,7 @@ int run(Opts o, const CLI::App* c) {
       if (ch.physics)
         std::printf("check: %s on %s: %s against %s, %s mode, quantize %s, noise %s, optics %s, %s, %d seed(s) from %llu%s%s\n",
                     o.program.c_str(), o.inputs.c_str(), ch.name.c_str(), list.reference.c_str(), o.sequence.c_str(), o.quantize ? "on" : "off",
-                    o.noise ? "on" : "off", o.ideal_optics ? "ideal" : "calibrated", precision_text(o).c_str(), seeds,
+                    o.noise ? "on" : "off", o.ideal_optics ? "ideal" : "calibrated", ch.precision.c_str(), seeds,
                     static_cast<unsigned long long>(o.seed), o.set.empty() ? "" : ", run-time --set ", set_text(o.set).c_str());
       else
         std::printf("check: %s on %s: %s against %s, %s mode, exact\n", o.program.c_str(), o.inputs.c_str(), ch.name.c_str(),

@@ -71,7 +71,7 @@ void run_program(const Opts& o, const CLI::App* c) {
   ProgramRunMeta m;
   m.program = o.input, m.program_digest = file_digest(o.input), m.backend = o.backend, m.mode = f.sequence, m.inputs = f.inputs;
   m.seed = f.seed, m.noise = sim && f.noise, m.quantize = sim && f.quantize, m.optics = sim && !f.ideal_optics, m.trace = f.trace;
-  m.precision = sim ? precision_text(f) : o.backend == "cuda-f32" ? "f32" : "f64";
+  m.precision = sim ? precision_text(f.precision, r) : o.backend == "cuda-f32" ? "f32" : "f64";
   m.set = f.set, m.compile_set = p.target.overrides;
   write_program_output(o.output, p, r, m);
   const IterationSummary it = summarize(r);

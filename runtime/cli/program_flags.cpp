@@ -18,10 +18,12 @@ void add_program_flags(CLI::App* c, ProgramFlags& f, bool with_shared) {
               "sim: ideal optics, each tile's product exact. Default: the machine as measured, every tile through its "
               "calibrated optical chain (fan-in profile, SLM distortion and darkness, TIA gains, crosstalk)");
   c->add_option("--light-map", f.light_map,
-                 "sim: f32 (default) or f16: each tile's light map (the SLM's transmissions through the optics) kept in "
-                 "half precision, 11 significant bits (the SLM's codes have 8, its fixed pattern is 1 %), summed in float: "
-                 "half the bytes a read streams, for models whose tiles do not fit in cache (needs --precision f32)")
-      ->check(CLI::IsMember({"f32", "f16"}))
+                 "sim: how each tile keeps its light map (the SLM's transmissions through the optics): f16 in half "
+                 "precision, 11 significant bits (the SLM's codes have 8, its fixed pattern is 1 %), summed in float, half "
+                 "the bytes a read streams (needs --precision f32); f32 in the products' precision; auto (default) f16 for "
+                 "tiles whose map in float exceeds 1 MiB (modules of about 360 channels and more, whose reads stream it "
+                 "from memory), f32 below. Runs record what was used beside the precision")
+      ->check(CLI::IsMember({"auto", "f32", "f16"}))
       ->capture_default_str();
   c->add_flag("--quiet", f.quiet,
               "no progress meter (default: on stderr for runs over about 1 s, with the rate and the time left; "
@@ -48,13 +50,11 @@ BackendOptions backend_options(const ProgramFlags& f) {
   o.quantize = f.quantize;
   o.optics = !f.ideal_optics;
   o.f64 = f.precision == "f64";
-  o.half_light_map = f.light_map == "f16";
+  o.light_map = f.light_map == "f16" ? LightMap::F16 : f.light_map == "f32" ? LightMap::F32 : LightMap::Auto;
   o.trace = f.trace;
   o.mode = f.sequence == "sequential" ? ir::Mode::Sequential : ir::Mode::Simultaneous;
   return o;
 }
-
-std::string precision_text(const ProgramFlags& f) { return f.light_map == "f16" ? f.precision + ", f16 light maps" : f.precision; }
 
 namespace {
 

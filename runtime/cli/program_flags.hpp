@@ -16,7 +16,7 @@
 namespace aoc::cli {
 
 struct ProgramFlags {
-  std::string inputs, sequence = "simultaneous", precision = "f32", light_map = "f32";
+  std::string inputs, sequence = "simultaneous", precision = "f32", light_map = "auto";
   std::vector<std::string> set;  // run-time hardware overrides (noise.*, timing.*, converter bits)
   bool quantize = false, noise = false, ideal_optics = false, trace = false, quiet = false;
   std::uint64_t seed = 1;
@@ -28,9 +28,6 @@ struct ProgramFlags {
 void add_program_flags(CLI::App* c, ProgramFlags& f, bool with_shared);
 
 BackendOptions backend_options(const ProgramFlags& f);
-
-// The sim backend's precision as runs print and record it: "f32", "f64" or "f32, f16 light maps".
-std::string precision_text(const ProgramFlags& f);
 
 // What --set may change at run time, for the help texts.
 extern const char* const kRunTimeSet;
