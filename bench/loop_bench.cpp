@@ -29,30 +29,37 @@ const std::map<std::string, std::map<int, double>> kTwin = {
 using Clock = std::chrono::steady_clock;
 
 // Times each of fns (one run of opt.iterations iterations each) repeatedly, taking turns, so that
-// a change in the machine's load in the meantime falls on all of them alike; returns each one's
-// sample-iterations/s (best, median).
-std::vector<std::pair<double, double>> time_turns(const BenchOptions& opt, int batch, const std::vector<std::function<void()>>& fns) {
+// a change in the machine's load in the meantime falls on all of them alike: each one's
+// sample-iterations/s (best, median) and its seconds in each turn.
+struct Turns {
+  double best = 0, median = 0;
+  std::vector<double> seconds;  // per turn
+};
+std::vector<Turns> time_turns(const BenchOptions& opt, int batch, const std::vector<std::function<void()>>& fns) {
   for (const auto& fn : fns) fn();  // warm-up
-  std::vector<std::vector<double>> rates(fns.size());
+  std::vector<Turns> out(fns.size());
   const auto start = Clock::now();
-  while (rates[0].size() < 5 || std::chrono::duration<double>(Clock::now() - start).count() < opt.min_seconds * static_cast<double>(fns.size())) {
+  while (out[0].seconds.size() < 5 || std::chrono::duration<double>(Clock::now() - start).count() < opt.min_seconds * static_cast<double>(fns.size())) {
     for (std::size_t f = 0; f < fns.size(); ++f) {
       const auto t0 = Clock::now();
       fns[f]();
-      const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-      rates[f].push_back(static_cast<double>(batch) * opt.iterations / s);
+      out[f].seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
     }
-    if (rates[0].size() >= 200) break;
+    if (out[0].seconds.size() >= 200) break;
   }
-  std::vector<std::pair<double, double>> out;
-  for (auto& r : rates) {
-    std::sort(r.begin(), r.end());
-    out.emplace_back(r.back(), r[r.size() / 2]);
+  for (Turns& t : out) {
+    std::vector<double> s = t.seconds;
+    std::sort(s.begin(), s.end());
+    t.best = static_cast<double>(batch) * opt.iterations / s.front();
+    t.median = static_cast<double>(batch) * opt.iterations / s[s.size() / 2];
   }
   return out;
 }
 
-std::pair<double, double> time_runs(const BenchOptions& opt, int batch, const std::function<void()>& fn) { return time_turns(opt, batch, {fn})[0]; }
+std::pair<double, double> time_runs(const BenchOptions& opt, int batch, const std::function<void()>& fn) {
+  const Turns t = time_turns(opt, batch, {fn})[0];
+  return {t.best, t.median};
+}
 
 template <class T>
 std::vector<BenchRow> bench_batch(const BenchOptions& opt, const Hardware& hw, int batch) {
@@ -96,8 +103,11 @@ std::vector<BenchRow> bench_batch(const BenchOptions& opt, const Hardware& hw, i
   auto core_runs = [&](std::vector<std::unique_ptr<CoreCell>> cells) {
     std::vector<std::function<void()>> fns;
     for (auto& c : cells) fns.push_back([&c, &opt] { c->solve(opt.iterations); });
-    const auto rates = time_turns(opt, batch, fns);
-    for (std::size_t c = 0; c < cells.size(); ++c) rows.push_back({cells[c]->name, batch, rates[c].first, rates[c].second, 0, 0});
+    const auto turns = time_turns(opt, batch, fns);
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+      rows.push_back({cells[c]->name, batch, turns[c].best, turns[c].median, 0, 0});
+      if (c > 0) rows.back().noise_cost = median_ratio(turns[c].seconds, turns[0].seconds);  // the noisy twin against the noiseless one
+    }
   };
   auto cell = [&](const std::string& name, const CoreConfig& cfg, const NoiseRun* noise = nullptr) {
     return std::make_unique<CoreCell>(name, hw, cfg, noise, W, bias, x);
@@ -150,18 +160,21 @@ std::vector<BenchRow> bench_batch(const BenchOptions& opt, const Hardware& hw, i
     rows.push_back({"matmul only", batch, best, med, 0, 0});
   }
   const double mm = rows.back().best;
-  double clean = 0;
-  for (const auto& r : rows)
-    if (r.cell == "twin default") clean = r.best;
   for (auto& r : rows) {
     r.ratio_to_matmul = r.best / mm;
-    if (r.cell == "twin + noise") r.noise_cost = clean / r.best;
     if (auto it = kTwin.find(r.cell); it != kTwin.end() && it->second.count(batch)) r.twin = it->second.at(batch);
   }
   return rows;
 }
 
 }  // namespace
+
+double median_ratio(const std::vector<double>& a, const std::vector<double>& b) {
+  std::vector<double> r;
+  for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) r.push_back(a[i] / b[i]);
+  std::sort(r.begin(), r.end());
+  return r.empty() ? 0 : r.size() % 2 ? r[r.size() / 2] : 0.5 * (r[r.size() / 2 - 1] + r[r.size() / 2]);
+}
 
 std::vector<BenchRow> run_loop_bench(const BenchOptions& opt, bool progress) {
   const Hardware hw = load_hardware(resolve_hardware_path(opt.hardware));
@@ -228,7 +241,7 @@ std::string bench_table(const BenchOptions& opt, const std::vector<BenchRow>& ro
       costs += line, met = met && r.noise_cost <= kNoiseCostTarget;
     }
   if (!costs.empty()) {
-    std::snprintf(line, sizeof line, "\nnoise on / off (time of twin + noise over twin default): %s (target %.1fx: %s)\n", costs.c_str(),
+    std::snprintf(line, sizeof line, "\nnoise on / off (time of twin + noise over twin default, median of the turns): %s (target %.1fx: %s)\n", costs.c_str(),
                   kNoiseCostTarget, met ? "met" : "not met");
     o << line;
   }

@@ -23,11 +23,16 @@ struct BenchRow {
   double best = 0, median = 0;      // sample-iterations per second
   double ratio_to_matmul = 0;       // best / best of the matrix-product-only loop at this batch
   double twin = 0;                  // the twin's figure for this cell and batch (0: none)
-  double noise_cost = 0;            // "twin + noise": its time over the noiseless "twin default"'s (best of each)
+  double noise_cost = 0;            // "twin + noise": its time over the noiseless "twin default"'s, the median over the turns they took
 };
 
 // What noise may cost the loop (project issue 12): noise-on time at most this times noise-off.
 constexpr double kNoiseCostTarget = 1.5;
+
+// The median over paired measurements of a[i] / b[i] (times taken in turns): what a costs relative
+// to b with the load each turn saw falling on both (a ratio of two bests can pair a quiet moment of
+// one with a busy one of the other).
+double median_ratio(const std::vector<double>& a, const std::vector<double>& b);
 
 std::vector<BenchRow> run_loop_bench(const BenchOptions& opt, bool progress);
 nlohmann::json bench_json(const BenchOptions& opt, const std::vector<BenchRow>& rows);

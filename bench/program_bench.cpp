@@ -1,4 +1,5 @@
 #include "bench/program_bench.hpp"
+#include "bench/loop_bench.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -107,6 +108,7 @@ void time_parity(ProgramBench& b, const Hardware& hw, bool progress) {
     timed(*cpu, co, b.cpu, cpu_s);
     timed(*sim, so, b.sim, sim_s);
   }
+  b.sim_over_cpu = median_ratio(sim_s, cpu_s);
   for (auto [t, s] : {std::pair{&b.cpu, &cpu_s}, std::pair{&b.sim, &sim_s}}) {
     std::sort(s->begin(), s->end());
     t->best_s = s->front(), t->median_s = (*s)[s->size() / 2];
@@ -176,8 +178,8 @@ nlohmann::json program_bench_json(const ProgramBench& b) {
     cells.push_back(c);
   }
   nlohmann::json r = parity("parity sim/cpu");
-  const double ratio = b.sim.best_s / b.cpu.best_s;
-  r["ratio"] = ratio, r["ratio_median"] = b.sim.median_s / b.cpu.median_s;
+  const double ratio = b.sim_over_cpu;
+  r["ratio"] = ratio, r["ratio_of_best"] = b.sim.best_s / b.cpu.best_s;
   r["ratio_per_iteration"] = b.sim.iterations > 0 ? ratio * b.cpu.iterations / b.sim.iterations : 0.0;
   r["target"] = kSimOverCpuTarget, r["within_target"] = ratio <= kSimOverCpuTarget;
   cells.push_back(r);
@@ -228,8 +230,8 @@ std::string program_bench_table(const ProgramBench& b) {
                   static_cast<double>(o.batch) * o.length / p->best_s, p->iterations);
     t << line;
   }
-  const double ratio = b.sim.best_s / b.cpu.best_s;
-  std::snprintf(line, sizeof line, "%-15s %.2fx the cpu's time (target %.1fx: %s), %.2fx per fixed-point iteration\n", "parity sim/cpu", ratio,
+  const double ratio = b.sim_over_cpu;
+  std::snprintf(line, sizeof line, "%-15s %.2fx the cpu's time, median of the pairs (target %.1fx: %s), %.2fx per fixed-point iteration\n", "parity sim/cpu", ratio,
                 kSimOverCpuTarget, ratio <= kSimOverCpuTarget ? "met" : "not met", b.sim.iterations > 0 ? ratio * b.cpu.iterations / b.sim.iterations : 0.0);
   t << line;
   std::snprintf(line, sizeof line, "%-15s %s (%s) on %d x %d tokens, --quantize --noise --seeds %d: %.1f s", "check", b.check_model.c_str(),

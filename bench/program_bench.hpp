@@ -20,7 +20,7 @@ struct ProgramBenchOptions {
   std::string model;
   // Sequential: the mode the parity model was trained and is scored in (its train.json, the demo).
   int batch = 16, length = 64;
-  int runs = 5;  // timed runs of each backend, alternating, so that both see the same load
+  int runs = 9;  // timed runs of each backend, alternating, so that both see the same load
   // A config.json `aoc import` reads, with its seeded weights; "": the bundled state-tracking Mamba2.
   std::string check_config;
   int check_batch = 2, check_length = 6, seeds = 8;
@@ -47,6 +47,7 @@ struct ProgramBench {
   ProgramBenchOptions opt;
   std::string model, model_path, model_hash;  // the graph's name, its folder, the digest of what the cells depend on
   ProgramTiming cpu, sim;
+  double sim_over_cpu = 0;  // the median over the alternating runs of sim's time over the cpu's before it
   std::string check_model, check_path, check_hash;
   double check_prepare_s = 0, check_s = 0;  // import, compile and calibration; the check itself
   Stat check_abs, check_argmax;             // the check's findings over the seeds, beside its time

@@ -204,7 +204,8 @@ class SimHooks : public ir::Hooks {
     const UniformConverter adc{p_.target.adc_lo, p_.target.adc_hi, adc_bits_};
     // Each row is one read in its own slot of the machine's clock: (row, token) in sequential mode,
     // the row (batch x token) at once in simultaneous mode: the same slot for the same sample and token.
-    std::vector<int> slots(static_cast<std::size_t>(R));
+    thread_local std::vector<int> slots;
+    slots.resize(static_cast<std::size_t>(R));
     for (std::int64_t r = 0; r < R; ++r) slots[r] = static_cast<int>(ctx.token >= 0 ? r * ctx.tokens + ctx.token : r);
     const StepContext sc{ctx.iteration, slots.data()};
     constexpr int kRows = 64;
@@ -258,9 +259,11 @@ class SimHooks : public ir::Hooks {
           for (std::int64_t i = 0; i < t.rows; ++i) yr[i] += static_cast<double>(o[i]);
           continue;
         }
-        long long clipped = 0;
-        for (std::int64_t i = 0; i < t.rows; ++i) yr[i] += convert_counting(adc, static_cast<double>(o[i]), clipped);
-        counters.adc += t.rows, counters.adc_clipped += clipped;
+        thread_local std::vector<double> part;
+        part.assign(o, o + t.rows);
+        counters.adc_clipped += adc.quantize_all(part.data(), part.size());
+        counters.adc += t.rows;
+        for (std::int64_t i = 0; i < t.rows; ++i) yr[i] += part[static_cast<std::size_t>(i)];
       }
     };
     std::size_t ldo_max = 0;
@@ -333,8 +336,7 @@ class SimHooks : public ir::Hooks {
     const bool to_analog = ir::attr_string(op, "to", "") == "analog";
     c->bits = to_analog ? dac_bits_ : adc_bits_;  // the run's converters over the range compiled in
     Tensor y = x;
-    long long clipped = 0;
-    for (double& v : y.data) v = convert_counting(*c, v, clipped);
+    const long long clipped = c->quantize_all(y.data.data(), y.data.size());
     (to_analog ? counters.dac : counters.adc) += static_cast<long long>(y.data.size());
     (to_analog ? counters.dac_clipped : counters.adc_clipped) += clipped;
     return y;
@@ -350,13 +352,6 @@ class SimHooks : public ir::Hooks {
   int dac_bits_ = 0, adc_bits_ = 0;
   std::set<std::string> digital_sums_;
   std::map<std::string, std::vector<std::unique_ptr<OpticalTile<T>>>> tiles_;  // per optical op, per plan tile
-
-  // One conversion, counting the values outside the converter's range (callers add their counts to
-  // the shared counters once per batch of values, not once per value).
-  static double convert_counting(const UniformConverter& c, double v, long long& clipped) {
-    clipped += v < c.lo || v > c.hi;
-    return c.quantize(v);
-  }
 };
 
 }  // namespace

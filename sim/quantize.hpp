@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 #include "sim/batch.hpp"
@@ -35,7 +36,25 @@ struct UniformConverter {
     return static_cast<std::int32_t>(std::clamp(std::nearbyint((v - lo) / step()), 0.0, top()));
   }
   double value(std::int32_t code) const { return lo + code * step(); }
-  double quantize(double v) const { return value(code(v)); }
+  double quantize(double v) const { return quantized(v, step(), top()); }  // value(code(v))
+  // quantize() over n values in place, the step computed once (a loop that vectorises); returns how
+  // many were outside [lo, hi] (they clip to its ends).
+  long long quantize_all(double* v, std::size_t n) const {
+    const double s = step(), t = top();
+    long long outside = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      outside += (v[i] < lo) | (v[i] > hi);
+      v[i] = quantized(v[i], s, t);
+    }
+    return outside;
+  }
+
+ private:
+  // value(code(v)) with step s and top code t, the code kept as a double (exact below 2^31)
+  double quantized(double v, double s, double t) const {
+    const double q = std::clamp(std::nearbyint((v - lo) / s), 0.0, t);
+    return v == v ? lo + q * s : lo;  // NaN: code 0
+  }
 };
 
 }  // namespace aoc
