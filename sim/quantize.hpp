@@ -36,24 +36,28 @@ struct UniformConverter {
     return static_cast<std::int32_t>(std::clamp(std::nearbyint((v - lo) / step()), 0.0, top()));
   }
   double value(std::int32_t code) const { return lo + code * step(); }
-  double quantize(double v) const { return quantized(v, step(), top()); }  // value(code(v))
+  double quantize(double v) const { return quantized(v, lo, step(), top()); }  // value(code(v))
   // quantize() over n values in place, the step computed once (a loop that vectorises); returns how
   // many were outside [lo, hi] (they clip to its ends).
   long long quantize_all(double* v, std::size_t n) const {
-    const double s = step(), t = top();
+    const double l = lo, h = hi, s = step(), t = top();  // locals: v might alias the members
     long long outside = 0;
     for (std::size_t i = 0; i < n; ++i) {
-      outside += (v[i] < lo) | (v[i] > hi);
-      v[i] = quantized(v[i], s, t);
+      const double x = v[i];
+      outside += static_cast<long long>((x < l) | (x > h));
+      v[i] = quantized(x, l, s, t);
     }
     return outside;
   }
 
  private:
-  // value(code(v)) with step s and top code t, the code kept as a double (exact below 2^31)
-  double quantized(double v, double s, double t) const {
-    const double q = std::clamp(std::nearbyint((v - lo) / s), 0.0, t);
-    return v == v ? lo + q * s : lo;  // NaN: code 0
+  // value(code(v)) from lo l with step s and top code t, the code kept as a double (exact below
+  // 2^31). Plain selects, so that loops that call it vectorise; a NaN fails q >= 0: code 0.
+  static double quantized(double v, double l, double s, double t) {
+    double q = std::nearbyint((v - l) / s);
+    q = q >= 0.0 ? q : 0.0;
+    q = q > t ? t : q;
+    return l + q * s;
   }
 };
 

@@ -1,4 +1,5 @@
 // Converters and iteration physics: hand-worked codes, bandwidth, annealing.
+#include <random>
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -49,6 +50,28 @@ TEST_CASE("quantize: an 8-bit converter over the injection range gives the hand-
   CHECK(dac.code(-7.0) == 0);
   CHECK(dac.code(7.0) == 255);
   CHECK(dac.value(128) == -1.3 + 128 * (2.6 / 255));
+}
+
+TEST_CASE("quantize: a converter quantizes a whole array to the value of each element's code, counting the clipped") {
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> u(-3, 3);
+  for (const UniformConverter c : {UniformConverter{-1.3, 1.3, 8}, UniformConverter{-0.2, 2.5, 4}, UniformConverter{-1, 1, 16}}) {
+    std::vector<double> v(203);  // not a multiple of a vector's width
+    for (double& x : v) x = u(rng);
+    v[5] = std::nan(""), v[6] = INFINITY, v[7] = -INFINITY, v[8] = c.lo, v[9] = c.hi;
+    long long outside = 0;
+    std::vector<double> expect(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      expect[i] = c.value(c.code(v[i]));
+      outside += v[i] < c.lo || v[i] > c.hi;
+    }
+    std::vector<double> all = v;
+    CHECK(c.quantize_all(all.data(), all.size()) == outside);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      CHECK(all[i] == expect[i]);
+      CHECK(c.quantize(v[i]) == expect[i]);
+    }
+  }
 }
 
 TEST_CASE("quantize: bad widths and non-finite weights are rejected") {
