@@ -197,10 +197,12 @@ int octave_knots(int k_from, int k_to, std::int64_t t0, noise::Stream* st) {
 }
 
 // The octaves' value at t0 and slope, from their knots as octave_knots lists them.
-void add_octaves(const float* kn, int k_from, int k_to, std::int64_t t0, double amp, double* base, double* slope, int M) {
-  for (int k = k_from; k < k_to; ++k, kn += 2 * M) {
+// (Octave k's knots at kn + (k - k_from) stride, its right knot `half` after its left.)
+void add_octaves(const float* kn, std::size_t half, std::size_t stride, int k_from, int k_to, std::int64_t t0, double amp, double* base,
+                 double* slope, int M) {
+  for (int k = k_from; k < k_to; ++k, kn += stride) {
     const double span = std::ldexp(1.0, k);
-    add_interval(kn, kn + M, amp, static_cast<double>(t0 - ((t0 >> k) << k)) / span, span, base, slope, M);
+    add_interval(kn, kn + half, amp, static_cast<double>(t0 - ((t0 >> k) << k)) / span, span, base, slope, M);
   }
 }
 
@@ -298,7 +300,7 @@ void OpticalTile<T>::program(const MatrixXdR& W, int in0, int out0, int channels
   detector_gain_ = pad<T>(f.detector_gain, ldo_);
   std::lock_guard<std::mutex> lock(slow_mutex_);
   slow_.clear();
-  memo_block_.clear(), memo_inside_.clear(), memo_linear_.clear();  // sized for the new shape by prepare_reads
+  memo_block_.clear(), memo_inside_.clear(), memo_linear_.clear(), knot_at_.clear(), knots_.clear();  // sized by prepare_reads
   ahead_slot_.clear(), ahead_iteration_.clear(), ahead_.clear();
 }
 
@@ -597,11 +599,11 @@ void OpticalTile<T>::add_output_noise(const T* light, int rows, const StepContex
         if (row < memo_rows) {
           const size_t m = row * chunks_per_row + c;
           double* mb = memo_linear_.data() + row * 2 * M_;
-          if (memo_block_[m] != b) memo_inside_[m] = correlated_linear(b, a0, a1, mb, mb + M_), memo_block_[m] = b;
+          if (memo_block_[m] != b) memo_inside_[m] = correlated_linear(b, a0, a1, m, mb, mb + M_), memo_block_[m] = b;
           base = mb, slope = mb + M_, inside = memo_inside_[m];
         } else {
           own.resize(2 * M_);
-          inside = correlated_linear(b, a0, a1, own.data(), own.data() + M_);
+          inside = correlated_linear(b, a0, a1, SIZE_MAX, own.data(), own.data() + M_);
           base = own.data(), slope = own.data() + M_;
         }
         for (int j = a0; j < a1; ++j) o[j] += kappa * static_cast<T>(static_cast<float>(base[j] + slope[j] * s));
@@ -623,7 +625,9 @@ void OpticalTile<T>::add_output_noise(const T* light, int rows, const StepContex
 // span of 2^kSlowOctave iterations, so their sum is evaluated once per span and shared
 // (slow_span). Every value is a pure function of the block: no history, no thread dependence.
 template <class T>
-bool OpticalTile<T>::correlated_linear(std::int64_t b, int j0, int j1, double* base, double* slope) const {
+bool OpticalTile<T>::correlated_linear(std::int64_t b, int j0, int j1, std::size_t cell, double* base, double* slope) const {
+  static_assert(kKnotSeries == kSlowOctave - kFlickerFirstOctave + 1, "a series per fast octave, and the drift");
+  constexpr std::size_t P = kColumnGrain;
   const NoiseSpec& ns = noise_.spec;
   const std::int64_t t0 = b * kBlockTicks;
   const int n = j1 - j0;
@@ -634,16 +638,43 @@ bool OpticalTile<T>::correlated_linear(std::int64_t b, int j0, int j1, double* b
   const auto m0 = static_cast<std::int64_t>(std::floor(static_cast<double>(t0) / drift_ticks));
   const auto m1 = static_cast<std::int64_t>(std::floor(static_cast<double>(t0 + kBlockTicks - 1) / drift_ticks));
   const bool linear_drift = d > 0 && m0 == m1;  // else a knot inside the block (a drift time under 64 iterations, or a boundary)
-  // the knots of the fast octaves and of the drift, at either end of the block: one bulk draw
-  noise::Stream st[2 * (kSlowOctave - kFlickerFirstOctave) + 2];
-  const int fast = a > 0 ? octave_knots(kFlickerFirstOctave, fast_top, t0, st) : 0;
-  int knots = fast;
-  if (linear_drift) st[knots++] = knot_stream(noise::Source::Drift, 0, m0), st[knots++] = knot_stream(noise::Source::Drift, 0, m0 + 1);
-  thread_local std::vector<float> kn;
-  kn.resize(static_cast<size_t>(knots) * n);
-  noise::normals_f32_recent(noise_.seed, st, knots, noise_.channel0 + static_cast<std::uint32_t>(j0), n, kn.data(), n);
+  // The knots either side of t0 of each fast octave (series k - kFlickerFirstOctave) and of the
+  // drift (the last series): the row chunk's kept ones where it has them, the rest in one bulk draw.
+  thread_local std::vector<float> scratch;
+  std::int64_t none[kKnotSeries];
+  float* kept;
+  std::int64_t* at;
+  if (cell < knot_at_.size() / kKnotSeries) {
+    kept = knots_.data() + cell * kKnotSeries * 2 * P, at = knot_at_.data() + cell * kKnotSeries;
+  } else {
+    scratch.resize(kKnotSeries * 2 * P), kept = scratch.data(), at = none;
+    std::fill_n(none, kKnotSeries, INT64_MIN);
+  }
+  noise::Stream st[2 * kKnotSeries];
+  float* to[2 * kKnotSeries];
+  int draws = 0;
+  auto need = [&](int series, noise::Source src, int octave, std::int64_t m) {
+    float* pair = kept + series * 2 * P;
+    if (at[series] == m) return;
+    if (at[series] != INT64_MIN && at[series] == m - 1) {  // the next interval: its left knot is the kept right one
+      std::copy_n(pair + P, n, pair);
+    } else {
+      st[draws] = knot_stream(src, octave, m), to[draws++] = pair;
+    }
+    st[draws] = knot_stream(src, octave, m + 1), to[draws++] = pair + P;
+    at[series] = m;
+  };
+  if (a > 0)
+    for (int k = kFlickerFirstOctave; k < fast_top; ++k) need(k - kFlickerFirstOctave, noise::Source::Flicker, k, t0 >> k);
+  if (linear_drift) need(kKnotSeries - 1, noise::Source::Drift, 0, m0);
+  if (draws > 0) {
+    thread_local std::vector<float> drawn;
+    drawn.resize(static_cast<size_t>(draws) * n);
+    noise::normals_f32(noise_.seed, st, draws, noise_.channel0 + static_cast<std::uint32_t>(j0), n, drawn.data(), n);
+    for (int q = 0; q < draws; ++q) std::copy_n(drawn.data() + static_cast<size_t>(q) * n, n, to[q]);
+  }
   if (a > 0) {
-    add_octaves(kn.data(), kFlickerFirstOctave, fast_top, t0, a, base + j0, slope + j0, n);
+    add_octaves(kept, P, 2 * P, kFlickerFirstOctave, fast_top, t0, a, base + j0, slope + j0, n);
     if (top > kSlowOctave) {  // the slow octaves, linear across their shared span
       const std::int64_t s = t0 >> kSlowOctave;
       const std::shared_ptr<const std::vector<double>> slow = slow_span(s);
@@ -655,8 +686,8 @@ bool OpticalTile<T>::correlated_linear(std::int64_t b, int j0, int j1, double* b
     }
   }
   if (linear_drift) {  // drift has its rms at its knots (2/3 of the variance between them, on average)
-    const float* k0 = kn.data() + static_cast<size_t>(fast) * n;
-    add_interval(k0, k0 + n, d, static_cast<double>(t0) / drift_ticks - static_cast<double>(m0), drift_ticks, base + j0, slope + j0, n);
+    const float* k0 = kept + (kKnotSeries - 1) * 2 * P;
+    add_interval(k0, k0 + P, d, static_cast<double>(t0) / drift_ticks - static_cast<double>(m0), drift_ticks, base + j0, slope + j0, n);
   }
   return d > 0 && !linear_drift;
 }
@@ -692,7 +723,7 @@ std::shared_ptr<const std::vector<double>> OpticalTile<T>::slow_span(std::int64_
   std::vector<noise::Stream> st(2 * static_cast<size_t>(top - kSlowOctave));
   std::vector<float> kn(st.size() * M_);
   noise::normals_f32_recent(noise_.seed, st.data(), octave_knots(kSlowOctave, top, t0, st.data()), noise_.channel0, M_, kn.data(), M_);
-  add_octaves(kn.data(), kSlowOctave, top, t0, a, v->data(), v->data() + M_, M_);
+  add_octaves(kn.data(), M_, 2 * static_cast<size_t>(M_), kSlowOctave, top, t0, a, v->data(), v->data() + M_, M_);
   std::lock_guard<std::mutex> lock(slow_mutex_);
   if (slow_.size() > 4096) slow_.clear();  // bounded memory
   return slow_.emplace(s, std::move(v)).first->second;
@@ -728,6 +759,9 @@ void OpticalTile<T>::prepare_reads(int rows) const {
   memo_block_.resize(cells, INT64_MIN);
   memo_inside_.resize(cells, 0);
   memo_linear_.resize(static_cast<size_t>(rows) * 2 * M_);
+  const std::size_t knot_cells = std::min(cells, kKnotCells);
+  knot_at_.resize(knot_cells * kKnotSeries, INT64_MIN);
+  knots_.resize(knot_cells * kKnotSeries * 2 * kColumnGrain);
 }
 
 template class OpticalTile<float>;

@@ -161,7 +161,7 @@ class OpticalTile {
   void add_output_noise(const T* light, int rows, const StepContext& ctx, int row0, const noise::Stream* streams, T kappa, int j0, int j1,
                         T* out, const float* eps, int ld) const;
   int chunks() const { return (M_ + kColumnGrain - 1) / kColumnGrain; }
-  bool correlated_linear(std::int64_t block, int j0, int j1, double* base, double* slope) const;
+  bool correlated_linear(std::int64_t block, int j0, int j1, std::size_t cell, double* base, double* slope) const;
   void add_drift_at(std::int64_t tick, T kappa, int j0, int j1, T* o) const;
   std::shared_ptr<const std::vector<double>> slow_span(std::int64_t span) const;
   double drift_period() const;
@@ -188,6 +188,14 @@ class OpticalTile {
   mutable std::vector<std::int64_t> memo_block_;  // per row and column chunk
   mutable std::vector<char> memo_inside_;    // the block has a drift knot inside
   mutable std::vector<double> memo_linear_;  // per row: base (M), slope (M)
+  // The knots a row's column chunk last evaluated them from, per series (the fast 1/f octaves, then
+  // the drift): the index m of the interval and its knots m and m + 1 (kColumnGrain values each).
+  // The next block needs the same interval or the next one, so it draws only the knots it lacks
+  // (the same values: each knot is its stream's). For the first kKnotCells row chunks.
+  static constexpr int kKnotSeries = 7;
+  static constexpr std::size_t kKnotCells = 4096;
+  mutable std::vector<std::int64_t> knot_at_;
+  mutable std::vector<float> knots_;
   // White noise drawn ahead: for reads of few rows (prepare_reads with at most kAheadRows), each row
   // draws its LED and detector noise kAheadIterations at a time, in bulk, the same values as one
   // iteration at a time (the same streams and elements): [RIN: iterations x K][white: iterations x M].
