@@ -583,7 +583,9 @@ void OpticalTile<T>::add_output_noise(const T* light, int rows, const StepContex
     }
   }
   if (correlated) {
-    thread_local std::vector<double> own;  // a row's evaluation when its memo was not prepared
+    thread_local std::vector<double> fresh;  // a block's evaluation, in double
+    thread_local std::vector<float> own;     // a row's when its memo was not prepared
+    fresh.resize(2 * M_);
     const int chunks_per_row = chunks();
     const std::size_t memo_rows = memo_block_.size() / std::max(1, chunks_per_row);
     for (int r = 0; r < rows; ++r) {
@@ -591,22 +593,28 @@ void OpticalTile<T>::add_output_noise(const T* light, int rows, const StepContex
       const std::int64_t tick = static_cast<std::int64_t>(static_cast<std::int32_t>(streams[r].a)) * noise_.slot_ticks + ctx.iteration;
       const std::int64_t b = tick >= 0 ? tick / kBlockTicks : (tick - kBlockTicks + 1) / kBlockTicks;
       const size_t row = static_cast<size_t>(row0) + r;
-      const double s = static_cast<double>(tick - b * kBlockTicks);
+      const float s = static_cast<float>(tick - b * kBlockTicks);
       for (int c = j0 / kColumnGrain; c * kColumnGrain < j1; ++c) {  // chunks of columns: each its own memo
         const int a0 = c * kColumnGrain, a1 = std::min(j1, a0 + kColumnGrain);
-        const double *base, *slope;
+        // the block's value and slope per detector, kept in float (half the bytes a large batch's
+        // reads stream from its memo; the noise is ~1e-3 of the signal, so float's 6e-8 is moot)
+        float* kept;
         bool inside;
-        if (row < memo_rows) {
-          const size_t m = row * chunks_per_row + c;
-          double* mb = memo_linear_.data() + row * 2 * M_;
-          if (memo_block_[m] != b) memo_inside_[m] = correlated_linear(b, a0, a1, m, mb, mb + M_), memo_block_[m] = b;
-          base = mb, slope = mb + M_, inside = memo_inside_[m];
+        const bool memo = row < memo_rows;
+        const size_t m = row * chunks_per_row + c;
+        if (memo) {
+          kept = memo_linear_.data() + row * 2 * M_, inside = memo_inside_[m];
         } else {
-          own.resize(2 * M_);
-          inside = correlated_linear(b, a0, a1, SIZE_MAX, own.data(), own.data() + M_);
-          base = own.data(), slope = own.data() + M_;
+          own.resize(2 * M_), kept = own.data();
         }
-        for (int j = a0; j < a1; ++j) o[j] += kappa * static_cast<T>(static_cast<float>(base[j] + slope[j] * s));
+        if (!memo || memo_block_[m] != b) {
+          inside = correlated_linear(b, a0, a1, memo ? m : SIZE_MAX, fresh.data(), fresh.data() + M_);
+          for (int j = a0; j < a1; ++j) kept[j] = static_cast<float>(fresh[j]), kept[M_ + j] = static_cast<float>(fresh[M_ + j]);
+          if (memo) memo_inside_[m] = inside, memo_block_[m] = b;
+        }
+        const float* base = kept;
+        const float* slope = kept + M_;
+        for (int j = a0; j < a1; ++j) o[j] += kappa * static_cast<T>(base[j] + slope[j] * s);
         if (inside) add_drift_at(tick, kappa, a0, a1, o);
       }
     }

@@ -187,7 +187,7 @@ class OpticalTile {
   // evaluate every read). The slow 1/f octaves' spans are shared by all rows, cached.
   mutable std::vector<std::int64_t> memo_block_;  // per row and column chunk
   mutable std::vector<char> memo_inside_;    // the block has a drift knot inside
-  mutable std::vector<double> memo_linear_;  // per row: base (M), slope (M)
+  mutable std::vector<float> memo_linear_;  // per row: base (M), slope (M)
   // The knots a row's column chunk last evaluated them from, per series (the fast 1/f octaves, then
   // the drift): the index m of the interval and its knots m and m + 1 (kColumnGrain values each).
   // The next block needs the same interval or the next one, so it draws only the knots it lacks
