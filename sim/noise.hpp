@@ -34,8 +34,8 @@ struct Stream {
 void normals_f32(std::uint64_t seed, const Stream* streams, int count, std::uint32_t c0, int n, float* out, std::ptrdiff_t ld);
 
 // The same values as normals_f32 of several streams, through a small memo of this thread's recent
-// draws keyed by every argument: for draws that recur, such as the knots of time-correlated noise
-// (shared by consecutive blocks of a solve, and by solves close in time). A memo of a pure
+// draws keyed by every argument: for draws that recur, such as the knots of the slow 1/f octaves
+// and of drift inside a block (a row's fast knots are kept by the tile itself). A memo of a pure
 // function, so it changes no value whatever the threads.
 void normals_f32_recent(std::uint64_t seed, const Stream* streams, int count, std::uint32_t c0, int n, float* out, std::ptrdiff_t ld);
 
