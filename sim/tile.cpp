@@ -301,6 +301,7 @@ void OpticalTile<T>::program(const MatrixXdR& W, int in0, int out0, int channels
   std::lock_guard<std::mutex> lock(slow_mutex_);
   slow_.clear();
   memo_block_.clear(), memo_inside_.clear(), memo_linear_.clear(), knot_at_.clear(), knots_.clear();  // sized by prepare_reads
+  memo_rows_ = 0;
   ahead_slot_.clear(), ahead_iteration_.clear(), ahead_.clear();
 }
 
@@ -587,7 +588,7 @@ void OpticalTile<T>::add_output_noise(const T* light, int rows, const StepContex
     thread_local std::vector<float> own;     // a row's when its memo was not prepared
     fresh.resize(2 * M_);
     const int chunks_per_row = chunks();
-    const std::size_t memo_rows = memo_block_.size() / std::max(1, chunks_per_row);
+    const std::size_t memo_rows = memo_rows_;
     for (int r = 0; r < rows; ++r) {
       T* o = out + static_cast<size_t>(r) * ldo_;
       const std::int64_t tick = static_cast<std::int64_t>(static_cast<std::int32_t>(streams[r].a)) * noise_.slot_ticks + ctx.iteration;
@@ -764,6 +765,7 @@ void OpticalTile<T>::prepare_reads(int rows) const {
     ahead_.resize(static_cast<size_t>(rows) * kAheadIterations * (K_ + M_));
   }
   if (cells <= memo_block_.size()) return;
+  memo_rows_ = static_cast<std::size_t>(rows);
   memo_block_.resize(cells, INT64_MIN);
   memo_inside_.resize(cells, 0);
   memo_linear_.resize(static_cast<size_t>(rows) * 2 * M_);
