@@ -888,6 +888,7 @@ class Interp {
               r[n] = fmadd(a_h, from[n], dbx);               // Scan
             }
           }
+          static_assert(kLanes == 8, "readout8 reads out 8 lanes");
           double acc[kLanes];
           readout8(rows.data(), N, Cn, acc);  // Einsum: the sum over n in order, 1 x C x h per term
           for (std::int64_t l = 0; l < lanes; ++l) y.data[static_cast<size_t>((bt * H + hh) * P + p0 + l)] = acc[l];

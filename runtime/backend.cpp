@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 #include <set>
+#include <tuple>
 
 #include "compiler/verify.hpp"
 #include "runtime/cuda_backend.hpp"
@@ -184,15 +185,15 @@ class SimHooks : public ir::Hooks {
     }
     for (const std::string& e : errors)
       if (!e.empty()) throw Error(e);
-    for (const Programming& g : jobs) half_map_tiles += g.tile->half_light_map();
   }
 
-  int tiles() const {
-    int n = 0;
-    for (const auto& [op, t] : tiles_) n += static_cast<int>(t.size());
-    return n;
+  // Tiles programmed, and of those, with half-precision light maps.
+  std::pair<int, int> light_maps() const {
+    int n = 0, half = 0;
+    for (const auto& [op, ts] : tiles_)
+      for (const auto& t : ts) ++n, half += t->half_light_map();
+    return {n, half};
   }
-  int half_map_tiles = 0;
 
   Tensor optical(const ir::Op& op, const Tensor& x, const Tensor&, const OpContext& ctx) const override {
     const ir::OpticalPlan* plan = p_.plan(op.name);
@@ -403,7 +404,7 @@ class SimBackend : public Backend {
     ProgramResult res = run_with_hooks(p, inputs, o, hooks);
     res.counters = {hooks.counters.dac, hooks.counters.adc, hooks.counters.dac_clipped, hooks.counters.adc_clipped};
     res.programming_seconds = programming;
-    res.tiles = hooks.tiles(), res.half_map_tiles = hooks.half_map_tiles;
+    std::tie(res.tiles, res.half_map_tiles) = hooks.light_maps();
     return res;
   }
 

@@ -31,10 +31,7 @@ struct UniformConverter {
     return bits >= 0 && bits < 63 ? static_cast<double>((std::uint64_t{1} << bits) - 1) : std::ldexp(1.0, bits) - 1;
   }
   double step() const { return (hi - lo) / top(); }
-  std::int32_t code(double v) const {  // 0 .. 2^bits - 1
-    if (std::isnan(v)) return 0;
-    return static_cast<std::int32_t>(std::clamp(std::nearbyint((v - lo) / step()), 0.0, top()));
-  }
+  std::int32_t code(double v) const { return static_cast<std::int32_t>(code_of(v, lo, step(), top())); }  // 0 .. 2^bits - 1
   double value(std::int32_t code) const { return lo + code * step(); }
   double quantize(double v) const { return quantized(v, lo, step(), top()); }  // value(code(v))
   // quantize() over n values in place, the step computed once (a loop that vectorises); returns how
@@ -51,14 +48,14 @@ struct UniformConverter {
   }
 
  private:
-  // value(code(v)) from lo l with step s and top code t, the code kept as a double (exact below
-  // 2^31). Plain selects, so that loops that call it vectorise; a NaN fails q >= 0: code 0.
-  static double quantized(double v, double l, double s, double t) {
+  // v's code from lo l with step s and top code t, as a double (exact below 2^31). Plain selects, so
+  // that loops that call it vectorise; a NaN fails q >= 0: code 0.
+  static double code_of(double v, double l, double s, double t) {
     double q = std::nearbyint((v - l) / s);
     q = q >= 0.0 ? q : 0.0;
-    q = q > t ? t : q;
-    return l + q * s;
+    return q > t ? t : q;
   }
+  static double quantized(double v, double l, double s, double t) { return l + code_of(v, l, s, t) * s; }  // value(code(v))
 };
 
 }  // namespace aoc

@@ -301,7 +301,6 @@ void OpticalTile<T>::program(const MatrixXdR& W, int in0, int out0, int channels
   std::lock_guard<std::mutex> lock(slow_mutex_);
   slow_.clear();
   memo_block_.clear(), memo_inside_.clear(), memo_linear_.clear(), knot_at_.clear(), knots_.clear();  // sized by prepare_reads
-  memo_rows_ = 0;
   ahead_slot_.clear(), ahead_iteration_.clear(), ahead_.clear();
 }
 
@@ -588,7 +587,7 @@ void OpticalTile<T>::add_output_noise(const T* light, int rows, const StepContex
     thread_local std::vector<float> own;     // a row's when its memo was not prepared
     fresh.resize(2 * M_);
     const int chunks_per_row = chunks();
-    const std::size_t memo_rows = memo_rows_;
+    const std::size_t memo_rows = memo_block_.size() / std::max(1, chunks_per_row);
     for (int r = 0; r < rows; ++r) {
       T* o = out + static_cast<size_t>(r) * ldo_;
       const std::int64_t tick = static_cast<std::int64_t>(static_cast<std::int32_t>(streams[r].a)) * noise_.slot_ticks + ctx.iteration;
@@ -665,7 +664,7 @@ bool OpticalTile<T>::correlated_linear(std::int64_t b, int j0, int j1, std::size
   auto need = [&](int series, noise::Source src, int octave, std::int64_t m) {
     float* pair = kept + series * 2 * P;
     if (at[series] == m) return;
-    if (at[series] != INT64_MIN && at[series] == m - 1) {  // the next interval: its left knot is the kept right one
+    if (at[series] == m - 1) {  // the next interval: its left knot is the kept right one
       std::copy_n(pair + P, n, pair);
     } else {
       st[draws] = knot_stream(src, octave, m), to[draws++] = pair;
@@ -765,7 +764,6 @@ void OpticalTile<T>::prepare_reads(int rows) const {
     ahead_.resize(static_cast<size_t>(rows) * kAheadIterations * (K_ + M_));
   }
   if (cells <= memo_block_.size()) return;
-  memo_rows_ = static_cast<std::size_t>(rows);
   memo_block_.resize(cells, INT64_MIN);
   memo_inside_.resize(cells, 0);
   memo_linear_.resize(static_cast<size_t>(rows) * 2 * M_);

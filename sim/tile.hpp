@@ -185,7 +185,6 @@ class OpticalTile {
   // block of 64 iterations its drift and 1/f noise were last evaluated for, as a value and a slope
   // per detector, so a row evaluates them once per block (prepare_reads sizes this; rows beyond it
   // evaluate every read). The slow 1/f octaves' spans are shared by all rows, cached.
-  mutable std::size_t memo_rows_ = 0;            // rows prepared
   mutable std::vector<std::int64_t> memo_block_;  // per row and column chunk
   mutable std::vector<char> memo_inside_;    // the block has a drift knot inside
   mutable std::vector<float> memo_linear_;  // per row: base (M), slope (M)
