@@ -59,11 +59,12 @@ Batch<T> OpticalCore<T>::injection(const Batch<T>& x) const {
 namespace {
 
 // t = sigma(z) over len elements (a multiple of 16, 64-byte aligned). The twin's sigmoid needs
-// |u|^c and (1+|u|^c)^(-1/c); std::pow does not vectorise, so both go through log and exp.
+// |u|^c and (1+|u|^c)^(-1/c); std::pow does not vectorise, so both go through log and exp. Its
+// chains of polynomials are latency-bound, so up to U vectors go through each step together.
 void nonlinearity(const Hardware& hw_, const CoreConfig& cfg_, const float* z, float* t, int len) {
-  using fastmath::f32x16;
-  constexpr int U = 4;  // independent packets in flight: the polynomial chains are latency-bound
-  const int packets = len / 16;
+  using fastmath::f32x8;
+  using fastmath::i32x8;
+  constexpr int U = 4;
   if (cfg_.nonlinearity == Nonlinearity::Tanh) {
     Eigen::Map<const Eigen::ArrayXf, Eigen::AlignedMax> zt(z, len);
     Eigen::Map<Eigen::ArrayXf, Eigen::AlignedMax>(t, len) = zt.tanh();
@@ -72,23 +73,27 @@ void nonlinearity(const Hardware& hw_, const CoreConfig& cfg_, const float* z, f
   const auto& k = hw_.tanh;
   const float a = float(k[0]), b = float(k[1]), c = float(k[2]), d = float(k[3]), f = float(k[4]), g = float(k[5]);
   const float inv_c = float(-1.0 / k[2]);
-  auto block = [&](int p0, auto u_count) {
-    constexpr int n = decltype(u_count)::value;
-    f32x16 zz[n], u[n], q[n];
+  auto block = [&](int v0, auto count) {
+    constexpr int n = decltype(count)::value;
+    f32x8 zz[n], u[n], q[n];
+#pragma GCC unroll 8
     for (int i = 0; i < n; ++i) {
-      std::memcpy(&zz[i], z + 16 * (p0 + i), 64);
+      std::memcpy(&zz[i], z + 8 * (v0 + i), 32);
       u[i] = a * zz[i] + b;
-      q[i] = c * fastmath::log_nonneg(u[i] < 0 ? -u[i] : u[i]);
+      q[i] = c * fastmath::log_nonneg((f32x8)((i32x8)u[i] & 0x7fffffff));  // |u|
     }
+#pragma GCC unroll 8
     for (int i = 0; i < n; ++i) q[i] = inv_c * fastmath::log_nonneg(1.0f + fastmath::exp(q[i]));
+#pragma GCC unroll 8
     for (int i = 0; i < n; ++i) {
-      const f32x16 r = d * u[i] * fastmath::exp(q[i]) + f + g * zz[i];
-      std::memcpy(t + 16 * (p0 + i), &r, 64);
+      const f32x8 r = d * u[i] * fastmath::exp(q[i]) + f + g * zz[i];
+      std::memcpy(t + 8 * (v0 + i), &r, 32);
     }
   };
-  int p = 0;
-  for (; p + U <= packets; p += U) block(p, std::integral_constant<int, U>{});
-  for (; p < packets; ++p) block(p, std::integral_constant<int, 1>{});
+  const int vectors = len / 8;
+  int v = 0;
+  for (; v + U <= vectors; v += U) block(v, std::integral_constant<int, U>{});
+  for (; v + 2 <= vectors; v += 2) block(v, std::integral_constant<int, 2>{});
 }
 
 void nonlinearity(const Hardware& hw_, const CoreConfig& cfg_, const double* z, double* t, int len) {

@@ -1,5 +1,7 @@
-// Vectorised log and exp for 16 floats at a time (GCC vector extensions), for the electronics
-// nonlinearity in the hot loop. Eigen's packet log handles every special case (negative, NaN,
+// Vectorised log and exp for 8 floats at a time (GCC vector extensions), for the electronics
+// nonlinearity in the hot loop and the radius of the noise's Box-Muller transform. 8 floats is an
+// AVX2 register: on vectors wider than the machine's, GCC does comparisons lane by lane, which
+// cost more than the polynomials. Eigen's packet log handles every special case (negative, NaN,
 // denormal inputs) and costs as much as the whole matrix product here; our inputs are
 // non-negative, so a lean version of the same Cephes polynomials does. Accuracy: within a few
 // float ulps (tests/test_fastmath.cpp).
@@ -8,18 +10,24 @@
 
 namespace aoc::fastmath {
 
-typedef float f32x16 __attribute__((vector_size(64)));
-typedef std::int32_t i32x16 __attribute__((vector_size(64)));
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef std::int32_t i32x8 __attribute__((vector_size(32)));
 
-// log(x) of a vector F of floats (I: the int32 vector of its width): x = 2^e f with f in
-// [sqrt(1/2), sqrt(2)) by one integer offset, then the Cephes polynomial in f - 1. No comparisons:
-// GCC computes those lane by lane on vectors wider than the machine's.
-template <class F, class I>
-inline F log_positive(F x) {
-  const I yb = (I)x - 0x3f3504f3;  // the bits of sqrt(1/2)
-  const F e = __builtin_convertvector(yb >> 23, F);
-  const F t = (F)((yb & 0x007fffff) + 0x3f3504f3) - 1.0f, z = t * t;
-  F y = F{} + 7.0376836292e-2f;
+// x = 2^e (1 + t) with 1 + t in [sqrt(1/2), sqrt(2)), by one integer offset (no comparisons).
+struct LogParts {
+  i32x8 e;
+  f32x8 t;
+};
+inline LogParts log_split(f32x8 x) {
+  const i32x8 yb = (i32x8)x - 0x3f3504f3;  // the bits of sqrt(1/2)
+  return {yb >> 23, (f32x8)((yb & 0x007fffff) + 0x3f3504f3) - 1.0f};
+}
+
+// log(2^e (1 + t)) for 1 + t in [sqrt(1/2), sqrt(2)): the Cephes polynomial in t. A caller that
+// knows t better than fl(x) - 1 (x just below 1, where that cancels) may pass its own.
+inline f32x8 log_join(i32x8 ei, f32x8 t) {
+  const f32x8 e = __builtin_convertvector(ei, f32x8), z = t * t;
+  f32x8 y = f32x8{} + 7.0376836292e-2f;
   y = y * t - 1.1514610310e-1f;
   y = y * t + 1.1676998740e-1f;
   y = y * t - 1.2420140846e-1f;
@@ -34,26 +42,29 @@ inline F log_positive(F x) {
 
 // Natural log of x >= 0. log(0) and denormals give about -88 (finite), which is what the caller
 // wants: exp(c * log 0) must be 0, not NaN.
-inline f32x16 log_nonneg(f32x16 x) { return log_positive<f32x16, i32x16>(x); }
+inline f32x8 log_nonneg(f32x8 x) {
+  const LogParts p = log_split(x);
+  return log_join(p.e, p.t);
+}
 
 // exp(x); inputs below -87.3 give 2^-126 (not 0), above 88.3 are clamped.
-inline f32x16 exp(f32x16 x) {
-  x = x < -87.3f ? f32x16{} - 87.3f : x;
-  x = x > 88.3f ? f32x16{} + 88.3f : x;
-  const f32x16 magic = f32x16{} + 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const f32x16 n = (x * 1.44269504088896341f + magic) - magic;
+inline f32x8 exp(f32x8 x) {
+  x = x < -87.3f ? f32x8{} - 87.3f : x;
+  x = x > 88.3f ? f32x8{} + 88.3f : x;
+  const f32x8 magic = f32x8{} + 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const f32x8 n = (x * 1.44269504088896341f + magic) - magic;
   x -= n * 0.693359375f;
   x -= n * -2.12194440e-4f;
-  const f32x16 z = x * x;
-  f32x16 y = f32x16{} + 1.9875691500e-4f;
+  const f32x8 z = x * x;
+  f32x8 y = f32x8{} + 1.9875691500e-4f;
   y = y * x + 1.3981999507e-3f;
   y = y * x + 8.3334519073e-3f;
   y = y * x + 4.1665795894e-2f;
   y = y * x + 1.6666665459e-1f;
   y = y * x + 5.0000001201e-1f;
   y = y * z + x + 1.0f;
-  const i32x16 pow2 = (__builtin_convertvector(n, i32x16) + 127) << 23;
-  return y * (f32x16)pow2;
+  const i32x8 pow2 = (__builtin_convertvector(n, i32x8) + 127) << 23;
+  return y * (f32x8)pow2;
 }
 
 }  // namespace aoc::fastmath

@@ -1,13 +1,14 @@
 #include "sim/noise.hpp"
 
 #include <Random123/philox.h>
-#if defined(__AVX2__)
+#if defined(__AVX__)
 #include <immintrin.h>
 #endif
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -64,6 +65,42 @@ namespace {
 constexpr std::uint32_t kMul0 = 0xD2511F53, kMul1 = 0xCD9E8D57, kWeyl0 = 0x9E3779B9, kWeyl1 = 0xBB67AE85;
 constexpr int kLanes = 8;  // blocks per vector
 
+typedef std::uint32_t u32x8 __attribute__((vector_size(32)));
+typedef std::int32_t i32x8 __attribute__((vector_size(32)));
+typedef float f32x8 __attribute__((vector_size(32)));
+
+// Box-Muller on 8 pairs of words, lane by lane: the radius sqrt(-2 ln u) from word a, u = ((a >> 1)
+// + 1/2) / 2^31 (in (0, 1): the largest radius is 6.66, at a < 2), and the angle 2 pi (b + 1/2) /
+// 2^32 from word b, as (pi/2)(n + x) with n the nearest quarter turn (b's top bits) and x in
+// [-1/2, 1/2] (the rest), so that the sine and cosine polynomials (Cephes', within 2e-7 on
+// [-pi/4, pi/4]) need no range reduction and no comparisons: the quadrant swaps and negates them
+// by bit masks. ln u takes u - 1 from the complement word where u is near 1 (small radii), where
+// float u has lost it. A lane's value depends only on its two words: vector width, position and
+// path do not change a bit (sqrt is correctly rounded in every path).
+inline void box_muller(u32x8 a, u32x8 b, f32x8& cos_out, f32x8& sin_out) {
+  const f32x8 u = __builtin_convertvector((i32x8)(a >> 1), f32x8) * 0x1p-31f + 0x1p-32f;
+  const f32x8 v = __builtin_convertvector((i32x8)(~a >> 1), f32x8) * 0x1p-31f + 0x1p-32f;  // 1 - u
+  fastmath::LogParts p = fastmath::log_split(u);
+  const i32x8 top = p.e == 0;  // u in [sqrt(1/2), 1]: t = u - 1 = -v
+  p.t = (f32x8)(((i32x8)p.t & ~top) | ((i32x8)-v & top));
+  const f32x8 w = -2.0f * fastmath::log_join(p.e, p.t);
+  f32x8 r;
+#if defined(__AVX__)
+  r = (f32x8)_mm256_sqrt_ps((__m256)w);
+#else
+  for (int i = 0; i < 8; ++i) r[i] = std::sqrt(w[i]);
+#endif
+  const u32x8 n = (b + 0x20000000u) >> 30;
+  const f32x8 x = (__builtin_convertvector((i32x8)(b << 2), f32x8) + 2.0f) * 0x1.921fb6p-32f;  // (pi/2) / 2^32
+  const f32x8 x2 = x * x;
+  const f32x8 sx = x + x * x2 * (-1.6666654611e-1f + x2 * (8.3321608736e-3f + x2 * -1.9515295891e-4f));
+  const f32x8 cx = 1.0f - 0.5f * x2 + x2 * x2 * (4.166664568298827e-2f + x2 * (-1.388731625493765e-3f + x2 * 2.443315711809948e-5f));
+  const i32x8 odd = -(i32x8)(n & 1u);  // a quarter turn: cos and sin swap
+  const f32x8 c = (f32x8)(((i32x8)cx & ~odd) | ((i32x8)sx & odd)), s = (f32x8)(((i32x8)sx & ~odd) | ((i32x8)cx & odd));
+  cos_out = r * (f32x8)((u32x8)c ^ (((n ^ (n >> 1)) & 1u) << 31));  // negative in quadrants 1 and 2
+  sin_out = r * (f32x8)((u32x8)s ^ ((n >> 1) << 31));                // in 2 and 3
+}
+
 #if defined(__AVX2__)
 inline void mulhilo(__m256i x, __m256i m, __m256i& lo, __m256i& hi) {
   const __m256i even = _mm256_mul_epu32(x, m), odd = _mm256_mul_epu32(_mm256_srli_epi64(x, 32), m);
@@ -71,11 +108,26 @@ inline void mulhilo(__m256i x, __m256i m, __m256i& lo, __m256i& hi) {
   hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
 }
 
+// 4 vectors of 8 (word j of 8 blocks: x[j][i] is block i's word j) to block order: block i's 4
+// values at out[4i .. 4i + 3].
+inline void store_blocks(__m256i c0, __m256i c1, __m256i c2, __m256i c3, void* out) {
+  const __m256i t0 = _mm256_unpacklo_epi32(c0, c1), t1 = _mm256_unpackhi_epi32(c0, c1);
+  const __m256i t2 = _mm256_unpacklo_epi32(c2, c3), t3 = _mm256_unpackhi_epi32(c2, c3);
+  const __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+  const __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+  auto* o = reinterpret_cast<__m256i*>(out);
+  _mm256_storeu_si256(o, _mm256_permute2x128_si256(u0, u1, 0x20));
+  _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(u2, u3, 0x20));
+  _mm256_storeu_si256(o + 2, _mm256_permute2x128_si256(u0, u1, 0x31));
+  _mm256_storeu_si256(o + 3, _mm256_permute2x128_si256(u2, u3, 0x31));
+}
+
 // S vectors of 8 blocks in step (the rounds are a long dependency chain: S chains hide its
-// latency). Block i's counter is (ctr[0][i], ctr[1][i], ctr[2][i], ctr[3][i]); its word j goes to
-// out[4i + j].
-template <int S>
-void philox_lanes(std::uint64_t seed, const std::uint32_t* const* ctr, std::uint32_t* out) {
+// latency). Block i's counter is (ctr[0][i], ctr[1][i], ctr[2][i], ctr[3][i]); its 4 words (Out =
+// uint32_t), or the normals of its two pairs of words (Out = float: words 0 and 1 give elements 0
+// and 1, words 2 and 3 elements 2 and 3), go to out[4i .. 4i + 3].
+template <int S, class Out>
+void philox_lanes(std::uint64_t seed, const std::uint32_t* const* ctr, Out* out) {
   __m256i c0[S], c1[S], c2[S], c3[S];
   auto load = [](const std::uint32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); };
   for (int v = 0; v < S; ++v)
@@ -95,44 +147,59 @@ void philox_lanes(std::uint64_t seed, const std::uint32_t* const* ctr, std::uint
       c3[v] = lo0;
     }
   }
-  for (int v = 0; v < S; ++v) {  // 4 x 8 words to block order: each 128-bit half of u is one block
-    const __m256i t0 = _mm256_unpacklo_epi32(c0[v], c1[v]), t1 = _mm256_unpackhi_epi32(c0[v], c1[v]);
-    const __m256i t2 = _mm256_unpacklo_epi32(c2[v], c3[v]), t3 = _mm256_unpackhi_epi32(c2[v], c3[v]);
-    const __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
-    const __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
-    auto* o = reinterpret_cast<__m256i*>(out + 4 * kLanes * v);
-    _mm256_storeu_si256(o, _mm256_permute2x128_si256(u0, u1, 0x20));
-    _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(u2, u3, 0x20));
-    _mm256_storeu_si256(o + 2, _mm256_permute2x128_si256(u0, u1, 0x31));
-    _mm256_storeu_si256(o + 3, _mm256_permute2x128_si256(u2, u3, 0x31));
+  for (int v = 0; v < S; ++v) {
+    if constexpr (std::is_same_v<Out, float>) {
+      f32x8 z0, z1, z2, z3;
+      box_muller((u32x8)c0[v], (u32x8)c1[v], z0, z1);
+      box_muller((u32x8)c2[v], (u32x8)c3[v], z2, z3);
+      store_blocks((__m256i)z0, (__m256i)z1, (__m256i)z2, (__m256i)z3, out + 4 * kLanes * v);
+    } else {
+      store_blocks(c0[v], c1[v], c2[v], c3[v], out + 4 * kLanes * v);
+    }
   }
 }
 #else
 // Without AVX2: the same rounds as plain loops over the lanes, which GCC vectorises as it can.
-template <int S>
-void philox_lanes(std::uint64_t seed, const std::uint32_t* const* ctr, std::uint32_t* out) {
+template <int S, class Out>
+void philox_lanes(std::uint64_t seed, const std::uint32_t* const* ctr, Out* out) {
   constexpr int n = S * kLanes;
-  std::uint32_t c0[n], c1[n], c2[n], c3[n];
-  for (int i = 0; i < n; ++i) c0[i] = ctr[0][i], c1[i] = ctr[1][i], c2[i] = ctr[2][i], c3[i] = ctr[3][i];
+  std::uint32_t c[4][n];
+  for (int i = 0; i < n; ++i) c[0][i] = ctr[0][i], c[1][i] = ctr[1][i], c[2][i] = ctr[2][i], c[3][i] = ctr[3][i];
   std::uint32_t key0 = static_cast<std::uint32_t>(seed), key1 = static_cast<std::uint32_t>(seed >> 32);
   for (int r = 0; r < 10; ++r) {
     for (int i = 0; i < n; ++i) {
-      const std::uint64_t p0 = std::uint64_t{kMul0} * c0[i], p1 = std::uint64_t{kMul1} * c2[i];
-      c0[i] = static_cast<std::uint32_t>(p1 >> 32) ^ c1[i] ^ key0;
-      c2[i] = static_cast<std::uint32_t>(p0 >> 32) ^ c3[i] ^ key1;
-      c1[i] = static_cast<std::uint32_t>(p1);
-      c3[i] = static_cast<std::uint32_t>(p0);
+      const std::uint64_t p0 = std::uint64_t{kMul0} * c[0][i], p1 = std::uint64_t{kMul1} * c[2][i];
+      c[0][i] = static_cast<std::uint32_t>(p1 >> 32) ^ c[1][i] ^ key0;
+      c[2][i] = static_cast<std::uint32_t>(p0 >> 32) ^ c[3][i] ^ key1;
+      c[1][i] = static_cast<std::uint32_t>(p1);
+      c[3][i] = static_cast<std::uint32_t>(p0);
     }
     key0 += kWeyl0, key1 += kWeyl1;
   }
-  for (int i = 0; i < n; ++i) out[4 * i] = c0[i], out[4 * i + 1] = c1[i], out[4 * i + 2] = c2[i], out[4 * i + 3] = c3[i];
+  for (int v = 0; v < n; v += kLanes) {
+    Out o[4][kLanes];
+    if constexpr (std::is_same_v<Out, float>) {
+      u32x8 w[4];
+      for (int j = 0; j < 4; ++j) std::memcpy(&w[j], c[j] + v, sizeof w[j]);
+      f32x8 z[4];
+      box_muller(w[0], w[1], z[0], z[1]);
+      box_muller(w[2], w[3], z[2], z[3]);
+      for (int j = 0; j < 4; ++j) std::memcpy(o[j], &z[j], sizeof z[j]);
+    } else {
+      for (int j = 0; j < 4; ++j) std::copy_n(c[j] + v, kLanes, o[j]);
+    }
+    for (int i = 0; i < kLanes; ++i)
+      for (int j = 0; j < 4; ++j) out[4 * (v + i) + j] = o[j][i];
+  }
 }
 #endif
 
-// The words of `count` blocks, block i's counter (ctr[0][i], .., ctr[3][i]): its word j at out[4i + j].
-// The counts are rounded up to whole vectors of kLanes blocks: ctr must hold (and out have room for)
-// that many, and the blocks past `count` are computed from whatever their counters hold, then ignored.
-void philox_blocks(std::uint64_t seed, const std::uint32_t* const* ctr, int count, std::uint32_t* out) {
+// The words (or normals) of `count` blocks, block i's counter (ctr[0][i], .., ctr[3][i]): its word
+// (element) j at out[4i + j]. The counts are rounded up to whole vectors of kLanes blocks: ctr must
+// hold (and out have room for) that many, and the blocks past `count` are computed from whatever
+// their counters hold, then ignored.
+template <class Out>
+void philox_blocks(std::uint64_t seed, const std::uint32_t* const* ctr, int count, Out* out) {
   constexpr int kWide = 4;  // vectors in flight
   const std::uint32_t* c[4];
   auto at = [&](int i) {
@@ -151,125 +218,22 @@ void philox_blocks(std::uint64_t seed, const std::uint32_t* const* ctr, int coun
   }
 }
 
-// The inverse CDF works a group of W words at a time: one vector of W floats. A wide vector (64)
-// gives each step of its long dependency chain several registers' worth of independent work: 1.6x
-// the throughput of 16 lanes with AVX2; the narrower groups serve the ends of short draws, so that
-// few words are computed only to be dropped.
-template <int W>
-struct Group {
-  typedef std::uint32_t u32v __attribute__((vector_size(4 * W)));
-  typedef std::int32_t i32v __attribute__((vector_size(4 * W)));
-  typedef float f32v __attribute__((vector_size(4 * W)));
-};
-typedef std::int32_t i32x8 __attribute__((vector_size(32)));
-typedef std::uint32_t u32x8 __attribute__((vector_size(32)));
-
-// True when any lane of v is negative (its sign bit set): OR of the lanes, 8 at a time.
-template <int W>
-bool any_negative(typename Group<W>::i32v v) {
-  i32x8 acc{};
-  for (int q = 0; q < W / 8; ++q) {
-    i32x8 part;
-    std::memcpy(&part, reinterpret_cast<const char*>(&v) + 32 * q, 32);
-    acc |= part;
-  }
-  int any = 0;
-  for (int q = 0; q < 8; ++q) any |= acc[q];
-  return any < 0;
-}
-
-// The normal of each of W words. Every width runs the same operations lane by lane and lanes
-// never mix, so a word's normal does not depend on the group's width or where the word sits in it
-// (tests/test_noise.cpp compares them bit for bit). No comparisons: GCC 12 does those lane by lane
-// on vectors wider than the machine's, so masks come from sign bits.
-template <int W>
-__attribute__((noinline)) void to_normals(const std::uint32_t* words, float* out) {
-  using u32v = typename Group<W>::u32v;
-  using i32v = typename Group<W>::i32v;
-  using f32v = typename Group<W>::f32v;
-  u32v word;
-  std::memcpy(&word, words, sizeof word);
-  // u = (word + 0.5) / 2^32. With m = min(word, ~word): t = min(u, 1 - u) = (m + 0.5) / 2^32 and
-  // |2u - 1| = (k + 0.5) / 2^31 with k = 2^31 - 1 - m, each exact where it is small (no
-  // cancellation), and the sign comes from the word's top bit, so normal(~word) = -normal(word)
-  // exactly.
-  const u32v m = word ^ -(word >> 31);
-  const f32v t = __builtin_convertvector((i32v)m, f32v) * 0x1p-32f + 0x1p-33f;
-  const f32v x = __builtin_convertvector((i32v)(m ^ 0x7fffffffu), f32v) * 0x1p-31f + 0x1p-32f;
-  // Giles' erfinv needs w = -ln((1 - x)(1 + x)) = -ln(4t(1 - t)), with 4t(1 - t) in [2^-31, 1].
-  const f32v w = -fastmath::log_positive<f32v, i32v>(4.0f * t * (1.0f - t));  // in [0, 31 ln 2]
-  // erfinv(x) / x for w < 5: Giles' single-precision polynomial
-  const f32v c = w - 2.5f;
-  f32v ratio = f32v{} + 2.81022636e-08f;
-  ratio = ratio * c + 3.43273939e-07f;
-  ratio = ratio * c - 3.5233877e-06f;
-  ratio = ratio * c - 4.39150654e-06f;
-  ratio = ratio * c + 0.00021858087f;
-  ratio = ratio * c - 0.00125372503f;
-  ratio = ratio * c - 0.00417768164f;
-  ratio = ratio * c + 0.246640727f;
-  ratio = ratio * c + 1.50140941f;
-  // and for w >= 5 (0.34% of words: a fifth of groups have one), in d = sqrt(w) - 3.5. Giles'
-  // tail polynomial is fitted up to w = 16 (where 1 - x^2 stops in float) and is 4e-4 off at our
-  // w = 21.5, so this is a Chebyshev fit over w in [5, 21.6], within 1.5e-8 before float rounding.
-  // sqrt(w) = w / sqrt(w), the latter by Newton from the bit-trick guess (3.4% -> 0.18% -> 5e-6 ->
-  // 1.4e-7). Lanes are computed alike whether or not the group has a tail lane, so skipping it for
-  // groups without one changes no value.
-  const i32v central = (i32v)(w - 5.0f) >> 31;  // all ones where w < 5
-  if (any_negative<W>(~central)) {
-    f32v rs = (f32v)(0x5f375a86u - ((u32v)w >> 1));
-    for (int i = 0; i < 3; ++i) rs = rs * (1.5f - 0.5f * w * rs * rs);
-    const f32v d = w * rs - 3.5f;
-    f32v q = f32v{} - 2.22058407e-05f;
-    q = q * d + 2.45882547e-05f;
-    q = q * d + 9.47722438e-05f;
-    q = q * d - 0.000263373367f;
-    q = q * d + 0.000415424991f;
-    q = q * d - 0.000657584809f;
-    q = q * d + 0.00109997974f;
-    q = q * d - 0.0020686246f;
-    q = q * d + 0.00327586569f;
-    q = q * d + 1.00736916f;
-    q = q * d + 3.3354857f;
-    ratio = (f32v)(((i32v)ratio & central) | ((i32v)q & ~central));
-  }
-  const f32v z = ratio * x * 1.41421356f;  // normal = sqrt(2) erfinv(2u - 1)
-  const f32v signed_z = (f32v)((u32v)z ^ (~word & 0x80000000u));
-  std::memcpy(out, &signed_z, sizeof signed_z);
-}
-
-// The normals of `count` words: groups of 64, then of 32 and 16 for the rest (the last padded).
-void to_normals(const std::uint32_t* words, int count, float* out) {
-  int i = 0;
-  for (; i + 64 <= count; i += 64) to_normals<64>(words + i, out + i);
-  if (i + 32 <= count) to_normals<32>(words + i, out + i), i += 32;
-  if (i + 16 <= count) to_normals<16>(words + i, out + i), i += 16;
-  if (i < count) {
-    std::uint32_t part[16];  // the padding: words of normal 0 (a zero word is far in the tail)
-    std::fill_n(part, 16, 0x80000000u);
-    float z[16];
-    std::copy(words + i, words + count, part);
-    to_normals<16>(part, z);
-    std::copy_n(z, count - i, out + i);
-  }
-}
-
-// Elements c0 .. c0 + n - 1 of each stream, kChunk blocks at a time, whatever the streams: the
-// words of a chunk go through convert(words, count, values) together (so that short streams keep
-// the vectors full). Where the output is dense (c0 and n multiples of 4, rows n apart) values are
-// the output itself; otherwise emit(r, e, values, len) gets len values of stream r from element
-// c0 + e on. Element c is word c % 4 of block c / 4 (both wrap with c at 2^32).
+// Elements c0 .. c0 + n - 1 of each stream (V: their Philox words, or normals), kChunk blocks at a
+// time, whatever the streams: a chunk's blocks are drawn together (so that short streams keep the
+// vectors full). Where the output is dense (c0 and n multiples of 4, rows n apart) and the chunk
+// whole vectors of blocks, they are drawn into the output itself. Element c is element c % 4 of
+// block c / 4 (both wrap with c at 2^32).
 constexpr int kChunk = 256;
-template <class V, class Convert>
-void by_chunk(std::uint64_t seed, const Stream* streams, int rows, std::uint32_t c0, int n, V* out, std::ptrdiff_t ld, Convert convert) {
+template <class V>
+void by_chunk(std::uint64_t seed, const Stream* streams, int rows, std::uint32_t c0, int n, V* out, std::ptrdiff_t ld) {
   if (n <= 0 || rows <= 0) return;
   const int skip = static_cast<int>(c0 % 4), per_row = (skip + n + 3) / 4;
   const bool dense = skip == 0 && n % 4 == 0 && ld == n;
   const std::uint32_t k0 = c0 / 4;
   constexpr int kRoom = kChunk + kLanes;  // the counters are written, and the blocks computed, in whole vectors
-  std::uint32_t ctr[4][kRoom], words[4 * kRoom];
+  std::uint32_t ctr[4][kRoom];
   const std::uint32_t* c[4] = {ctr[0], ctr[1], ctr[2], ctr[3]};
-  V values[4 * kChunk];
+  V values[4 * kRoom];
   int r = 0, j = 0;  // the next block to draw: stream r's j-th
   while (r < rows) {
     const int r_first = r, j_first = j;
@@ -290,13 +254,18 @@ void by_chunk(std::uint64_t seed, const Stream* streams, int rows, std::uint32_t
       if ((j += run) == per_row) j = 0, ++r;
     }
     for (int q = len; q % kLanes; ++q) ctr[0][q] = ctr[1][q] = ctr[2][q] = ctr[3][q] = 0;  // the last vector's padding
-    philox_blocks(seed, c, len, words);
     if (dense) {
-      convert(words, 4 * len, out + (static_cast<std::ptrdiff_t>(r_first) * per_row + j_first) * 4);
+      V* to = out + (static_cast<std::ptrdiff_t>(r_first) * per_row + j_first) * 4;
+      if (len % kLanes == 0) {
+        philox_blocks(seed, c, len, to);
+      } else {
+        philox_blocks(seed, c, len, values);
+        std::copy_n(values, 4 * len, to);
+      }
       continue;
     }
-    convert(words, 4 * len, values);
-    // each stream's run of blocks, without the words before c0 and after c0 + n - 1
+    philox_blocks(seed, c, len, values);
+    // each stream's run of blocks, without the elements before c0 and after c0 + n - 1
     for (int i = 0, rr = r_first, jj = j_first; i < len; ++rr, jj = 0) {
       const int run = std::min(len - i, per_row - jj);
       const int e0 = std::max(0, 4 * jj - skip), e1 = std::min(n, 4 * (jj + run) - skip);
@@ -310,11 +279,11 @@ void by_chunk(std::uint64_t seed, const Stream* streams, int rows, std::uint32_t
 
 void philox_words(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, std::uint32_t c0, int n, std::uint32_t* out) {
   const Stream st{s, a, b};
-  by_chunk<std::uint32_t>(seed, &st, 1, c0, n, out, n, [](const std::uint32_t* w, int count, std::uint32_t* v) { std::copy_n(w, count, v); });
+  by_chunk<std::uint32_t>(seed, &st, 1, c0, n, out, n);
 }
 
 void normals_f32(std::uint64_t seed, const Stream* streams, int count, std::uint32_t c0, int n, float* out, std::ptrdiff_t ld) {
-  by_chunk<float>(seed, streams, count, c0, n, out, ld, [](const std::uint32_t* w, int m, float* v) { to_normals(w, m, v); });
+  by_chunk<float>(seed, streams, count, c0, n, out, ld);
 }
 
 namespace {
@@ -375,18 +344,20 @@ void normals_f32(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b,
   normals_f32(seed, &st, 1, c0, n, out, n);
 }
 
-float normal_from_word(std::uint32_t w) {
-  const std::uint32_t words[16] = {w};
-  float z[16];
-  to_normals<16>(words, z);
-  return z[0];
+std::pair<float, float> normal_pair(std::uint32_t a, std::uint32_t b) {
+  f32x8 c, s;
+  box_muller(u32x8{} + a, u32x8{} + b, c, s);
+  return {c[0], s[0]};
 }
 
 float normal_f32(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, std::uint32_t c) {
   using G = r123::Philox4x32;
   const G::key_type key = {{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)}};
   const G::ctr_type ctr = {{static_cast<std::uint32_t>(s), a, b, c / 4}};
-  return normal_from_word(G()(ctr, key)[c % 4]);
+  const G::ctr_type w = G()(ctr, key);
+  const int pair = c % 4 / 2;
+  const auto [even, odd] = normal_pair(w[2 * pair], w[2 * pair + 1]);
+  return c % 2 ? odd : even;
 }
 
 }  // namespace aoc::noise

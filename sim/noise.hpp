@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace aoc::noise {
@@ -18,9 +19,10 @@ double normal(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, st
 void normals(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, std::uint32_t c0, int n, double* out);
 
 // Standard normals in float for the hot loop: out[k] = normal_f32(seed, s, a, b, c0 + k) for
-// k = 0 .. n-1, where element c is word c % 4 of the Philox4x32-10 block with counter
-// (s, a, b, c / 4) (key: the seed's two halves, as normal() uses), turned into a normal by the
-// inverse CDF (a float approximation of erfinv). Vectorised; every element's value depends only on
+// k = 0 .. n-1, where elements 4k .. 4k + 3 come from the Philox4x32-10 block with counter
+// (s, a, b, k) (key: the seed's two halves, as normal() uses): elements 4k and 4k + 1 are
+// normal_pair of its words 0 and 1, elements 4k + 2 and 4k + 3 of its words 2 and 3. Vectorised,
+// the Box-Muller transform fused with Philox's rounds; every element's value depends only on
 // (seed, s, a, b, c): not on n, c0, the pointer's alignment or the machine's thread count.
 void normals_f32(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, std::uint32_t c0, int n, float* out);
 float normal_f32(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, std::uint32_t c);
@@ -40,12 +42,13 @@ void normals_f32(std::uint64_t seed, const Stream* streams, int count, std::uint
 void normals_f32_recent(std::uint64_t seed, const Stream* streams, int count, std::uint32_t c0, int n, float* out, std::ptrdiff_t ld);
 
 // The two halves of normals_f32, exposed for tests. philox_words: the Philox words of the same
-// elements, from the same vectorised Philox. normal_from_word: the normal of word w, the quantile
-// of u = (w + 0.5) / 2^32 to within 4e-7 relative. u is never 0 or 1, so every normal is finite
-// and the largest |normal| is 6.33796, at w = 0 and 2^32 - 1; normal_from_word(~w) is exactly
-// -normal_from_word(w).
+// elements, from the same vectorised Philox. normal_pair: Box-Muller in float on two words,
+// (r cos t, r sin t) with r = sqrt(-2 ln u), u = ((a >> 1) + 1/2) / 2^31, and t = 2 pi (b + 1/2) /
+// 2^32, to within 2e-6 of the exact transform of those words (float rounding of u included). u is
+// never 0, so every normal is finite, and r is 6.66 at most (a < 2); turning b by a half turn
+// (b + 2^31) negates both exactly.
 void philox_words(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b, std::uint32_t c0, int n, std::uint32_t* out);
-float normal_from_word(std::uint32_t w);
+std::pair<float, float> normal_pair(std::uint32_t a, std::uint32_t b);
 
 
 }  // namespace aoc::noise

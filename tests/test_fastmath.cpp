@@ -13,12 +13,12 @@
 
 namespace {
 
-using aoc::fastmath::f32x16;
+using aoc::fastmath::f32x8;
 
 constexpr double kTwoUlps = 2.4e-7;  // relative: 2 * 2^-23
 
-f32x16 pack(const float* p) {
-  f32x16 v;
+f32x8 pack(const float* p) {
+  f32x8 v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
@@ -26,8 +26,8 @@ f32x16 pack(const float* p) {
 template <class Fn>
 std::vector<float> map_packets(Fn fn, const std::vector<float>& in) {
   std::vector<float> out(in.size());
-  for (size_t i = 0; i < in.size(); i += 16) {
-    const f32x16 r = fn(pack(in.data() + i));
+  for (size_t i = 0; i < in.size(); i += 8) {
+    const f32x8 r = fn(pack(in.data() + i));
     std::memcpy(out.data() + i, &r, sizeof r);
   }
   return out;
@@ -55,7 +55,7 @@ std::vector<float> log_inputs(double lo, double hi, int n, std::uint64_t seed) {
 
 TEST_CASE("fastmath: log_nonneg is within 2 float ulps of std::log from 1e-30 to 1e30") {
   const std::vector<float> in = log_inputs(1e-30, 1e30, 20000, 1);
-  const std::vector<float> out = map_packets([](f32x16 x) { return aoc::fastmath::log_nonneg(x); }, in);
+  const std::vector<float> out = map_packets([](f32x8 x) { return aoc::fastmath::log_nonneg(x); }, in);
   double worst = 0;
   float worst_at = 0;
   for (size_t i = 0; i < in.size(); ++i) {
@@ -80,7 +80,7 @@ TEST_CASE("fastmath: log_nonneg is within 2 float ulps of std::log just around 1
   std::mt19937_64 rng(2);
   std::uniform_real_distribution<double> d(0.5, 2.0);
   for (int i = 0; i < 800; ++i) in.push_back(static_cast<float>(d(rng)));
-  const std::vector<float> out = map_packets([](f32x16 v) { return aoc::fastmath::log_nonneg(v); }, in);
+  const std::vector<float> out = map_packets([](f32x8 v) { return aoc::fastmath::log_nonneg(v); }, in);
   double worst = 0;
   for (size_t i = 0; i < in.size(); ++i) {
     const double ref = std::log(static_cast<double>(in[i]));
@@ -102,7 +102,7 @@ TEST_CASE("fastmath: exp is within 2 float ulps of std::exp from -80 to 80") {
   }
   for (const float small : {0.0f, 1e-8f, -1e-8f, 1e-3f, -1e-3f}) in.push_back(small);
   while (in.size() % 16) in.push_back(0.25f);
-  const std::vector<float> out = map_packets([](f32x16 x) { return aoc::fastmath::exp(x); }, in);
+  const std::vector<float> out = map_packets([](f32x8 x) { return aoc::fastmath::exp(x); }, in);
   double worst = 0;
   float worst_at = 0;
   for (size_t i = 0; i < in.size(); ++i) {
@@ -115,10 +115,10 @@ TEST_CASE("fastmath: exp is within 2 float ulps of std::exp from -80 to 80") {
 }
 
 TEST_CASE("fastmath: log_nonneg(0) is finite and exp(4.27 * log_nonneg(0)) vanishes") {
-  const f32x16 zero{};
-  const f32x16 l = aoc::fastmath::log_nonneg(zero);
-  const f32x16 e = aoc::fastmath::exp(4.27f * l);
-  for (int i = 0; i < 16; ++i) {
+  const f32x8 zero{};
+  const f32x8 l = aoc::fastmath::log_nonneg(zero);
+  const f32x8 e = aoc::fastmath::exp(4.27f * l);
+  for (int i = 0; i < 8; ++i) {
     INFO("lane " << i << ": log " << l[i] << ", exp " << e[i]);
     CHECK(std::isfinite(l[i]));
     CHECK(l[i] < -80.0f);
@@ -126,15 +126,14 @@ TEST_CASE("fastmath: log_nonneg(0) is finite and exp(4.27 * log_nonneg(0)) vanis
     CHECK(e[i] < 1e-30f);
   }
   // the sigmoid's (1 + |u|^c)^(-1/c) at u = 0 is then exactly 1
-  const f32x16 one_plus = 1.0f + e;
-  for (int i = 0; i < 16; ++i) CHECK(one_plus[i] == 1.0f);
+  const f32x8 one_plus = 1.0f + e;
+  for (int i = 0; i < 8; ++i) CHECK(one_plus[i] == 1.0f);
 }
 
 TEST_CASE("fastmath: exp stays finite and positive outside its clamp range") {
-  float in[16] = {-1000.0f, -200.0f, -100.0f, -88.0f, -87.5f, 88.5f, 100.0f, 1000.0f,
-                  -1000.0f, -200.0f, -100.0f, -88.0f, -87.5f, 88.5f, 100.0f, 1000.0f};
-  const f32x16 e = aoc::fastmath::exp(pack(in));
-  for (int i = 0; i < 16; ++i) {
+  float in[8] = {-1000.0f, -200.0f, -100.0f, -88.0f, -87.5f, 88.5f, 100.0f, 1000.0f};
+  const f32x8 e = aoc::fastmath::exp(pack(in));
+  for (int i = 0; i < 8; ++i) {
     INFO("x = " << in[i] << ": " << e[i]);
     CHECK(std::isfinite(e[i]));
     CHECK(e[i] > 0.0f);

@@ -242,18 +242,6 @@ std::vector<double> float_normals(noise::Source s, std::uint32_t a, std::uint32_
 
 double normal_cdf(double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); }
 
-// The exact standard normal quantile of u = (w + 0.5) / 2^32: Newton's method in double from
-// `start`, on erf near the centre and on erfc in the tails, so that neither cancels.
-double exact_normal(std::uint32_t w, double start) {
-  const double tail = (std::min(w, ~w) + 0.5) * 0x1p-32, q = 0.5 - tail;  // min(u, 1 - u), |u - 1/2|: exact
-  double z = std::abs(start);
-  for (int i = 0; i < 4; ++i) {
-    const double r = z / std::sqrt(2.0), f = q < 0.25 ? 0.5 * std::erf(r) - q : tail - 0.5 * std::erfc(r);
-    z -= f / (std::exp(-0.5 * z * z) / std::sqrt(2 * M_PI));
-  }
-  return w >> 31 ? z : -z;
-}
-
 }  // namespace
 
 TEST_CASE("noise: the vectorised Philox gives Random123's Philox4x32-10 words, for any offset and length", "[noise]") {
@@ -276,7 +264,7 @@ TEST_CASE("noise: the vectorised Philox gives Random123's Philox4x32-10 words, f
 TEST_CASE("noise: normal_f32 and normals_f32 agree to the bit for any offset, length and alignment", "[noise]") {
   std::vector<float> buf(1100);
   for (std::uint32_t c0 : {0u, 1u, 3u, 5u, 63u, 64u, 65u, 1000003u})
-    for (int n : {0, 1, 3, 17, 48, 96, 112, 1000})  // groups of 64, 32 and 16 words and a padded rest
+    for (int n : {0, 1, 3, 17, 48, 96, 112, 1000})  // whole vectors of 8 blocks, and a padded rest
       for (int shift : {0, 1, 3}) {  // out + 1 and out + 3 are not 8- or 16-byte aligned
         float* out = buf.data() + shift;
         noise::normals_f32(9, noise::Source::Shot, 4, 5, c0, n, out);
@@ -286,25 +274,6 @@ TEST_CASE("noise: normal_f32 and normals_f32 agree to the bit for any offset, le
           REQUIRE(std::memcmp(&one, out + k, sizeof one) == 0);
         }
       }
-}
-
-TEST_CASE("noise: a word's normal is the same from every group width, in the tails too", "[noise]") {
-  // 1 in 300 words is in the tail branch: 2^16 elements drawn 112 at a time (64 + 32 + 16) put
-  // hundreds of them in each group width
-  constexpr int kPer = 112, kDraws = 600;
-  std::vector<float> out(kPer);
-  int tails = 0;
-  for (int d = 0; d < kDraws; ++d) {
-    const auto c0 = static_cast<std::uint32_t>(d * kPer);
-    noise::normals_f32(3, noise::Source::Rin, 1, 2, c0, kPer, out.data());
-    for (int k = 0; k < kPer; ++k) {
-      const float one = noise::normal_f32(3, noise::Source::Rin, 1, 2, c0 + k);
-      tails += std::fabs(one) > 2.9f;
-      INFO("c " << c0 + k);
-      REQUIRE(std::memcmp(&one, out.data() + k, sizeof one) == 0);
-    }
-  }
-  CHECK(tails > 100);
 }
 
 TEST_CASE("noise: float normals have mean 0, variance 1, skewness 0 and excess kurtosis 0", "[noise]") {
@@ -359,36 +328,48 @@ TEST_CASE("noise: float normal streams of other sources, indices or seeds, and n
   }
 }
 
-TEST_CASE("noise: the word-to-normal map is within 4e-7 of the exact normal quantile", "[noise]") {
+// The exact Box-Muller transform of the words, in double.
+std::pair<double, double> exact_pair(std::uint32_t a, std::uint32_t b) {
+  const double u = ((a >> 1) + 0.5) * 0x1p-31;
+  const double r = std::sqrt(-2 * std::log(u)), t = 2 * M_PI * (b + 0.5) * 0x1p-32;
+  return {r * std::cos(t), r * std::sin(t)};
+}
+
+TEST_CASE("noise: the word-pair-to-normals map is within 2e-6 of the exact Box-Muller transform", "[noise]") {
   std::vector<std::uint32_t> words;
   for (std::uint32_t m = 0; m < 4096; ++m) words.insert(words.end(), {m, ~m, 0x80000000u + m, 0x7fffffffu - m});
-  for (int e = 12; e < 31; ++e)  // every binade of min(u, 1 - u)
-    for (int j = 0; j < 200; ++j) words.push_back((1u << e) + static_cast<std::uint32_t>(j / 200.0 * (1u << e)));
+  for (std::uint32_t q = 0; q < 4; ++q)  // around every quarter and eighth turn
+    for (std::uint32_t m = 0; m < 512; ++m) words.insert(words.end(), {(q << 30) + m, (q << 30) - m, (q << 30) + 0x20000000u + m, (q << 30) + 0x20000000u - m});
   std::mt19937 rng(1);
-  for (int i = 0; i < 100000; ++i) words.push_back(rng());
+  for (int i = 0; i < 200000; ++i) words.push_back(rng());
   double worst = 0;
-  for (std::uint32_t w : words) {
-    const float z = noise::normal_from_word(w);
-    const double exact = exact_normal(w, z);
-    worst = std::max(worst, std::abs(z - exact) / std::abs(exact));
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::uint32_t a = words[i], b = words[(i * 7919) % words.size()];
+    const auto [c, s] = noise::normal_pair(a, b);
+    const auto [ce, se] = exact_pair(a, b);
+    worst = std::max({worst, std::abs(c - ce), std::abs(s - se)});
   }
-  CHECK(worst < 4e-7);  // about 3 float ulps
+  CHECK(worst < 2e-6);
 }
 
-TEST_CASE("noise: the word-to-normal map is finite and odd, and 6.338 at most, at the ends of the word range", "[noise]") {
-  // words near 0, 2^31 and 2^32 - 1: u next to 0, 1/2 and 1
+TEST_CASE("noise: the word-pair-to-normals map is finite, 6.66 at most, and odd under a half turn", "[noise]") {
+  std::mt19937 rng(2);
   for (std::uint32_t m = 0; m < (1u << 16); ++m)
-    for (std::uint32_t w : {m, ~m, 0x80000000u + m, 0x7fffffffu - m}) {
-      const float z = noise::normal_from_word(w);
-      INFO("word " << w);
-      REQUIRE(std::isfinite(z));
-      REQUIRE(noise::normal_from_word(~w) == -z);
-      REQUIRE(std::abs(z) <= noise::normal_from_word(0xffffffffu));
+    for (std::uint32_t a : {m, ~m, 0x80000000u + m, 0x7fffffffu - m}) {
+      const std::uint32_t b = rng();
+      const auto [c, s] = noise::normal_pair(a, b);
+      const auto [cn, sn] = noise::normal_pair(a, b + 0x80000000u);
+      INFO("words " << a << ", " << b);
+      REQUIRE(std::isfinite(c));
+      REQUIRE(std::isfinite(s));
+      REQUIRE(std::hypot(c, s) <= 6.662f);
+      REQUIRE(cn == -c);
+      REQUIRE(sn == -s);
     }
-  const float top = noise::normal_from_word(0xffffffffu);
-  CHECK(noise::normal_from_word(0) == -top);
-  CHECK(std::abs(top - 6.337958) < 1e-5);  // the quantile of 1 - 2^-33
-  CHECK(noise::normal_from_word(0x80000000u) > 0);  // u = 1/2 + 2^-33
-  CHECK(noise::normal_from_word(0x80000000u) < 1e-9);
+  const auto [top, zero] = noise::normal_pair(0, 0x0);  // u = 2^-32, the angle 2 pi 2^-33
+  CHECK(std::abs(top - 6.66043) < 1e-4);
+  CHECK(std::abs(zero) < 1e-8);
+  const auto [c1, s1] = noise::normal_pair(0xffffffffu, 0x40000000u);  // u = 1 - 2^-32: radius 2^-15.5
+  CHECK(std::abs(c1) < 1e-10);
+  CHECK(std::abs(s1 - std::sqrt(0x1p-31)) < 1e-11);
 }
-
