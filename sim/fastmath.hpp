@@ -23,28 +23,34 @@ inline LogParts log_split(f32x8 x) {
   return {yb >> 23, (f32x8)((yb & 0x007fffff) + 0x3f3504f3) - 1.0f};
 }
 
-// log(2^e (1 + t)) for 1 + t in [sqrt(1/2), sqrt(2)): the Cephes polynomial in t. A caller that
-// knows t better than fl(x) - 1 (x just below 1, where that cancels) may pass its own.
-inline f32x8 log_join(i32x8 ei, f32x8 t) {
-  const f32x8 e = __builtin_convertvector(ei, f32x8), z = t * t;
-  f32x8 y = f32x8{} + 7.0376836292e-2f;
-  y = y * t - 1.1514610310e-1f;
-  y = y * t + 1.1676998740e-1f;
-  y = y * t - 1.2420140846e-1f;
-  y = y * t + 1.4249322787e-1f;
-  y = y * t - 1.6668057665e-1f;
-  y = y * t + 2.0000714765e-1f;
-  y = y * t - 2.4999993993e-1f;
-  y = y * t + 3.3333331174e-1f;
-  y = y * t * z + e * -2.12194440e-4f - 0.5f * z;
-  return t + y + e * 0.693359375f;
+// log(2^e (1 + t)) for 1 + t in [sqrt(1/2), sqrt(2)): the Cephes polynomial in t, for N vectors in
+// lockstep (each step for all N: one polynomial alone is a chain of dependent steps). A caller
+// that knows t better than fl(x) - 1 (x just below 1, where that cancels) may pass its own.
+template <int N>
+inline void log_join(const i32x8* ei, const f32x8* t, f32x8* out) {
+#define AOC_EACH _Pragma("GCC unroll 16") for (int i = 0; i < N; ++i)
+  f32x8 e[N], z[N], y[N];
+  AOC_EACH e[i] = __builtin_convertvector(ei[i], f32x8), z[i] = t[i] * t[i], y[i] = f32x8{} + 7.0376836292e-2f;
+  AOC_EACH y[i] = y[i] * t[i] - 1.1514610310e-1f;
+  AOC_EACH y[i] = y[i] * t[i] + 1.1676998740e-1f;
+  AOC_EACH y[i] = y[i] * t[i] - 1.2420140846e-1f;
+  AOC_EACH y[i] = y[i] * t[i] + 1.4249322787e-1f;
+  AOC_EACH y[i] = y[i] * t[i] - 1.6668057665e-1f;
+  AOC_EACH y[i] = y[i] * t[i] + 2.0000714765e-1f;
+  AOC_EACH y[i] = y[i] * t[i] - 2.4999993993e-1f;
+  AOC_EACH y[i] = y[i] * t[i] + 3.3333331174e-1f;
+  AOC_EACH y[i] = y[i] * t[i] * z[i] + e[i] * -2.12194440e-4f - 0.5f * z[i];
+  AOC_EACH out[i] = t[i] + y[i] + e[i] * 0.693359375f;
+#undef AOC_EACH
 }
 
 // Natural log of x >= 0. log(0) and denormals give about -88 (finite), which is what the caller
 // wants: exp(c * log 0) must be 0, not NaN.
 inline f32x8 log_nonneg(f32x8 x) {
   const LogParts p = log_split(x);
-  return log_join(p.e, p.t);
+  f32x8 y;
+  log_join<1>(&p.e, &p.t, &y);
+  return y;
 }
 
 // exp(x); inputs below -87.3 give 2^-126 (not 0), above 88.3 are clamped.

@@ -77,28 +77,40 @@ typedef float f32x8 __attribute__((vector_size(32)));
 // by bit masks. ln u takes u - 1 from the complement word where u is near 1 (small radii), where
 // float u has lost it. A lane's value depends only on its two words: vector width, position and
 // path do not change a bit (sqrt is correctly rounded in every path).
-inline void box_muller(u32x8 a, u32x8 b, f32x8& cos_out, f32x8& sin_out) {
-  const f32x8 u = __builtin_convertvector((i32x8)(a >> 1), f32x8) * 0x1p-31f + 0x1p-32f;
-  const f32x8 v = __builtin_convertvector((i32x8)(~a >> 1), f32x8) * 0x1p-31f + 0x1p-32f;  // 1 - u
-  fastmath::LogParts p = fastmath::log_split(u);
-  const i32x8 top = p.e == 0;  // u in [sqrt(1/2), 1]: t = u - 1 = -v
-  p.t = (f32x8)(((i32x8)p.t & ~top) | ((i32x8)-v & top));
-  const f32x8 w = -2.0f * fastmath::log_join(p.e, p.t);
-  f32x8 r;
+// N transforms in lockstep: each step for all N before the next, since each is a long chain of
+// dependent operations (a log polynomial, a square root, a sine polynomial) that one alone leaves
+// mostly idle.
+template <int N>
+inline void box_muller(const u32x8* a, const u32x8* b, f32x8* cos_out, f32x8* sin_out) {
+#define AOC_EACH _Pragma("GCC unroll 16") for (int i = 0; i < N; ++i)
+  i32x8 e[N];
+  f32x8 t[N], r[N];
+  AOC_EACH {
+    const f32x8 u = __builtin_convertvector((i32x8)(a[i] >> 1), f32x8) * 0x1p-31f + 0x1p-32f;
+    const f32x8 v = __builtin_convertvector((i32x8)(~a[i] >> 1), f32x8) * 0x1p-31f + 0x1p-32f;  // 1 - u
+    const fastmath::LogParts p = fastmath::log_split(u);
+    const i32x8 top = p.e == 0;  // u in [sqrt(1/2), 1]: t = u - 1 = -v
+    e[i] = p.e, t[i] = (f32x8)(((i32x8)p.t & ~top) | ((i32x8)-v & top));
+  }
+  fastmath::log_join<N>(e, t, r);
+  AOC_EACH r[i] = -2.0f * r[i];
 #if defined(__AVX__)
-  r = (f32x8)_mm256_sqrt_ps((__m256)w);
+  AOC_EACH r[i] = (f32x8)_mm256_sqrt_ps((__m256)r[i]);
 #else
-  for (int i = 0; i < 8; ++i) r[i] = std::sqrt(w[i]);
+  AOC_EACH for (int l = 0; l < 8; ++l) r[i][l] = std::sqrt(r[i][l]);
 #endif
-  const u32x8 n = (b + 0x20000000u) >> 30;
-  const f32x8 x = (__builtin_convertvector((i32x8)(b << 2), f32x8) + 2.0f) * 0x1.921fb6p-32f;  // (pi/2) / 2^32
-  const f32x8 x2 = x * x;
-  const f32x8 sx = x + x * x2 * (-1.6666654611e-1f + x2 * (8.3321608736e-3f + x2 * -1.9515295891e-4f));
-  const f32x8 cx = 1.0f - 0.5f * x2 + x2 * x2 * (4.166664568298827e-2f + x2 * (-1.388731625493765e-3f + x2 * 2.443315711809948e-5f));
-  const i32x8 odd = -(i32x8)(n & 1u);  // a quarter turn: cos and sin swap
-  const f32x8 c = (f32x8)(((i32x8)cx & ~odd) | ((i32x8)sx & odd)), s = (f32x8)(((i32x8)sx & ~odd) | ((i32x8)cx & odd));
-  cos_out = r * (f32x8)((u32x8)c ^ (((n ^ (n >> 1)) & 1u) << 31));  // negative in quadrants 1 and 2
-  sin_out = r * (f32x8)((u32x8)s ^ ((n >> 1) << 31));                // in 2 and 3
+  AOC_EACH {
+    const u32x8 n = (b[i] + 0x20000000u) >> 30;
+    const f32x8 x = (__builtin_convertvector((i32x8)(b[i] << 2), f32x8) + 2.0f) * 0x1.921fb6p-32f;  // (pi/2) / 2^32
+    const f32x8 x2 = x * x;
+    const f32x8 sx = x + x * x2 * (-1.6666654611e-1f + x2 * (8.3321608736e-3f + x2 * -1.9515295891e-4f));
+    const f32x8 cx = 1.0f - 0.5f * x2 + x2 * x2 * (4.166664568298827e-2f + x2 * (-1.388731625493765e-3f + x2 * 2.443315711809948e-5f));
+    const i32x8 odd = -(i32x8)(n & 1u);  // a quarter turn: cos and sin swap
+    const f32x8 c = (f32x8)(((i32x8)cx & ~odd) | ((i32x8)sx & odd)), s = (f32x8)(((i32x8)sx & ~odd) | ((i32x8)cx & odd));
+    cos_out[i] = r[i] * (f32x8)((u32x8)c ^ (((n ^ (n >> 1)) & 1u) << 31));  // negative in quadrants 1 and 2
+    sin_out[i] = r[i] * (f32x8)((u32x8)s ^ ((n >> 1) << 31));                // in 2 and 3
+  }
+#undef AOC_EACH
 }
 
 #if defined(__AVX2__)
@@ -147,15 +159,15 @@ void philox_lanes(std::uint64_t seed, const std::uint32_t* const* ctr, Out* out)
       c3[v] = lo0;
     }
   }
-  for (int v = 0; v < S; ++v) {
-    if constexpr (std::is_same_v<Out, float>) {
-      f32x8 z0, z1, z2, z3;
-      box_muller((u32x8)c0[v], (u32x8)c1[v], z0, z1);
-      box_muller((u32x8)c2[v], (u32x8)c3[v], z2, z3);
-      store_blocks((__m256i)z0, (__m256i)z1, (__m256i)z2, (__m256i)z3, out + 4 * kLanes * v);
-    } else {
-      store_blocks(c0[v], c1[v], c2[v], c3[v], out + 4 * kLanes * v);
-    }
+  if constexpr (std::is_same_v<Out, float>) {
+    u32x8 a[2 * S], b[2 * S];  // the pairs (word 0, word 1) and (word 2, word 3) of every vector
+    for (int v = 0; v < S; ++v) a[2 * v] = (u32x8)c0[v], b[2 * v] = (u32x8)c1[v], a[2 * v + 1] = (u32x8)c2[v], b[2 * v + 1] = (u32x8)c3[v];
+    f32x8 zc[2 * S], zs[2 * S];
+    box_muller<2 * S>(a, b, zc, zs);
+    for (int v = 0; v < S; ++v)
+      store_blocks((__m256i)zc[2 * v], (__m256i)zs[2 * v], (__m256i)zc[2 * v + 1], (__m256i)zs[2 * v + 1], out + 4 * kLanes * v);
+  } else {
+    for (int v = 0; v < S; ++v) store_blocks(c0[v], c1[v], c2[v], c3[v], out + 4 * kLanes * v);
   }
 }
 #else
@@ -181,9 +193,10 @@ void philox_lanes(std::uint64_t seed, const std::uint32_t* const* ctr, Out* out)
     if constexpr (std::is_same_v<Out, float>) {
       u32x8 w[4];
       for (int j = 0; j < 4; ++j) std::memcpy(&w[j], c[j] + v, sizeof w[j]);
-      f32x8 z[4];
-      box_muller(w[0], w[1], z[0], z[1]);
-      box_muller(w[2], w[3], z[2], z[3]);
+      const u32x8 a[2] = {w[0], w[2]}, b[2] = {w[1], w[3]};
+      f32x8 zc[2], zs[2];
+      box_muller<2>(a, b, zc, zs);
+      const f32x8 z[4] = {zc[0], zs[0], zc[1], zs[1]};
       for (int j = 0; j < 4; ++j) std::memcpy(o[j], &z[j], sizeof z[j]);
     } else {
       for (int j = 0; j < 4; ++j) std::copy_n(c[j] + v, kLanes, o[j]);
@@ -200,7 +213,7 @@ void philox_lanes(std::uint64_t seed, const std::uint32_t* const* ctr, Out* out)
 // their counters hold, then ignored.
 template <class Out>
 void philox_blocks(std::uint64_t seed, const std::uint32_t* const* ctr, int count, Out* out) {
-  constexpr int kWide = 4;  // vectors in flight
+  constexpr int kWide = std::is_same_v<Out, float> ? 2 : 4;  // vectors in flight
   const std::uint32_t* c[4];
   auto at = [&](int i) {
     for (int w = 0; w < 4; ++w) c[w] = ctr[w] + i;
@@ -345,8 +358,9 @@ void normals_f32(std::uint64_t seed, Source s, std::uint32_t a, std::uint32_t b,
 }
 
 std::pair<float, float> normal_pair(std::uint32_t a, std::uint32_t b) {
+  const u32x8 wa = u32x8{} + a, wb = u32x8{} + b;
   f32x8 c, s;
-  box_muller(u32x8{} + a, u32x8{} + b, c, s);
+  box_muller<1>(&wa, &wb, &c, &s);
   return {c[0], s[0]};
 }
 
