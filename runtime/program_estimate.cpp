@@ -353,8 +353,9 @@ ProgramEstimate estimate_program(const Program& p, const Hardware& hw, const Pro
   c.count();
   c.reloads();
   w.gpu_macs = *w.analog_macs + w.digital_macs;
+  w.gpu_distinct_weights = static_cast<double>(e.parameters);  // the GPU holds every parameter
   e.utilisation = e.tile_runs > 0 ? *w.analog_macs / (e.tile_runs * static_cast<double>(e.channels) * e.channels) : 0;
-  e.token = estimate(hw, w);
+  e.token = estimate(hw, w, o.gpu);
 
   // The initial programming, once per model load: the pass-0 tiles in one reload (the modules in
   // parallel), the SLMs drawing their static power meanwhile.
@@ -365,7 +366,7 @@ ProgramEstimate estimate_program(const Program& p, const Hardware& hw, const Pro
   load.weight_reloads = e.initial_writes > 0 ? 1 : 0;
   load.modules = std::max(1, e.modules_used);
   load.photons_per_sample = o.photons_per_sample;
-  e.load = estimate(hw, load);
+  e.load = estimate(hw, load, o.gpu);
 
   const bool upper = std::any_of(e.loops.begin(), e.loops.end(), [](const LoopCount& l) { return l.upper_bound; });
   if (upper)

@@ -19,6 +19,7 @@ struct ProgramEstimateOptions {
   std::optional<double> iterations;  // K of every FixedPoint; nullopt: each one's max_iter (an upper bound)
   std::int64_t seq_len = 1024;       // L: tokens per sequence; attention's mean context is L / 2
   std::optional<double> photons_per_sample;  // photon-budget mode (as `aoc estimate --photons`)
+  GpuChoice gpu;                              // the GPU the token is compared with
 };
 
 // A FixedPoint of the program and the iterations it is counted with.

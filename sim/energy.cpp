@@ -43,13 +43,6 @@ const Range kEfficiency{0, 1, false, true};  // (0, 1]
 constexpr double kPlanck = 6.62607015e-34;  // J s
 constexpr double kLight = 299792458.0;      // m / s
 
-// The GPU the analog work is compared with (docs/energy.md).
-constexpr double kGpuFlops = 989.4e12, kGpuWatts = 700.0;
-const char* const kGpuName = "NVIDIA H100 SXM, BF16 dense";
-const char* const kGpuSource =
-    "NVIDIA H100 SXM datasheet: 989.4 TFLOPS dense BF16 at 700 W board power, as quoted in the "
-    "project's research notes (../shared/research/physics.md section 3.5)";
-
 }  // namespace
 
 const EnergyComponent* EnergySpec::find(const std::string& name) const {
@@ -132,12 +125,19 @@ Workload resolved(const Workload& given, const TimingSpec& t) {
   fill(w.dac_steps, F);
   fill(w.adc_samples, F * t.readout_samples);
   if (!w.gpu_macs) w.gpu_macs = w.analog_macs;
+  if (!w.gpu_weight_macs) w.gpu_weight_macs = w.analog_macs;
+  if (!w.gpu_distinct_weights) w.gpu_distinct_weights = w.n > 0 ? static_cast<double>(w.n) * w.n : w.weight_writes;
   return w;
 }
 
 }  // namespace
 
-EnergyReport estimate(const Hardware& hw, const Workload& given) {
+std::string gpu_precision(const Hardware& hw, const GpuChoice& gpu) {
+  if (!gpu.precision.empty()) return gpu.precision;
+  return hw.converters && hw.converters->slm_bits <= 8 ? "fp8" : "bf16";
+}
+
+EnergyReport estimate(const Hardware& hw, const Workload& given, const GpuChoice& gpu) {
   const auto missing = [&](const std::string& field, const std::string& why) {
     return Error(hw.path + ": " + field + ": missing (needed " + why + ")");
   };
@@ -157,7 +157,7 @@ EnergyReport estimate(const Hardware& hw, const Workload& given) {
   const Workload w = resolved(given, t);
   for (double c : {w.fixed_points, w.weight_writes, w.weight_reloads, w.dac_conversions, w.adc_conversions, w.digital_macs,
                    *w.led_channel_iterations, *w.receiver_channel_iterations, *w.analog_macs, *w.modules, *w.loop_periods,
-                   *w.settle_events, *w.dac_steps, *w.adc_samples, w.serial_digital_macs.value_or(0), *w.gpu_macs})
+                   *w.settle_events, *w.dac_steps, *w.adc_samples, w.serial_digital_macs.value_or(0), *w.gpu_macs, *w.gpu_weight_macs, *w.gpu_distinct_weights})
     if (!(c >= 0 && std::isfinite(c))) throw Error("estimate: action counts must be finite and >= 0, got " + num(c));
 
   EnergyReport rep;
@@ -278,16 +278,8 @@ EnergyReport estimate(const Hardware& hw, const Workload& given) {
   rep.tops_per_watt = {rep.ops / rep.total_joules.max * 1e-12, rep.ops / rep.total_joules.typ * 1e-12,
                        rep.ops / rep.total_joules.min * 1e-12};
 
-  GpuComparison& g = rep.gpu;
-  g.name = kGpuName;
-  g.flops = kGpuFlops;
-  g.watts = kGpuWatts;
-  g.pj_per_mac = 2 * kGpuWatts / kGpuFlops * 1e12;
-  g.macs = *w.gpu_macs;
-  g.joules = g.macs * 2 * kGpuWatts / kGpuFlops;
-  g.seconds = 2 * g.macs / kGpuFlops;
-  g.tops_per_watt = kGpuFlops / kGpuWatts * 1e-12;
-  g.source = kGpuSource;
+  rep.gpu = gpu_roofline(find_gpu(gpu.gpu), gpu_precision(hw, gpu), gpu.batch, *w.gpu_macs, *w.gpu_weight_macs,
+                         *w.gpu_distinct_weights);
   return rep;
 }
 

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "sim/gpu.hpp"
+
 namespace aoc {
 
 struct Hardware;
@@ -74,8 +76,12 @@ struct Workload {
   // Digital work on the critical path, at timing.digital_gmac_per_s (a latency line only when set;
   // a count > 0 with no digital_gmac_per_s in the file is an error naming it).
   std::optional<double> serial_digital_macs;
-  // The MACs the GPU comparison runs (default: the analog MACs).
+  // The MACs the GPU comparison runs (default: the analog MACs), those of them that multiply by a
+  // weight, each reading one at batch 1 (default: the analog MACs), and how many different weights
+  // those are (loop form: n*n; explicit: the weight writes).
   std::optional<double> gpu_macs;
+  std::optional<double> gpu_weight_macs;
+  std::optional<double> gpu_distinct_weights;
 };
 
 // One inference as `aoc estimate` models it: F fixed points on n channels with the same weights
@@ -98,18 +104,6 @@ struct LatencyLine {
   std::string source;
 };
 
-// The same work on a GPU at its datasheet throughput and power.
-struct GpuComparison {
-  std::string name;
-  double flops = 0, watts = 0;  // dense peak and board power
-  double pj_per_mac = 0;
-  double macs = 0;              // the workload's gpu_macs (default: its analog MACs)
-  double joules = 0;            // for those MACs
-  double seconds = 0;           // at peak throughput
-  double tops_per_watt = 0;
-  std::string source;
-};
-
 struct EnergyReport {
   std::string machine;
   Workload work;  // as given, with every count the loop form derives filled in
@@ -122,11 +116,15 @@ struct EnergyReport {
   Band tops_per_watt;      // min from the max energy, max from the min energy
   bool photon_budget = false;
   double led_pj_photon = 0;  // the computed LED energy per channel-iteration, in photon-budget mode
-  GpuComparison gpu;
+  GpuRoofline gpu;  // the same work on the chosen GPU
   std::vector<std::string> notes;  // what the estimate assumed or replaced
 };
 
 // Throws aoc::Error naming the section or component that the workload needs and the file lacks.
-EnergyReport estimate(const Hardware& hw, const Workload& w);
+EnergyReport estimate(const Hardware& hw, const Workload& w, const GpuChoice& gpu = {});
+
+// The precision a GPU would run this machine's work at: the choice's, else fp8 for SLM weights of
+// 8 bits or fewer, bf16 above (and without a converters section).
+std::string gpu_precision(const Hardware& hw, const GpuChoice& gpu);
 
 }  // namespace aoc

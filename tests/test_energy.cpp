@@ -160,12 +160,20 @@ TEST_CASE("energy: TOPS/W is 2 n n K F ops over the energy, its band from the ma
   CHECK(r.tops_per_watt.max == 512 / r.total_joules.min * 1e-12);
 }
 
-TEST_CASE("energy: the GPU comparison is the H100 SXM at 989.4 TFLOPS and 700 W") {
+TEST_CASE("energy: the GPU comparison defaults to the H100 SXM at the machine's precision, batch 1, on the same MACs") {
   const aoc::EnergyReport r = aoc::estimate(small_machine(), small_work());
-  CHECK(r.gpu.pj_per_mac == Approx(1400.0 / 989.4).epsilon(1e-12));  // 1.415 pJ per MAC
-  CHECK(r.gpu.joules == Approx(256 * 1400.0 / 989.4e12).epsilon(1e-12));
-  CHECK(r.gpu.tops_per_watt == Approx(989.4 / 700).epsilon(1e-12));
+  CHECK(r.gpu.gpu == "h100-sxm");
+  CHECK(r.gpu.precision == "bf16");  // no converters section
+  CHECK(r.gpu.batch == 1);
+  CHECK(r.gpu.macs == 256);
+  CHECK(r.gpu.weights_in_l2);  // 4 x 4 weights
+  CHECK(r.gpu.weight_bytes == 32);
+  CHECK(r.gpu.compute_seconds == Approx(512 / 989.4e12).epsilon(1e-12));
+  CHECK(r.gpu.joules == Approx(700 * std::max(r.gpu.compute_seconds, r.gpu.memory_seconds)).epsilon(1e-12));
   CHECK_THAT(r.gpu.source, Contains("physics.md"));
+  const aoc::EnergyReport b = aoc::estimate(small_machine(), small_work(), {"b200", "fp8", 1});
+  CHECK(b.gpu.name == "NVIDIA B200 (HGX)");
+  CHECK(b.gpu.compute_seconds == Approx(512 / 4500e12).epsilon(1e-12));
 }
 
 TEST_CASE("energy: in photon-budget mode the LED energy follows from the photon count and replaces the file's led_drive") {

@@ -28,6 +28,7 @@ struct Opts {
   std::uint64_t seed = 1;
   bool json = false;
   std::vector<std::string> set;
+  GpuChoice gpu;
   // which options the command line gave (program mode takes the hardware from the program)
   bool hw_given = false, n_given = false, fixed_points_given = false, seq_len_given = false, seed_given = false;
 };
@@ -87,6 +88,32 @@ void print_sources(const EnergyReport& r, const std::vector<std::string>& notes)
 
 nlohmann::ordered_json band(const Band& b) { return {{"min", b.min}, {"typ", b.typ}, {"max", b.max}}; }
 
+// The GPU line's record: the roofline of the same work, `per` naming its unit (inference, token).
+nlohmann::ordered_json gpu_json(const EnergyReport& r, const std::string& what) {
+  const GpuRoofline& g = r.gpu;
+  return {{"gpu", g.gpu}, {"name", g.name}, {"what", what}, {"precision", g.precision}, {"batch", g.batch},
+          {"dense_tops", g.tops}, {"memory_tb_per_s", g.memory_tb_per_s}, {"board_watts", g.watts}, {"macs", g.macs},
+          {"l2_mb", find_gpu(g.gpu).l2_mb}, {"distinct_weight_bytes", g.distinct_weight_bytes}, {"weights_in_l2", g.weights_in_l2},
+          {"weight_bytes", g.weight_bytes}, {"compute_seconds", g.compute_seconds}, {"memory_seconds", g.memory_seconds},
+          {"bound", g.memory_bound() ? "memory" : "compute"}, {"seconds", g.seconds}, {"joules", g.joules},
+          {"pj_per_mac", g.pj_per_mac}, {"tops_per_watt", g.tops_per_watt},
+          {"energy_ratio_gpu_over_aoc_typ", g.joules / r.total_joules.typ}, {"source", g.source}};
+}
+
+// The GPU line: which bound holds at the batch, then the time and energy of the same work.
+void print_gpu(const EnergyReport& r, const char* per, const std::string& work) {
+  const GpuRoofline& g = r.gpu;
+  std::printf("GPU, %s at %s, batch %.4g (%.4g TOPS dense, %.4g TB/s, %.4g W): %s, %s\n", g.name.c_str(), g.precision.c_str(), g.batch,
+              g.tops, g.memory_tb_per_s, g.watts, work.c_str(), g.memory_bound() ? "MEMORY-BOUND" : "COMPUTE-BOUND");
+  const std::string weights = g.weights_in_l2 ? "in its L2: read once" : "over its L2: streamed once per pass, shared by the batch";
+  std::printf("     compute %s at peak; weights %s (%s, %d byte%s each), %s from memory in %s:\n", si(g.compute_seconds, "s").c_str(),
+              si(g.distinct_weight_bytes, "B").c_str(), weights.c_str(), bytes_per_weight(g.precision),
+              bytes_per_weight(g.precision) == 1 ? "" : "s", si(g.weight_bytes, "B").c_str(), si(g.memory_seconds, "s").c_str());
+  std::printf("     %s and %s per %s", si(g.joules, "J").c_str(), si(g.seconds, "s").c_str(), per);
+  std::printf(" at board power (%.4g pJ per MAC, %.4g TOPS/W); the AOC's typ energy is %.4g x the GPU's (GPU / AOC = %.4g)\n\n",
+              g.pj_per_mac, g.tops_per_watt, r.total_joules.typ / g.joules, g.joules / r.total_joules.typ);
+}
+
 int run(const Opts& o) {
   Hardware hw = load_hardware(resolve_hardware_path(o.hw), o.set);
   // Photon-budget mode: one number sets the precision, the shot noise of the run that measures K
@@ -106,7 +133,7 @@ int run(const Opts& o) {
   const double K = measured ? m.mean : o.iterations;
   Workload w = inference_workload(hw, n, o.fixed_points, K);
   if (o.photons > 0) w.photons_per_sample = o.photons;
-  const EnergyReport r = estimate(hw, w);
+  const EnergyReport r = estimate(hw, w, o.gpu);
   const double F = static_cast<double>(o.fixed_points);
   const std::string how = measured ? "measured: twin stop rule on a seeded random problem, batch " + std::to_string(kMeasureBatch) +
                                          ", seed " + std::to_string(o.seed) + ", f32; " + std::to_string(m.converged) +
@@ -135,9 +162,7 @@ int run(const Opts& o) {
     j["analog_macs"] = r.analog_macs;
     j["ops"] = r.ops;
     j["tops_per_watt"] = band(r.tops_per_watt);
-    j["gpu"] = {{"name", r.gpu.name}, {"flops", r.gpu.flops}, {"watts", r.gpu.watts}, {"pj_per_mac", r.gpu.pj_per_mac},
-                {"joules", r.gpu.joules}, {"seconds", r.gpu.seconds}, {"tops_per_watt", r.gpu.tops_per_watt},
-                {"energy_ratio_gpu_over_aoc_typ", r.gpu.joules / r.total_joules.typ}, {"source", r.gpu.source}};
+    j["gpu"] = gpu_json(r, "the same work: the analog MACs, per inference");
     j["notes"] = r.notes;
     emit_json(j.dump(1), o.json_out);
     return 0;
@@ -169,11 +194,9 @@ int run(const Opts& o) {
               r.analog_macs, r.ops);
   std::printf("TOPS/W: %.4g typ (band %.4g .. %.4g); %.4g fJ per MAC typ\n", r.tops_per_watt.typ, r.tops_per_watt.min,
               r.tops_per_watt.max, r.total_joules.typ / r.analog_macs * 1e15);
-  std::printf("GPU, %s (%.4g TFLOPS at %.4g W = %.4g pJ per MAC, %.4g TOPS/W): %s and %s per inference;\n",
-              r.gpu.name.c_str(), r.gpu.flops * 1e-12, r.gpu.watts, r.gpu.pj_per_mac, r.gpu.tops_per_watt,
-              si(r.gpu.joules, "J").c_str(), si(r.gpu.seconds, "s").c_str());
-  std::printf("     the AOC's typ energy is %.4g x the GPU's (GPU / AOC = %.4g)\n\n", r.total_joules.typ / r.gpu.joules,
-              r.gpu.joules / r.total_joules.typ);
+  char work[128];
+  std::snprintf(work, sizeof work, "the same %.4g analog MACs", r.analog_macs);
+  print_gpu(r, "inference", work);
 
   print_sources(r, {});
   return 0;
@@ -236,6 +259,7 @@ int run_program(const Opts& o) {
   if (o.iterations >= 0) po.iterations = o.iterations;
   po.seq_len = o.seq_len;
   if (o.photons > 0) po.photons_per_sample = o.photons;
+  po.gpu = o.gpu;
   const ProgramEstimate e = estimate_program(p, hw, po);
   const EnergyReport& r = e.token;
   const Workload& w = r.work;
@@ -276,10 +300,7 @@ int run_program(const Opts& o) {
     j["tops_per_watt"] = band(r.tops_per_watt);
     j["initial_programming"] = {{"weight_writes", e.initial_writes}, {"seconds", e.load.total_seconds},
                                 {"joules", band(e.load.total_joules)}};
-    j["gpu"] = {{"name", r.gpu.name}, {"what", "the same work: the analog MACs and the digital ops (one MAC each) at dense peak"},
-                {"macs_per_token", r.gpu.macs}, {"pj_per_mac", r.gpu.pj_per_mac}, {"joules_per_token", r.gpu.joules},
-                {"seconds_per_token", r.gpu.seconds}, {"energy_ratio_gpu_over_aoc_typ", r.gpu.joules / r.total_joules.typ},
-                {"source", r.gpu.source}};
+    j["gpu"] = gpu_json(r, "the same work: the analog MACs and the digital ops (one MAC each), per token");
     j["notes"] = e.notes;
     for (const auto& n : r.notes) j["notes"].push_back(n);
     emit_json(j.dump(1), o.json_out);
@@ -330,11 +351,9 @@ int run_program(const Opts& o) {
 
   std::printf("TOPS/W: %.4g typ (band %.4g .. %.4g): 2 ops per analog MAC over all the energy (digital included)\n",
               r.tops_per_watt.typ, r.tops_per_watt.min, r.tops_per_watt.max);
-  std::printf("GPU, %s (%.4g TFLOPS at %.4g W = %.4g pJ per MAC): the same work, %.4g analog MACs + %.4g digital ops\n",
-              r.gpu.name.c_str(), r.gpu.flops * 1e-12, r.gpu.watts, r.gpu.pj_per_mac, r.analog_macs, w.digital_macs);
-  std::printf("     (one MAC each) at dense peak: %s and %s per token; the AOC's typ energy is %.4g x the GPU's (GPU / AOC = %.4g)\n\n",
-              si(r.gpu.joules, "J").c_str(), si(r.gpu.seconds, "s").c_str(), r.total_joules.typ / r.gpu.joules,
-              r.gpu.joules / r.total_joules.typ);
+  char work[160];
+  std::snprintf(work, sizeof work, "the same %.4g analog MACs + %.4g digital ops (one MAC each)", r.analog_macs, w.digital_macs);
+  print_gpu(r, "token", work);
 
   print_sources(r, e.notes);
   return 0;
@@ -369,6 +388,15 @@ void add_estimate(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   seed = c->add_option("--seed", o.seed, "seed of the problem the iterations are measured on")->capture_default_str();
   c->add_option("--threads", o.threads, "threads for the measurement")->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_option("--gpu", o.gpu.gpu, "the GPU compared with: a key of scenarios/gpus.json (h100-sxm, h200-sxm, b200)")
+      ->capture_default_str();
+  c->add_option("--gpu-batch", o.gpu.batch,
+                "samples (or sequences) sharing each pass of the GPU over the weights: 1 is decode one at a time, "
+                "memory-bound for large models")
+      ->check(CLI::Range(1.0, 1e12))->capture_default_str();
+  c->add_option("--gpu-precision", o.gpu.precision,
+                "the GPU's precision (default: the machine's weights: fp8 for 8 bits or fewer, bf16 above)")
+      ->check(CLI::IsMember({"bf16", "fp8", "int8"}));
   c->add_flag("--json", o.json, "print a JSON record (every line with its count, band and source)");
   c->add_option("-o,--output", o.json_out, "write the JSON record to this file (with --json)");
   c->footer(
@@ -379,8 +407,12 @@ void add_estimate(CLI::App& app) {
       "A program (PROG): one token's actions counted from its ops (docs/energy.md, \"Programs\"): the\n"
       "optical tiles, every Convert (DAC/ADC), the digital ops, the weight reloads when the tiles\n"
       "outnumber the modules; per sequence = per token x --seq-len.\n"
+      "GPU: the same work as a roofline on a GPU of scenarios/gpus.json: the longer of its compute at\n"
+      "the dense peak of --gpu-precision and its weights streamed from memory once per pass, shared by\n"
+      "--gpu-batch samples; energy at board power (docs/energy.md, \"GPU comparison\").\n"
       "Example:\n  aoc estimate --hw aoc-scale --fixed-points 1000000 --iterations 20\n"
       "  aoc estimate --hw aoc-48 --json -o estimate.json     (iterations measured on the loop)\n"
+      "  aoc estimate --hw aoc-scale --iterations 20 --gpu h200-sxm --gpu-batch 64\n"
       "  aoc import config.json -o g.json --shapes-only && aoc estimate g.json --hw aoc-scale --iterations 20");
   c->callback([] {
     o.hw_given = hw->count() > 0, o.n_given = n->count() > 0, o.fixed_points_given = fp->count() > 0;
