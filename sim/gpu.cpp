@@ -73,7 +73,7 @@ GpuRoofline gpu_roofline(const GpuSpec& g, const std::string& precision, double 
   GpuRoofline r;
   r.gpu = g.key, r.name = g.name, r.precision = precision, r.source = g.source;
   r.batch = batch;
-  r.tops = it->second, r.memory_tb_per_s = g.memory_tb_per_s, r.watts = g.board_watts;
+  r.tops = it->second, r.memory_tb_per_s = g.memory_tb_per_s, r.l2_mb = g.l2_mb, r.watts = g.board_watts;
   r.macs = macs;
   r.distinct_weight_bytes = distinct_weights * bytes;
   r.weights_in_l2 = r.distinct_weight_bytes <= g.l2_mb * 1e6;

@@ -43,7 +43,7 @@ int bytes_per_weight(const std::string& precision);  // bf16: 2; fp8, int8: 1
 struct GpuRoofline {
   std::string gpu, name, precision, source;
   double batch = 1;
-  double tops = 0, memory_tb_per_s = 0, watts = 0;  // the GPU: dense peak at the precision, bandwidth, board power
+  double tops = 0, memory_tb_per_s = 0, l2_mb = 0, watts = 0;  // the GPU: dense peak at the precision, bandwidth, L2, board power
   double macs = 0;          // the work's MACs
   double distinct_weight_bytes = 0;  // the work's distinct weights
   bool weights_in_l2 = false;        // they fit in the L2: read from memory once

@@ -93,7 +93,7 @@ nlohmann::ordered_json gpu_json(const EnergyReport& r, const std::string& what) 
   const GpuRoofline& g = r.gpu;
   return {{"gpu", g.gpu}, {"name", g.name}, {"what", what}, {"precision", g.precision}, {"batch", g.batch},
           {"dense_tops", g.tops}, {"memory_tb_per_s", g.memory_tb_per_s}, {"board_watts", g.watts}, {"macs", g.macs},
-          {"l2_mb", find_gpu(g.gpu).l2_mb}, {"distinct_weight_bytes", g.distinct_weight_bytes}, {"weights_in_l2", g.weights_in_l2},
+          {"l2_mb", g.l2_mb}, {"distinct_weight_bytes", g.distinct_weight_bytes}, {"weights_in_l2", g.weights_in_l2},
           {"weight_bytes", g.weight_bytes}, {"compute_seconds", g.compute_seconds}, {"memory_seconds", g.memory_seconds},
           {"bound", g.memory_bound() ? "memory" : "compute"}, {"seconds", g.seconds}, {"joules", g.joules},
           {"pj_per_mac", g.pj_per_mac}, {"tops_per_watt", g.tops_per_watt},
