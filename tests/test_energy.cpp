@@ -316,7 +316,38 @@ TEST_CASE("energy: aoc estimate measures the iterations on the loop when none ar
   const Run r = run_aoc("estimate --hw aoc-16");
   INFO(r.out);
   CHECK(r.status == 0);
-  CHECK_THAT(r.out, Contains("iterations measured: twin stop rule"));
+  CHECK_THAT(r.out, Contains("iterations measured: what the twin stop rule ran"));
+}
+
+TEST_CASE("energy: under shot noise aoc estimate counts the iterations the loop ran and says how many samples converged") {
+  auto measured = [](const std::string& photons) {
+    const Run r = run_aoc("estimate --hw aoc-48 --photons " + photons + " --json");
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    return json::parse(r.out);
+  };
+  const json few = measured("100"), many = measured("1e8");
+  // at 100 photons no sample meets the tolerance: the loop runs to its cap, and that is K
+  CHECK(few["iterations_measured"]["converged"] == 0);
+  CHECK(few["iterations_measured"]["run"] == few["iterations_measured"]["cap"]);
+  CHECK(few["iterations_per_fixed_point"] == few["iterations_measured"]["run"]);
+  CHECK(few["iterations_measured"]["lowest_residual_step"]["mean"].get<double>() < few["iterations_per_fixed_point"].get<double>());
+  CHECK_THAT(few["iterations_from"].get<std::string>(), Contains("the cap; 0 of 64 samples converged"));
+  // at 1e8 every sample converges, in fewer iterations
+  CHECK(many["iterations_measured"]["converged"] == 64);
+  CHECK(many["iterations_per_fixed_point"].get<double>() < few["iterations_per_fixed_point"].get<double>());
+}
+
+TEST_CASE("energy: aoc estimate --photons on a machine without a noise section is a one-line error naming the file") {
+  json hw = json::parse(std::ifstream(aoc::resolve_hardware_path("aoc-16")));
+  hw.erase("noise");
+  const fs::path p = fs::temp_directory_path() / ("aoc-test-no-noise-" + std::to_string(::getpid()) + ".json");
+  std::ofstream(p) << hw.dump();
+  const Run r = run_aoc("estimate --hw " + p.string() + " --photons 1000 --iterations 10");
+  fs::remove(p);
+  CHECK(r.status != 0);
+  CHECK_THAT(r.out, Contains("--photons: " + p.string() + " has no noise section"));
+  CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
 }
 
 TEST_CASE("energy: aoc estimate --json -o writes the report with every line's count and source") {

@@ -49,25 +49,30 @@ std::string si(double v, const char* unit) {
   return buf;
 }
 
+// The iterations a fixed point takes: what the loop ran (the twin rule stops the batch together,
+// when every sample's residual is below its tolerance, else at the cap), not the step of the
+// lowest residual the rule returns (earlier than the run's end where samples did not converge).
 struct Measured {
-  double mean = 0;
-  int min = 0, max = 0, converged = 0;
+  int run = 0, cap = 0, converged = 0;
+  double best_mean = 0;  // the step of each sample's lowest residual: mean, min, max
+  int best_min = 0, best_max = 0;
 };
 
-// Mean iterations of the twin's stop rule on a seeded random problem of this size.
+// The iterations of the twin's stop rule on a seeded random problem of this size.
 Measured measure(const Hardware& hw, int n, const Opts& o) {
   LoopRunOptions lo;
   lo.f64 = false;
   lo.solver = SolverOptions::twin();
   lo.threads = o.threads;
   // photon-budget mode: the same photon count sets the shot noise of the run that measures K
-  lo.noise = o.photons > 0 && hw.noise.has_value();
+  lo.noise = o.photons > 0;
   lo.seed = o.seed;
   const LoopRunResult r = run_loop(hw, CoreConfig::twin_defaults(hw), random_problem(n, kMeasureBatch, o.seed), lo);
   Measured m;
-  for (int i : r.solve.iterations) m.mean += i / static_cast<double>(r.solve.iterations.size());
+  m.run = r.solve.steps, m.cap = lo.solver.max_iter;
+  for (int i : r.solve.iterations) m.best_mean += i / static_cast<double>(r.solve.iterations.size());
   const auto [lo_it, hi_it] = std::minmax_element(r.solve.iterations.begin(), r.solve.iterations.end());
-  m.min = *lo_it, m.max = *hi_it;
+  m.best_min = *lo_it, m.best_max = *hi_it;
   m.converged = static_cast<int>(std::count(r.solve.converged.begin(), r.solve.converged.end(), 1));
   return m;
 }
@@ -118,7 +123,10 @@ int run(const Opts& o) {
   Hardware hw = load_hardware(resolve_hardware_path(o.hw), o.set);
   // Photon-budget mode: one number sets the precision, the shot noise of the run that measures K
   // (the other noise sources off) and the LEDs' energy.
-  if (o.photons > 0 && hw.noise) {
+  if (o.photons > 0 && !hw.noise)
+    throw Error("--photons: " + hw.path + " has no noise section, so the photon count would change the LEDs' energy but not the "
+                "shot noise or the iterations; add one (docs/hardware.md) or leave --photons out");
+  if (o.photons > 0) {
     NoiseSpec shot_only;
     shot_only.led_bias = hw.noise->led_bias;
     shot_only.drift_time_us = hw.noise->drift_time_us;
@@ -130,20 +138,31 @@ int run(const Opts& o) {
   const bool measured = o.iterations < 0;
   Measured m;
   if (measured) m = measure(hw, n, o);
-  const double K = measured ? m.mean : o.iterations;
+  const double K = measured ? m.run : o.iterations;
   Workload w = inference_workload(hw, n, o.fixed_points, K);
   if (o.photons > 0) w.photons_per_sample = o.photons;
   const EnergyReport r = estimate(hw, w, o.gpu);
   const double F = static_cast<double>(o.fixed_points);
-  const std::string how = measured ? "measured: twin stop rule on a seeded random problem, batch " + std::to_string(kMeasureBatch) +
-                                         ", seed " + std::to_string(o.seed) + ", f32; " + std::to_string(m.converged) +
-                                         " of " + std::to_string(kMeasureBatch) + " converged, min " + std::to_string(m.min) +
-                                         ", max " + std::to_string(m.max)
-                                   : "given (--iterations)";
+  std::string how = "given (--iterations)";
+  if (measured) {
+    char b[320];
+    const int B = kMeasureBatch;
+    if (m.converged == B)
+      std::snprintf(b, sizeof b, "measured: what the twin stop rule ran on a seeded random problem (batch %d, seed %llu, f32%s): %d, all %d samples converged",
+                    B, static_cast<unsigned long long>(o.seed), o.photons > 0 ? ", shot noise" : "", m.run, B);
+    else
+      std::snprintf(b, sizeof b, "measured: what the twin stop rule ran on a seeded random problem (batch %d, seed %llu, f32%s): %d%s; %d of %d samples converged (their lowest residual at steps %d .. %d, mean %.3g)",
+                    B, static_cast<unsigned long long>(o.seed), o.photons > 0 ? ", shot noise" : "", m.run, m.run == m.cap ? ", the cap" : "",
+                    m.converged, B, m.best_min, m.best_max, m.best_mean);
+    how = b;
+  }
 
   if (o.json) {
     nlohmann::ordered_json j{{"tool", "aoc estimate"}, {"version", AOC_VERSION}, {"hardware", hw.name}, {"n", n},
                              {"fixed_points", whole(w.fixed_points)}, {"iterations_per_fixed_point", K}, {"iterations_from", how}};
+    if (measured)
+      j["iterations_measured"] = {{"run", m.run}, {"cap", m.cap}, {"converged", m.converged}, {"batch", kMeasureBatch},
+                                  {"lowest_residual_step", {{"mean", m.best_mean}, {"min", m.best_min}, {"max", m.best_max}}}};
     j["workload"] = {{"weight_writes", whole(w.weight_writes)}, {"weight_reloads", whole(w.weight_reloads)},
                      {"dac_conversions", whole(w.dac_conversions)}, {"adc_conversions", whole(w.adc_conversions)},
                      {"digital_macs", whole(w.digital_macs)}};
