@@ -394,8 +394,9 @@ void add_estimate(CLI::App& app) {
            ->capture_default_str();
   n = c->add_option("--n", o.n, "state size: channels used (default: all of the machine's)")->check(CLI::PositiveNumber);
   c->add_option("--iterations", o.iterations,
-                "mean iterations per fixed point (default: measured by running the loop, twin stop rule, batch 64; "
-                "for a program: each FixedPoint's max_iter, an upper bound)")
+                "iterations per fixed point (default: measured, the iterations the loop runs under the twin stop rule "
+                "on a seeded problem of batch 64, its cap when samples do not converge; for a program: each "
+                "FixedPoint's max_iter, an upper bound)")
       ->check(CLI::NonNegativeNumber);
   fp = c->add_option("--fixed-points", o.fixed_points, "fixed points per inference, run one after another with the same weights")
            ->check(CLI::PositiveNumber)->capture_default_str();
@@ -427,8 +428,9 @@ void add_estimate(CLI::App& app) {
       "optical tiles, every Convert (DAC/ADC), the digital ops, the weight reloads when the tiles\n"
       "outnumber the modules; per sequence = per token x --seq-len.\n"
       "GPU: the same work as a roofline on a GPU of scenarios/gpus.json: the longer of its compute at\n"
-      "the dense peak of --gpu-precision and its weights streamed from memory once per pass, shared by\n"
-      "--gpu-batch samples; energy at board power (docs/energy.md, \"GPU comparison\").\n"
+      "the dense peak of --gpu-precision and its weights read from memory (once if they fit in its L2,\n"
+      "else once per pass, shared by --gpu-batch samples); energy at board power (docs/energy.md,\n"
+      "\"GPU comparison\").\n"
       "Example:\n  aoc estimate --hw aoc-scale --fixed-points 1000000 --iterations 20\n"
       "  aoc estimate --hw aoc-48 --json -o estimate.json     (iterations measured on the loop)\n"
       "  aoc estimate --hw aoc-scale --iterations 20 --gpu h200-sxm --gpu-batch 64\n"
