@@ -3,12 +3,14 @@
 
 #include "tests/support.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 #include <sys/wait.h>
 
 using aoc::test::Run;
@@ -161,5 +163,20 @@ TEST_CASE("cli: run and check --help teach the run-time --set, --ideal-optics an
     CHECK(r.out.find("--ideal-optics") != std::string::npos);
     CHECK(r.out.find("--quiet") != std::string::npos);
     CHECK(r.out.find("--optics ") == std::string::npos);
+  }
+}
+
+TEST_CASE("cli: -o without --json is a one-line error naming both, and writes nothing, for every command with a JSON record") {
+  const std::filesystem::path p = std::filesystem::temp_directory_path() / "aoc-cli-o-without-json.json";
+  const std::string file = std::string(AOC_TEST_DATA) + "/implicit-lm/README.md";  // exists (the parser checks that first), never read
+  for (const std::string& cmd : std::vector<std::string>{"loop --batch 1", "estimate --iterations 5", "bench --no-gpu --no-program --batches 1", "verify-dt",
+                                "pareto " + file, "check " + file + " --inputs " + file}) {
+    std::filesystem::remove(p);
+    const Run r = run_aoc(cmd + " -o " + p.string());
+    INFO(cmd << ": " << r.out);
+    CHECK(r.status != 0);
+    CHECK_THAT(r.out, Catch::Contains(": -o writes the JSON record: give --json too"));
+    CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+    CHECK_FALSE(std::filesystem::exists(p));
   }
 }

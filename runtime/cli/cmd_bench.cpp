@@ -168,7 +168,8 @@ void add_bench(CLI::App& app) {
       "loop batched on the GPU (a kernel and a cuBLAS GEMM per iteration) and one token's matrix work\n"
       "of --gpu-config (default: the largest published config, mamba2-1.3b), float32 and float64.\n"
       "Examples:\n  aoc bench --batches 1,64,1024 --json -o bench.json\n  aoc bench --no-gpu --program-length 256 --check-seeds 3");
-  c->callback([] {
+  c->callback([c] {
+    require_json_for_output(c, "bench");
     const auto rows = run_loop_bench(o, !json);
     nlohmann::json record = bench_json(o, rows);
     std::string program_text, gpu_text;

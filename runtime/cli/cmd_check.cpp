@@ -84,7 +84,6 @@ int run(Opts o, const CLI::App* c) {
   const bool has_sim = std::find(list.checked.begin(), list.checked.end(), "sim") != list.checked.end();
   const std::vector<std::string> sim_options = {"--quantize", "--noise", "--ideal-optics", "--light-map", "--set", "--precision", "--seed", "--seeds", "--ideal"};
   if (!has_sim) refuse_given(c, "check", sim_options, "applies to the sim backend, which --backends " + o.backends + " does not check");
-  refuse_given(c, "check", {"-o"}, "writes the JSON record: give --json too");
   if (o.ideal)
     refuse_given(c, "check", {"--quantize", "--noise", "--ideal-optics", "--light-map", "--set"},
                  "does not apply with --ideal (it switches the simulator's converters, noise and optics off)");
@@ -250,7 +249,10 @@ void add_check(CLI::App& app) {
       "  aoc check m.aocp.h5 --inputs tokens.h5 --quantize --noise --set noise.thermal_sigma=0.01 --seeds 4\n"
       "  aoc check m.aocp.h5 --inputs tokens.h5 --quantize --ideal-optics     the converters alone\n"
       "  aoc check m.aocp.h5 --inputs tokens.h5 --backends cpu,cuda --max-abs-error 1e-12");
-  c->callback([c] { exit_status() = run(o, c); });
+  c->callback([c] {
+    require_json_for_output(c, "check");
+    exit_status() = run(o, c);
+  });
 }
 
 }  // namespace aoc::cli

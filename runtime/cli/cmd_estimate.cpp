@@ -435,7 +435,8 @@ void add_estimate(CLI::App& app) {
       "  aoc estimate --hw aoc-48 --json -o estimate.json     (iterations measured on the loop)\n"
       "  aoc estimate --hw aoc-scale --iterations 20 --gpu h200-sxm --gpu-batch 64\n"
       "  aoc import config.json -o g.json --shapes-only && aoc estimate g.json --hw aoc-scale --iterations 20");
-  c->callback([] {
+  c->callback([c] {
+    require_json_for_output(c, "estimate");
     o.hw_given = hw->count() > 0, o.n_given = n->count() > 0, o.fixed_points_given = fp->count() > 0;
     o.seq_len_given = seq->count() > 0, o.seed_given = seed->count() > 0;
     if (o.program.empty() && o.seq_len_given) throw Error("--seq-len is for a program (aoc estimate PROG)");

@@ -105,7 +105,10 @@ void add_loop(CLI::App& app) {
       "Example:\n"
       "  aoc loop --hw aoc-48 --batch 256 --rule relative --damping 0.8 --precision f64\n"
       "  aoc loop --noise --quantize --compare --set noise.thermal_sigma=0.01 --set converters.slm_bits=6");
-  c->callback([] { exit_status() = run(o); });
+  c->callback([c] {
+    require_json_for_output(c, "loop");
+    exit_status() = run(o);
+  });
 }
 
 }  // namespace aoc::cli

@@ -87,7 +87,10 @@ void add_pareto(CLI::App& app) {
       "  aoc pareto parity.h5 --x energy --y accuracy\n"
       "  aoc pareto cores.h5 --x latency --y energy --json\n"
       "  aoc pareto scale.h5 --x energy_max --y tops_per_w_min");
-  c->callback([] { exit_status() = run(o); });
+  c->callback([c] {
+    require_json_for_output(c, "pareto");
+    exit_status() = run(o);
+  });
 }
 
 }  // namespace aoc::cli

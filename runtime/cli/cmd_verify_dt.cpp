@@ -85,7 +85,10 @@ void add_verify_dt(CLI::App& app) {
       "Each case gives W (AOC convention), bias, x, z0, the twin's switches and its output after one\n"
       "step and after n_iter steps. Exits 0 only if every case is within both tolerances.\n"
       "Example:\n  aoc verify-dt tests/data/dt_golden.json --precision f32 --stages");
-  c->callback([] { exit_status() = run(o); });
+  c->callback([c] {
+    require_json_for_output(c, "verify-dt");
+    exit_status() = run(o);
+  });
 }
 
 }  // namespace aoc::cli

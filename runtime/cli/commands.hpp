@@ -26,4 +26,8 @@ int& exit_status();
 // Prints JSON to stdout, or writes it atomically to `path` when given.
 void emit_json(const std::string& json_text, const std::string& path);
 
+// -o writes a command's JSON record, so it needs --json: without it, an error naming both (never a
+// run that writes nothing). Call first in the command's callback.
+void require_json_for_output(const CLI::App* c, const std::string& cmd);
+
 }  // namespace aoc::cli

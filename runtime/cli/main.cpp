@@ -20,6 +20,11 @@ void emit_json(const std::string& json_text, const std::string& path) {
   else write_file_atomic(path, json_text + "\n");
 }
 
+void require_json_for_output(const CLI::App* c, const std::string& cmd) {
+  if (c->get_option("-o")->count() && !c->get_option("--json")->count())
+    throw Error(cmd + ": -o writes the JSON record: give --json too");
+}
+
 }  // namespace aoc::cli
 
 int main(int argc, char** argv) {
