@@ -125,7 +125,6 @@ Workload resolved(const Workload& given, const TimingSpec& t) {
   fill(w.dac_steps, F);
   fill(w.adc_samples, F * t.readout_samples);
   if (!w.gpu_macs) w.gpu_macs = w.analog_macs;
-  if (!w.gpu_weight_macs) w.gpu_weight_macs = w.analog_macs;
   if (!w.gpu_distinct_weights) w.gpu_distinct_weights = w.n > 0 ? static_cast<double>(w.n) * w.n : w.weight_writes;
   return w;
 }
@@ -157,7 +156,7 @@ EnergyReport estimate(const Hardware& hw, const Workload& given, const GpuChoice
   const Workload w = resolved(given, t);
   for (double c : {w.fixed_points, w.weight_writes, w.weight_reloads, w.dac_conversions, w.adc_conversions, w.digital_macs,
                    *w.led_channel_iterations, *w.receiver_channel_iterations, *w.analog_macs, *w.modules, *w.loop_periods,
-                   *w.settle_events, *w.dac_steps, *w.adc_samples, w.serial_digital_macs.value_or(0), *w.gpu_macs, *w.gpu_weight_macs, *w.gpu_distinct_weights})
+                   *w.settle_events, *w.dac_steps, *w.adc_samples, w.serial_digital_macs.value_or(0), *w.gpu_macs, *w.gpu_distinct_weights})
     if (!(c >= 0 && std::isfinite(c))) throw Error("estimate: action counts must be finite and >= 0, got " + num(c));
 
   EnergyReport rep;
@@ -278,7 +277,7 @@ EnergyReport estimate(const Hardware& hw, const Workload& given, const GpuChoice
   rep.tops_per_watt = {rep.ops / rep.total_joules.max * 1e-12, rep.ops / rep.total_joules.typ * 1e-12,
                        rep.ops / rep.total_joules.min * 1e-12};
 
-  rep.gpu = gpu_roofline(find_gpu(gpu.gpu), gpu_precision(hw, gpu), gpu.batch, *w.gpu_macs, *w.gpu_weight_macs,
+  rep.gpu = gpu_roofline(find_gpu(gpu.gpu), gpu_precision(hw, gpu), gpu.batch, *w.gpu_macs, *w.analog_macs,
                          *w.gpu_distinct_weights);
   return rep;
 }

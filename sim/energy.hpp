@@ -76,11 +76,10 @@ struct Workload {
   // Digital work on the critical path, at timing.digital_gmac_per_s (a latency line only when set;
   // a count > 0 with no digital_gmac_per_s in the file is an error naming it).
   std::optional<double> serial_digital_macs;
-  // The MACs the GPU comparison runs (default: the analog MACs), those of them that multiply by a
-  // weight, each reading one at batch 1 (default: the analog MACs), and how many different weights
-  // those are (loop form: n*n; explicit: the weight writes).
+  // The MACs the GPU comparison runs (default: the analog MACs; those multiply by weights, each
+  // reading one at batch 1), and how many different weights those are (loop form: n*n; explicit:
+  // the weight writes).
   std::optional<double> gpu_macs;
-  std::optional<double> gpu_weight_macs;
   std::optional<double> gpu_distinct_weights;
 };
 

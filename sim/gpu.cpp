@@ -45,7 +45,7 @@ std::vector<GpuSpec> read_gpus(const std::string& path) {
 
 GpuSpec find_gpu(const std::string& key) {
   const std::string path = bundled_gpus_path();
-  const std::vector<GpuSpec> gpus = read_gpus(path);
+  static const std::vector<GpuSpec> gpus = read_gpus(path);  // once per process: sweeps estimate per point
   std::vector<std::string> keys;
   for (const GpuSpec& g : gpus) {
     if (g.key == key) return g;

@@ -20,7 +20,8 @@ std::string bundled_gpus_path();
 // The GPUs of a catalogue file, in the file's order; a malformed file is a one-line error naming it
 // and the field.
 std::vector<GpuSpec> read_gpus(const std::string& path);
-// The GPU of that key in the bundled catalogue; an unknown key is an error listing the known ones.
+// The GPU of that key in the bundled catalogue (read once per process); an unknown key is an error
+// listing the known ones.
 GpuSpec find_gpu(const std::string& key);
 
 // What the estimate compares with: which GPU, at which precision (empty: the machine's weight

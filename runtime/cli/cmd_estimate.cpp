@@ -147,13 +147,14 @@ int run(const Opts& o) {
   if (measured) {
     char b[320];
     const int B = kMeasureBatch;
+    int at = std::snprintf(b, sizeof b, "measured: what the twin stop rule ran on a seeded random problem (batch %d, seed %llu, f32%s): %d", B,
+                           static_cast<unsigned long long>(o.seed), o.photons > 0 ? ", shot noise" : "", m.run);
+    at = std::clamp(at, 0, static_cast<int>(sizeof b) - 1);
     if (m.converged == B)
-      std::snprintf(b, sizeof b, "measured: what the twin stop rule ran on a seeded random problem (batch %d, seed %llu, f32%s): %d, all %d samples converged",
-                    B, static_cast<unsigned long long>(o.seed), o.photons > 0 ? ", shot noise" : "", m.run, B);
+      std::snprintf(b + at, sizeof b - at, ", all %d samples converged", B);
     else
-      std::snprintf(b, sizeof b, "measured: what the twin stop rule ran on a seeded random problem (batch %d, seed %llu, f32%s): %d%s; %d of %d samples converged (their lowest residual at steps %d .. %d, mean %.3g)",
-                    B, static_cast<unsigned long long>(o.seed), o.photons > 0 ? ", shot noise" : "", m.run, m.run == m.cap ? ", the cap" : "",
-                    m.converged, B, m.best_min, m.best_max, m.best_mean);
+      std::snprintf(b + at, sizeof b - at, "%s; %d of %d samples converged (their lowest residual at steps %d .. %d, mean %.3g)",
+                    m.run == m.cap ? ", the cap" : "", m.converged, B, m.best_min, m.best_max, m.best_mean);
     how = b;
   }
 
