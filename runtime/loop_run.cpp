@@ -22,6 +22,13 @@ NoiseRun noise_run(const Hardware& hw, std::uint64_t seed, int max_iter) {
   return n;
 }
 
+std::optional<double> readout_tolerance(const Hardware& hw, int n) {
+  if (!hw.converters) return std::nullopt;
+  const ConverterSpec& c = *hw.converters;
+  const double step = (c.adc_range[1] - c.adc_range[0]) / std::ldexp(1.0, c.adc_bits);
+  return 0.5 * step * std::sqrt(static_cast<double>(n));
+}
+
 namespace {
 
 template <class T>

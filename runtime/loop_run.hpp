@@ -3,6 +3,7 @@
 // quantization and noise off it is exactly the foundation's core + solver, bit for bit.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "runtime/problem.hpp"
@@ -28,6 +29,11 @@ struct LoopRunOptions {
 // The noise clock and sequence lengths of a run on this machine: iterations last the loop period,
 // consecutive samples start one solve plus one readout apart.
 NoiseRun noise_run(const Hardware& hw, std::uint64_t seed, int max_iter);
+
+// The residual ||f(z) - z|| (L2 over n channels) below which the readout cannot tell two iterates
+// apart: half an ADC step, rms per channel (the readout curve is the identity over its middle, so a
+// state step is a volt step there). nullopt without a converters section.
+std::optional<double> readout_tolerance(const Hardware& hw, int n);
 
 struct LoopRunResult {
   SolveResult solve;                      // fixed points, iterations, convergence, residuals (+ trace)

@@ -46,7 +46,10 @@ class Counter {
     uses_.add(p.graph.ops);
     uses_.results.insert(p.graph.outputs.begin(), p.graph.outputs.end());
     parallel_ = static_cast<double>(p.target.channels) * p.target.modules;
+    readout_hold_ = (hw.timing->settle_ns + readout_window_ns(*hw.timing)) / hw.timing->loop_period_ns;
   }
+
+  double readout_hold() const { return readout_hold_; }
 
   // The counts of one token: every op of the top level once, a body K times.
   void count() { region(p_.graph.ops, 1.0, 0); }
@@ -77,6 +80,7 @@ class Counter {
   std::map<std::string, Type> types_;
   Uses uses_;
   double parallel_ = 1;  // converters that work at once: one per channel of every module
+  double readout_hold_ = 0;  // loop periods a readout keeps its channels on: settle + window
   std::map<std::pair<int, int>, double> frame_;  // weights programmed per (module, pass)
 
   const Type& type(const std::string& v) const {
@@ -85,11 +89,22 @@ class Counter {
     return it->second;
   }
 
-  double iterations(const Op& fp, bool& upper) const {
-    upper = !o_.iterations;
-    if (o_.iterations) return *o_.iterations;
+  // K of a FixedPoint and where it came from: given for every loop, measured for this one, or its
+  // max_iter (an upper bound).
+  double iterations(const Op& fp, bool& upper, std::string* from = nullptr) const {
+    upper = false;
+    if (o_.iterations) {
+      if (from) *from = "given (--iterations)";
+      return *o_.iterations;
+    }
+    if (const auto it = o_.measured.find(op_label(fp)); it != o_.measured.end()) {
+      if (from) *from = it->second.from;
+      return it->second.k;
+    }
+    upper = true;
     const std::int64_t m = attr_int(fp, "max_iter", 0);
     if (m < 1) throw Error("estimate: FixedPoint '" + op_label(fp) + "' has no max_iter; give --iterations");
+    if (from) *from = "its max_iter: an UPPER BOUND (give --iterations K or --iterations-from RUN.h5)";
     return static_cast<double>(m);
   }
 
@@ -117,6 +132,9 @@ class Counter {
       w().adc_conversions += mult * elements;
       *w().settle_events += mult * steps;
       *w().adc_samples += mult * steps * hw_.timing->readout_samples;
+      // the channels holding the value stay lit and detected through the settle and the window
+      *w().led_channel_iterations += mult * elements * readout_hold_;
+      *w().receiver_channel_iterations += mult * elements * readout_hold_;
     }
   }
 
@@ -132,8 +150,9 @@ class Counter {
     for (const Op& o : ops) {
       if (o.kind == OpKind::FixedPoint) {
         bool upper = false;
-        const double K = iterations(o, upper);
-        e_.loops.push_back({op_label(o), attr_string(o, "layout", "?"), K, upper, depth});
+        std::string from;
+        const double K = iterations(o, upper, &from);
+        e_.loops.push_back({op_label(o), attr_string(o, "layout", "?"), K, upper, from, depth});
         w().fixed_points += mult;  // the control runs each fixed point
         region(o.body->ops, mult * K, depth + 1);
         continue;
@@ -368,12 +387,19 @@ ProgramEstimate estimate_program(const Program& p, const Hardware& hw, const Pro
   load.photons_per_sample = o.photons_per_sample;
   e.load = estimate(hw, load, o.gpu);
 
+  e.notes.push_back("always on: each ADC readout keeps the channels holding its value lit and detected through the settle and "
+                    "the readout window, " + jsonr::num(c.readout_hold()) + " loop periods per value (counted as channel-iterations "
+                    "of the LEDs, receivers and analog electronics); here the settle starts at the readout, not at the loop's "
+                    "closure (a loop's iterations do not shorten it)");
   const bool upper = std::any_of(e.loops.begin(), e.loops.end(), [](const LoopCount& l) { return l.upper_bound; });
   if (upper)
-    e.notes.push_back("iterations: each FixedPoint's max_iter, an upper bound (the models' mean iterations are not known "
-                      "here; give --iterations K)");
-  else if (!e.loops.empty())
+    e.notes.push_back("iterations: a FixedPoint counted at its max_iter, an upper bound (its mean iterations are not known "
+                      "here; give --iterations K, or --iterations-from the output of an `aoc run` of this program)");
+  else if (o.iterations && !e.loops.empty())
     e.notes.push_back("iterations: given (--iterations " + jsonr::num(*o.iterations) + ") for every FixedPoint");
+  for (const auto& [name, m] : o.measured)
+    if (std::none_of(e.loops.begin(), e.loops.end(), [&](const LoopCount& l) { return l.name == name; }))
+      throw Error("estimate: measured iterations for '" + name + "', which is not a FixedPoint of the program");
   if (e.passes > 1)
     e.notes.push_back(std::to_string(e.tiles) + " tiles in " + std::to_string(e.cores) + " module programmings on " +
                       std::to_string(e.modules) + " modules: the weights are not stationary; modules are reprogrammed during each "

@@ -15,8 +15,15 @@
 
 namespace aoc {
 
+// The iterations a FixedPoint is counted with when they were measured (e.g. from an `aoc run`).
+struct MeasuredIterations {
+  double k = 0;      // per token
+  std::string from;  // how it was measured, for the report
+};
+
 struct ProgramEstimateOptions {
-  std::optional<double> iterations;  // K of every FixedPoint; nullopt: each one's max_iter (an upper bound)
+  std::optional<double> iterations;  // K of every FixedPoint; nullopt: measured, else each one's max_iter (an upper bound)
+  std::map<std::string, MeasuredIterations> measured;  // by FixedPoint (op_label), used where `iterations` is unset
   std::int64_t seq_len = 1024;       // L: tokens per sequence; attention's mean context is L / 2
   std::optional<double> photons_per_sample;  // photon-budget mode (as `aoc estimate --photons`)
   GpuChoice gpu;                              // the GPU the token is compared with
@@ -26,7 +33,8 @@ struct ProgramEstimateOptions {
 struct LoopCount {
   std::string name, layout;  // layout: native or assisted
   double iterations = 0;     // K per token
-  bool upper_bound = false;  // K is the FixedPoint's max_iter (no --iterations)
+  bool upper_bound = false;  // K is the FixedPoint's max_iter (neither given nor measured)
+  std::string from;          // where K came from: given, measured (how), or max_iter
   int depth = 0;             // 0: at the top level
 };
 

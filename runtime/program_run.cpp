@@ -10,6 +10,7 @@
 #include "runtime/h5io.hpp"
 #include "runtime/output.hpp"
 #include "sim/error.hpp"
+#include "sim/json_reader.hpp"
 
 namespace aoc {
 
@@ -95,17 +96,44 @@ std::string set_text(const std::vector<std::string>& set) {
   return t;
 }
 
-IterationSummary summarize(const ProgramResult& r) {
+IterationSummary summarize(const std::vector<int>& iterations, const std::vector<std::uint8_t>& converged) {
   IterationSummary s;
-  s.min = std::numeric_limits<int>::max();
-  for (const auto& fp : r.fixed_points)
-    for (std::size_t i = 0; i < fp.iterations.size(); ++i) {
-      s.mean += fp.iterations[i], ++s.solves, s.converged += fp.converged[i];
-      s.min = std::min(s.min, fp.iterations[i]), s.max = std::max(s.max, fp.iterations[i]);
-    }
-  if (s.solves) s.mean /= static_cast<double>(s.solves);
-  else s.min = 0;
+  if (iterations.empty()) return s;
+  std::vector<int> sorted = iterations;
+  std::sort(sorted.begin(), sorted.end());
+  for (int k : sorted) s.mean += k / static_cast<double>(sorted.size());
+  s.min = sorted.front(), s.max = sorted.back();
+  s.p99 = sorted[static_cast<std::size_t>(std::ceil(0.99 * static_cast<double>(sorted.size()))) - 1];
+  s.solves = static_cast<long long>(sorted.size());
+  for (std::uint8_t c : converged) s.converged += c;
   return s;
+}
+
+IterationSummary summarize(const ProgramResult& r) {
+  std::vector<int> it;
+  std::vector<std::uint8_t> conv;
+  for (const auto& fp : r.fixed_points) {
+    it.insert(it.end(), fp.iterations.begin(), fp.iterations.end());
+    conv.insert(conv.end(), fp.converged.begin(), fp.converged.end());
+  }
+  return summarize(it, conv);
+}
+
+IterationSummary read_run_iterations(const std::string& path, const std::string& op) {
+  const H5Array it = read_h5_array(path, op + ".iterations"), conv = read_h5_array(path, op + ".converged");
+  if (it.values.empty() || it.values.size() != conv.values.size())
+    throw Error(path + ": " + op + ".iterations: " + std::to_string(it.values.size()) + " solves, " + op + ".converged " +
+                std::to_string(conv.values.size()) + " (an `aoc run` output records one of each per solve)");
+  std::vector<int> k;
+  std::vector<std::uint8_t> c;
+  for (std::size_t i = 0; i < it.values.size(); ++i) {
+    const double v = it.values[i];
+    if (!(v >= 0 && v <= 1e9 && v == std::floor(v)))
+      throw Error(path + ": " + op + ".iterations[" + std::to_string(i) + "]: " + jsonr::num(v) + " is not a count of iterations");
+    k.push_back(static_cast<int>(v));
+    c.push_back(conv.values[i] != 0);
+  }
+  return summarize(k, c);
 }
 
 }  // namespace aoc

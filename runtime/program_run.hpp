@@ -3,6 +3,7 @@
 // convergence of every FixedPoint, root attributes saying what ran: tool version, backend, mode,
 // seed, the program's digest).
 #pragma once
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -35,12 +36,17 @@ std::string set_text(const std::vector<std::string>& set);
 
 void write_program_output(const std::string& path, const ir::Program& p, const ProgramResult& r, const ProgramRunMeta& m);
 
-// The mean, min and max of the iterations of every FixedPoint of a run, over samples (and tokens).
+// The mean, p99, min and max of the iterations of fixed-point solves, over samples (and tokens).
 struct IterationSummary {
   double mean = 0;
-  int min = 0, max = 0;
+  int p99 = 0, min = 0, max = 0;
   long long solves = 0, converged = 0;
 };
-IterationSummary summarize(const ProgramResult& r);
+IterationSummary summarize(const std::vector<int>& iterations, const std::vector<std::uint8_t>& converged);
+IterationSummary summarize(const ProgramResult& r);  // every FixedPoint of a run together
+
+// One top-level FixedPoint's solves as an `aoc run` output file records them (the datasets
+// OP.iterations and OP.converged); throws aoc::Error naming the file and dataset.
+IterationSummary read_run_iterations(const std::string& path, const std::string& op);
 
 }  // namespace aoc

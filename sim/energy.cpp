@@ -1,5 +1,6 @@
 #include "sim/energy.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -116,8 +117,9 @@ Workload resolved(const Workload& given, const TimingSpec& t) {
   const auto fill = [&](std::optional<double>& v, double from_loop) {
     if (!v) v = loop ? from_loop : 0.0;
   };
-  fill(w.led_channel_iterations, n * K * F);
-  fill(w.receiver_channel_iterations, n * K * F);
+  fill(w.hold_periods, hold_periods(t, K));
+  fill(w.led_channel_iterations, n * (K + *w.hold_periods) * F);
+  fill(w.receiver_channel_iterations, n * (K + *w.hold_periods) * F);
   fill(w.analog_macs, n * n * K * F);
   fill(w.modules, 1);
   fill(w.loop_periods, F * K);
@@ -155,7 +157,7 @@ EnergyReport estimate(const Hardware& hw, const Workload& given, const GpuChoice
   const EnergySpec& e = *hw.energy;
   const Workload w = resolved(given, t);
   for (double c : {w.fixed_points, w.weight_writes, w.weight_reloads, w.dac_conversions, w.adc_conversions, w.digital_macs,
-                   *w.led_channel_iterations, *w.receiver_channel_iterations, *w.analog_macs, *w.modules, *w.loop_periods,
+                   *w.led_channel_iterations, *w.receiver_channel_iterations, *w.hold_periods, *w.analog_macs, *w.modules, *w.loop_periods,
                    *w.settle_events, *w.dac_steps, *w.adc_samples, w.serial_digital_macs.value_or(0), *w.gpu_macs, *w.gpu_distinct_weights})
     if (!(c >= 0 && std::isfinite(c))) throw Error("estimate: action counts must be finite and >= 0, got " + num(c));
 
@@ -178,8 +180,10 @@ EnergyReport estimate(const Hardware& hw, const Workload& given, const GpuChoice
       {"loop", *w.loop_periods * t.loop_period_ns * 1e-9,
        (loop_form ? per_fp + num(K) + " iterations x " : times(*w.loop_periods, "loop periods")) + num(t.loop_period_ns) + " ns",
        "timing.loop_period_ns: " + source("timing.loop_period_ns")},
-      {"settle", *w.settle_events * t.settle_ns * 1e-9,
-       (loop_form ? per_fp : times(*w.settle_events, "readouts")) + num(t.settle_ns) + " ns",
+      {"settle", loop_form ? F * settle_after_ns(t, K) * 1e-9 : *w.settle_events * t.settle_ns * 1e-9,
+       loop_form ? per_fp + "max(0, " + num(t.settle_ns) + " ns - " + num(K) + " iterations x " + num(t.loop_period_ns) +
+                       " ns): the settle clock starts at loop closure"
+                 : times(*w.settle_events, "readouts") + num(t.settle_ns) + " ns",
        "timing.settle_ns: " + source("timing.settle_ns")},
       {"readout", *w.adc_samples / (t.readout_rate_mhz * 1e6),
        (loop_form ? per_fp + std::to_string(t.readout_samples) + " samples / "
@@ -207,6 +211,12 @@ EnergyReport estimate(const Hardware& hw, const Workload& given, const GpuChoice
                          "timing.slm_reload_us: " + source("timing.slm_reload_us")});
   for (const auto& l : rep.latency) rep.total_seconds += l.seconds;
 
+  if (loop_form)
+    rep.notes.push_back("always on: the LEDs, receivers and analog electronics are counted every loop period the loop is closed: " +
+                        num(K) + " iterations and " + g4(*w.hold_periods) + " hold periods per fixed point (the settle left after the "
+                        "iterations, " + num(settle_after_ns(t, K)) + " ns, and the readout window, " + num(readout_window_ns(t)) +
+                        " ns, at " + num(t.loop_period_ns) + " ns): n x F x (K + hold) = " + g4(*w.receiver_channel_iterations) +
+                        " channel-iterations; the analog MACs count the K iterations only");
   // Photon budget: from the workload, else the noise section, else the energy section's design point.
   double photons = 0;
   std::string photons_from;

@@ -63,9 +63,12 @@ struct Workload {
   double digital_macs = 0;                 // digital operations (each at energy.digital)
   std::optional<double> photons_per_sample;  // photon-budget mode: overrides energy.photon_budget.photons_per_sample
 
-  // Energy counts (loop form: derived when unset).
-  std::optional<double> led_channel_iterations;       // inputs lit, per optical pass
+  // Energy counts (loop form: derived when unset). A channel draws its LED, receiver and analog
+  // power every period the loop is closed: its iterations and, after them, the hold until the
+  // readout window closes (loop form: n*F*(K + hold_periods)).
+  std::optional<double> led_channel_iterations;       // inputs lit, per loop period
   std::optional<double> receiver_channel_iterations;  // outputs detected; also the analog electronics' count
+  std::optional<double> hold_periods;                 // loop form: per fixed point, see hold_periods()
   std::optional<double> analog_macs;                  // weights x inputs of the optical passes
   std::optional<double> modules;                      // modules whose SLMs draw static power over the whole latency
   // Serial counts: the latency (loop form: derived when unset).

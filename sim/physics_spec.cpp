@@ -9,6 +9,14 @@ namespace aoc {
 
 using namespace jsonr;
 
+double readout_window_ns(const TimingSpec& t) { return t.readout_samples / t.readout_rate_mhz * 1e3; }
+
+double settle_after_ns(const TimingSpec& t, double iterations) { return std::max(0.0, t.settle_ns - iterations * t.loop_period_ns); }
+
+double hold_periods(const TimingSpec& t, double iterations) {
+  return (settle_after_ns(t, iterations) + readout_window_ns(t)) / t.loop_period_ns;
+}
+
 double step_fraction(const TimingSpec& t) {
   if (t.bandwidth_mhz <= 0) return 1.0;
   // first-order response: after one period T the step is 1 - exp(-2 pi f T) complete

@@ -59,4 +59,13 @@ const std::vector<std::string>& analog_capable_functions();
 // Fraction of its step a state reaches in one period with a first-order response of this bandwidth.
 double step_fraction(const TimingSpec& t);
 
+// The readout window: timing.readout_samples at timing.readout_rate_mhz, in ns.
+double readout_window_ns(const TimingSpec& t);
+// The settle wait left after K iterations: the settle clock starts when the loop closes, so the
+// iterations are part of it (the readout opens at max(K periods, settle)).
+double settle_after_ns(const TimingSpec& t, double iterations);
+// Loop periods a fixed point's loop stays closed after its K iterations, lit and detected, until
+// the readout window closes: (settle_after_ns + readout_window_ns) / loop period.
+double hold_periods(const TimingSpec& t, double iterations);
+
 }  // namespace aoc

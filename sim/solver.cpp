@@ -64,6 +64,7 @@ void solve_together(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z0,
     for (int r = 0; r < B; ++r) {
       const double d = l2_diff(fz.row(r), z.row(r), N);
       worst = std::max(worst, d);
+      if (!res.settled[r] && d < opt.tol) res.settled[r] = k + 1;
       if (opt.trace) {
         res.residual_trace(k, r) = d;
         write_row(fz.row(r), N, res.state_trace, k * B + r);
@@ -120,6 +121,7 @@ void solve_per_sample(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z
       res.residual[r] = d;
       if (rel < opt.tol) {
         res.converged[r] = 1;
+        res.settled[r] = k + 1;
         write_row(nz, N, res.z, r);
       } else {
         keep.push_back(a);
@@ -160,6 +162,7 @@ SolveResult solve_fixed_point(const StepFn<T>& f, const Batch<T>& inj, const Bat
   res.z.resize(B, z0.n);
   res.iterations.assign(B, 0);
   res.converged.assign(B, 0);
+  res.settled.assign(B, 0);
   res.residual.assign(B, std::numeric_limits<double>::infinity());
   if (opt.rule == StopRule::Relative) solve_per_sample(f, inj, z0, opt, res);
   else solve_together(f, inj, z0, opt, res);

@@ -39,6 +39,7 @@ struct SolveResult {
   std::vector<int> iterations;         // per sample: steps until its stop (twin: step of the kept iterate)
   std::vector<std::uint8_t> converged; // per sample: its residual met the tolerance
   std::vector<double> residual;        // per sample: residual of the returned iterate
+  std::vector<int> settled;            // per sample: the first step whose residual met the tolerance (0: none did)
   int steps = 0;                       // steps run on the batch (the longest sample)
   std::vector<double> max_residual;    // per step: max over the samples still iterating
   RowMatrix<double> residual_trace;    // steps x B when options.trace (NaN once a sample stopped)

@@ -42,7 +42,7 @@ aoc::Hardware small_machine() {
   t.loop_period_ns = 16;
   t.settle_ns = 64;
   t.readout_samples = 4;
-  t.readout_rate_mhz = 8;
+  t.readout_rate_mhz = 62.5;  // the 4-sample window is 64 ns, 4 loop periods
   t.slm_reload_us = 1024;
   t.dac_conversion_ns = 8;
   hw.timing = t;
@@ -56,8 +56,9 @@ aoc::Hardware small_machine() {
   return hw;
 }
 
-// n 4, 2 fixed points of 8 iterations: 64 channel-iterations; 16 weight writes and one reload;
-// 8 DAC and 32 ADC conversions (4 readout samples per channel); 64 digital MACs.
+// n 4, 2 fixed points of 8 iterations, each closed for 8 + 4 periods (the 64 ns settle lies within
+// the 128 ns of iterations, then the 64 ns readout window): 96 channel-iterations; 16 weight writes
+// and one reload; 8 DAC and 32 ADC conversions (4 readout samples per channel); 64 digital MACs.
 aoc::Workload small_work() {
   aoc::Workload w;
   w.n = 4;
@@ -71,8 +72,9 @@ aoc::Workload small_work() {
   return w;
 }
 
-// loop 2 x 8 x 16 ns, settle 2 x 64 ns, readout 2 x 4 samples / 8 MHz, 2 x 8 ns input conversion, one 1024 us reload.
-const double kSmallSeconds = 256e-9 + 128e-9 + 1e-6 + 16e-9 + 1024e-6;
+// loop 2 x 8 x 16 ns, no settle left after the iterations, readout 2 x 4 samples / 62.5 MHz, 2 x 8 ns
+// input conversion, one 1024 us reload.
+const double kSmallSeconds = 256e-9 + 128e-9 + 16e-9 + 1024e-6;
 
 template <class Line>
 const Line& named(const std::vector<Line>& lines, const std::string& name) {
@@ -117,16 +119,16 @@ std::string estimate_error(const aoc::Hardware& hw, const aoc::Workload& w) {
 
 TEST_CASE("energy: a hand-computed workload gives every line and the total to the last digit") {
   const aoc::EnergyReport r = aoc::estimate(small_machine(), small_work());
-  // count x figure: 64 channel-iterations x 2, 0.5, 1 pJ; 16 writes x 4 pJ; 8 x 8 pJ; 32 x 2 pJ; 64 x 0.25 pJ; 2 x 16 pJ
-  CHECK(line(r, "led_drive").count == 64);
-  CHECK(line(r, "led_drive").joules.typ == 128e-12);
-  CHECK(line(r, "led_drive").joules.min == 64e-12);
-  CHECK(line(r, "led_drive").joules.max == 256e-12);
-  CHECK(line(r, "photodetector_receiver").joules.typ == 32e-12);
-  CHECK(line(r, "analog_electronics").joules.typ == 64e-12);
-  CHECK(line(r, "slm_static").count == kSmallSeconds);
-  CHECK(line(r, "slm_static").joules.typ == 2 * kSmallSeconds);
-  CHECK(line(r, "slm_static").joules.max == 4 * kSmallSeconds);
+  // count x figure: 96 channel-iterations x 2, 0.5, 1 pJ; 16 writes x 4 pJ; 8 x 8 pJ; 32 x 2 pJ; 64 x 0.25 pJ; 2 x 16 pJ
+  CHECK(line(r, "led_drive").count == Approx(96).epsilon(1e-14));
+  CHECK(line(r, "led_drive").joules.typ == Approx(192e-12).epsilon(1e-14));
+  CHECK(line(r, "led_drive").joules.min == Approx(96e-12).epsilon(1e-14));
+  CHECK(line(r, "led_drive").joules.max == Approx(384e-12).epsilon(1e-14));
+  CHECK(line(r, "photodetector_receiver").joules.typ == Approx(48e-12).epsilon(1e-14));
+  CHECK(line(r, "analog_electronics").joules.typ == Approx(96e-12).epsilon(1e-14));
+  CHECK(line(r, "slm_static").count == Approx(kSmallSeconds).epsilon(1e-14));
+  CHECK(line(r, "slm_static").joules.typ == Approx(2 * kSmallSeconds).epsilon(1e-14));
+  CHECK(line(r, "slm_static").joules.max == Approx(4 * kSmallSeconds).epsilon(1e-14));
   CHECK(line(r, "slm_reload").joules.typ == 64e-12);
   CHECK(line(r, "dac").joules.typ == 64e-12);
   CHECK(line(r, "adc").joules.typ == 64e-12);
@@ -134,21 +136,41 @@ TEST_CASE("energy: a hand-computed workload gives every line and the total to th
   CHECK(line(r, "control").count == 2);
   CHECK(line(r, "control").joules.typ == 32e-12);
   CHECK(line(r, "control").source == "test figure for control");
-  CHECK(r.total_joules.typ == 0.0 + 128e-12 + 32e-12 + 64e-12 + 2 * kSmallSeconds + 64e-12 + 64e-12 + 64e-12 + 16e-12 + 32e-12);
-  CHECK(r.total_joules.min == 0.0 + 64e-12 + 16e-12 + 32e-12 + 1 * kSmallSeconds + 32e-12 + 32e-12 + 32e-12 + 8e-12 + 16e-12);
-  CHECK(r.total_joules.max == 0.0 + 256e-12 + 64e-12 + 128e-12 + 4 * kSmallSeconds + 128e-12 + 128e-12 + 128e-12 + 32e-12 + 64e-12);
+  CHECK(r.total_joules.typ == Approx(192e-12 + 48e-12 + 96e-12 + 2 * kSmallSeconds + 64e-12 + 64e-12 + 64e-12 + 16e-12 + 32e-12).epsilon(1e-14));
+  CHECK(r.total_joules.min == Approx(96e-12 + 24e-12 + 48e-12 + 1 * kSmallSeconds + 32e-12 + 32e-12 + 32e-12 + 8e-12 + 16e-12).epsilon(1e-14));
+  CHECK(r.total_joules.max == Approx(384e-12 + 96e-12 + 192e-12 + 4 * kSmallSeconds + 128e-12 + 128e-12 + 128e-12 + 32e-12 + 64e-12).epsilon(1e-14));
   CHECK_FALSE(r.photon_budget);
 }
 
-TEST_CASE("energy: latency is iterations x loop period, settle and the readout window per fixed point, plus the reloads") {
+TEST_CASE("energy: latency is iterations x loop period, the settle left after them and the readout window per fixed point, plus the reloads") {
   const aoc::EnergyReport r = aoc::estimate(small_machine(), small_work());
-  CHECK(lat(r, "loop").seconds == 256e-9);           // 2 fixed points x 8 iterations x 16 ns
-  CHECK(lat(r, "settle").seconds == 128e-9);         // 2 x 64 ns
-  CHECK(lat(r, "readout").seconds == 1e-6);          // 2 x 4 samples / 8 MHz
-  CHECK(lat(r, "conversions").seconds == 16e-9);     // 2 x 8 ns
+  CHECK(lat(r, "loop").seconds == 256e-9);  // 2 fixed points x 8 iterations x 16 ns
+  CHECK(lat(r, "settle").seconds == 0);     // the 64 ns settle ran during the 128 ns of iterations
+  CHECK(lat(r, "readout").seconds == Approx(128e-9).epsilon(1e-14));  // 2 x 4 samples / 62.5 MHz
+  CHECK(lat(r, "conversions").seconds == 16e-9);  // 2 x 8 ns
   CHECK_THAT(lat(r, "conversions").source, Contains("timing.dac_conversion_ns"));
   CHECK(lat(r, "weight_reload").seconds == 1024e-6);  // 1 reload x 1024 us
-  CHECK(r.total_seconds == kSmallSeconds);
+  CHECK(r.total_seconds == Approx(kSmallSeconds).epsilon(1e-14));
+}
+
+TEST_CASE("energy: the settle clock starts at loop closure, so a short solve waits for the rest of the settle") {
+  aoc::Workload w = small_work();
+  w.iterations_per_fixed_point = 2;  // 32 ns of iterations: 32 ns of the 64 ns settle remain
+  const aoc::EnergyReport r = aoc::estimate(small_machine(), w);
+  CHECK(lat(r, "settle").seconds == Approx(2 * 32e-9).epsilon(1e-14));
+  CHECK_THAT(lat(r, "settle").formula, Contains("the settle clock starts at loop closure"));
+}
+
+TEST_CASE("energy: the LEDs, receivers and analog electronics are on every period the loop is closed, through settle and readout") {
+  aoc::Workload w = small_work();
+  w.iterations_per_fixed_point = 2;  // closed for 2 iterations + 2 settle periods + 4 readout periods
+  const aoc::EnergyReport r = aoc::estimate(small_machine(), w);
+  CHECK(*r.work.hold_periods == Approx(6).epsilon(1e-14));
+  for (const char* name : {"led_drive", "photodetector_receiver", "analog_electronics"}) {
+    INFO(name);
+    CHECK(line(r, name).count == Approx(4 * (2 + 6) * 2).epsilon(1e-14));  // n x (K + hold) x F
+  }
+  CHECK(r.analog_macs == 4 * 4 * 2 * 2);  // the MACs count the iterations only
 }
 
 TEST_CASE("energy: TOPS/W is 2 n n K F ops over the energy, its band from the max and min energy") {
@@ -187,7 +209,7 @@ TEST_CASE("energy: in photon-budget mode the LED energy follows from the photon 
   CHECK(r.led_pj_photon == Approx(pj).epsilon(1e-12));
   CHECK(r.led_pj_photon == Approx(0.6259).epsilon(1e-4));
   const aoc::EnergyLine& led = line(r, "led_drive");
-  CHECK(led.joules.typ == Approx(64 * pj * 1e-12).epsilon(1e-12));
+  CHECK(led.joules.typ == Approx(96 * pj * 1e-12).epsilon(1e-12));
   CHECK(led.joules.min == led.joules.typ);
   CHECK(led.joules.max == led.joules.typ);
   CHECK_THAT(led.source, Contains("photon budget"));
@@ -236,7 +258,7 @@ TEST_CASE("energy: a component the file lacks and the workload does not use cont
   w.digital_macs = 0;
   const aoc::EnergyReport r = aoc::estimate(hw, w);
   CHECK(line(r, "digital").joules.max == 0);
-  CHECK(r.total_joules.typ == 0.0 + 128e-12 + 32e-12 + 64e-12 + 2 * kSmallSeconds + 64e-12 + 64e-12 + 64e-12 + 0.0 + 32e-12);
+  CHECK(r.total_joules.typ == Approx(192e-12 + 48e-12 + 96e-12 + 2 * kSmallSeconds + 64e-12 + 64e-12 + 64e-12 + 0.0 + 32e-12).epsilon(1e-14));
 }
 
 TEST_CASE("energy: a machine without a timing section cannot be estimated") {
@@ -316,10 +338,10 @@ TEST_CASE("energy: aoc estimate measures the iterations on the loop when none ar
   const Run r = run_aoc("estimate --hw aoc-16");
   INFO(r.out);
   CHECK(r.status == 0);
-  CHECK_THAT(r.out, Contains("iterations measured: what the twin stop rule ran"));
+  CHECK_THAT(r.out, Contains("iterations measured: every sample settled"));
 }
 
-TEST_CASE("energy: under shot noise aoc estimate counts the iterations the loop ran and says how many samples converged") {
+TEST_CASE("energy: under too few photons aoc estimate reports non-convergence and counts the cap") {
   auto measured = [](const std::string& photons) {
     const Run r = run_aoc("estimate --hw aoc-48 --photons " + photons + " --json");
     INFO(r.out);
@@ -327,15 +349,30 @@ TEST_CASE("energy: under shot noise aoc estimate counts the iterations the loop 
     return json::parse(r.out);
   };
   const json few = measured("100"), many = measured("1e8");
-  // at 100 photons no sample meets the tolerance: the loop runs to its cap, and that is K
-  CHECK(few["iterations_measured"]["converged"] == 0);
-  CHECK(few["iterations_measured"]["run"] == few["iterations_measured"]["cap"]);
-  CHECK(few["iterations_per_fixed_point"] == few["iterations_measured"]["run"]);
-  CHECK(few["iterations_measured"]["lowest_residual_step"]["mean"].get<double>() < few["iterations_per_fixed_point"].get<double>());
-  CHECK_THAT(few["iterations_from"].get<std::string>(), Contains("the cap; 0 of 64 samples converged"));
-  // at 1e8 every sample converges, in fewer iterations
-  CHECK(many["iterations_measured"]["converged"] == 64);
+  // at 100 photons the shot noise moves the state by more than half an ADC step every iteration
+  CHECK(few["iterations_measured"]["samples_settled"] == 0);
+  CHECK(few["iterations_measured"]["converged"] == false);
+  CHECK(few["iterations_per_fixed_point"] == few["iterations_measured"]["cap"]);
+  CHECK(few["iterations_measured"]["last_step_max_residual_rms"].get<double>() >
+        few["iterations_measured"]["tolerance_rms_per_channel"].get<double>());
+  CHECK_THAT(few["iterations_from"].get<std::string>(), Contains("NOT CONVERGED, 0 of 64 samples settled"));
+  // at 1e8 every sample settles, in fewer iterations; K is the p99 of their settling steps
+  CHECK(many["iterations_measured"]["samples_settled"] == 64);
+  CHECK(many["iterations_per_fixed_point"] == many["iterations_measured"]["settled_step_p99"]);
   CHECK(many["iterations_per_fixed_point"].get<double>() < few["iterations_per_fixed_point"].get<double>());
+}
+
+TEST_CASE("energy: the measured iterations stop at half an ADC step rms per channel") {
+  const Run r = run_aoc("estimate --hw aoc-48 --json");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  const json m = json::parse(r.out)["iterations_measured"];
+  // aoc-48: a 10-bit ADC over -3.3 .. 3.3 V, 48 channels
+  const double half_step = 0.5 * 6.6 / 1024;
+  CHECK(m["tolerance_rms_per_channel"].get<double>() == Approx(half_step));
+  CHECK(m["tolerance_l2"].get<double>() == Approx(half_step * std::sqrt(48.0)));
+  CHECK(m["noise"] == true);
+  CHECK(m["converters"] == true);
 }
 
 TEST_CASE("energy: aoc estimate --photons on a machine without a noise section is a one-line error naming the file") {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include "compiler/import_config.hpp"
 #include "compiler/program_h5.hpp"
 #include "runtime/program_estimate.hpp"
+#include "runtime/program_run.hpp"
 #include "sim/error.hpp"
 #include "sim/hardware.hpp"
 #include "tests/support.hpp"
@@ -118,8 +120,13 @@ TEST_CASE("program estimate: a tiny program's tiles, conversions and MACs per to
   const aoc::Workload& w = e.token.work;
   CHECK(w.dac_conversions == 100);  // x, once per token
   CHECK(w.adc_conversions == 60);   // tanh(y), once per token
-  CHECK(*w.led_channel_iterations == 200);       // every input lights the LEDs of both row tiles: 100 x 2
-  CHECK(*w.receiver_channel_iterations == 180);  // every output is detected on all 3 column tiles: 60 x 3
+  // Every input lights the LEDs of both row tiles (100 x 2), every output is detected on all 3 column
+  // tiles (60 x 3); then the 60 channels read out stay on through the settle and the readout window.
+  const aoc::TimingSpec& t = *c.hw.timing;
+  const double hold = (t.settle_ns + 40 / t.readout_rate_mhz * 1e3) / t.loop_period_ns;  // 445 periods on aoc-48
+  CHECK(hold == Approx(445));
+  CHECK(*w.led_channel_iterations == Approx(200 + 60 * hold));
+  CHECK(*w.receiver_channel_iterations == Approx(180 + 60 * hold));
   CHECK(e.token.analog_macs == 6000);
   CHECK(e.tile_runs == 6);
   CHECK(e.utilisation == Approx(6000.0 / (6 * 48 * 48)));
@@ -133,13 +140,12 @@ TEST_CASE("program estimate: a tiny program's tiles, conversions and MACs per to
   CHECK(*w.settle_events == 1);
   CHECK(*w.adc_samples == 40);  // one readout of aoc-48's 40 samples
   // The energy lines count the same actions; the SLMs of the 6 modules draw power for the whole latency.
-  CHECK(energy_line(e.token, "led_drive").count == 200);
-  CHECK(energy_line(e.token, "photodetector_receiver").count == 180);
-  CHECK(energy_line(e.token, "analog_electronics").count == 180);
+  CHECK(energy_line(e.token, "led_drive").count == *w.led_channel_iterations);
+  CHECK(energy_line(e.token, "photodetector_receiver").count == *w.receiver_channel_iterations);
+  CHECK(energy_line(e.token, "analog_electronics").count == *w.receiver_channel_iterations);
   CHECK(energy_line(e.token, "dac").count == 100);
   CHECK(energy_line(e.token, "adc").count == 60);
   CHECK(energy_line(e.token, "slm_static").count == Approx(6 * e.token.total_seconds));
-  const aoc::TimingSpec& t = *c.hw.timing;
   CHECK(e.token.total_seconds == Approx(t.loop_period_ns * 1e-9 + t.settle_ns * 1e-9 + 40 / (t.readout_rate_mhz * 1e6) +
                                         t.dac_conversion_ns * 1e-9 + 0.0));
   // The GPU runs the same MACs.
@@ -194,7 +200,7 @@ TEST_CASE("program estimate: a loop body counts K times per token, K the max_ite
   CHECK_FALSE(e.loops[0].upper_bound);
   const aoc::Workload& w = e.token.work;
   CHECK(e.token.analog_macs == 10 * 48 * 48);
-  CHECK(*w.led_channel_iterations == 480);
+  CHECK(*w.led_channel_iterations == Approx(480 + 48 * 445));  // 10 iterations, then the readout holds the 48 channels 445 periods
   CHECK(*w.loop_periods == 10);
   CHECK(w.dac_conversions == 48);  // the injection x, once per fixed point
   CHECK(w.adc_conversions == 48);  // the fixed point's readout
@@ -300,4 +306,31 @@ TEST_CASE("program estimate: aoc estimate PROG.h5 takes the hardware the program
   INFO(other.out);
   CHECK(other.status == 1);
   CHECK_THAT(other.out, Contains("compiled for aoc-48"));
+}
+
+TEST_CASE("program estimate: --iterations-from takes each FixedPoint's K from an aoc run of the program, its mean over the solves") {
+  const fs::path d = temp_dir();
+  const std::string m = (d / "m.json").string(), w = (d / "m.h5").string(), p = (d / "p.h5").string();
+  const std::string tok = (d / "tok.h5").string(), out = (d / "run.h5").string();
+  REQUIRE(run_aoc("import " AOC_TEST_DATA "/implicit-lm/mamba2-state-tracking-implicit/config.json -o " + m).status == 0);
+  REQUIRE(run_aoc("compile " + m + " --weights " + w + " --hw aoc-48 -o " + p).status == 0);
+  REQUIRE(run_aoc("run " + p + " --example-input " + tok + " --batch 2 --length 6 --seed 1").status == 0);
+  REQUIRE(run_aoc("run " + p + " --inputs " + tok + " --sequence sequential --quiet -o " + out).status == 0);
+  const aoc::IterationSummary s = aoc::read_run_iterations(out, "deq");
+  CHECK(s.solves == 12);  // 2 samples x 6 tokens, each token a solve of its own
+
+  const Run r = run_aoc("estimate " + p + " --iterations-from " + out + " --json");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  const json j = json::parse(r.out);
+  REQUIRE(j["loops"].size() == 1);
+  CHECK(j["loops"][0]["iterations"].get<double>() == Approx(s.mean));
+  CHECK(j["loops"][0]["upper_bound"] == false);
+  CHECK_THAT(j["loops"][0]["iterations_from"].get<std::string>(), Contains("the mean over 12 solves"));
+
+  // a file that is not a run's output is a one-line error naming it
+  const Run bad = run_aoc("estimate " + p + " --iterations-from " + tok);
+  CHECK(bad.status != 0);
+  CHECK_THAT(bad.out, Contains(tok + ": attribute tool"));
+  CHECK(std::count(bad.out.begin(), bad.out.end(), '\n') == 1);
 }

@@ -96,6 +96,26 @@ TEST_CASE("solver: the twin rule stops at the first step whose batch-max residua
   }
 }
 
+TEST_CASE("solver: each sample's settling step is the first whose residual met the tolerance, 0 when none did") {
+  // From z0 = 0 the residual of row r at step k is ||inj_r|| * 0.5^(k-1): a small row settles first.
+  std::mt19937_64 rng(3);
+  RowMatrix<double> inj = uniform(4, 8, -1, 1, rng);
+  inj.row(1) *= 1e-3;
+  inj.row(3) *= 1e6;  // never below the tolerance within the cap
+  SolverOptions opt = SolverOptions::twin();
+  opt.max_iter = 12;
+  const SolveResult res = solve_fixed_point<double>(linear_map<double>(0.5), Batch<double>::from(inj), Batch<double>(4, 8), opt);
+  for (int r = 0; r < 3; ++r) {
+    INFO("sample " << r);
+    int first = 1;
+    while (row_norm(inj, r) * std::pow(0.5, first - 1) >= opt.tol) ++first;
+    CHECK(res.settled[static_cast<size_t>(r)] == first);
+  }
+  CHECK(res.settled[1] < res.settled[0]);
+  CHECK(res.settled[3] == 0);
+  CHECK(res.steps == 12);
+}
+
 TEST_CASE("solver: the twin rule never runs more than max_iter steps") {
   // f(z) = z + 1 never converges: its residual is sqrt(N) at every step.
   const StepFn<double> drift = [](const Batch<double>& z, const Batch<double>&, const Batch<double>*, Batch<double>& out, const StepContext&) {

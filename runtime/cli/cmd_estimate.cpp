@@ -7,8 +7,11 @@
 #include "compiler/graph_json.hpp"
 #include "compiler/program_h5.hpp"
 #include "runtime/cli/commands.hpp"
+#include "runtime/h5io.hpp"
 #include "runtime/loop_run.hpp"
+#include "runtime/output.hpp"
 #include "runtime/problem.hpp"
+#include "runtime/program_run.hpp"
 #include "runtime/program_estimate.hpp"
 #include "sim/energy.hpp"
 #include "sim/error.hpp"
@@ -20,7 +23,7 @@ namespace aoc::cli {
 namespace {
 
 struct Opts {
-  std::string hw = "aoc-48", json_out, program;
+  std::string hw = "aoc-48", json_out, program, iterations_from;
   int n = 0, threads = 1;
   long long fixed_points = 64;
   double iterations = -1, photons = 0;
@@ -49,32 +52,72 @@ std::string si(double v, const char* unit) {
   return buf;
 }
 
-// The iterations a fixed point takes: what the loop ran (the twin rule stops the batch together,
-// when every sample's residual is below its tolerance, else at the cap), not the step of the
-// lowest residual the rule returns (earlier than the run's end where samples did not converge).
+// The iterations a fixed point takes, measured on the modeled machine (its converters and noise).
+// A sample has settled at the first step its residual is below the readout's tolerance (half an
+// ADC step rms per channel: below it the readout cannot tell the iterates apart). The machine has
+// no converter inside its loop to stop on, so it runs a fixed count per fixed point: K is the p99
+// of the samples' settling steps, or the cap when some sample never settles (not converged). The
+// loop itself ran under the twin rule, until every residual was below the tolerance at once.
 struct Measured {
-  int run = 0, cap = 0, converged = 0;
-  double best_mean = 0;  // the step of each sample's lowest residual: mean, min, max
-  int best_min = 0, best_max = 0;
+  int k = 0;  // what a fixed point costs: the settling steps' p99, or the cap
+  int run = 0, cap = 0, settled = 0, batch = 0;
+  double settled_mean = 0, settled_p99 = 0;  // over the samples that met the tolerance
+  double tol = 0;                            // L2 over the n channels
+  double tol_rms = 0, last_rms = 0;          // per channel: the tolerance, the largest residual at the last step
+  bool noise = false, quantize = false;
+  std::string tol_from;
 };
 
-// The iterations of the twin's stop rule on a seeded random problem of this size.
 Measured measure(const Hardware& hw, int n, const Opts& o) {
   LoopRunOptions lo;
   lo.f64 = false;
   lo.solver = SolverOptions::twin();
   lo.threads = o.threads;
-  // photon-budget mode: the same photon count sets the shot noise of the run that measures K
-  lo.noise = o.photons > 0;
+  lo.noise = hw.noise.has_value();
+  lo.quantize = hw.converters.has_value();
   lo.seed = o.seed;
-  const LoopRunResult r = run_loop(hw, CoreConfig::twin_defaults(hw), random_problem(n, kMeasureBatch, o.seed), lo);
   Measured m;
+  m.noise = lo.noise, m.quantize = lo.quantize, m.batch = kMeasureBatch;
+  if (const auto t = readout_tolerance(hw, n)) {
+    lo.solver.tol = *t;
+    m.tol_from = "half an ADC step (converters.adc_bits, adc_min, adc_max)";
+  } else {
+    m.tol_from = "the twin's 1e-3 (the file has no converters section to tie it to)";
+  }
+  m.tol = lo.solver.tol, m.tol_rms = m.tol / std::sqrt(static_cast<double>(n));
+  const LoopRunResult r = run_loop(hw, CoreConfig::twin_defaults(hw), random_problem(n, kMeasureBatch, o.seed), lo);
   m.run = r.solve.steps, m.cap = lo.solver.max_iter;
-  for (int i : r.solve.iterations) m.best_mean += i / static_cast<double>(r.solve.iterations.size());
-  const auto [lo_it, hi_it] = std::minmax_element(r.solve.iterations.begin(), r.solve.iterations.end());
-  m.best_min = *lo_it, m.best_max = *hi_it;
-  m.converged = static_cast<int>(std::count(r.solve.converged.begin(), r.solve.converged.end(), 1));
+  m.last_rms = r.solve.max_residual.back() / std::sqrt(static_cast<double>(n));
+  std::vector<int> s;
+  for (int k : r.solve.settled)
+    if (k > 0) s.push_back(k);
+  m.settled = static_cast<int>(s.size());
+  if (!s.empty()) {
+    std::sort(s.begin(), s.end());
+    for (int k : s) m.settled_mean += k / static_cast<double>(s.size());
+    m.settled_p99 = s[static_cast<std::size_t>(std::ceil(0.99 * static_cast<double>(s.size()))) - 1];
+  }
+  m.k = m.settled == m.batch ? static_cast<int>(m.settled_p99) : m.cap;
   return m;
+}
+
+// How K was measured, in one line for the text and the JSON.
+std::string measured_text(const Measured& m, const Opts& o) {
+  const char* what = m.noise ? (o.photons > 0 ? "shot noise only" : "the machine's noise") : "no noise section";
+  char b[512];
+  int at = 0;
+  if (m.settled == m.batch)
+    at = std::snprintf(b, sizeof b, "measured: every sample settled, at step %.3g mean, %d p99 (K)", m.settled_mean, m.k);
+  else
+    at = std::snprintf(b, sizeof b, "measured: NOT CONVERGED, %d of %d samples settled within the cap of %d (K = the cap)", m.settled,
+                       m.batch, m.cap);
+  at = std::clamp(at, 0, static_cast<int>(sizeof b) - 1);
+  std::snprintf(b + at, sizeof b - at,
+                "; settled: residual below %.3g mV rms per channel, %s; a seeded random problem, batch %d, seed %llu, f32, %s%s; "
+                "the loop ran %d steps, its largest residual at the last %.3g mV",
+                1e3 * m.tol_rms, m.tol_from.c_str(), m.batch, static_cast<unsigned long long>(o.seed), m.quantize ? "converters, " : "",
+                what, m.run, 1e3 * m.last_rms);
+  return b;
 }
 
 // The loop form's counts are whole numbers (n, F and the readout samples are).
@@ -138,32 +181,22 @@ int run(const Opts& o) {
   const bool measured = o.iterations < 0;
   Measured m;
   if (measured) m = measure(hw, n, o);
-  const double K = measured ? m.run : o.iterations;
+  const double K = measured ? m.k : o.iterations;
   Workload w = inference_workload(hw, n, o.fixed_points, K);
   if (o.photons > 0) w.photons_per_sample = o.photons;
   const EnergyReport r = estimate(hw, w, o.gpu);
   const double F = static_cast<double>(o.fixed_points);
-  std::string how = "given (--iterations)";
-  if (measured) {
-    char b[320];
-    const int B = kMeasureBatch;
-    int at = std::snprintf(b, sizeof b, "measured: what the twin stop rule ran on a seeded random problem (batch %d, seed %llu, f32%s): %d", B,
-                           static_cast<unsigned long long>(o.seed), o.photons > 0 ? ", shot noise" : "", m.run);
-    at = std::clamp(at, 0, static_cast<int>(sizeof b) - 1);
-    if (m.converged == B)
-      std::snprintf(b + at, sizeof b - at, ", all %d samples converged", B);
-    else
-      std::snprintf(b + at, sizeof b - at, "%s; %d of %d samples converged (their lowest residual at steps %d .. %d, mean %.3g)",
-                    m.run == m.cap ? ", the cap" : "", m.converged, B, m.best_min, m.best_max, m.best_mean);
-    how = b;
-  }
+  const std::string how = measured ? measured_text(m, o) : "given (--iterations)";
 
   if (o.json) {
     nlohmann::ordered_json j{{"tool", "aoc estimate"}, {"version", AOC_VERSION}, {"hardware", hw.name}, {"n", n},
                              {"fixed_points", whole(w.fixed_points)}, {"iterations_per_fixed_point", K}, {"iterations_from", how}};
     if (measured)
-      j["iterations_measured"] = {{"run", m.run}, {"cap", m.cap}, {"converged", m.converged}, {"batch", kMeasureBatch},
-                                  {"lowest_residual_step", {{"mean", m.best_mean}, {"min", m.best_min}, {"max", m.best_max}}}};
+      j["iterations_measured"] = {{"run", m.run}, {"cap", m.cap}, {"converged", m.settled == m.batch}, {"batch", m.batch},
+                                  {"samples_settled", m.settled}, {"settled_step_mean", m.settled_mean}, {"settled_step_p99", m.settled_p99},
+                                  {"k", m.k},
+                                  {"tolerance_l2", m.tol}, {"tolerance_rms_per_channel", m.tol_rms}, {"tolerance_from", m.tol_from},
+                                  {"last_step_max_residual_rms", m.last_rms}, {"noise", m.noise}, {"converters", m.quantize}};
     j["workload"] = {{"weight_writes", whole(w.weight_writes)}, {"weight_reloads", whole(w.weight_reloads)},
                      {"dac_conversions", whole(w.dac_conversions)}, {"adc_conversions", whole(w.adc_conversions)},
                      {"digital_macs", whole(w.digital_macs)}};
@@ -247,6 +280,25 @@ nlohmann::ordered_json energy_json(const EnergyReport& r, double scale) {
   return a;
 }
 
+// Each top-level FixedPoint's K from an `aoc run` of the program: the mean over its solves (every
+// sample, and every token in sequential mode), each solve stopped by the loop's own rule.
+// `program_file` (empty for a graph compiled here) is compared with the program the run recorded.
+void measured_iterations(const ir::Program& p, const std::string& program_file, const std::string& run, ProgramEstimateOptions& po) {
+  if (read_h5_attr(run, "tool") != "aoc run") throw Error(run + ": attribute tool: not the output of `aoc run`");
+  const bool same = !program_file.empty() && read_h5_attr(run, "config_hash") == file_digest(program_file);
+  const std::string other = same ? "" : ", a run of " + read_h5_attr(run, "program") + (program_file.empty() ? "" : " (not this file: its digest differs)");
+  for (const ir::Op& op : p.graph.ops) {
+    if (op.kind != ir::OpKind::FixedPoint) continue;
+    const std::string name = ir::op_label(op);
+    const IterationSummary s = read_run_iterations(run, name);
+    char b[320];
+    std::snprintf(b, sizeof b, "measured: the mean over %lld solves of `aoc run` %s (p99 %d, min %d, max %d; %lld converged)", s.solves,
+                  run.c_str(), s.p99, s.min, s.max, s.converged);
+    po.measured[name] = {s.mean, b + other};
+  }
+  if (po.measured.empty()) throw Error("--iterations-from: the program has no FixedPoint at its top level to take iterations for");
+}
+
 // `aoc estimate PROG`: a program file (HDF5) or a graph JSON compiled here (shapes only).
 int run_program(const Opts& o) {
   if (o.n_given || o.fixed_points_given || o.seed_given)
@@ -277,6 +329,7 @@ int run_program(const Opts& o) {
   }
   ProgramEstimateOptions po;
   if (o.iterations >= 0) po.iterations = o.iterations;
+  if (!o.iterations_from.empty()) measured_iterations(p, ends_with(o.program, ".json") ? "" : o.program, o.iterations_from, po);
   po.seq_len = o.seq_len;
   if (o.photons > 0) po.photons_per_sample = o.photons;
   po.gpu = o.gpu;
@@ -291,9 +344,8 @@ int run_program(const Opts& o) {
                              {"hardware", hw.name}, {"hardware_path", hw_path}, {"overrides", overrides},
                              {"seq_len", e.seq_len}};
     for (const auto& l : e.loops)
-      j["loops"].push_back({{"name", l.name}, {"layout", l.layout}, {"iterations", l.iterations},
-                            {"iterations_from", l.upper_bound ? "max_iter (an upper bound)" : "given (--iterations)"},
-                            {"depth", l.depth}});
+      j["loops"].push_back({{"name", l.name}, {"layout", l.layout}, {"iterations", l.iterations}, {"upper_bound", l.upper_bound},
+                            {"iterations_from", l.from}, {"depth", l.depth}});
     if (e.loops.empty()) j["loops"] = nlohmann::ordered_json::array();
     j["mapping"] = {{"parameters", e.parameters}, {"optical_weights", e.optical_weights}, {"channels", e.channels},
                     {"tiles", e.tiles}, {"modules", e.modules}, {"modules_used", e.modules_used},
@@ -332,7 +384,7 @@ int run_program(const Opts& o) {
   std::printf("          from %s\n", how.c_str());
   for (const auto& l : e.loops)
     std::printf("          FixedPoint '%s' (%s): K = %.4g iterations per token, %s\n", l.name.c_str(), l.layout.c_str(),
-                l.iterations, l.upper_bound ? "its max_iter: an UPPER BOUND (give --iterations K)" : "given (--iterations)");
+                l.iterations, l.from.c_str());
   if (e.loops.empty()) std::printf("          no FixedPoint (an explicit model): every op once per token\n");
   std::printf("\nmapping\n");
   std::printf("  parameters %s, of which %s in the %zu optical matrices\n", grouped(static_cast<double>(e.parameters)).c_str(),
@@ -395,10 +447,14 @@ void add_estimate(CLI::App& app) {
            ->capture_default_str();
   n = c->add_option("--n", o.n, "state size: channels used (default: all of the machine's)")->check(CLI::PositiveNumber);
   c->add_option("--iterations", o.iterations,
-                "iterations per fixed point (default: measured, the iterations the loop runs under the twin stop rule "
-                "on a seeded problem of batch 64, its cap when samples do not converge; for a program: each "
-                "FixedPoint's max_iter, an upper bound)")
+                "iterations per fixed point (default: measured on the machine with its converters and noise, a seeded "
+                "problem of batch 64: the steps until every sample changes by less than half an ADC step, the cap of "
+                "40 when some never do; for a program: each FixedPoint's max_iter, an upper bound)")
       ->check(CLI::NonNegativeNumber);
+  auto* from = c->add_option("--iterations-from", o.iterations_from,
+                             "program: each top-level FixedPoint's K from an `aoc run` of it (output HDF5): the mean over its solves")
+                   ->check(CLI::ExistingFile);
+  from->excludes(c->get_option("--iterations"));
   fp = c->add_option("--fixed-points", o.fixed_points, "fixed points per inference, run one after another with the same weights")
            ->check(CLI::PositiveNumber)->capture_default_str();
   seq = c->add_option("--seq-len", o.seq_len, "program: tokens per sequence (attention's mean context is half of it)")
@@ -435,12 +491,15 @@ void add_estimate(CLI::App& app) {
       "Example:\n  aoc estimate --hw aoc-scale --fixed-points 1000000 --iterations 20\n"
       "  aoc estimate --hw aoc-48 --json -o estimate.json     (iterations measured on the loop)\n"
       "  aoc estimate --hw aoc-scale --iterations 20 --gpu h200-sxm --gpu-batch 64\n"
-      "  aoc import config.json -o g.json --shapes-only && aoc estimate g.json --hw aoc-scale --iterations 20");
+      "  aoc import config.json -o g.json --shapes-only && aoc estimate g.json --hw aoc-scale --iterations 20\n"
+      "  aoc run prog.h5 --inputs tok.h5 --noise -o run.h5 && aoc estimate prog.h5 --iterations-from run.h5");
   c->callback([c] {
     require_json_for_output(c, "estimate");
     o.hw_given = hw->count() > 0, o.n_given = n->count() > 0, o.fixed_points_given = fp->count() > 0;
     o.seq_len_given = seq->count() > 0, o.seed_given = seed->count() > 0;
     if (o.program.empty() && o.seq_len_given) throw Error("--seq-len is for a program (aoc estimate PROG)");
+    if (o.program.empty() && !o.iterations_from.empty())
+      throw Error("--iterations-from is for a program (aoc estimate PROG); the loop estimate measures its own");
     exit_status() = o.program.empty() ? run(o) : run_program(o);
   });
 }
