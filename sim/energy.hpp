@@ -46,9 +46,10 @@ struct EnergySpec {
 
 // What runs on the machine, as a count of each action. Two forms, one model:
 //  - the loop form (n > 0): F fixed points of K iterations each (mean) on n channels, the one loop
-//    of `aoc estimate --hw`. Every count below that is left unset follows from it: n*K*F LED and
-//    receiver channel-iterations, n*n*K*F analog MACs, one module's SLMs, and per fixed point one
-//    settle, one DAC step and timing.readout_samples ADC samples (all channels in parallel).
+//    of `aoc estimate --hw`. Every count below that is left unset follows from it: n*(K + H)*F LED
+//    and receiver channel-iterations (H: the hold after the iterations, hold_periods()), n*n*K*F
+//    analog MACs, one module's SLMs, and per fixed point one settle (from loop closure), one DAC
+//    step and timing.readout_samples ADC samples (all channels in parallel).
 //  - explicit (n = 0): every count as given, unset = 0 (a compiled program's counts per token,
 //    runtime/program_estimate.hpp).
 // Counts are doubles: a per-token count of a loop of K (mean) iterations need not be whole.

@@ -477,10 +477,14 @@ void add_estimate(CLI::App& app) {
   c->add_flag("--json", o.json, "print a JSON record (every line with its count, band and source)");
   c->add_option("-o,--output", o.json_out, "write the JSON record to this file (with --json)");
   c->footer(
-      "Energy: each component of the file's energy section times the count of its action: n*K\n"
-      "channel-iterations per fixed point, DAC/ADC conversions, weight writes, seconds of static power\n"
-      "(docs/energy.md). Latency: K loop periods + settle + readout window per fixed point, plus the\n"
-      "SLM reload. TOPS/W counts 2 ops per analog MAC (n*n MACs per iteration).\n"
+      "Energy: each component of the file's energy section times the count of its action: n*(K + H)\n"
+      "channel-iterations per fixed point (the loop stays lit and detected for H periods after its K\n"
+      "iterations, through the settle and the readout window), DAC/ADC conversions, weight writes,\n"
+      "seconds of static power (docs/energy.md). Latency: K loop periods + the settle left after them\n"
+      "(its clock starts at loop closure) + readout window per fixed point, plus the SLM reload.\n"
+      "K: measured on the machine with its converters and noise, the p99 of the steps at which samples\n"
+      "change by less than half an ADC step rms per channel (NOT CONVERGED: the cap). TOPS/W counts 2\n"
+      "ops per analog MAC (n*n MACs per iteration).\n"
       "A program (PROG): one token's actions counted from its ops (docs/energy.md, \"Programs\"): the\n"
       "optical tiles, every Convert (DAC/ADC), the digital ops, the weight reloads when the tiles\n"
       "outnumber the modules; per sequence = per token x --seq-len.\n"
