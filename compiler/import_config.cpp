@@ -107,7 +107,11 @@ Mamba2Config parse(const std::string& path) {
                                  std::to_string(c.expand * c.d_model));
   }
 
-  c.vocab = integer(j, "", "vocab_size", 1, 1LL << 32);
+  // The released classes' vocabulary: Mamba2 reads n_tokens (aoc's own Mamba2 configs give
+  // vocab_size only), Llama vocab_size before n_tokens.
+  const bool n_tokens_first = !c.llama && r.find(j, "n_tokens");
+  if (n_tokens_first || !r.find(j, "vocab_size")) c.vocab = integer(j, "", "n_tokens", 1, 1LL << 32);
+  else c.vocab = integer(j, "", "vocab_size", 1, 1LL << 32);
   bool pad = false;
   if (const json* p = r.find(j, "pad_vocab")) pad = r.boolean(*p, "pad_vocab");
   if (pad) {

@@ -1,6 +1,7 @@
 #include "compiler/safetensors.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -249,10 +250,6 @@ File read_file(const std::string& path) {
   return out;
 }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // A sharded checkpoint: {"metadata": {...}, "weight_map": {tensor: shard file next to the index}}.
 Checkpoint read_index(const std::string& path) {
   const json j = jsonr::parse_file<json>(path);
@@ -289,8 +286,32 @@ Checkpoint read_index(const std::string& path) {
 
 }  // namespace
 
+WeightsFormat weights_format(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, "cannot open the file");
+  unsigned char b[9] = {};
+  in.read(reinterpret_cast<char*>(b), sizeof b);
+  const auto got = static_cast<std::size_t>(in.gcount());
+  static const unsigned char hdf5[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+  if (got >= 8 && std::memcmp(b, hdf5, 8) == 0) return WeightsFormat::Hdf5;
+  // A safetensors header is JSON from byte 8 on, so byte 8 is its '{'; a file too short to tell is
+  // left to the safetensors reader, whose errors say what is missing.
+  if (got < 9 || b[8] == '{') {
+    // JSON text read as the 8-byte header length is far larger than the file: an index
+    std::uint64_t header = 0;
+    for (int k = 7; k >= 0; --k) header = header << 8 | b[k];
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    if (b[0] != '{' || ec || header <= size) return WeightsFormat::Safetensors;
+  }
+  std::size_t i = 0;
+  while (i < got && std::isspace(b[i])) ++i;
+  if (i < got && b[i] == '{') return WeightsFormat::SafetensorsIndex;
+  fail(path, "not a weights file: neither HDF5 (an aoc weights.h5) nor safetensors (a checkpoint or its index .json)");
+}
+
 Checkpoint read_safetensors(const std::string& path) {
-  if (ends_with(path, ".json")) return read_index(path);
+  if (weights_format(path) == WeightsFormat::SafetensorsIndex) return read_index(path);
   File f = read_file(path);
   return {path, std::move(f.tensors), std::move(f.metadata)};
 }

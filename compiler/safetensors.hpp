@@ -9,7 +9,7 @@
 // Every problem is one aoc::Error line naming the file and the tensor:
 //   model.safetensors: tensor 'backbone.norm_f.weight': data_offsets [0, 4096] end past the 1024-byte buffer
 //
-// A path ending in ".json" is a sharded checkpoint's index (model.safetensors.index.json): its
+// A sharded checkpoint's index (model.safetensors.index.json, told by its content): its
 // "weight_map" names each tensor's shard, a file next to the index; all shards are read.
 #pragma once
 #include <map>
@@ -30,6 +30,12 @@ struct Checkpoint {
 };
 
 Checkpoint read_safetensors(const std::string& path);
+
+// What a weights file holds, told by its first bytes, whatever its name: an HDF5 file (an aoc
+// weights file), a safetensors file (its 8-byte header length, then '{') or a sharded
+// checkpoint's index (JSON). Anything else is an aoc::Error naming the file.
+enum class WeightsFormat { Hdf5, Safetensors, SafetensorsIndex };
+WeightsFormat weights_format(const std::string& path);
 
 // Writes `store` as one safetensors file (via a temporary file renamed into place). F32 rounds each
 // value to nearest; a value outside float's range, a NaN or an infinity is an error naming it.

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "compiler/graph_json.hpp"
+#include "compiler/safetensors.hpp"
 #include "models/aoc_ssm.hpp"
 #include "sim/error.hpp"
 #include "sim/json_reader.hpp"
@@ -71,7 +73,43 @@ Var SequenceModel::convert(Tape& t, Var x, int bits) {
   return straight_through(t, x, v.unaryExpr([&](double e) { return c.quantize(e); }));
 }
 
+namespace {
+
+// Dims as text: "[64, 32]".
+std::string dims_text(const std::vector<std::int64_t>& d) {
+  std::string t = "[";
+  for (std::size_t i = 0; i < d.size(); ++i) t += (i ? ", " : "") + std::to_string(d[i]);
+  return t + "]";
+}
+
+// The config's graph with the weights of an aoc weights file (HDF5), each checked against the
+// graph's declaration by name and shape; the file's other tensors are reported as unused.
+ir::Imported import_with_h5(const std::string& path, const ir::ImportOptions& o) {
+  ir::ImportOptions shapes;
+  shapes.weights = false;
+  ir::Imported m = import_model_config(path, shapes);
+  ir::WeightStore w = ir::read_weights_h5(o.weights_path);
+  for (const ir::Value& v : m.graph.weights) {
+    const auto it = w.find(v.name);
+    if (it == w.end())
+      throw Error(o.weights_path + ": tensor '" + v.name + "': missing (the graph of " + path + " declares it " + ir::to_string(v.type) +
+                  "): is this the weights file of that model?");
+    std::vector<std::int64_t> want;
+    for (const auto& d : v.type.shape) want.push_back(d.size);
+    if (it->second.shape != want)
+      throw Error(o.weights_path + ": tensor '" + v.name + "': shape " + dims_text(it->second.shape) + ", the graph of " + path +
+                  " declares " + dims_text(want));
+    m.weights[v.name] = std::move(it->second);
+    w.erase(it);
+  }
+  for (const auto& [name, t] : w) m.unused_tensors.push_back(name);
+  return m;
+}
+
+}  // namespace
+
 ir::Imported import_model_config(const std::string& path, const ir::ImportOptions& o) {
+  if (!o.weights_path.empty() && ir::weights_format(o.weights_path) == ir::WeightsFormat::Hdf5) return import_with_h5(path, o);
   const jsonr::json j = jsonr::parse_file(path);
   if (!j.is_object() || !j.contains("model_type") || j["model_type"] != "aoc_ssm") return ir::import_config(path, o);
   if (!o.weights_path.empty()) throw Error(path + ": model_type: an aoc_ssm model has no checkpoint form (its weights are an aoc weights.h5)");

@@ -68,8 +68,10 @@ class SequenceModel {
   ad::Var convert(ad::Tape& t, ad::Var x, int bits);
 };
 
-// `aoc import`: a config.json to a graph. model_type "aoc_ssm" is this layer's AOC-native model
-// (seeded weights; a checkpoint is an error); any other goes to the importer (ir::import_config).
+// `aoc import`: a config.json to a graph. With o.weights_path an aoc weights file (HDF5, told by
+// its content) the weights are that file's, checked by name and shape against the graph (an error
+// names the tensor). Otherwise model_type "aoc_ssm" is this layer's AOC-native model (seeded
+// weights; a safetensors checkpoint is an error) and any other goes to the importer (ir::import_config).
 ir::Imported import_model_config(const std::string& path, const ir::ImportOptions& o);
 
 }  // namespace aoc::models

@@ -361,10 +361,11 @@ TEST_CASE("cli: aoc compile writes a program and prints where each op runs") {
                           Catch::Contains("Convert("));
 }
 
-TEST_CASE("cli: aoc compile of a graph with weights but none given says what to pass") {
+TEST_CASE("cli: aoc compile of a graph with weights but none given or beside it says what to pass") {
   CliModel m;
-  const std::string prog = (m.dir / "never.aocp.h5").string();
-  const Run r = run_aoc("compile " + m.graph + " --hw aoc-48 -o " + prog);
+  const std::string prog = (m.dir / "never.aocp.h5").string(), alone = (m.dir / "alone.json").string();
+  std::filesystem::copy_file(m.graph, alone, std::filesystem::copy_options::overwrite_existing);  // no alone.h5
+  const Run r = run_aoc("compile " + alone + " --hw aoc-48 -o " + prog);
   CHECK(r.status != 0);
   CHECK_THAT(r.out, Catch::Contains("--weights") && Catch::Contains("--shapes-only"));
   CHECK_FALSE(std::filesystem::exists(prog));

@@ -5,12 +5,14 @@
 #include "tests/graph_support.hpp"
 #include "tests/support.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <unistd.h>
 
+#include "compiler/graph_json.hpp"
 #include "compiler/import_config.hpp"
 #include "compiler/interpret.hpp"
 #include "compiler/verify.hpp"
@@ -310,7 +312,7 @@ TEST_CASE("import: aoc import errors are one line with exit 1") {
   CHECK(ls.status == 0);
   CHECK(ls.out.find("12 layer(s), d_model 768, 125339136 parameters") != std::string::npos);
   CHECK(ls.out.find("tol 0.05, max_iter 128, damping 0.8") != std::string::npos);
-  const Run w = run_aoc("import " + kStateTracking + " --weights x.safetensors --shapes-only -o " + (dir / "st.json").string());
+  const Run w = run_aoc("import " + kStateTracking + " --weights " + kStateTracking + " --shapes-only -o " + (dir / "st.json").string());
   CHECK(w.status == 1);
   CHECK(w.out == "aoc: error: --weights: a checkpoint and --shapes-only exclude each other\n");
   const Run s = run_aoc("import " + k130m + " --shapes-only -o " + (dir / "m130.json").string());
@@ -344,4 +346,98 @@ TEST_CASE("import: seeded weights handed over one tensor at a time are the ones 
   CHECK_THROWS_WITH(import_config(kStateTracking, small), Catch::Contains("parameters is more than the 1000 this importer generates"));
   small.weight_sink = [](const std::string&, Tensor&&) {};
   CHECK_NOTHROW(import_config(kStateTracking, small));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Import that cannot lose a model
+
+namespace {
+const std::string kTrained = std::string(AOC_SOURCE_DIR) + "/models/trained/parity-implicit";
+}  // namespace
+
+TEST_CASE("import: a trained aoc model folder's weights.h5 is picked up without naming it") {
+  const auto dir = temp_dir();
+  const std::string graph = (dir / "picked.json").string();
+  const Run r = run_aoc("import " + kTrained + "/config.json -o " + graph);
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.out, Catch::Contains("trained weights from " + kTrained + "/weights.h5, found next to the config"));
+  const WeightStore got = read_weights_h5((dir / "picked.h5").string()), shipped = read_weights_h5(kTrained + "/weights.h5");
+  REQUIRE(got.size() == shipped.size());
+  for (const auto& [name, t] : shipped) {
+    INFO(name);
+    REQUIRE(got.count(name));
+    CHECK(got.at(name).shape == t.shape);
+    CHECK(got.at(name).data == t.data);
+  }
+}
+
+TEST_CASE("import: --seed draws random weights even where the folder holds trained ones") {
+  const auto dir = temp_dir();
+  const Run r = run_aoc("import " + kTrained + "/config.json -o " + (dir / "random.json").string() + " --seed 5");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.out, Catch::Contains("seeded random weights, seed 5"));
+  CHECK(read_weights_h5((dir / "random.h5").string()).at("embedding").data != read_weights_h5(kTrained + "/weights.h5").at("embedding").data);
+}
+
+TEST_CASE("import: --weights takes an aoc weights HDF5 by its content, whatever its name") {
+  const auto dir = temp_dir();
+  const std::string renamed = (dir / "trained.bin").string();
+  std::filesystem::copy_file(kTrained + "/weights.h5", renamed, std::filesystem::copy_options::overwrite_existing);
+  const Run r = run_aoc("import " + kTrained + "/config.json --weights " + renamed + " -o " + (dir / "named.json").string());
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  CHECK(read_weights_h5((dir / "named.h5").string()).at("embedding").data == read_weights_h5(kTrained + "/weights.h5").at("embedding").data);
+}
+
+TEST_CASE("import: weights of another model are a one-line error naming the tensor and both shapes") {
+  const auto dir = temp_dir();
+  const Run r = run_aoc("import " + kStateTracking + " --weights " + kTrained + "/weights.h5 -o " + (dir / "wrong.json").string());
+  CHECK(r.status == 1);
+  CHECK_THAT(r.out, Catch::Contains(kTrained + "/weights.h5: tensor 'embedding': shape [2, 32], the graph of"));
+  CHECK_THAT(r.out, Catch::Contains("declares [240, 256]"));
+  CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+  CHECK_FALSE(std::filesystem::exists(dir / "wrong.json"));
+}
+
+TEST_CASE("import: a --weights file that is neither HDF5 nor safetensors is named") {
+  const auto dir = temp_dir();
+  const std::string junk = (dir / "junk.h5").string();
+  std::ofstream(junk) << "not weights at all";
+  const Run r = run_aoc("import " + kTrained + "/config.json --weights " + junk + " -o " + (dir / "junk.json").string());
+  CHECK(r.status == 1);
+  CHECK(r.out == "aoc: error: " + junk + ": not a weights file: neither HDF5 (an aoc weights.h5) nor safetensors (a checkpoint or its index .json)\n");
+}
+
+TEST_CASE("import: the Mamba2 vocabulary is the released class's n_tokens, Llama's vocab_size") {
+  nlohmann::json m = read_json(tiny_config());
+  m["n_tokens"] = 10;
+  m["vocab_size"] = 12;
+  const Imported mi = import_config(write_json(m, "tiny-n-tokens.json"), {0, false});
+  nlohmann::json l = read_json(tiny_llama_config());
+  l["n_tokens"] = 10;
+  l["vocab_size"] = 12;
+  const Imported li = import_config(write_json(l, "tiny-llama-n-tokens.json"), {0, false});
+  auto rows = [](const Imported& x) {
+    for (const auto& w : x.graph.weights)
+      if (w.name == "embedding") return w.type.shape[0].size;
+    return std::int64_t{-1};
+  };
+  CHECK(rows(mi) == 10);
+  CHECK(rows(li) == 12);
+}
+
+TEST_CASE("import: aoc compile takes the weights aoc import wrote next to the graph") {
+  const auto dir = temp_dir();
+  const std::string graph = (dir / "beside.json").string(), prog = (dir / "beside.aocp.h5").string();
+  REQUIRE(run_aoc("import " + kTrained + "/config.json -o " + graph).status == 0);
+  const Run c = run_aoc("compile " + graph + " --hw aoc-48 -o " + prog);
+  INFO(c.out);
+  REQUIRE(c.status == 0);
+  CHECK_THAT(c.out, Catch::Contains("with the weights of " + (dir / "beside.h5").string()));
+  std::filesystem::remove(dir / "beside.h5");
+  const Run none = run_aoc("compile " + graph + " --hw aoc-48 -o " + prog);
+  CHECK(none.status == 1);
+  CHECK_THAT(none.out, Catch::Contains("give them with --weights W.h5"));
 }

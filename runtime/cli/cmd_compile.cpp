@@ -1,6 +1,7 @@
 // aoc compile: a graph (and its weights) lowered onto a machine: the program file and its mapping
 // report (compiler/passes.hpp, compiler/report.hpp, docs/program.md).
 #include <cstdio>
+#include <filesystem>
 
 #include "compiler/graph_json.hpp"
 #include "compiler/passes.hpp"
@@ -31,10 +32,16 @@ int run(const Opts& o) {
   const Hardware hw = load_hardware(hw_path, o.set);
   ir::Program p;
   p.graph = ir::read_graph(o.graph);
-  if (!o.weights.empty()) p.weights = ir::read_weights_h5(o.weights);
+  // Default weights: the file aoc import writes next to the graph (G.json -> G.h5).
+  std::string weights = o.weights;
+  const std::filesystem::path beside = std::filesystem::path(o.graph).replace_extension(".h5");
+  if (weights.empty() && !o.shapes_only && !p.graph.weights.empty() && std::filesystem::is_regular_file(beside)) {
+    weights = beside.string();
+  }
+  if (!weights.empty()) p.weights = ir::read_weights_h5(weights);
   else if (!p.graph.weights.empty() && !o.shapes_only)
-    throw Error(o.graph + ": the graph has " + std::to_string(p.graph.weights.size()) +
-                " weights: give them with --weights W.h5, or compile --shapes-only (a program for estimates only)");
+    throw Error(o.graph + ": the graph has " + std::to_string(p.graph.weights.size()) + " weights and there is no " + beside.string() +
+                ": give them with --weights W.h5, or compile --shapes-only (a program for estimates only)");
   p.target = ir::target_of(hw, o.hw, o.set);
   if (o.tile_size) {
     if (o.tile_size > hw.channels)
@@ -67,7 +74,8 @@ int run(const Opts& o) {
   if (!o.report_json.empty()) emit_json(report.dump(1), o.report_json);
   std::printf("%s", ir::mapping_report_text(report).c_str());
   if (!o.output.empty())
-    std::printf("wrote %s (%s)\n", o.output.c_str(), p.weights.empty() ? "shapes only: aoc estimate can use it, aoc run cannot" : "with weights");
+    std::printf("wrote %s (%s)\n", o.output.c_str(),
+                p.weights.empty() ? "shapes only: aoc estimate can use it, aoc run cannot" : ("with the weights of " + weights).c_str());
   return 0;
 }
 
@@ -77,7 +85,8 @@ void add_compile(CLI::App& app) {
   static Opts o;
   auto* c = app.add_subcommand("compile", "Lower a graph onto a machine: a program (HDF5) and its mapping report");
   c->add_option("graph", o.graph, "the graph JSON (docs/ir.md; aoc import writes one)")->required()->check(CLI::ExistingFile);
-  c->add_option("--weights", o.weights, "the weights HDF5")->check(CLI::ExistingFile);
+  c->add_option("--weights", o.weights, "the weights HDF5 (default: the graph's path with .h5, as aoc import writes it, when it exists)")
+      ->check(CLI::ExistingFile);
   c->add_flag("--shapes-only", o.shapes_only, "compile without weights: a program for aoc estimate only");
   c->add_option("--hw", o.hw, "hardware file or bundled machine with an architecture section (aoc-48, aoc-16, aoc-scale)")
       ->capture_default_str();

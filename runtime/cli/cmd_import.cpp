@@ -2,6 +2,7 @@
 // seeded random ones, or the trained ones of a safetensors checkpoint (--weights). docs/ir.md,
 // "Importing implicit Mamba2 and Llama3 configs".
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include "compiler/graph_json.hpp"
@@ -24,7 +25,22 @@ struct Opts {
   const CLI::Option* seed_option = nullptr;
 };
 
-int run(const Opts& o) {
+// Trained weights next to the config that --weights did not name: an aoc model folder's
+// weights.h5 (aoc train), or a Hugging Face folder's checkpoint. Empty when there are none.
+std::string weights_beside(const std::string& config) {
+  const std::filesystem::path dir = std::filesystem::path(config).parent_path();
+  for (const char* name : {"weights.h5", "model.safetensors", "model.safetensors.index.json"}) {
+    const std::filesystem::path p = dir / name;
+    if (std::filesystem::is_regular_file(p)) return p.string();
+  }
+  return "";
+}
+
+int run(Opts o) {
+  // A folder's own trained weights are used unless the command asks for others (--weights),
+  // random ones (--seed) or none (--shapes-only): an import never silently drops a model's weights.
+  std::string picked;
+  if (o.weights_in.empty() && !o.shapes_only && o.seed_option->count() == 0) picked = o.weights_in = weights_beside(o.config);
   const bool trained = !o.weights_in.empty();
   if (trained && o.shapes_only) throw Error("--weights: a checkpoint and --shapes-only exclude each other");
   if (trained && o.seed_option->count() > 0) throw Error("--seed: only for random weights, not with --weights");
@@ -82,8 +98,8 @@ int run(const Opts& o) {
   if (!fixed_point) std::printf("        explicit backbone: no FixedPoint\n");
   std::printf("        wrote %s (verified)", o.output.c_str());
   if (trained)
-    std::printf(" and %s (trained weights from %s, %zu tensors, %d weight norm(s) folded)", wpath.c_str(), o.weights_in.c_str(),
-                m.weights.size(), m.folded);
+    std::printf(" and %s (trained weights from %s%s, %zu tensors, %d weight norm(s) folded)", wpath.c_str(), o.weights_in.c_str(),
+                picked.empty() ? "" : ", found next to the config", m.weights.size(), m.folded);
   else if (!o.shapes_only)
     std::printf(" and %s (seeded random weights, seed %llu)", wpath.c_str(), static_cast<unsigned long long>(o.seed));
   else std::printf(" (shapes only, no weights)");
@@ -100,9 +116,14 @@ void add_import(CLI::App& app) {
       ->required()->check(CLI::ExistingFile);
   c->add_option("-o,--output", o.output, "the graph JSON to write")->required();
   c->add_option("--weights", o.weights_in,
-                "trained weights: a .safetensors file, or a sharded checkpoint's model.safetensors.index.json");
+                "trained weights: an aoc weights HDF5, a .safetensors file, or a sharded checkpoint's "
+                "model.safetensors.index.json (told by content; default: weights.h5 or model.safetensors "
+                "next to the config, when there)");
   c->add_option("--weights-out", o.weights_out, "the weights HDF5 to write (default: the graph's path with .h5)");
-  o.seed_option = c->add_option("--seed", o.seed, "seed of the random weights (not with --weights)")->capture_default_str();
+  o.seed_option = c->add_option("--seed", o.seed,
+                                "seed of random weights (not with --weights; given, it draws random weights even "
+                                "where the config's folder holds trained ones)")
+                      ->capture_default_str();
   c->add_flag("--shapes-only", o.shapes_only, "write the graph without weight data (any size; for estimates)");
   c->footer(
       "The graph is the model of research/implicit_ssm.md 1.1-1.2: embedding, input injection, a\n"
@@ -112,6 +133,7 @@ void add_import(CLI::App& app) {
       "Example:\n"
       "  aoc import hf_models/mamba2-state-tracking-implicit/config.json -o st.json      (st.json + st.h5)\n"
       "  aoc import CONFIG --weights model.safetensors -o m.json --weights-out m.h5\n"
+      "  aoc import models/trained/parity-implicit/config.json -o p.json   (its weights.h5, picked up)\n"
       "  aoc import hf_models/mamba2-130m-implicit/config.json -o m130.json --shapes-only");
   c->callback([] { exit_status() = run(o); });
 }
