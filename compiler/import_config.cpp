@@ -1,6 +1,7 @@
 #include "compiler/import_config.hpp"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -36,17 +37,16 @@ struct Mamba2Config {
 };
 
 std::string base_name(const std::string& path) {
-  // ".../mamba2-130m-implicit/config.json" -> "mamba2-130m-implicit"
-  std::string p = path;
-  auto slash = p.find_last_of('/');
-  std::string file = slash == std::string::npos ? p : p.substr(slash + 1);
-  if (file == "config.json" && slash != std::string::npos && slash > 0) {
-    const std::string dir = p.substr(0, slash);
-    const auto s2 = dir.find_last_of('/');
-    return s2 == std::string::npos ? dir : dir.substr(s2 + 1);
+  // ".../mamba2-130m-implicit/config.json" (also "DIR//config.json", "./config.json") ->
+  // "mamba2-130m-implicit"; another file's name without ".json"
+  namespace fs = std::filesystem;
+  const fs::path p = fs::path(path).lexically_normal();
+  if (p.filename() == "config.json") {
+    fs::path dir = p.parent_path();
+    if (dir.empty() || dir.filename() == "..") dir = fs::absolute(p).lexically_normal().parent_path();
+    if (!dir.filename().empty()) return dir.filename().string();
   }
-  const auto dot = file.rfind(".json");
-  return dot == std::string::npos ? file : file.substr(0, dot);
+  return p.stem().string();
 }
 
 Mamba2Config parse(const std::string& path) {

@@ -441,3 +441,11 @@ TEST_CASE("import: aoc compile takes the weights aoc import wrote next to the gr
   CHECK(none.status == 1);
   CHECK_THAT(none.out, Catch::Contains("give them with --weights W.h5"));
 }
+
+TEST_CASE("import: the model is named after its folder however the path to config.json is written") {
+  for (const std::string& p : {kData + "mamba2-state-tracking-implicit/config.json", kData + "/mamba2-state-tracking-implicit//config.json",
+                               kData + "mamba2-state-tracking-implicit/./config.json"}) {
+    INFO(p);
+    CHECK(import_config(p, {0, false}).graph.name == "mamba2-state-tracking-implicit");
+  }
+}
