@@ -27,6 +27,7 @@ struct Mamba2Config {
   std::int64_t d_state = 0, expand = 0, headdim = 0, d_conv = 4;  // Mamba2
   std::int64_t n_head = 0, d_inner = 0;                           // Llama (d_inner: the MLP's nominal width)
   double tol = 0, damping = 1;
+  std::string rule = "released";  // the FixedPoint's stop rule: the released code's, or aoc's own (aoc_rule)
   std::int64_t max_iter = 0;
   // How the implicit backbone's weights are normalised (torchdeq, deq_params.norm): only matters
   // when trained weights are read.
@@ -136,8 +137,15 @@ Mamba2Config parse(const std::string& path) {
     const std::int64_t eval_max = integer(s, sf, "eval_f_max_iter", 0, 1 << 30);
     const double factor = r.number(r.need(s, sf, "eval_factor"), sf + ".eval_factor", jsonr::kNonNegative);
     // The evaluation cap (f_thres of the sequential loop, implicit_ssm.md 1.6).
-    c.max_iter = eval_max > 0 ? eval_max : static_cast<std::int64_t>(static_cast<double>(f_max) * factor);
-    if (c.max_iter < 1) r.fail(sf + ".eval_factor", "gives an evaluation cap int(f_max_iter * eval_factor) of 0");
+    const std::int64_t f_thres = eval_max > 0 ? eval_max : static_cast<std::int64_t>(static_cast<double>(f_max) * factor);
+    // A model aoc trained names its own rule (aoc_rule); a released one solves with the released
+    // loop: at most f_thres - 1 steps, then the final call.
+    if (const json* a = r.find(s, "aoc_rule")) c.rule = r.choice(*a, sf + ".aoc_rule", {"relative", "released"});
+    c.max_iter = c.rule == "released" ? f_thres - 1 : f_thres;
+    if (c.max_iter < 1)
+      r.fail(eval_max > 0 ? sf + ".eval_f_max_iter" : sf + ".eval_factor",
+             "gives an evaluation cap f_thres of " + std::to_string(f_thres) + ": the loop needs at least " +
+                 (c.rule == "released" ? "2 (f_thres - 1 steps, then the final call)" : std::string("1")));
     const json& t = r.need(deq, "deq_params", "training");
     r.object(t, "deq_params.training");
     c.damping = r.number(r.need(t, "deq_params.training", "tau"), "deq_params.training.tau", {0, 1, false, true});
@@ -291,7 +299,7 @@ Imported import_config(const std::string& config_path, const ImportOptions& opti
     g.ops.push_back(mk(OpKind::Split, "injection.split", {"u"}, {"u_q", "u_k", "u_v"},
                        {{"sizes", std::vector<std::int64_t>{D, D, D}}, {"axis", std::int64_t{-1}}}));
     Op fp = mk(OpKind::FixedPoint, "deq", {"u_q", "u_k", "u_v", "e"}, {"z_star"},
-               {{"tol", c.tol}, {"max_iter", c.max_iter}, {"damping", c.damping}, {"rule", std::string("relative")},
+               {{"tol", c.tol}, {"max_iter", c.max_iter}, {"damping", c.damping}, {"rule", c.rule},
                 {"like", std::string("e")}});
     fp.body = std::make_shared<Region>();
     fp.body->args = {"z", "uq_c", "uk_c", "uv_c", "e_c"};  // e_c only gives the iterate its type ("like")
@@ -308,7 +316,7 @@ Imported import_config(const std::string& config_path, const ImportOptions& opti
     g.ops.push_back(mk(OpKind::RMSNorm, "injection.norm", {"e", "injection.norm"}, {"e_n"}, {{"eps", 1e-5}}));
     g.ops.push_back(mk(OpKind::Linear, "injection", {"e_n", "injection.W", "injection.b"}, {"u"}));
     Op fp = mk(OpKind::FixedPoint, "deq", {"u", "e"}, {"z_star"},
-               {{"tol", c.tol}, {"max_iter", c.max_iter}, {"damping", c.damping}, {"rule", std::string("relative")},
+               {{"tol", c.tol}, {"max_iter", c.max_iter}, {"damping", c.damping}, {"rule", c.rule},
                 {"like", std::string("e")}});
     fp.body = std::make_shared<Region>();
     fp.body->args = {"z", "u_c", "e_c"};  // e_c only gives the iterate its type ("like")

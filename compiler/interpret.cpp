@@ -1100,8 +1100,9 @@ class Interp {
     fail(where, "unknown op kind");
   }
 
-  // Mirrors sim/solver.cpp's three stop rules on the iterate's leading axis (the samples). The body
-  // runs on the whole batch every step; a sample that has stopped keeps its value (its results do
+  // Mirrors sim/solver.cpp's three stop rules on the iterate's leading axis (the samples), and runs
+  // the released models' rule (one residual over the whole batch). The body runs on the whole batch
+  // every step; under the per-sample rules a sample that has stopped keeps its value (its results do
   // not depend on the others as long as the body treats samples independently, as models do).
   Tensor fixed_point(const Op& op, const std::vector<const Tensor*>& in, const std::string& where, bool top) {
     if (!op.body) fail(where, "has no body");
@@ -1118,8 +1119,8 @@ class Interp {
     if (max_iter < 1 || max_iter > std::numeric_limits<int>::max()) fail(where, "max_iter must be at least 1, got " + std::to_string(max_iter));
     if (!(damping > 0 && damping <= 1)) fail(where, "damping must be in (0, 1], got " + jsonr::num(damping));
     if (!(tol >= 0)) fail(where, "tol must be non-negative, got " + jsonr::num(tol));
-    if (rule != "relative" && rule != "fixed" && rule != "twin")
-      fail(where, "rule '" + rule + "' is not relative, fixed or twin");
+    if (rule != "relative" && rule != "fixed" && rule != "twin" && rule != "released")
+      fail(where, "rule '" + rule + "' is not relative, fixed, twin or released");
     const auto li = std::find(op.inputs.begin(), op.inputs.end(), like);
     if (li == op.inputs.end()) fail(where, "like '" + like + "' is not one of the op's operands");
     const Dims zshape = in[li - op.inputs.begin()]->shape;
@@ -1170,7 +1171,31 @@ class Interp {
     const bool commit = commit_;
     commit_ = false;  // sequential mode: the iterations read the committed states and leave them
 
-    if (rule == "relative") {
+    bool final_call = false;  // the rule's result is already f(z) of a committing evaluation
+    if (rule == "released") {
+      // The released implicit models' solve (microsoft/implicit_languagemodels, implicit_llm/
+      // implicit.py, _sequential_step): at most max_iter damped steps z <- (1 - d) z + d f(z),
+      // stopping when ||f(z) - z|| / (||z|| + 1e-6), one number over every sample, is below tol;
+      // the result is f(z) of one more evaluation, which commits the states.
+      std::int64_t steps = 0;
+      bool met = false;
+      for (std::int64_t k = 0; k < max_iter && !met; ++k) {
+        const Tensor fz = f(z);
+        double dd = 0, zz = 0;
+        for (std::size_t i = 0; i < z.data.size(); ++i) {
+          const double d = fz.data[i] - z.data[i];
+          dd += d * d;
+          zz += z.data[i] * z.data[i];
+        }
+        met = std::sqrt(dd) / (1e-6 + std::sqrt(zz)) < tol;
+        for (std::size_t i = 0; i < z.data.size(); ++i) z.data[i] = (1.0 - damping) * z.data[i] + damping * fz.data[i];
+        steps = k + 1;
+      }
+      for (std::int64_t s = 0; s < S; ++s) st.iterations[s] = static_cast<int>(steps), st.converged[s] = met;
+      commit_ = commit;
+      result = f(z);
+      final_call = true;
+    } else if (rule == "relative") {
       std::vector<std::uint8_t> active(static_cast<size_t>(S), 1);
       std::int64_t n_active = S;
       for (std::int64_t k = 0; k < max_iter && n_active > 0; ++k) {
@@ -1216,7 +1241,7 @@ class Interp {
     // ops (when the enclosing evaluation commits), as the reference's final call does; the op's
     // result stays the iterate the rule returned.
     commit_ = commit;
-    if (sequential()) f(result);
+    if (sequential() && !final_call) f(result);
     ctx_.iteration = outer_iteration;
     if (top) stats.push_back(std::move(st));
     return result;

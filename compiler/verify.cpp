@@ -511,7 +511,8 @@ class Verifier {
     const double damping = attr_number(o, "damping", 1.0);
     if (!(damping > 0 && damping <= 1)) bad("attribute damping must be in (0, 1]");
     const std::string rule = attr_string(o, "rule", "relative");
-    if (rule != "relative" && rule != "fixed" && rule != "twin") bad("attribute rule \"" + rule + "\" is not one of relative, fixed, twin");
+    if (rule != "relative" && rule != "fixed" && rule != "twin" && rule != "released")
+      bad("attribute rule \"" + rule + "\" is not one of relative, fixed, twin, released");
     const std::string layout = attr_string(o, "layout", "native");
     if (layout != "native" && layout != "assisted") bad("attribute layout \"" + layout + "\" is not native or assisted");
     const std::string like = attr_string(o, "like", "");

@@ -30,7 +30,8 @@ nlohmann::ordered_json Mamba2Spec::config() const {
   c["pad_vocab"] = false;
   c["tie_embeddings"] = true;
   if (implicit)
-    c["deq_params"] = {{"solver", {{"f_tol", tol}, {"f_max_iter", max_iter}, {"eval_f_max_iter", max_iter}, {"eval_factor", 1.0}}},
+    c["deq_params"] = {{"solver", {{"f_tol", tol}, {"f_max_iter", max_iter}, {"eval_f_max_iter", max_iter}, {"eval_factor", 1.0},
+                                   {"aoc_rule", "relative"}}},  // the rule aoc trains with (models/train.cpp)
                        {"training", {{"tau", damping}}},
                        {"norm", {{"norm_type", "none"}}}};
   return c;

@@ -108,6 +108,10 @@ class Counter {
     return static_cast<double>(m);
   }
 
+  // Evaluations of a FixedPoint's body per execution: its K steps, and under the released rule
+  // the final call that gives the result.
+  static double evaluations(const Op& fp, double K) { return K + (attr_string(fp, "rule", "relative") == "released" ? 1 : 0); }
+
   const OpticalPlan& plan(const Op& o) const {
     const OpticalPlan* pl = p_.plan(op_label(o));
     if (!pl) throw Error("estimate: optical op '" + op_label(o) + "' has no plan (the program was not tiled)");
@@ -154,7 +158,7 @@ class Counter {
         const double K = iterations(o, upper, &from);
         e_.loops.push_back({op_label(o), attr_string(o, "layout", "?"), K, upper, from, depth});
         w().fixed_points += mult;  // the control runs each fixed point
-        region(o.body->ops, mult * K, depth + 1);
+        region(o.body->ops, mult * evaluations(o, K), depth + 1);
         continue;
       }
       if (o.kind == OpKind::Convert) {
@@ -282,10 +286,11 @@ class Counter {
       if (o.kind == OpKind::FixedPoint) {
         bool upper = false;
         const double K = iterations(o, upper);
+        const double E = evaluations(o, K);
         const Reload first = simulate(o.body->ops, state);
         Reload next;
-        if (K > 1) next = simulate(o.body->ops, state);
-        const double rest = std::max(0.0, K - 1), f = std::min(1.0, K);
+        if (E > 1) next = simulate(o.body->ops, state);
+        const double rest = std::max(0.0, E - 1), f = std::min(1.0, E);
         r.events += f * first.events + rest * next.events;
         r.writes += f * first.writes + rest * next.writes;
         continue;

@@ -103,7 +103,8 @@ TEST_CASE("import: the state-tracking config verifies with its parameter count")
   const Op& fp = m.graph.ops.at(3);
   REQUIRE(fp.kind == OpKind::FixedPoint);
   CHECK(attr_number(fp, "tol", 0) == 0.05);
-  CHECK(attr_int(fp, "max_iter", 0) == 2048);  // eval_f_max_iter
+  CHECK(attr_int(fp, "max_iter", 0) == 2047);  // eval_f_max_iter (f_thres) - 1 steps, then the final call
+  CHECK(attr_string(fp, "rule", "") == "released");
   CHECK(attr_number(fp, "damping", 0) == 0.8);
   CHECK(attr_string(fp, "like", "") == "e");
   // A is stored negative, D is 1, the injection bias is zero
@@ -130,7 +131,7 @@ TEST_CASE("import: mamba2-130m shapes only has about 130M parameters") {
   CHECK(m.parameter_count == mamba2_params(50288, 768, 24, 128, 2, 64));
   CHECK(m.parameter_count == 131568088);
   const Op& fp = m.graph.ops.at(3);
-  CHECK(attr_int(fp, "max_iter", 0) == 96);  // int(f_max_iter 24 * eval_factor 4)
+  CHECK(attr_int(fp, "max_iter", 0) == 95);  // f_thres = int(f_max_iter 24 * eval_factor 4), less the final call
 }
 
 TEST_CASE("import: mamba2-130m with weights is refused above max_weights and names --shapes-only") {
@@ -196,7 +197,7 @@ TEST_CASE("import: llama3-130m imports shapes-only with the formula's parameter 
   REQUIRE(fp.kind == OpKind::FixedPoint);
   CHECK(fp.inputs == std::vector<std::string>{"u_q", "u_k", "u_v", "e"});
   CHECK(attr_number(fp, "tol", 0) == 0.05);
-  CHECK(attr_int(fp, "max_iter", 0) == 128);  // int(f_max_iter 32 * eval_factor 4)
+  CHECK(attr_int(fp, "max_iter", 0) == 127);  // f_thres = int(f_max_iter 32 * eval_factor 4), less the final call
   CHECK(attr_number(fp, "damping", 0) == 0.8);
   int attention = 0;
   for (const Op& op : fp.body->ops)
@@ -291,7 +292,7 @@ TEST_CASE("import: aoc import and aoc interpret run end to end on the tiny confi
   REQUIRE(r.status == 0);
   CHECK(std::filesystem::exists(graph));
   CHECK(std::filesystem::exists(weights));
-  CHECK(r.out.find("tol 0.05, max_iter 2048, damping 0.8") != std::string::npos);
+  CHECK(r.out.find("tol 0.05, max_iter 2047, damping 0.8, rule released") != std::string::npos);
   const Run i = run_aoc("interpret " + graph + " --weights " + weights + " --tokens 3,1,4,1,5");
   INFO(i.out);
   REQUIRE(i.status == 0);
@@ -311,7 +312,7 @@ TEST_CASE("import: aoc import errors are one line with exit 1") {
   INFO(ls.out);
   CHECK(ls.status == 0);
   CHECK(ls.out.find("12 layer(s), d_model 768, 125339136 parameters") != std::string::npos);
-  CHECK(ls.out.find("tol 0.05, max_iter 128, damping 0.8") != std::string::npos);
+  CHECK(ls.out.find("tol 0.05, max_iter 127, damping 0.8, rule released") != std::string::npos);
   const Run w = run_aoc("import " + kStateTracking + " --weights " + kStateTracking + " --shapes-only -o " + (dir / "st.json").string());
   CHECK(w.status == 1);
   CHECK(w.out == "aoc: error: --weights: a checkpoint and --shapes-only exclude each other\n");
@@ -448,4 +449,14 @@ TEST_CASE("import: the model is named after its folder however the path to confi
     INFO(p);
     CHECK(import_config(p, {0, false}).graph.name == "mamba2-state-tracking-implicit");
   }
+}
+
+TEST_CASE("import: a model aoc trained keeps the rule it was trained with, its eval_f_max_iter the step cap") {
+  const Imported m = import_config(kTrained + "/config.json", {0, false});
+  const Op* fp = nullptr;
+  for (const Op& op : m.graph.ops)
+    if (op.kind == OpKind::FixedPoint) fp = &op;
+  REQUIRE(fp);
+  CHECK(attr_string(*fp, "rule", "") == "relative");
+  CHECK(attr_int(*fp, "max_iter", 0) == 200);
 }

@@ -523,6 +523,56 @@ TEST_CASE("interpret: FixedPoint samples stop at different iterations") {
   CHECK(r.fixed_points[0].converged == std::vector<std::uint8_t>{1, 1});
 }
 
+namespace {
+// The released implicit models' loop (microsoft/implicit_languagemodels, implicit_llm/implicit.py,
+// _sequential_step, ema_alpha unset) written out for z = a z + c on a batch:
+//   z = 0; for count in range(f_thres - 1): z_next = f(z); diff = ||z_next - z|| / (1e-6 + ||z||)
+//   (norms over the whole batch); z = (1 - tau) z + tau z_next; if diff < f_tol: break
+//   return f(z), count + 1
+std::pair<std::vector<double>, int> released_loop(const std::vector<double>& a, const std::vector<double>& c, int f_thres, double f_tol,
+                                                  double tau) {
+  const std::size_t n = c.size(), per = n / a.size();
+  auto f = [&](const std::vector<double>& z) {
+    std::vector<double> out(n);
+    for (std::size_t i = 0; i < n; ++i) out[i] = a[i / per] * z[i] + c[i];
+    return out;
+  };
+  std::vector<double> z(n, 0.0);
+  int steps = 0;
+  for (int count = 0; count < f_thres - 1; ++count) {
+    const std::vector<double> next = f(z);
+    double dd = 0, zz = 0;
+    for (std::size_t i = 0; i < n; ++i) dd += (next[i] - z[i]) * (next[i] - z[i]), zz += z[i] * z[i];
+    const double diff = std::sqrt(dd) / (1e-6 + std::sqrt(zz));
+    for (std::size_t i = 0; i < n; ++i) z[i] = (1 - tau) * z[i] + tau * next[i];
+    steps = count + 1;
+    if (diff < f_tol) break;
+  }
+  return {f(z), steps};
+}
+}  // namespace
+
+TEST_CASE("interpret: FixedPoint released rule is the released loop: one batch residual, damped steps, then f(z) of a final call") {
+  // f_thres 100 -> max_iter 99; sample 1 alone would stop much earlier, but the batch stops together
+  const std::vector<double> a{0.5, 0.25}, c{3, 4, 1, -2};
+  const auto [want, steps] = released_loop(a, c, 100, 1e-3, 0.8);
+  const auto r = interpret(contraction("released", 99, 1e-3, true, 0.8), {}, {{"c", tensor({2, 2}, c)}, {"a", tensor({2, 1}, a)}});
+  check(r.values.at("zstar"), {2, 2}, want, 1e-15);
+  CHECK(steps < 99);
+  CHECK(r.fixed_points[0].iterations == std::vector<int>{steps, steps});
+  CHECK(r.fixed_points[0].converged == std::vector<std::uint8_t>{1, 1});
+}
+
+TEST_CASE("interpret: FixedPoint released rule runs at most max_iter steps before its final call") {
+  const std::vector<double> a{0.5, 0.25}, c{3, 4, 1, -2};
+  const auto [want, steps] = released_loop(a, c, 6, 1e-12, 1.0);
+  CHECK(steps == 5);
+  const auto r = interpret(contraction("released", 5, 1e-12, true), {}, {{"c", tensor({2, 2}, c)}, {"a", tensor({2, 1}, a)}});
+  check(r.values.at("zstar"), {2, 2}, want, 1e-15);
+  CHECK(r.fixed_points[0].iterations == std::vector<int>{5, 5});
+  CHECK(r.fixed_points[0].converged == std::vector<std::uint8_t>{0, 0});
+}
+
 TEST_CASE("interpret: FixedPoint body sees its captures and the weights") {
   // z = z W^T + c with W = diag(0.5, 0.25) (a weight) and c (a capture of an outer value x + 1):
   // c = [1, 3] gives z* = [2, 4]

@@ -233,7 +233,7 @@ TEST_CASE("ir: the verifier checks operand counts, attributes, definitions and o
   CHECK(verify_error(with("\"like\": \"u\"", "\"like\": \"x\"")) ==
         "verify: op #1 FixedPoint 'deq': attribute like \"x\" must name one of the op's inputs (the iterate has its type)");
   CHECK(verify_error(with("\"rule\": \"relative\"", "\"rule\": \"absolute\"")) ==
-        "verify: op #1 FixedPoint 'deq': attribute rule \"absolute\" is not one of relative, fixed, twin");
+        "verify: op #1 FixedPoint 'deq': attribute rule \"absolute\" is not one of relative, fixed, twin, released");
   CHECK(verify_error(with("\"args\": [\"zi\", \"uc\"]", "\"args\": [\"zi\"]")) ==
         "verify: op #1 FixedPoint 'deq': the body has 1 args, expected 2 (the iterate, then one per input)");
   CHECK(verify_error(with("\"out\": [\"wz\"]", "\"out\": [\"u\"]")) ==
