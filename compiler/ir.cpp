@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstddef>
 
 #include "sim/error.hpp"
@@ -97,6 +98,25 @@ double label_accuracy(const Tensor& logits, const Tensor& labels) {
   for (std::size_t i = 0; i < guess.size(); ++i)
     if (labels.data[i] >= 0) ++counted, right += guess[i] == static_cast<std::int64_t>(labels.data[i]);
   return counted ? static_cast<double>(right) / static_cast<double>(counted) : 0.0;
+}
+
+std::optional<double> next_token_cross_entropy(const Tensor& logits, const Tensor& tokens) {
+  if (logits.shape.size() != 3 || tokens.shape.size() != 2 || logits.shape[0] != tokens.shape[0] || logits.shape[1] != tokens.shape[1] ||
+      logits.shape[1] < 2 || logits.shape[2] < 1)
+    return std::nullopt;
+  const std::int64_t B = logits.shape[0], L = logits.shape[1], V = logits.shape[2];
+  double sum = 0;
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t t = 0; t + 1 < L; ++t) {
+      const double* row = logits.data.data() + (b * L + t) * V;
+      const double next = tokens.data[static_cast<std::size_t>(b * L + t + 1)];
+      if (!(next >= 0 && next < static_cast<double>(V))) return std::nullopt;
+      const double top = *std::max_element(row, row + V);
+      double z = 0;
+      for (std::int64_t v = 0; v < V; ++v) z += std::exp(row[v] - top);
+      sum += top + std::log(z) - row[static_cast<std::int64_t>(next)];
+    }
+  return sum / static_cast<double>(B * (L - 1));
 }
 
 std::int64_t Tensor::size() const {

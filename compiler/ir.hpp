@@ -159,5 +159,9 @@ std::vector<std::int64_t> argmax_last(const Tensor& t);
 // The fraction of positions whose argmax is the label (labels: one per position, in argmax_last's
 // order; a label < 0 is masked and not counted); 0 when none counts. A count mismatch throws.
 double label_accuracy(const Tensor& logits, const Tensor& labels);
+// A language model's next-token cross-entropy, in nats: the mean over b and t < L - 1 of
+// -log softmax(logits[b, t])[tokens[b, t + 1]], for logits [B, L, V] and tokens [B, L]; nullopt
+// when the shapes are not those (or L < 2). Perplexity is its exp.
+std::optional<double> next_token_cross_entropy(const Tensor& logits, const Tensor& tokens);
 
 }  // namespace aoc::ir

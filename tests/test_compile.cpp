@@ -4,7 +4,9 @@
 // converters and noise are off.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "compiler/graph_json.hpp"
 #include "compiler/import_config.hpp"
@@ -391,6 +393,23 @@ TEST_CASE("cli: aoc run runs a program on both backends and aoc check compares t
   INFO(noisy.out);
   CHECK(noisy.status == 1);
   CHECK_THAT(noisy.out, Catch::Contains("FAIL: max abs error"));
+}
+
+TEST_CASE("cli: aoc check scores a language model on the next token: cross-entropy and perplexity for every backend") {
+  CliModel m;
+  REQUIRE(run_aoc("compile " + m.graph + " --weights " + m.weights + " -o " + m.prog).status == 0);
+  REQUIRE(run_aoc("run " + m.prog + " --example-input " + m.tokens + " --batch 2 --length 4").status == 0);
+  const Run r = run_aoc("check " + m.prog + " --inputs " + m.tokens + " --ideal --json");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  const double ref = j["reference_cross_entropy_nats"].get<double>();
+  CHECK(ref > 0);
+  CHECK(j["reference_perplexity"].get<double>() == Approx(std::exp(ref)));
+  // --ideal: the simulator is the reference to float64 rounding, so are its scores
+  CHECK(j["cross_entropy_nats"]["mean"].get<double>() == Approx(ref).epsilon(1e-12));
+  const Run text = run_aoc("check " + m.prog + " --inputs " + m.tokens + " --ideal");
+  CHECK_THAT(text.out, Catch::Contains("cross-entropy (nats)") && Catch::Contains("perplexity"));
 }
 
 TEST_CASE("cli: aoc run of a program with an input missing names the file and the dataset") {

@@ -284,3 +284,17 @@ TEST_CASE("ir: HDF5 weights round trip and a NaN weight names the file and the d
   CHECK(msg == bad + ": /W: NaN or infinite value at element 1");
   CHECK(error_of([&] { read_weights_h5((d / "none.h5").string()); }) == (d / "none.h5").string() + ": no such file");
 }
+
+TEST_CASE("ir: the next-token cross-entropy is the mean of -log softmax at the following token, by hand") {
+  // B 1, L 3, V 2: positions 0 and 1 predict tokens 1 (= 1) and 2 (= 0); position 2 predicts nothing
+  const Tensor logits{{1, 3, 2}, {0.0, 0.0, 1.0, 3.0, 5.0, -5.0}};
+  const Tensor tokens{{1, 3}, {0, 1, 0}};
+  const double p0 = std::log(2.0);                    // uniform over 2
+  const double p1 = std::log(1 + std::exp(2.0)) + 0;  // -log softmax([1, 3])[0] = log(e^1 + e^3) - 1
+  const auto ce = next_token_cross_entropy(logits, tokens);
+  REQUIRE(ce);
+  CHECK(*ce == Approx((p0 + p1) / 2).epsilon(1e-14));
+  CHECK_FALSE(next_token_cross_entropy(logits, Tensor{{1, 2}, {0, 1}}));        // not [B, L]
+  CHECK_FALSE(next_token_cross_entropy(logits, Tensor{{1, 3}, {0, 2, 0}}));     // a token outside the vocabulary
+  CHECK_FALSE(next_token_cross_entropy(Tensor{{1, 1, 2}, {0, 0}}, Tensor{{1, 1}, {0}}));  // one position: nothing to predict
+}

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -74,6 +76,7 @@ struct Checked {
   std::string name;
   bool physics = false;  // the sim backend: --quantize, --noise, the optics, --set, --precision and the seeds apply
   Stat abs, rel, arg, codes, fails, iters, differ, acc;  // acc: against --labels
+  Stat ce;                                                 // next-token cross-entropy (a language model on /tokens)
   std::string precision;  // as the runs record it
 };
 
@@ -114,6 +117,12 @@ int run(Opts o, const CLI::App* c) {
   const ProgramResult reference = ref->run(p, inputs, ro);
   const IterationSummary ref_it = summarize(reference);
   const double ref_accuracy = accuracy(p, reference, labels, o.labels);
+  // A language model: logits [B, L, V] of the /tokens input, scored on the next token.
+  const auto tok = inputs.find("tokens");
+  const auto cross_entropy = [&](const ProgramResult& r) {
+    return tok == inputs.end() ? std::nullopt : ir::next_token_cross_entropy(r.values.at(p.graph.outputs.at(0)), tok->second);
+  };
+  const std::optional<double> ref_ce = cross_entropy(reference);
 
   std::vector<Checked> checks;
   std::vector<std::string> out_of_tolerance;
@@ -121,7 +130,7 @@ int run(Opts o, const CLI::App* c) {
     Checked ch;
     ch.name = dut->name();
     ch.physics = ch.name == "sim";
-    std::vector<double> acc;
+    std::vector<double> acc, ce;
     BackendOptions bo = backend_options(o);
     if (!ch.physics) bo.noise = false, bo.quantize = false, bo.optics = false;
     const SeedStats st = check_over_seeds(
@@ -132,10 +141,12 @@ int run(Opts o, const CLI::App* c) {
         },
         [&](int, const ProgramResult& r) {
           acc.push_back(accuracy(p, r, labels, o.labels));
+          if (ref_ce) ce.push_back(cross_entropy(r).value_or(std::numeric_limits<double>::quiet_NaN()));
           ch.precision = ch.physics ? precision_text(o.precision, r) : ch.name == "cuda-f32" ? "f32" : "f64";
         });
     ch.abs = st.abs, ch.rel = st.rel, ch.arg = st.argmax, ch.codes = st.codes, ch.fails = st.failures, ch.iters = st.iterations,
     ch.differ = st.iterations_differ, ch.acc = stat(acc);
+    if (ref_ce) ch.ce = stat(ce);
 
     const std::string who = duts.size() > 1 ? ch.name + ": " : "";
     const auto limit = [&](bool bad, const std::string& what) {
@@ -166,6 +177,10 @@ int run(Opts o, const CLI::App* c) {
       j["iterations_differing"] = band(ch.differ);
       j["reference_iterations_mean"] = ref_it.mean, j["reference_convergence_failures"] = ref_it.solves - ref_it.converged;
       if (labels) j["labels"] = o.labels, j["accuracy"] = band(ch.acc), j["reference_accuracy"] = ref_accuracy;
+      if (ref_ce) {
+        j["cross_entropy_nats"] = band(ch.ce), j["perplexity"] = band({std::exp(ch.ce.mean), 0, std::exp(ch.ce.min), std::exp(ch.ce.max)});
+        j["reference_cross_entropy_nats"] = *ref_ce, j["reference_perplexity"] = std::exp(*ref_ce);
+      }
       return j;
     };
     nlohmann::ordered_json j = record(checks.front());
@@ -196,8 +211,13 @@ int run(Opts o, const CLI::App* c) {
       line("iterations (mean)", ch.iters);
       line("iterations differing", ch.differ);
       if (labels) line("accuracy (labels)", ch.acc);
+      if (ref_ce) {
+        line("cross-entropy (nats)", ch.ce);
+        std::printf("  %-24s %.6g\n", "perplexity", std::exp(ch.ce.mean));
+      }
       std::printf("  reference: iterations mean %.2f, %lld of %lld fixed points converged", ref_it.mean, ref_it.converged, ref_it.solves);
       if (labels) std::printf(", accuracy %.6g", ref_accuracy);
+      if (ref_ce) std::printf(", cross-entropy %.6g nats, perplexity %.6g", *ref_ce, std::exp(*ref_ce));
       std::printf("\n");
     }
     for (const auto& s : out_of_tolerance) std::printf("FAIL: %s\n", s.c_str());
@@ -240,7 +260,9 @@ void add_check(CLI::App& app) {
       "--noise and the run-time --set as given; cpu and the GPU references cuda (float64) and cuda-f32\n"
       "(float32 products) run once, exactly. ADC-code agreement reads both outputs through the ADC that\n"
       "reads them out (its calibrated range when the program was compiled with --calibrate). 'iterations\n"
-      "differing' counts the solves whose step count is not the reference's. The progress meter on\n"
+      "differing' counts the solves whose step count is not the reference's. A language model (logits\n"
+      "[B, L, V] of a /tokens input) is also scored on the next token: its cross-entropy in nats and\n"
+      "perplexity, for every backend and the reference. The progress meter on\n"
       "stderr says which backend and seed runs. Options for the sim backend are errors when\n"
       "--backends checks none.\n"
       "Exit status 1 when a tolerance is exceeded (the lines starting with FAIL say which).\n"
