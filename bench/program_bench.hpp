@@ -5,6 +5,9 @@
 //            calibrated optics, float32), alternately; tokens/s of each and sim/cpu.
 //   check    `aoc check --quantize --noise --seeds 8` of docs/program.md's example (the untrained
 //            state-tracking Mamba2 compiled with calibrated converters): its wall time.
+//   estimate `aoc estimate GRAPH --hw aoc-48 --iterations 20` of the published 1.3B implicit
+//            Mamba2 (shapes only): the compiler's passes and checks and the count of a token over
+//            its hundreds of thousands of tiles; the best wall time of a few runs.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -24,6 +27,9 @@ struct ProgramBenchOptions {
   // A config.json `aoc import` reads, with its seeded weights; "": the bundled state-tracking Mamba2.
   std::string check_config;
   int check_batch = 2, check_length = 6, seeds = 8;
+  // A config.json compiled shapes-only and estimated; "": the bundled mamba2-1.3b-implicit.
+  std::string estimate_config;
+  int estimate_runs = 3;
   std::uint64_t seed = 1;  // the inputs' seed and the first noise seed (aoc run's and aoc check's default)
   int threads = 1;
 };
@@ -32,6 +38,7 @@ struct ProgramBenchOptions {
 constexpr double kSimOverCpuTarget = 1.5;
 constexpr double kCheckSecondsTarget = 60;  // for kCheckTargetSeeds seeds; other counts have no target
 constexpr int kCheckTargetSeeds = 8;
+constexpr double kEstimateSecondsTarget = 2;  // issue 20: a 1.3B model on aoc-48, compiled and estimated
 // The parity program's converters are calibrated on tokens of seed + this (not the timed ones).
 constexpr std::uint64_t kCalibrationSeedOffset = 1000;
 
@@ -52,6 +59,9 @@ struct ProgramBench {
   double check_prepare_s = 0, check_s = 0;  // import, compile and calibration; the check itself
   Stat check_abs, check_argmax;             // the check's findings over the seeds, beside its time
   double check_reference_iterations = 0;
+  std::string estimate_model, estimate_path, estimate_hash;
+  double estimate_s = 0;  // best of estimate_runs: compile (shapes only) and estimate one token
+  int estimate_tiles = 0;
 };
 
 // Compiles both models in-process as aoc import / aoc compile do and times them; throws aoc::Error

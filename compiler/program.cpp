@@ -1,6 +1,7 @@
 #include "compiler/program.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -60,6 +61,39 @@ namespace {
   throw Error("verify program: plan '" + p.op + "': " + what);
 }
 
+// The first two tiles (by index) that share a matrix element, if any. On the grid of every tile's
+// edges no cell may be covered twice; tiles cut from a block grid cover one cell each, so this is
+// near-linear. A grid far larger than the tile count (staggered tiles) falls back to every pair.
+std::optional<std::pair<std::size_t, std::size_t>> overlapping_tiles(const std::vector<Tile>& tiles) {
+  const auto overlap = [](const Tile& a, const Tile& b) {
+    return a.row0 < b.row0 + b.rows && b.row0 < a.row0 + a.rows && a.col0 < b.col0 + b.cols && b.col0 < a.col0 + a.cols;
+  };
+  std::vector<std::int64_t> rs, cs;
+  for (const Tile& t : tiles) rs.insert(rs.end(), {t.row0, t.row0 + t.rows}), cs.insert(cs.end(), {t.col0, t.col0 + t.cols});
+  for (auto* v : {&rs, &cs}) std::sort(v->begin(), v->end()), v->erase(std::unique(v->begin(), v->end()), v->end());
+  const std::size_t R = rs.empty() ? 0 : rs.size() - 1, C = cs.empty() ? 0 : cs.size() - 1;
+  if (R * C > 16 * tiles.size() + 4096) {
+    for (std::size_t i = 0; i < tiles.size(); ++i)
+      for (std::size_t j = i + 1; j < tiles.size(); ++j)
+        if (overlap(tiles[i], tiles[j])) return std::pair{i, j};
+    return std::nullopt;
+  }
+  const auto at = [](const std::vector<std::int64_t>& v, std::int64_t x) {
+    return static_cast<std::size_t>(std::lower_bound(v.begin(), v.end(), x) - v.begin());
+  };
+  std::vector<std::size_t> owner(R * C, 0);  // 1 + the index of the tile covering each cell
+  for (std::size_t i = 0; i < tiles.size(); ++i) {
+    const Tile& t = tiles[i];
+    for (std::size_t r = at(rs, t.row0); r < at(rs, t.row0 + t.rows); ++r)
+      for (std::size_t c = at(cs, t.col0); c < at(cs, t.col0 + t.cols); ++c) {
+        std::size_t& o = owner[r * C + c];
+        if (o) return std::pair{o - 1, i};
+        o = i + 1;
+      }
+  }
+  return std::nullopt;
+}
+
 void check_plan(const Program& prog, const OpticalPlan& p, const std::map<std::string, Type>& types) {
   const auto wt = types.find(p.weight);
   if (wt == types.end() || wt->second.shape.size() != 2) bad_plan(p, "weight '" + p.weight + "' is not a matrix of the graph");
@@ -88,12 +122,8 @@ void check_plan(const Program& prog, const OpticalPlan& p, const std::map<std::s
     covered += t.rows * t.cols;
   }
   if (covered != rows * cols) bad_plan(p, "tiles cover " + std::to_string(covered) + " elements of " + std::to_string(rows * cols));
-  for (std::size_t i = 0; i < p.tiles.size(); ++i)
-    for (std::size_t j = i + 1; j < p.tiles.size(); ++j) {
-      const Tile &a = p.tiles[i], &b = p.tiles[j];
-      if (a.row0 < b.row0 + b.rows && b.row0 < a.row0 + a.rows && a.col0 < b.col0 + b.cols && b.col0 < a.col0 + a.cols)
-        bad_plan(p, "tiles " + std::to_string(i) + " and " + std::to_string(j) + " overlap");
-    }
+  if (const auto pair = overlapping_tiles(p.tiles))
+    bad_plan(p, "tiles " + std::to_string(pair->first) + " and " + std::to_string(pair->second) + " overlap");
   if (!p.codes.empty()) {
     if (static_cast<std::int64_t>(p.codes.size()) != rows * cols) bad_plan(p, "has " + std::to_string(p.codes.size()) + " SLM codes for " + std::to_string(rows * cols) + " weights");
     if (p.code_step.size() != p.tiles.size()) bad_plan(p, "has " + std::to_string(p.code_step.size()) + " code steps for " + std::to_string(p.tiles.size()) + " tiles");
@@ -131,16 +161,23 @@ void verify_program(const Program& p) {
   std::map<std::pair<int, int>, std::vector<std::pair<const OpticalPlan*, const Tile*>>> cores;
   for (const OpticalPlan& plan : p.optical)
     for (const Tile& t : plan.tiles) cores[{t.module, t.pass}].push_back({&plan, &t});
-  for (const auto& [where, tiles] : cores)
-    for (std::size_t i = 0; i < tiles.size(); ++i)
-      for (std::size_t j = i + 1; j < tiles.size(); ++j) {
-        const Tile &a = *tiles[i].second, &b = *tiles[j].second;
-        const bool rows = a.core_row0 < b.core_row0 + b.rows && b.core_row0 < a.core_row0 + a.rows;
-        const bool cols = a.core_col0 < b.core_col0 + b.cols && b.core_col0 < a.core_col0 + a.cols;
-        if (rows || cols)
+  // Per core, the tiles' row spans and column spans must each be disjoint: sorted by start, each span
+  // starts at or after the end of the one before.
+  for (const auto& [where, tiles] : cores) {
+    for (const bool by_rows : {true, false}) {
+      std::vector<std::size_t> order(tiles.size());
+      for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+      const auto start = [&](std::size_t i) { return by_rows ? tiles[i].second->core_row0 : tiles[i].second->core_col0; };
+      const auto end = [&](std::size_t i) { return start(i) + (by_rows ? tiles[i].second->rows : tiles[i].second->cols); };
+      std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return start(a) != start(b) ? start(a) < start(b) : a < b; });
+      for (std::size_t k = 1; k < order.size(); ++k)
+        if (start(order[k]) < end(order[k - 1])) {
+          const std::size_t i = std::min(order[k - 1], order[k]), j = std::max(order[k - 1], order[k]);
           bad_plan(*tiles[i].first, "a tile shares detector rows or LED channels of module " + std::to_string(where.first) + " pass " +
                                         std::to_string(where.second) + " with a tile of '" + tiles[j].first->op + "'");
-      }
+        }
+    }
+  }
   // Plans exist from the tile pass on; before it no optical op has one.
   if (!p.optical.empty())
     for (const auto& [name, o] : ops)

@@ -447,6 +447,19 @@ TEST_CASE("run: the calibrated optical chain refuses tiles larger than the machi
   CHECK_NOTHROW(make_backend("sim", &hw16())->run(tiled, {{"x", kX}}, o));
 }
 
+TEST_CASE("compile: tiles of a matrix that overlap are refused, naming the first pair") {
+  Program p = compiled(deq(small_target(8, 3)));  // mix: 20 x 20 in 3 x 3 tiles of 8, 8, 4
+  std::vector<Tile>& tiles = p.plan("mix")->tiles;
+  CHECK_NOTHROW(verify_program(p));
+  // the 4 x 4 corner tile moved onto the first one: the same area, a gap where it was
+  const auto corner = std::find_if(tiles.begin(), tiles.end(), [](const Tile& t) { return t.row0 == 16 && t.col0 == 16; });
+  REQUIRE(corner != tiles.end());
+  REQUIRE(tiles[0].row0 == 0);
+  REQUIRE(tiles[0].col0 == 0);
+  corner->row0 = 2, corner->col0 = 3;
+  CHECK_THROWS_WITH(verify_program(p), Catch::Contains("tiles 0 and " + std::to_string(corner - tiles.begin()) + " overlap"));
+}
+
 TEST_CASE("compile: small matrices share a core block-diagonally, and overlapping tiles are refused") {
   Program p = compiled(deq(target_of(hw48(), "aoc-48", {})));  // 20 x 20 and 6 x 20 on 48 channels
   REQUIRE(p.plan("mix"));

@@ -14,6 +14,7 @@ aoc::ProgramBenchOptions tiny() {
   aoc::ProgramBenchOptions o;
   o.batch = 1, o.length = 2, o.runs = 1;
   o.check_batch = 1, o.check_length = 2, o.seeds = 1;
+  o.estimate_config = std::string(AOC_SOURCE_DIR) + "/tests/data/implicit-lm/mamba2-state-tracking-implicit/config.json", o.estimate_runs = 1;
   return o;
 }
 
@@ -33,7 +34,7 @@ TEST_CASE("bench: the program section times the parity model on cpu and sim and 
   const nlohmann::json j = aoc::program_bench_json(b);
   std::map<std::string, nlohmann::json> cells;
   for (const auto& c : j) cells[c.at("cell").get<std::string>()] = c;
-  for (const char* name : {"parity cpu", "parity sim", "parity sim/cpu", "check"}) {
+  for (const char* name : {"parity cpu", "parity sim", "parity sim/cpu", "check", "estimate"}) {
     INFO(name);
     REQUIRE(cells.count(name));
     const nlohmann::json& c = cells.at(name);
@@ -65,6 +66,11 @@ TEST_CASE("bench: the program section times the parity model on cpu and sim and 
   CHECK(check.at("seeds") == 1);
   CHECK(check.at("seconds").get<double>() > 0);
   CHECK(check.at("argmax_agreement").at("mean").get<double>() >= 0);
+  const nlohmann::json& est = cells.at("estimate");
+  CHECK(est.at("model") == "mamba2-state-tracking-implicit");
+  CHECK(est.at("tiles").get<int>() > 0);
+  CHECK(est.at("best_s").get<double>() > 0);
+  CHECK_FALSE(est.contains("target_s"));  // the target is the published 1.3B model's
 
   const std::string table = aoc::program_bench_table(b);
   CHECK(table.find("parity sim/cpu") != std::string::npos);

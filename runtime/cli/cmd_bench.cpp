@@ -135,7 +135,8 @@ void add_bench(CLI::App& app) {
   for (auto* p : {c->add_option("--program-batch", po.batch, "programs: sequences of the parity model timed per run"),
                   c->add_option("--program-length", po.length, "programs: tokens per sequence of the parity model"),
                   c->add_option("--program-runs", po.runs, "programs: timed runs of each backend on the parity model"),
-                  c->add_option("--check-seeds", po.seeds, "programs: noise seeds of the timed aoc check")})
+                  c->add_option("--check-seeds", po.seeds, "programs: noise seeds of the timed aoc check"),
+                  c->add_option("--estimate-runs", po.estimate_runs, "programs: timed runs of the 1.3B estimate (the best counts)")})
     p->check(sizes)->capture_default_str()->excludes(no_prog);  // an option that would not apply is an error
   c->add_option("--gpu-batches", g.batches, "GPU: batch sizes of the loop")->delimiter(',')->check(CLI::PositiveNumber)->capture_default_str();
   c->add_option("--gpu-config", g.config, "GPU: the model whose per-token matrix work is timed (a config.json aoc import reads)")
@@ -163,7 +164,9 @@ void add_bench(CLI::App& app) {
       "calibrated optics, float32), the two alternating; their tokens/s and sim/cpu, the median of\n"
       "the pairs' ratios (target 1.5x). And\n"
       "the wall time of aoc check --quantize --noise --seeds 8 on docs/program.md's example (the\n"
-      "untrained state-tracking Mamba2, converters calibrated on its 2 x 6 tokens; target 60 s).\n"
+      "untrained state-tracking Mamba2, converters calibrated on its 2 x 6 tokens; target 60 s). And\n"
+      "the wall time of aoc estimate of the published 1.3B implicit Mamba2 (shapes only, --iterations\n"
+      "20): its compilation for the machine and the count of a token (best of 3; target 2 s on aoc-48).\n"
       "GPU reference (a build with AOC_CUDA and a device; else one line says it was skipped): the same\n"
       "loop batched on the GPU (a kernel and a cuBLAS GEMM per iteration) and one token's matrix work\n"
       "of --gpu-config (default: the largest published config, mamba2-1.3b), float32 and float64.\n"
