@@ -18,11 +18,6 @@ using jsonr::Reader;
 using jsonr::elem;
 using jsonr::sub;
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 bool is_symbol(const std::string& s) {
   if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
   for (char c : s)
@@ -116,12 +111,7 @@ struct GraphReader {
     const std::string kname = r.text(kj, sub(field, "op"), true);
     const auto k = op_kind(kname);
     if (!k) {
-      std::string best;
-      std::size_t best_d = std::max<std::size_t>(2, kname.size() / 3) + 1;
-      for (const std::string& n : all_op_names()) {
-        const std::size_t d = jsonr::edit_distance(lower(kname), lower(n));
-        if (d < best_d) best_d = d, best = n;
-      }
+      const std::string best = jsonr::closest(kname, all_op_names(), std::max<std::size_t>(2, kname.size() / 3), true);
       r.fail(sub(field, "op"), "unknown op " + kj.dump() +
                                    (best.empty() ? " (expected one of " + jsonr::join(all_op_names(), ", ") + ")"
                                                  : " (did you mean " + best + "?)"));

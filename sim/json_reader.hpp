@@ -5,6 +5,7 @@
 #pragma once
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -115,6 +116,24 @@ inline std::size_t edit_distance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
+// The candidate nearest to `name` by edit distance when it is at most `max_d` edits away (the first
+// of equals), else ""; `fold_case` compares in lower case. For "did you mean" in errors.
+inline std::string closest(std::string_view name, const std::vector<std::string>& candidates, std::size_t max_d, bool fold_case = false) {
+  const auto fold = [&](std::string_view v) {
+    std::string t(v);
+    if (fold_case)
+      for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return t;
+  };
+  std::string best;
+  std::size_t best_d = max_d + 1;
+  for (const auto& c : candidates) {
+    const std::size_t d = edit_distance(fold(name), fold(c));
+    if (d < best_d) best_d = d, best = c;
+  }
+  return best;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Ranges of allowed numbers
 
@@ -171,12 +190,7 @@ class Reader {
                  const std::vector<std::string>& allowed) const {
     for (const auto& [key, value] : obj.items()) {
       if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
-      std::string best;
-      std::size_t best_d = std::max<std::size_t>(2, key.size() / 4) + 1;
-      for (const auto& a : allowed) {
-        const std::size_t d = edit_distance(key, a);
-        if (d < best_d) best_d = d, best = a;
-      }
+      const std::string best = closest(key, allowed, std::max<std::size_t>(2, key.size() / 4));
       if (!best.empty()) fail(sub(field, key), "unknown key (did you mean " + best + "?)");
       if (allowed.size() <= 10) fail(sub(field, key), "unknown key (expected one of " + join(allowed, ", ") + ")");
       fail(sub(field, key), "unknown key (see docs/hardware.md for the fields)");

@@ -412,6 +412,39 @@ TEST_CASE("cli: aoc check scores a language model on the next token: cross-entro
   CHECK_THAT(text.out, Catch::Contains("cross-entropy (nats)") && Catch::Contains("perplexity"));
 }
 
+TEST_CASE("cli: aoc check warns with counts when conversions clip, naming --calibrate for an uncalibrated program") {
+  const auto dir = temp_dir() / "clip";
+  std::filesystem::create_directories(dir);
+  const std::string g = (dir / "st.json").string(), prog = (dir / "st.aocp.h5").string(), tok = (dir / "tok.h5").string();
+  REQUIRE(run_aoc("import " + aoc::test::kStateTracking + " -o " + g).status == 0);
+  REQUIRE(run_aoc("compile " + g + " --hw aoc-48 -o " + prog).status == 0);
+  REQUIRE(run_aoc("run " + prog + " --example-input " + tok + " --batch 1 --length 2").status == 0);
+  const Run r = run_aoc("check " + prog + " --inputs " + tok + " --quantize");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.out, Catch::Contains("check: warning: sim clipped ") && Catch::Contains(" DAC and ") &&
+                        Catch::Contains("not calibrated: aoc compile ... --calibrate"));
+  const Run exact = run_aoc("check " + prog + " --inputs " + tok + " --ideal");
+  CHECK(exact.out.find("clipped") == std::string::npos);  // no converters, nothing clips
+}
+
+TEST_CASE("cli: an unknown command is a one-line error suggesting the closest") {
+  const Run typo = run_aoc("estimat --hw aoc-48");
+  CHECK(typo.status == 1);
+  CHECK(typo.out == "aoc: error: unknown command 'estimat' (did you mean estimate?); aoc --help lists the commands\n");
+  const Run far = run_aoc("nonsense");
+  CHECK(far.status == 1);
+  CHECK(far.out == "aoc: error: unknown command 'nonsense'; aoc --help lists the commands\n");
+}
+
+TEST_CASE("cli: aoc hw list names every bundled machine with its channels and modules") {
+  const Run r = run_aoc("hw list");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  for (const char* m : {"aoc-16 ", "aoc-48 ", "aoc-scale "}) CHECK_THAT(r.out, Catch::Contains(m));
+  CHECK_THAT(r.out, Catch::Contains("2048       25"));
+}
+
 TEST_CASE("cli: aoc run of a program with an input missing names the file and the dataset") {
   CliModel m;
   REQUIRE(run_aoc("compile " + m.graph + " --weights " + m.weights + " -o " + m.prog).status == 0);

@@ -131,6 +131,7 @@ int run(Opts o, const CLI::App* c) {
     ch.name = dut->name();
     ch.physics = ch.name == "sim";
     std::vector<double> acc, ce;
+    RunCounters clips;  // over the runs, for the clipping warning
     BackendOptions bo = backend_options(o);
     if (!ch.physics) bo.noise = false, bo.quantize = false, bo.optics = false;
     const SeedStats st = check_over_seeds(
@@ -141,12 +142,22 @@ int run(Opts o, const CLI::App* c) {
         },
         [&](int, const ProgramResult& r) {
           acc.push_back(accuracy(p, r, labels, o.labels));
+          clips.dac += r.counters.dac, clips.dac_clipped += r.counters.dac_clipped;
+          clips.adc += r.counters.adc, clips.adc_clipped += r.counters.adc_clipped;
           if (ref_ce) ce.push_back(cross_entropy(r).value_or(std::numeric_limits<double>::quiet_NaN()));
           ch.precision = ch.physics ? precision_text(o.precision, r) : ch.name == "cuda-f32" ? "f32" : "f64";
         });
     ch.abs = st.abs, ch.rel = st.rel, ch.arg = st.argmax, ch.codes = st.codes, ch.fails = st.failures, ch.iters = st.iterations,
     ch.differ = st.iterations_differ, ch.acc = stat(acc);
     if (ref_ce) ch.ce = stat(ce);
+    // Clipped conversions are the usual cause of a bad check: converters at the machine's volts
+    // where the model's values are larger. Say how many, and what fixes it.
+    if (clips.dac_clipped + clips.adc_clipped > 0) {
+      const bool calibrated = std::find(p.passes.begin(), p.passes.end(), "calibrate") != p.passes.end();
+      std::fprintf(stderr, "check: warning: %s clipped %lld of %lld DAC and %lld of %lld ADC conversions%s\n", ch.name.c_str(),
+                   clips.dac_clipped, clips.dac, clips.adc_clipped, clips.adc,
+                   calibrated ? "" : "; the program's converters are not calibrated: aoc compile ... --calibrate TOKENS.h5");
+    }
 
     const std::string who = duts.size() > 1 ? ch.name + ": " : "";
     const auto limit = [&](bool bad, const std::string& what) {

@@ -1,17 +1,44 @@
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
 #include <iostream>
+#include <vector>
 
 #include "runtime/cli/commands.hpp"
 #include "sim/hardware.hpp"
 
 namespace aoc::cli {
 
+namespace {
+
+// The bundled machines: every scenarios/hardware/*.json, by name, with its size and what it is.
+void list_machines() {
+  const std::filesystem::path dir = bundled_path("scenarios/hardware");
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".json") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  std::printf("%-12s %8s %8s  %s\n", "machine", "channels", "modules", "description (aoc hw show NAME: every section)");
+  for (const auto& f : files) {
+    const Hardware hw = load_hardware(f.string());
+    std::string what = hw.description.substr(0, hw.description.find(". ") == std::string::npos ? std::string::npos : hw.description.find(". ") + 1);
+    if (what.size() > 100) what = what.substr(0, 97) + "...";
+    std::printf("%-12s %8d %8d  %s\n", f.stem().string().c_str(), hw.channels, hw.architecture ? hw.architecture->modules : 1, what.c_str());
+  }
+  std::printf("(in %s; any other file: its path)\n", dir.string().c_str());
+}
+
+}  // namespace
+
 void add_hw(CLI::App& app) {
   auto* hw = app.add_subcommand("hw", "Inspect hardware description files (docs/hardware.md)");
   hw->require_subcommand(1);
+  auto* list = hw->add_subcommand("list", "List the bundled machines, with their channels, modules and description");
+  list->callback([] { list_machines(); });
   auto* show = hw->add_subcommand("show", "Validate a hardware file and print a readable summary");
   static std::string file;
-  show->add_option("FILE", file, "hardware file, or a bundled machine: aoc-48, aoc-16")->required();
-  show->footer("Example:\n  aoc hw show aoc-48\n  aoc hw show scenarios/hardware/aoc-16.json");
+  show->add_option("FILE", file, "hardware file, or a bundled machine (aoc hw list: aoc-48, aoc-16, aoc-scale)")->required();
+  show->footer("Example:\n  aoc hw list\n  aoc hw show aoc-48\n  aoc hw show scenarios/hardware/aoc-16.json");
   show->callback([] { std::cout << describe(load_hardware(resolve_hardware_path(file))); });
 }
 

@@ -1,12 +1,15 @@
 // aoc: simulator and compiler for analog optical computers. One executable, one subcommand per job.
 #include <malloc.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 
 #include "runtime/cli/commands.hpp"
 #include "runtime/output.hpp"
 #include "sim/error.hpp"
+#include "sim/json_reader.hpp"
 
 namespace aoc::cli {
 
@@ -69,6 +72,16 @@ int main(int argc, char** argv) {
   aoc::cli::add_pareto(app);
   aoc::cli::add_report(app);
   try {
+    // An unknown command word: say so in one line, with the closest command.
+    if (argc > 1 && argv[1][0] != '-') {
+      std::vector<std::string> names;
+      for (const CLI::App* c : app.get_subcommands({})) names.push_back(c->get_name());
+      if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+        const std::string best = aoc::jsonr::closest(argv[1], names, std::max<std::size_t>(2, std::strlen(argv[1]) / 3));
+        throw aoc::Error("unknown command '" + std::string(argv[1]) + "'" + (best.empty() ? "" : " (did you mean " + best + "?)") +
+                         "; aoc --help lists the commands");
+      }
+    }
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
