@@ -722,12 +722,27 @@ std::string describe(const Hardware& hw) {
   if (const auto& t = hw.timing)
     section("timing", {{"loop_period_ns", g4(t->loop_period_ns) + " ns"}, {"bandwidth_mhz", g4(t->bandwidth_mhz) + " MHz"},
                        {"settle_ns", g4(t->settle_ns) + " ns"}, {"readout_samples", std::to_string(t->readout_samples)},
-                       {"readout_rate_mhz", g4(t->readout_rate_mhz) + " MHz"}, {"slm_reload_us", g4(t->slm_reload_us) + " us"}});
+                       {"readout_rate_mhz", g4(t->readout_rate_mhz) + " MHz"}, {"slm_reload_us", g4(t->slm_reload_us) + " us"},
+                       {"dac_conversion_ns", g4(t->dac_conversion_ns) + " ns"},
+                       {"digital_gmac_per_s", t->digital_gmac_per_s > 0 ? g4(t->digital_gmac_per_s) + " GMAC/s" : "not given"}});
   if (const auto& e = hw.energy) {
     std::vector<std::pair<std::string, std::string>> items;
     for (const auto& c : e->components)
       items.emplace_back(c.name, g4(c.value.typ) + " " + c.unit + " (" + g4(c.value.min) + ".." + g4(c.value.max) + ")");
     section("energy", items);
+    if (const auto& p = e->photon_budget)
+      section("energy.photon_budget",
+              {{"wavelength_nm", g4(p->wavelength_nm) + " nm"}, {"optical_path_efficiency", g4(p->optical_path_efficiency)},
+               {"detector_quantum_efficiency", g4(p->detector_quantum_efficiency)}, {"led_wall_plug_efficiency", g4(p->led_wall_plug_efficiency)},
+               {"photons_per_sample", p->photons_per_sample > 0 ? g4(p->photons_per_sample) : "not given (the file's led_drive)"}});
+  }
+  if (const auto& a = hw.architecture) {
+    std::string functions;
+    for (const auto& f : a->analog_functions) functions += (functions.empty() ? "" : ", ") + f;
+    section("architecture", {{"modules", std::to_string(a->modules)},
+                             {"analog_functions", functions.empty() ? "none" : functions},
+                             {"partial_sums", a->partial_sums == ArchitectureSpec::Sum::Analog ? "analog" : "digital"},
+                             {"state_memory", a->state_memory == ArchitectureSpec::Memory::Analog ? "analog" : "digital"}});
   }
 
   std::size_t unused = 0;

@@ -180,3 +180,12 @@ TEST_CASE("cli: -o without --json is a one-line error naming both, and writes no
     CHECK_FALSE(std::filesystem::exists(p));
   }
 }
+
+TEST_CASE("cli: hw show prints every section of a machine, its timing, photon budget and architecture included") {
+  const Run r = run_aoc("hw show aoc-scale");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  for (const char* s : {"\nnoise\n", "\nconverters\n", "\ntiming\n", "\nenergy\n", "\nenergy.photon_budget\n", "\narchitecture\n",
+                        "dac_conversion_ns", "digital_gmac_per_s", "led_wall_plug_efficiency", "analog_functions", "state_memory"})
+    CHECK_THAT(r.out, Catch::Contains(s));
+}
