@@ -211,7 +211,7 @@ void add_run(CLI::App& app) {
   c->get_option("--set")->description(std::string("override a hardware value, e.g. --set noise.thermal_sigma=0.005 (repeatable); a program takes ") +
                                       kRunTimeSet + " at run time, on top of its compile-time overrides (the rest is compiled in: aoc compile --set)");
   c->get_option("--precision")->description("f32 (default, as the twin and the machine's loop core) or f64: the loop's arithmetic; a program: the sim backend's products");
-  c->get_option("--quantize")->description("SLM weight codes, input DAC and readout ADC (the hardware's converters section); a program: its SLM codes and every DAC/ADC conversion (sim)");
+  c->get_option("--quantize")->description("SLM weight codes, input DAC, and the readout chain: the saturation curve, then the ADC (the hardware's converters section); a program: its SLM codes and every DAC/ADC conversion (sim)");
   c->get_option("--noise")->description("add the hardware's noise sources (its noise section; a program: on the sim backend)");
   c->get_option("--trace")->description("loop input: keep every sample's residual and state at every step; a program: write every top-level value, not only the outputs");
   c->add_option("--example-input", o.example, "write a seeded example input file to this path and exit (of the program given, else of a loop)");

@@ -18,7 +18,7 @@ void add_loop_flags(CLI::App* c, LoopFlags& f, const char* seed_help) {
   c->add_option("--tol", f.tol, "residual tolerance")->check(CLI::PositiveNumber)->capture_default_str();
   c->add_option("--damping", f.damping, "relative rule: z <- (1-d) z + d f(z)")->check(CLI::Range(1e-6, 1.0))->capture_default_str();
   c->add_option("--precision", f.precision, "f32 or f64")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
-  c->add_flag("--quantize", f.quantize, "SLM weight codes, input DAC and readout ADC (the hardware's converters section)");
+  c->add_flag("--quantize", f.quantize, "SLM weight codes, input DAC, and the readout chain: the saturation curve, then the ADC (the hardware's converters section)");
   c->add_flag("--noise", f.noise, "add the hardware's noise sources (its noise section)");
   c->add_flag("--bandwidth", f.bandwidth, "finite loop bandwidth from the hardware's timing section");
   c->add_flag("--hardware-readout", f.hardware_readout,
