@@ -47,12 +47,6 @@ constexpr LayerEntry kLlamaLayer[] = {
 
 constexpr const char* kHead = "criterion.decoder.weight";  // PartialCrossEntropyHead, tied to the embedding
 
-std::string dims(const std::vector<std::int64_t>& s) {
-  std::string t = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-  return t + "]";
-}
-
 std::vector<std::int64_t> declared_shape(const Value& w) {
   std::vector<std::int64_t> s;
   for (const auto& d : w.type.shape) s.push_back(d.size);
@@ -80,7 +74,7 @@ class Mapper {
         // nn.Conv1d keeps a singleton in-channel axis per group: [C, 1, K]
         if (want.size() != 2) fail(s.checkpoint, "internal: graph weight '" + s.graph + "' is not [C, K]");
         const std::vector<std::int64_t> stored{want[0], 1, want[1]};
-        Tensor t = normed(s, stored, "graph weight '" + s.graph + "' " + dims(want) + " (stored as " + dims(stored) + ")");
+        Tensor t = normed(s, stored, "graph weight '" + s.graph + "' " + shape_text(want) + " (stored as " + shape_text(stored) + ")");
         t.shape = want;
         return t;
       }
@@ -108,8 +102,8 @@ class Mapper {
               const std::string& missing_note = "", std::string what = "") {
     const auto it = c_.tensors.find(name);
     if (it == c_.tensors.end()) fail(name, "missing (graph weight '" + graph + "'" + missing_note + ")");
-    if (what.empty()) what = "graph weight '" + graph + "' " + dims(want);
-    if (it->second.shape != want) fail(name, "shape " + dims(it->second.shape) + " does not match " + what);
+    if (what.empty()) what = "graph weight '" + graph + "' " + shape_text(want);
+    if (it->second.shape != want) fail(name, "shape " + shape_text(it->second.shape) + " does not match " + what);
     used_.insert(name);
     return std::move(it->second);
   }
@@ -147,7 +141,7 @@ class Mapper {
       std::vector<std::int64_t> g_shape(stored.size(), 1);
       g_shape[0] = rows;
       const Tensor g = take(g_name, s.graph, g_shape, "; weight norm's scales for '" + v_name + "'",
-                            "the " + dims(g_shape) + " weight-norm scales of graph weight '" + s.graph + "'");
+                            "the " + shape_text(g_shape) + " weight-norm scales of graph weight '" + s.graph + "'");
       scale = g.data;
     }
     // torchdeq's WeightNorm (dim 0): W = V * (g / ||V||), the norm over all but the output axis

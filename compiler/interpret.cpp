@@ -28,12 +28,6 @@ std::int64_t numel(const Dims& s) {
   return n;
 }
 
-std::string str(const Dims& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
-
 [[noreturn]] void fail(const std::string& where, const std::string& msg) { throw Error(where + ": " + msg); }
 
 // c + a b with one rounding where the target has FMA, two everywhere where it has not: one rule for
@@ -165,7 +159,7 @@ Tensor broadcast(const Tensor& a, const Tensor& b, F f, const std::string& where
     const std::int64_t ib = static_cast<std::int64_t>(i) - static_cast<std::int64_t>(r - b.shape.size());
     const std::int64_t da = ia >= 0 ? a.shape[ia] : 1, db = ib >= 0 ? b.shape[ib] : 1;
     if (da != db && da != 1 && db != 1)
-      fail(where, "shapes " + str(a.shape) + " and " + str(b.shape) + " do not broadcast");
+      fail(where, "shapes " + shape_text(a.shape) + " and " + shape_text(b.shape) + " do not broadcast");
     out[i] = da == 1 ? db : da;
     if (ia >= 0 && da != 1) sa[i] = sta[ia];
     if (ib >= 0 && db != 1) sb[i] = stb[ib];
@@ -200,10 +194,10 @@ Tensor broadcast(const Tensor& a, const Tensor& b, F f, const std::string& where
 
 Tensor linear(const Tensor& x, const Tensor& W, const Tensor* b, int threads, const std::string& where) {
   if (x.shape.empty()) fail(where, "x must have at least one dimension, got a scalar");
-  if (W.shape.size() != 2) fail(where, "W must be [out, in], got " + str(W.shape));
+  if (W.shape.size() != 2) fail(where, "W must be [out, in], got " + shape_text(W.shape));
   const std::int64_t in = x.shape.back(), out = W.shape[0];
-  if (W.shape[1] != in) fail(where, "x " + str(x.shape) + " and W " + str(W.shape) + ": in dims differ");
-  if (b && b->shape != Dims{out}) fail(where, "b must be [" + std::to_string(out) + "], got " + str(b->shape));
+  if (W.shape[1] != in) fail(where, "x " + shape_text(x.shape) + " and W " + shape_text(W.shape) + ": in dims differ");
+  if (b && b->shape != Dims{out}) fail(where, "b must be [" + std::to_string(out) + "], got " + shape_text(b->shape));
   Dims ys = x.shape;
   ys.back() = out;
   Tensor y = make(ys);
@@ -220,9 +214,9 @@ Tensor linear(const Tensor& x, const Tensor& W, const Tensor* b, int threads, co
 
 Tensor matmul(const Tensor& a, const Tensor& b, int threads, const std::string& where) {
   if (a.shape.empty()) fail(where, "a must have at least one dimension, got a scalar");
-  if (b.shape.size() != 2) fail(where, "b must be [k, n], got " + str(b.shape));
+  if (b.shape.size() != 2) fail(where, "b must be [k, n], got " + shape_text(b.shape));
   const std::int64_t k = a.shape.back(), n = b.shape[1];
-  if (b.shape[0] != k) fail(where, "a " + str(a.shape) + " and b " + str(b.shape) + ": k dims differ");
+  if (b.shape[0] != k) fail(where, "a " + shape_text(a.shape) + " and b " + shape_text(b.shape) + ": k dims differ");
   Dims ys = a.shape;
   ys.back() = n;
   Tensor y = make(ys);
@@ -240,7 +234,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, int threads, const std::string& 
 Tensor rmsnorm(const Tensor& x, const Tensor& g, double eps, const std::string& where) {
   if (x.shape.empty()) fail(where, "x must have at least one dimension, got a scalar");
   const std::int64_t D = x.shape.back();
-  if (g.shape != Dims{D}) fail(where, "g must be [" + std::to_string(D) + "] (x's last dim), got " + str(g.shape));
+  if (g.shape != Dims{D}) fail(where, "g must be [" + std::to_string(D) + "] (x's last dim), got " + shape_text(g.shape));
   Tensor y = make(x.shape);
   if (D == 0) return y;
   const std::int64_t rows = numel(x.shape) / D;
@@ -255,11 +249,11 @@ Tensor rmsnorm(const Tensor& x, const Tensor& g, double eps, const std::string& 
 
 // Conv1dCausal's operands checked; returns K.
 std::int64_t conv1d_taps(const Tensor& x, const Tensor& w, const Tensor* b, const std::string& where) {
-  if (x.shape.size() != 3) fail(where, "x must be [B, L, C], got " + str(x.shape));
+  if (x.shape.size() != 3) fail(where, "x must be [B, L, C], got " + shape_text(x.shape));
   const std::int64_t C = x.shape[2];
   if (w.shape.size() != 2 || w.shape[0] != C)
-    fail(where, "w must be [" + std::to_string(C) + ", K] (C from x " + str(x.shape) + "), got " + str(w.shape));
-  if (b && b->shape != Dims{C}) fail(where, "b must be [" + std::to_string(C) + "], got " + str(b->shape));
+    fail(where, "w must be [" + std::to_string(C) + ", K] (C from x " + shape_text(x.shape) + "), got " + shape_text(w.shape));
+  if (b && b->shape != Dims{C}) fail(where, "b must be [" + std::to_string(C) + "], got " + shape_text(b->shape));
   return w.shape[1];
 }
 
@@ -281,7 +275,7 @@ Tensor conv1d_causal(const Tensor& x, const Tensor& w, const Tensor* b, const st
 }
 
 Tensor embedding(const Tensor& ids, const Tensor& table, const std::string& where) {
-  if (table.shape.size() != 2) fail(where, "table must be [V, D], got " + str(table.shape));
+  if (table.shape.size() != 2) fail(where, "table must be [V, D], got " + shape_text(table.shape));
   const std::int64_t V = table.shape[0], D = table.shape[1];
   Dims ys = ids.shape;
   ys.push_back(D);
@@ -309,7 +303,7 @@ std::vector<Tensor> split(const Tensor& x, const Dims& sizes, std::int64_t axis_
     total += s;
   }
   if (total != x.shape[ax])
-    fail(where, "sizes sum to " + std::to_string(total) + " but axis " + std::to_string(ax) + " of " + str(x.shape) + " is " +
+    fail(where, "sizes sum to " + std::to_string(total) + " but axis " + std::to_string(ax) + " of " + shape_text(x.shape) + " is " +
                     std::to_string(x.shape[ax]));
   std::int64_t outer = 1, inner = 1;
   for (int i = 0; i < ax; ++i) outer *= x.shape[i];
@@ -337,7 +331,7 @@ Tensor concat(const std::vector<const Tensor*>& xs, std::int64_t axis_attr, cons
   for (const Tensor* x : xs) {
     bool ok = x->shape.size() == s0.size();
     for (size_t i = 0; ok && i < s0.size(); ++i) ok = static_cast<int>(i) == ax || x->shape[i] == s0[i];
-    if (!ok) fail(where, "operands " + str(s0) + " and " + str(x->shape) + " differ outside axis " + std::to_string(ax));
+    if (!ok) fail(where, "operands " + shape_text(s0) + " and " + shape_text(x->shape) + " differ outside axis " + std::to_string(ax));
     out[ax] += x->shape[ax];
   }
   std::int64_t outer = 1, inner = 1;
@@ -361,13 +355,13 @@ Tensor reshape(const Tensor& x, const Dims& target, const std::string& where) {
   for (size_t i = 0; i < target.size(); ++i) {
     const std::int64_t t = target[i];
     if (t == -1) {
-      if (infer >= 0) fail(where, "shape " + str(target) + " has more than one -1");
+      if (infer >= 0) fail(where, "shape " + shape_text(target) + " has more than one -1");
       infer = static_cast<int>(i);
       continue;
     }
-    if (t < -1) fail(where, "shape " + str(target) + " has a negative size other than -1");
+    if (t < -1) fail(where, "shape " + shape_text(target) + " has a negative size other than -1");
     if (t == 0) {
-      if (i >= x.shape.size()) fail(where, "shape " + str(target) + ": 0 at position " + std::to_string(i) + " but x " + str(x.shape) + " has no such dim");
+      if (i >= x.shape.size()) fail(where, "shape " + shape_text(target) + ": 0 at position " + std::to_string(i) + " but x " + shape_text(x.shape) + " has no such dim");
       out[i] = x.shape[i];
     } else {
       out[i] = t;
@@ -376,10 +370,10 @@ Tensor reshape(const Tensor& x, const Dims& target, const std::string& where) {
   }
   const std::int64_t n = numel(x.shape);
   if (infer >= 0) {
-    if (known == 0 || n % known != 0) fail(where, "cannot reshape " + str(x.shape) + " to " + str(target));
+    if (known == 0 || n % known != 0) fail(where, "cannot reshape " + shape_text(x.shape) + " to " + shape_text(target));
     out[infer] = n / known;
   }
-  if (numel(out) != n) fail(where, "cannot reshape " + str(x.shape) + " (" + std::to_string(n) + " elements) to " + str(out));
+  if (numel(out) != n) fail(where, "cannot reshape " + shape_text(x.shape) + " (" + std::to_string(n) + " elements) to " + shape_text(out));
   Tensor y = x;
   y.shape = out;
   return y;
@@ -430,7 +424,7 @@ Tensor einsum(const std::string& spec_attr, const std::vector<const Tensor*>& xs
   std::map<char, int> count;
   for (size_t o = 0; o < ops.size(); ++o) {
     if (ops[o].size() != xs[o]->shape.size())
-      fail(where, "spec '" + spec_attr + "': operand " + std::to_string(o) + " '" + ops[o] + "' does not match its shape " + str(xs[o]->shape));
+      fail(where, "spec '" + spec_attr + "': operand " + std::to_string(o) + " '" + ops[o] + "' does not match its shape " + shape_text(xs[o]->shape));
     for (size_t i = 0; i < ops[o].size(); ++i) {
       const char c = ops[o][i];
       if (c < 'a' || c > 'z') fail(where, "spec '" + spec_attr + "': '" + std::string(1, c) + "' is not a lowercase letter");
@@ -541,9 +535,9 @@ Tensor einsum(const std::string& spec_attr, const std::vector<const Tensor*>& xs
 // The checks CausalAttention's q, k, v pass in both modes; returns the head dim d.
 std::int64_t attention_head_dim(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t heads, std::optional<double> theta,
                                 const std::string& where) {
-  if (q.shape.size() != 3) fail(where, "q " + str(q.shape) + " must have rank 3");
+  if (q.shape.size() != 3) fail(where, "q " + shape_text(q.shape) + " must have rank 3");
   if (k.shape != q.shape || v.shape != q.shape)
-    fail(where, "q " + str(q.shape) + ", k " + str(k.shape) + ", v " + str(v.shape) + " must have one shape");
+    fail(where, "q " + shape_text(q.shape) + ", k " + shape_text(k.shape) + ", v " + shape_text(v.shape) + " must have one shape");
   if (theta && !(*theta > 0)) fail(where, "rope_theta " + jsonr::num(*theta) + " must be > 0");
   const std::int64_t D = q.shape[2];
   if (heads < 1 || D % heads != 0) fail(where, "heads " + std::to_string(heads) + " does not divide D " + std::to_string(D));
@@ -614,16 +608,16 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, std::
 }
 
 Tensor scan(const Tensor& a, const Tensor& x, const Tensor* h0, int threads, const std::string& where) {
-  if (x.shape.size() < 2) fail(where, "x must be [B, L, ...], got " + str(x.shape));
+  if (x.shape.size() < 2) fail(where, "x must be [B, L, ...], got " + shape_text(x.shape));
   const bool prefix = a.shape.size() >= 2 && a.shape.size() <= x.shape.size() &&
                       std::equal(a.shape.begin(), a.shape.end(), x.shape.begin());
-  if (!prefix) fail(where, "a " + str(a.shape) + " must be a prefix of x " + str(x.shape) + " (at least [B, L])");
+  if (!prefix) fail(where, "a " + shape_text(a.shape) + " must be a prefix of x " + shape_text(x.shape) + " (at least [B, L])");
   const std::int64_t B = x.shape[0], L = x.shape[1];
   Dims hs = x.shape;
   hs.erase(hs.begin() + 1);
   const std::int64_t N = numel(hs) / std::max<std::int64_t>(B, 1);  // x's trailing elements
   const std::int64_t Na = numel(a.shape) / std::max<std::int64_t>(B * L, 1);
-  if (h0 && h0->shape != hs) fail(where, "h0 must be " + str(hs) + " (x without axis 1), got " + str(h0->shape));
+  if (h0 && h0->shape != hs) fail(where, "h0 must be " + shape_text(hs) + " (x without axis 1), got " + shape_text(h0->shape));
   const std::int64_t rep = Na == 0 ? 1 : N / Na;  // each a element covers rep consecutive x elements
   Tensor y = make(x.shape);
   // h_t = a_t h_{t-1} + x_t, elementwise, held in y itself (h_{-1}: h0 or zeros); the elements are
@@ -652,7 +646,7 @@ Tensor scan(const Tensor& a, const Tensor& x, const Tensor* h0, int threads, con
 
 // y[:, t] = x[:, t-1], zeros at t = 0.
 Tensor delay(const Tensor& x, const std::string& where) {
-  if (x.shape.size() < 2) fail(where, "x must be [B, L, ...], got " + str(x.shape));
+  if (x.shape.size() < 2) fail(where, "x must be [B, L, ...], got " + shape_text(x.shape));
   const std::int64_t B = x.shape[0], L = x.shape[1], N = L > 0 && B > 0 ? numel(x.shape) / (B * L) : 0;
   Tensor y = make(x.shape);
   for (std::int64_t b = 0; b < B; ++b)
@@ -670,13 +664,13 @@ Tensor delay(const Tensor& x, const std::string& where) {
 // state = {the op's last K-1 inputs, [B, K-1, C]}: zeros before the first token.
 Tensor conv1d_causal_step(const Tensor& x, const Tensor& w, const Tensor* b, std::vector<Tensor>& state, bool commit,
                           const std::string& where) {
-  if (x.shape.size() != 3 || x.shape[1] != 1) fail(where, "x must be one token [B, 1, C] in sequential mode, got " + str(x.shape));
+  if (x.shape.size() != 3 || x.shape[1] != 1) fail(where, "x must be one token [B, 1, C] in sequential mode, got " + shape_text(x.shape));
   const std::int64_t K = conv1d_taps(x, w, b, where);
   if (K < 1) return conv1d_causal(x, w, b, where);  // no taps, nothing to remember
   const std::int64_t B = x.shape[0], C = x.shape[2];
   const Tensor* past = state.empty() ? nullptr : &state[0];
   if (past && past->shape != Dims{B, K - 1, C})
-    fail(where, "x " + str(x.shape) + " differs from the last token's state " + str(past->shape));
+    fail(where, "x " + shape_text(x.shape) + " differs from the last token's state " + shape_text(past->shape));
   // the kernel's last position over the window [the last K - 1 tokens (zeros before token 0), x]
   Tensor y = make(x.shape);
   for (std::int64_t bi = 0; bi < B; ++bi)
@@ -702,9 +696,9 @@ Tensor conv1d_causal_step(const Tensor& x, const Tensor& w, const Tensor* b, std
 
 // state = {x of the last token, [B, 1, ...]}: zeros before the first token.
 Tensor delay_step(const Tensor& x, std::vector<Tensor>& state, bool commit, const std::string& where) {
-  if (x.shape.size() < 2 || x.shape[1] != 1) fail(where, "x must be one token [B, 1, ...] in sequential mode, got " + str(x.shape));
+  if (x.shape.size() < 2 || x.shape[1] != 1) fail(where, "x must be one token [B, 1, ...] in sequential mode, got " + shape_text(x.shape));
   Tensor y = state.empty() ? make(x.shape) : state[0];
-  if (y.shape != x.shape) fail(where, "x " + str(x.shape) + " differs from the last token's " + str(y.shape));
+  if (y.shape != x.shape) fail(where, "x " + shape_text(x.shape) + " differs from the last token's " + shape_text(y.shape));
   if (commit) state = {x};
   return y;
 }
@@ -712,7 +706,7 @@ Tensor delay_step(const Tensor& x, std::vector<Tensor>& state, bool commit, cons
 // state = {h of the last token, [B, ...]}: h0 (or zeros) before the first token.
 Tensor scan_step(const Tensor& a, const Tensor& x, const Tensor* h0, std::vector<Tensor>& state, bool commit, int threads,
                  const std::string& where) {
-  if (x.shape.size() < 2 || x.shape[1] != 1) fail(where, "x must be one token [B, 1, ...] in sequential mode, got " + str(x.shape));
+  if (x.shape.size() < 2 || x.shape[1] != 1) fail(where, "x must be one token [B, 1, ...] in sequential mode, got " + shape_text(x.shape));
   Tensor y = scan(a, x, state.empty() ? h0 : &state[0], threads, where);
   if (commit) {
     Tensor h = y;
@@ -727,7 +721,7 @@ Tensor scan_step(const Tensor& a, const Tensor& x, const Tensor* h0, std::vector
 Tensor causal_attention_step(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t heads, std::optional<double> theta,
                              std::vector<Tensor>& state, bool commit, const std::string& where) {
   attention_head_dim(q, k, v, heads, theta, where);
-  if (q.shape[1] != 1) fail(where, "q, k, v must be one token [B, 1, D] in sequential mode, got " + str(q.shape));
+  if (q.shape[1] != 1) fail(where, "q, k, v must be one token [B, 1, D] in sequential mode, got " + shape_text(q.shape));
   const std::int64_t t = state.empty() ? 0 : state[0].shape[1];
   Tensor qr = q, kr = k;
   if (theta) {
@@ -995,7 +989,7 @@ class Interp {
   // moved or merged axis 1.
   static void one_token_result(const Tensor& t, const std::string& name, const std::string& where) {
     if (t.shape.size() < 2 || t.shape[1] != 1)
-      fail(where, "result '" + name + "' is " + str(t.shape) + " at one token, not [B, 1, ...]: the op moves the sequence axis; " +
+      fail(where, "result '" + name + "' is " + shape_text(t.shape) + " at one token, not [B, 1, ...]: the op moves the sequence axis; " +
                       "sequential mode needs per-token ops");
   }
 
@@ -1049,7 +1043,7 @@ class Interp {
       case OpKind::GatedRMSNorm: {
         arity(in, 3, 3, where);
         if (in[0]->shape != in[1]->shape)
-          fail(where, "x " + str(in[0]->shape) + " and gate " + str(in[1]->shape) + " differ in shape");
+          fail(where, "x " + shape_text(in[0]->shape) + " and gate " + shape_text(in[1]->shape) + " differ in shape");
         Tensor u = make(in[0]->shape);
         for (size_t i = 0; i < u.data.size(); ++i) u.data[i] = in[0]->data[i] * silu(in[1]->data[i]);
         return one(rmsnorm(u, *in[2], attr_num(op, "eps", where).value_or(1e-5), where));
@@ -1142,7 +1136,7 @@ class Interp {
       for (size_t i = 0; i < in.size(); ++i) scope[body.args[i + 1]] = *in[i];
       run_ops(body.ops, scope, body_head, false, &body.results);
       Tensor fz = lookup(scope, body.results[0], body_head);
-      if (fz.shape != z.shape) fail(where, "body result has shape " + str(fz.shape) + ", the iterate " + str(z.shape));
+      if (fz.shape != z.shape) fail(where, "body result has shape " + shape_text(fz.shape) + ", the iterate " + shape_text(z.shape));
       if (top && !sequential() && opt_.progress) opt_.progress(step, max_iter);
       return fz;
     };
@@ -1252,18 +1246,18 @@ class Interp {
 void bind_symbols(const std::string& what, const Value& decl, const Tensor& t, std::map<std::string, std::int64_t>& syms) {
   const std::string where = "interpret: " + what + " '" + decl.name + "'";
   if (static_cast<std::int64_t>(t.data.size()) != numel(t.shape))
-    fail(where, "has shape " + str(t.shape) + " but " + std::to_string(t.data.size()) + " numbers");
+    fail(where, "has shape " + shape_text(t.shape) + " but " + std::to_string(t.data.size()) + " numbers");
   const Shape& s = decl.type.shape;
   if (t.shape.size() != s.size())
-    fail(where, "declared " + to_string(decl.type) + ", got shape " + str(t.shape));
+    fail(where, "declared " + to_string(decl.type) + ", got shape " + shape_text(t.shape));
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i].is_fixed()) {
       if (t.shape[i] != s[i].size)
-        fail(where, "declared " + to_string(decl.type) + ", got shape " + str(t.shape) + " (dim " + std::to_string(i) + ")");
+        fail(where, "declared " + to_string(decl.type) + ", got shape " + shape_text(t.shape) + " (dim " + std::to_string(i) + ")");
     } else {
       auto [it, fresh] = syms.emplace(s[i].sym, t.shape[i]);
       if (!fresh && it->second != t.shape[i])
-        fail(where, "declared " + to_string(decl.type) + ", got shape " + str(t.shape) + ": " + s[i].sym + " is already " +
+        fail(where, "declared " + to_string(decl.type) + ", got shape " + shape_text(t.shape) + ": " + s[i].sym + " is already " +
                         std::to_string(it->second));
     }
   }

@@ -119,6 +119,12 @@ std::optional<double> next_token_cross_entropy(const Tensor& logits, const Tenso
   return sum / static_cast<double>(B * (L - 1));
 }
 
+std::string shape_text(const std::vector<std::int64_t>& dims) {
+  std::string t = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) t += (i ? ", " : "") + std::to_string(dims[i]);
+  return t + "]";
+}
+
 std::int64_t Tensor::size() const {
   std::int64_t n = 1;
   for (std::int64_t d : shape) n *= d;

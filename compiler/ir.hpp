@@ -146,6 +146,9 @@ bool optical_capable(const Graph& g, const Op& op);
 std::optional<OpKind> op_kind(const std::string& name);  // nullopt: unknown op
 
 // Dense row-major tensors of doubles (i64 data is stored as exact doubles).
+// Dims as text for messages: "[2, 3]".
+std::string shape_text(const std::vector<std::int64_t>& dims);
+
 struct Tensor {
   std::vector<std::int64_t> shape;
   std::vector<double> data;

@@ -75,13 +75,6 @@ Var SequenceModel::convert(Tape& t, Var x, int bits) {
 
 namespace {
 
-// Dims as text: "[64, 32]".
-std::string dims_text(const std::vector<std::int64_t>& d) {
-  std::string t = "[";
-  for (std::size_t i = 0; i < d.size(); ++i) t += (i ? ", " : "") + std::to_string(d[i]);
-  return t + "]";
-}
-
 // The config's graph with the weights of an aoc weights file (HDF5), each checked against the
 // graph's declaration by name and shape; the file's other tensors are reported as unused.
 ir::Imported import_with_h5(const std::string& path, const ir::ImportOptions& o) {
@@ -97,8 +90,8 @@ ir::Imported import_with_h5(const std::string& path, const ir::ImportOptions& o)
     std::vector<std::int64_t> want;
     for (const auto& d : v.type.shape) want.push_back(d.size);
     if (it->second.shape != want)
-      throw Error(o.weights_path + ": tensor '" + v.name + "': shape " + dims_text(it->second.shape) + ", the graph of " + path +
-                  " declares " + dims_text(want));
+      throw Error(o.weights_path + ": tensor '" + v.name + "': shape " + ir::shape_text(it->second.shape) + ", the graph of " + path +
+                  " declares " + ir::shape_text(want));
     m.weights[v.name] = std::move(it->second);
     w.erase(it);
   }

@@ -46,10 +46,9 @@ class Counter {
     uses_.add(p.graph.ops);
     uses_.results.insert(p.graph.outputs.begin(), p.graph.outputs.end());
     parallel_ = static_cast<double>(p.target.channels) * p.target.modules;
-    readout_hold_ = (hw.timing->settle_ns + readout_window_ns(*hw.timing)) / hw.timing->loop_period_ns;
+    readout_hold_ = hold_periods(*hw.timing, 0);  // no loop iterations count toward a readout's settle here
   }
 
-  double readout_hold() const { return readout_hold_; }
 
   // The counts of one token: every op of the top level once, a body K times.
   void count() { region(p_.graph.ops, 1.0, 0); }
@@ -393,7 +392,7 @@ ProgramEstimate estimate_program(const Program& p, const Hardware& hw, const Pro
   e.load = estimate(hw, load, o.gpu);
 
   e.notes.push_back("always on: each ADC readout keeps the channels holding its value lit and detected through the settle and "
-                    "the readout window, " + jsonr::num(c.readout_hold()) + " loop periods per value (counted as channel-iterations "
+                    "the readout window, " + jsonr::num(hold_periods(*hw.timing, 0)) + " loop periods per value (counted as channel-iterations "
                     "of the LEDs, receivers and analog electronics); here the settle starts at the readout, not at the loop's "
                     "closure (a loop's iterations do not shorten it)");
   const bool upper = std::any_of(e.loops.begin(), e.loops.end(), [](const LoopCount& l) { return l.upper_bound; });

@@ -91,13 +91,9 @@ Measured measure(const Hardware& hw, int n, const Opts& o) {
   std::vector<int> s;
   for (int k : r.solve.settled)
     if (k > 0) s.push_back(k);
-  m.settled = static_cast<int>(s.size());
-  if (!s.empty()) {
-    std::sort(s.begin(), s.end());
-    for (int k : s) m.settled_mean += k / static_cast<double>(s.size());
-    m.settled_p99 = s[static_cast<std::size_t>(std::ceil(0.99 * static_cast<double>(s.size()))) - 1];
-  }
-  m.k = m.settled == m.batch ? static_cast<int>(m.settled_p99) : m.cap;
+  const IterationSummary st = summarize(s, {});
+  m.settled = static_cast<int>(st.solves), m.settled_mean = st.mean, m.settled_p99 = st.p99;
+  m.k = m.settled == m.batch ? st.p99 : m.cap;
   return m;
 }
 
@@ -452,8 +448,7 @@ void add_estimate(CLI::App& app) {
                 "40 when some never do; for a program: each FixedPoint's max_iter, an upper bound)")
       ->check(CLI::NonNegativeNumber);
   auto* from = c->add_option("--iterations-from", o.iterations_from,
-                             "program: each top-level FixedPoint's K from an `aoc run` of it (output HDF5): the mean over its solves")
-                   ->check(CLI::ExistingFile);
+                             "program: each top-level FixedPoint's K from an `aoc run` of it (output HDF5): the mean over its solves");
   from->excludes(c->get_option("--iterations"));
   fp = c->add_option("--fixed-points", o.fixed_points, "fixed points per inference, run one after another with the same weights")
            ->check(CLI::PositiveNumber)->capture_default_str();
