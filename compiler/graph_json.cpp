@@ -25,12 +25,6 @@ bool is_symbol(const std::string& s) {
   return true;
 }
 
-std::vector<std::string> all_op_names() {
-  std::vector<std::string> v;
-  for (int k = 0; k <= static_cast<int>(OpKind::FixedPoint); ++k) v.push_back(op_info(static_cast<OpKind>(k)).name);
-  return v;
-}
-
 struct GraphReader {
   Reader r;
 
@@ -79,7 +73,7 @@ struct GraphReader {
   }
 
   Attr attr(OpKind k, const std::string& key, const json& j, const std::string& field) const {
-    switch (*attr_kind(k, key)) {
+    switch (attr_spec(k, key)->kind) {
       case AttrKind::Number: return r.number(j, field);
       case AttrKind::Int: return static_cast<std::int64_t>(r.integer(j, field, std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max()));
       case AttrKind::String: return r.text(j, field, true);
@@ -111,12 +105,12 @@ struct GraphReader {
     const std::string kname = r.text(kj, sub(field, "op"), true);
     const auto k = op_kind(kname);
     if (!k) {
-      const std::string best = jsonr::closest(kname, all_op_names(), std::max<std::size_t>(2, kname.size() / 3), true);
+      const std::string best = jsonr::closest(kname, op_names(), std::max<std::size_t>(2, kname.size() / 3), true);
       r.fail(sub(field, "op"), "unknown op " + kj.dump() +
-                                   (best.empty() ? " (expected one of " + jsonr::join(all_op_names(), ", ") + ")"
+                                   (best.empty() ? " (expected one of " + jsonr::join(op_names(), ", ") + ")"
                                                  : " (did you mean " + best + "?)"));
     }
-    const OpInfo& info = op_info(*k);
+    const OpDef& info = op_def(*k);
     Op o;
     o.kind = *k;
     if (const json* n = r.find(j, "name")) o.name = r.text(*n, sub(field, "name"), false);
@@ -125,14 +119,14 @@ struct GraphReader {
     if (const json* a = r.find(j, "attrs")) {
       const std::string af = sub(field, "attrs");
       r.object(*a, af);
-      std::vector<std::string> allowed(info.required_attrs.begin(), info.required_attrs.end());
-      allowed.insert(allowed.end(), info.optional_attrs.begin(), info.optional_attrs.end());
+      std::vector<std::string> allowed;
+      for (const AttrSpec& s : info.attrs) allowed.push_back(s.name);
       allowed.push_back(kPlaceAttr);
       r.only_keys(*a, af, allowed);
       for (const auto& [key, v] : a->items()) o.attrs[key] = attr(*k, key, v, sub(af, key));
     }
-    for (const char* req : info.required_attrs)
-      if (!o.attrs.count(req)) r.fail(sub(sub(field, "attrs"), req), "missing required attribute of " + std::string(info.name));
+    for (const AttrSpec& s : info.attrs)
+      if (s.required && !o.attrs.count(s.name)) r.fail(sub(sub(field, "attrs"), s.name), "missing required attribute of " + std::string(info.name));
     if (const json* b = r.find(j, "body")) {
       if (*k != OpKind::FixedPoint) r.fail(sub(field, "body"), "only a FixedPoint op has a body");
       o.body = std::make_shared<Region>(region(*b, sub(field, "body")));
@@ -190,7 +184,7 @@ json attr_json(const Attr& a) {
 
 json op_json(const Op& o) {
   json j;
-  j["op"] = op_info(o.kind).name;
+  j["op"] = op_def(o.kind).name;
   if (!o.name.empty()) j["name"] = o.name;
   j["in"] = names_json(o.inputs);
   j["out"] = names_json(o.outputs);

@@ -17,52 +17,6 @@ std::string to_string(const Type& t) {
   return s + "]";
 }
 
-namespace {
-
-// One row per OpKind, in enum order (op_info indexes by the enum value).
-const std::array<OpInfo, 25>& table() {
-  static const std::array<OpInfo, 25> t{{
-      {OpKind::Linear, "Linear", 2, 3, 1, {}, {}},
-      {OpKind::MatMul, "MatMul", 2, 2, 1, {}, {}},
-      {OpKind::Add, "Add", 2, 2, 1, {}, {}},
-      {OpKind::Sub, "Sub", 2, 2, 1, {}, {}},
-      {OpKind::Mul, "Mul", 2, 2, 1, {}, {}},
-      {OpKind::Tanh, "Tanh", 1, 1, 1, {}, {}},
-      {OpKind::Sigmoid, "Sigmoid", 1, 1, 1, {}, {}},
-      {OpKind::SiLU, "SiLU", 1, 1, 1, {}, {}},
-      {OpKind::Softplus, "Softplus", 1, 1, 1, {}, {}},
-      {OpKind::Exp, "Exp", 1, 1, 1, {}, {}},
-      {OpKind::Neg, "Neg", 1, 1, 1, {}, {}},
-      {OpKind::Clip, "Clip", 1, 1, 1, {"min", "max"}, {}},
-      {OpKind::RMSNorm, "RMSNorm", 2, 2, 1, {}, {"eps"}},
-      {OpKind::GatedRMSNorm, "GatedRMSNorm", 3, 3, 1, {}, {"eps"}},
-      {OpKind::Conv1dCausal, "Conv1dCausal", 2, 3, 1, {}, {}},
-      {OpKind::Embedding, "Embedding", 2, 2, 1, {}, {}},
-      {OpKind::Split, "Split", 1, 1, -1, {"sizes"}, {"axis"}},
-      {OpKind::Concat, "Concat", 1, -1, 1, {}, {"axis"}},
-      {OpKind::Reshape, "Reshape", 1, 1, 1, {"shape"}, {}},
-      {OpKind::Einsum, "Einsum", 1, -1, 1, {"spec"}, {}},
-      {OpKind::Scan, "Scan", 2, 3, 1, {}, {}},
-      {OpKind::CausalAttention, "CausalAttention", 3, 3, 1, {"heads"}, {"rope_theta"}},
-      {OpKind::Delay, "Delay", 1, 1, 1, {}, {}},
-      {OpKind::Convert, "Convert", 1, 1, 1, {"to"}, {"bits", "lo", "hi"}},
-      // The iterate's type is the type of the input named by `like` (docs/ir.md), so a FixedPoint
-      // has at least one input.
-      {OpKind::FixedPoint, "FixedPoint", 1, -1, 1, {"tol", "max_iter", "like"}, {"damping", "rule", "layout"}},
-  }};
-  return t;
-}
-
-}  // namespace
-
-const OpInfo& op_info(OpKind k) { return table().at(static_cast<std::size_t>(k)); }
-
-std::optional<OpKind> op_kind(const std::string& name) {
-  for (const OpInfo& i : table())
-    if (name == i.name) return i.kind;
-  return std::nullopt;
-}
-
 Body::Body(const Body& o) : p_(o.p_ ? std::make_shared<Region>(*o.p_) : nullptr) {}
 
 Body& Body::operator=(const Body& o) {

@@ -38,8 +38,8 @@ struct Type {
 std::string to_string(const Dim& d);
 std::string to_string(const Type& t);  // "f64[B, L, 768]"
 
-// The ops. Their operands, results, attributes and semantics are in docs/ir.md; op_info() below
-// is the table the verifier and the JSON reader use.
+// The ops. Each kind's operands, attributes, shape rule, evaluation and cost are its record in
+// compiler/ops/ (compiler/op_def.hpp); docs/ir.md describes them.
 enum class OpKind {
   Linear,        // y = x W^T (+ b): x[..., in], W[out, in], b[out] -> [..., out]  (torch convention)
   MatMul,        // y = a b: a[..., k], b[k, n] -> [..., n]                         (AOC convention)
@@ -127,23 +127,11 @@ struct Graph {
   std::vector<std::string> outputs;
 };
 
-// The fixed facts about each kind of op: its name in JSON, how many operands and results it takes
-// (-1: any number, at least one), and which attributes it requires or allows.
-struct OpInfo {
-  OpKind kind;
-  const char* name;
-  int min_inputs, max_inputs;  // max -1: unbounded
-  int outputs;                 // -1: one or more (Split)
-  std::vector<const char*> required_attrs, optional_attrs;
-};
-const OpInfo& op_info(OpKind k);
-
 // Whether `name` is one of g's weights.
 bool is_weight(const Graph& g, const std::string& name);
 // An op the optical core can run: a product with a programmed matrix (a weight), no bias: a Linear
 // x W^T or a MatMul a W.
 bool optical_capable(const Graph& g, const Op& op);
-std::optional<OpKind> op_kind(const std::string& name);  // nullopt: unknown op
 
 // Dense row-major tensors of doubles (i64 data is stored as exact doubles).
 // Dims as text for messages: "[2, 3]".

@@ -22,7 +22,7 @@ const Value& weight_decl(const Graph& g, const std::string& n) {
 // value in its electronics (architecture.state_memory), else the host keeps it.
 bool analog_capable(const Target& t, const Op& o) {
   if (o.kind == OpKind::Delay) return t.analog_state_memory;
-  return std::find(t.analog_functions.begin(), t.analog_functions.end(), op_info(o.kind).name) != t.analog_functions.end();
+  return std::find(t.analog_functions.begin(), t.analog_functions.end(), op_def(o.kind).name) != t.analog_functions.end();
 }
 
 // Calls f on every region (the top level first, then each body, depth first).
@@ -213,17 +213,17 @@ class Partitioner {
         out.push_back(std::move(o));
         continue;
       }
-      std::string place = "digital";
+      Place at = Place::Digital;
       if (optical_capable(g_, o)) {
-        place = "optical";
+        at = Place::Optical;
       } else if (analog_capable(p_.target, o) &&
                  std::all_of(o.inputs.begin(), o.inputs.end(), [&](const std::string& v) { return is_weight(g_, v) || analog.at(v); })) {
-        place = "analog";
+        at = Place::Analog;
       }
-      const bool in_analog = place != "digital";
+      const bool in_analog = at != Place::Digital;
       for (std::size_t i = 0; i < o.inputs.size(); ++i)
         if (!(o.kind == OpKind::MatMul && i == 1)) o.inputs[i] = operand(o.inputs[i], in_analog, out);
-      o.attrs[kPlaceAttr] = place;
+      set_place(o, at);
       for (const auto& r : o.outputs) analog[r] = in_analog;
       out.push_back(std::move(o));
     }
@@ -233,7 +233,7 @@ class Partitioner {
   template <class Operand>
   void fixed_point(Op& o, std::map<std::string, bool>& analog, const Operand& operand, std::vector<Op>& out) {
     Region& body = *o.body;
-    const bool z_analog = attr_string(o, "layout", "assisted") == "native";
+    const bool z_analog = attr_string_if(o, "layout") == "native";
     std::map<std::string, bool> inner;
     for (const Value& w : g_.weights) inner[w.name] = false;
     inner[body.args[0]] = z_analog;
@@ -247,7 +247,7 @@ class Partitioner {
       });
       const std::string before = o.inputs[i];
       o.inputs[i] = operand(o.inputs[i], used_analog, out);
-      if (attr_string(o, "like", "") == before) o.attrs["like"] = o.inputs[i];
+      if (attr_string(o, "like") == before) o.attrs["like"] = o.inputs[i];
       inner[arg] = used_analog;
     }
     region(body.ops, inner);
@@ -281,7 +281,7 @@ void pass_tile(Program& p, const PassOptions& options) {
   const std::function<void(const std::vector<Op>&, const std::string&)> walk = [&](const std::vector<Op>& ops, const std::string& loop) {
     for (const Op& o : ops) {
       if (o.body) walk(o.body->ops, o.name);
-      if (attr_string(o, kPlaceAttr, "") != "optical") continue;
+      if (place(o) != Place::Optical) continue;
       OpticalPlan plan;
       plan.op = o.name;
       plan.weight = o.inputs[1];

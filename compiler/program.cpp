@@ -136,7 +136,7 @@ void check_plan(const Program& prog, const OpticalPlan& p, const std::map<std::s
 // The optical ops of a region, by name, and their weight operand.
 void optical_ops(const std::vector<Op>& ops, std::map<std::string, const Op*>& out) {
   for (const Op& o : ops) {
-    if (attr_string(o, kPlaceAttr, "") == "optical") out[op_label(o)] = &o;
+    if (place(o) == Place::Optical) out[op_label(o)] = &o;
     if (o.body) optical_ops(o.body->ops, out);
   }
 }
@@ -154,7 +154,7 @@ void verify_program(const Program& p) {
     if (it == ops.end()) bad_plan(plan, "there is no optical op of that name");
     const Op& o = *it->second;
     if (o.inputs[1] != plan.weight) bad_plan(plan, "names weight '" + plan.weight + "', the op multiplies by '" + o.inputs[1] + "'");
-    if (plan.aoc_layout != (o.kind == OpKind::MatMul)) bad_plan(plan, "has the wrong weight layout for a " + std::string(op_info(o.kind).name));
+    if (plan.aoc_layout != (o.kind == OpKind::MatMul)) bad_plan(plan, "has the wrong weight layout for a " + std::string(op_def(o.kind).name));
     check_plan(p, plan, types);
   }
   // Tiles programmed together share their core block-diagonally: no detector row or LED channel in common.
@@ -201,7 +201,7 @@ void print_ops(std::ostringstream& s, const Graph& g, const std::vector<Op>& ops
   for (const Op& o : ops) {
     s << indent;
     for (std::size_t i = 0; i < o.outputs.size(); ++i) s << (i ? ", %" : "%") << o.outputs[i];
-    s << " = " << op_info(o.kind).name << "(";
+    s << " = " << op_def(o.kind).name << "(";
     for (std::size_t i = 0; i < o.inputs.size(); ++i) s << (i ? ", " : "") << (is_weight(g, o.inputs[i]) ? "@" : "%") << o.inputs[i];
     s << ")";
     s << " {name = \"" << op_label(o) << "\"";

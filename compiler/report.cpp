@@ -35,10 +35,10 @@ RegionCounts count(const Program& p, const std::vector<Op>& ops, const std::map<
     if (o.kind == OpKind::FixedPoint) continue;
     if (o.kind == OpKind::Convert) {
       ++c.placed["convert"];
-      (attr_string(o, "to", "") == "analog" ? c.dac : c.adc) += per_token_elements(types.at(o.outputs[0]));
+      (attr_string(o, "to") == "analog" ? c.dac : c.adc) += per_token_elements(types.at(o.outputs[0]));
       continue;
     }
-    ++c.placed[attr_string(o, kPlaceAttr, "unplaced")];
+    ++c.placed[to_string(place(o))];
   }
   return c;
 }
@@ -64,7 +64,7 @@ ojson mapping_report(const Program& p) {
   for (const Op& o : p.graph.ops) {
     if (o.kind != OpKind::FixedPoint) continue;
     const RegionCounts c = count(p, o.body->ops, types);
-    ojson l{{"name", o.name}, {"layout", attr_string(o, "layout", "")}, {"max_iter", attr_int(o, "max_iter", 0)},
+    ojson l{{"name", o.name}, {"layout", attr_string_if(o, "layout").value_or("")}, {"max_iter", attr_int(o, "max_iter")},
             {"ops", c.placed}, {"dac_per_token_iteration", c.dac}, {"adc_per_token_iteration", c.adc}};
     std::int64_t tiles = 0, weights = 0;
     int passes = 0;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "compiler/ir.hpp"
+#include "compiler/op_def.hpp"
 
 namespace aoc::ir {
 
@@ -17,18 +18,5 @@ namespace aoc::ir {
 // by name. With `weights`, every declared weight must be in the store with its declared shape and
 // finite data.
 std::map<std::string, Type> verify(const Graph& g, const WeightStore* weights = nullptr);
-
-// What an attribute holds. Number attributes accept an integer too (the JSON reader stores them
-// as double). Reshape's "shape" is Ints in the ONNX convention: 0 copies the input's dim at that
-// position (symbols included), -1 (at most once) is inferred from the element count.
-enum class AttrKind { Number, Int, String, Ints };
-std::optional<AttrKind> attr_kind(OpKind k, const std::string& attr);  // nullopt: not an attr of k
-
-// Typed access to an op's attributes with a default when absent (no checks beyond the type: run
-// verify first). attr_number accepts an integer attribute.
-double attr_number(const Op& op, const std::string& name, double dflt);
-std::int64_t attr_int(const Op& op, const std::string& name, std::int64_t dflt);
-std::string attr_string(const Op& op, const std::string& name, const std::string& dflt);
-std::vector<std::int64_t> attr_ints(const Op& op, const std::string& name);
 
 }  // namespace aoc::ir

@@ -127,7 +127,7 @@ class SimHooks : public ir::Hooks {
     const std::function<void(const std::vector<ir::Op>&)> walk = [&](const std::vector<ir::Op>& ops) {
       for (const ir::Op& op : ops) {
         if (op.body) walk(op.body->ops);
-        if (op.kind == ir::OpKind::FixedPoint) max_iter = std::max<int>(max_iter, static_cast<int>(ir::attr_int(op, "max_iter", 40)));
+        if (op.kind == ir::OpKind::FixedPoint) max_iter = std::max<int>(max_iter, static_cast<int>(ir::attr_int(op, "max_iter")));
       }
     };
     walk(p.graph.ops);
@@ -334,7 +334,7 @@ class SimHooks : public ir::Hooks {
   Tensor convert(const ir::Op& op, const Tensor& x, const OpContext&) const override {
     std::optional<UniformConverter> c = converter_of(op);
     if (!o_.quantize || !c) return x;
-    const bool to_analog = ir::attr_string(op, "to", "") == "analog";
+    const bool to_analog = ir::attr_string(op, "to") == "analog";
     c->bits = to_analog ? dac_bits_ : adc_bits_;  // the run's converters over the range compiled in
     Tensor y = x;
     const long long clipped = c->quantize_all(y.data.data(), y.data.size());
@@ -439,7 +439,7 @@ int calibrate_converters(ir::Program& p, const std::map<std::string, ir::Tensor>
 
 std::optional<UniformConverter> converter_of(const ir::Op& op) {
   if (op.kind != ir::OpKind::Convert || !op.attrs.count("bits")) return std::nullopt;
-  return UniformConverter{ir::attr_number(op, "lo", 0), ir::attr_number(op, "hi", 1), static_cast<int>(ir::attr_int(op, "bits", 8))};
+  return UniformConverter{ir::attr_number_if(op, "lo").value_or(0), ir::attr_number_if(op, "hi").value_or(1), static_cast<int>(ir::attr_int(op, "bits"))};
 }
 
 std::string precision_text(const std::string& precision, const ProgramResult& r) {

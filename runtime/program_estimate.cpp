@@ -21,8 +21,6 @@ namespace {
 // Elements of one token's share of a value (program.hpp), as a count of actions.
 double per_token(const Type& t) { return static_cast<double>(per_token_elements(t)); }
 
-double dim_or_1(const Dim& d) { return d.is_fixed() ? static_cast<double>(d.size) : 1.0; }
-
 // Which op reads a value (every region), and whether a value leaves a region (a body's result, a
 // graph output).
 struct Uses {
@@ -101,7 +99,7 @@ class Counter {
       return it->second.k;
     }
     upper = true;
-    const std::int64_t m = attr_int(fp, "max_iter", 0);
+    const std::int64_t m = attr_int(fp, "max_iter");
     if (m < 1) throw Error("estimate: FixedPoint '" + op_label(fp) + "' has no max_iter; give --iterations");
     if (from) *from = "its max_iter: an UPPER BOUND (give --iterations K or --iterations-from RUN.h5)";
     return static_cast<double>(m);
@@ -109,7 +107,7 @@ class Counter {
 
   // Evaluations of a FixedPoint's body per execution: its K steps, and under the released rule
   // the final call that gives the result.
-  static double evaluations(const Op& fp, double K) { return K + (attr_string(fp, "rule", "relative") == "released" ? 1 : 0); }
+  static double evaluations(const Op& fp, double K) { return K + (attr_string(fp, "rule") == "released" ? 1 : 0); }
 
   const OpticalPlan& plan(const Op& o) const {
     const OpticalPlan* pl = p_.plan(op_label(o));
@@ -155,18 +153,18 @@ class Counter {
         bool upper = false;
         std::string from;
         const double K = iterations(o, upper, &from);
-        e_.loops.push_back({op_label(o), attr_string(o, "layout", "?"), K, upper, from, depth});
+        e_.loops.push_back({op_label(o), attr_string_if(o, "layout").value_or("?"), K, upper, from, depth});
         w().fixed_points += mult;  // the control runs each fixed point
         region(o.body->ops, mult * evaluations(o, K), depth + 1);
         continue;
       }
       if (o.kind == OpKind::Convert) {
-        convert(per_token(type(o.inputs[0])), attr_string(o, "to", "") == "analog", mult);
+        convert(per_token(type(o.inputs[0])), attr_string(o, "to") == "analog", mult);
         continue;
       }
-      const std::string place = attr_string(o, kPlaceAttr, "digital");
-      if (place == "optical") optical(o, mult, depth);
-      else if (place == "digital") digital_op(o, mult);
+      const Place at = place(o);
+      if (at == Place::Optical) optical(o, mult, depth);
+      else if (at != Place::Analog) digital_op(o, mult);  // unplaced ops run digitally
       // analog: the analog electronics' work, counted per receiver channel-iteration
     }
   }
@@ -197,7 +195,7 @@ class Counter {
       const auto rd = uses_.readers.find(o.outputs[0]);
       const bool read_digital = rd != uses_.readers.end() && !uses_.results.count(o.outputs[0]) &&
                                 std::all_of(rd->second.begin(), rd->second.end(), [](const Op* r) {
-                                  return r->kind == OpKind::Convert && attr_string(*r, "to", "") == "digital";
+                                  return r->kind == OpKind::Convert && attr_string(*r, "to") == "digital";
                                 });
       // (When an ADC reads the sum next, the partial sums are read out with it, on the other
       // modules' ADCs: no extra time.)
@@ -209,66 +207,18 @@ class Counter {
     }
   }
 
-  // The documented op count of a digital op (docs/energy.md, "Programs").
+  // The documented op count of a digital op (docs/energy.md, "Programs"): its record's cost rule.
   void digital_op(const Op& o, double mult) {
-    const std::string kind = op_info(o.kind).name;
-    const double out = per_token(type(o.outputs[0]));
-    switch (o.kind) {
-      case OpKind::Linear: {
-        const Shape& W = type(o.inputs[1]).shape;  // [out, in]
-        const double in = dim_or_1(W[1]), rows = per_token(type(o.inputs[0])) / in;
-        digital(kind, mult * (rows * in * dim_or_1(W[0]) + (o.inputs.size() > 2 ? out : 0)), "in x out per vector (+ out with a bias)");
-        return;
-      }
-      case OpKind::MatMul: {
-        const Shape& b = type(o.inputs[1]).shape;  // [k, n]
-        const double k = dim_or_1(b[0]), rows = per_token(type(o.inputs[0])) / k;
-        digital(kind, mult * rows * k * dim_or_1(b[1]), "k x n per vector");
-        return;
-      }
-      case OpKind::Einsum: {
-        std::map<char, double> size;
-        std::string spec = attr_string(o, "spec", "");
-        spec = spec.substr(0, spec.find("->"));
-        std::size_t arg = 0, pos = 0;
-        for (char c : spec) {
-          if (c == ',') ++arg, pos = 0;
-          else if (std::isalpha(static_cast<unsigned char>(c)) && arg < o.inputs.size()) {
-            const Shape& s = type(o.inputs[arg]).shape;
-            if (pos < s.size()) size[c] = std::max(size[c], dim_or_1(s[pos]));
-            ++pos;
-          }
-        }
-        double n = 1;
-        for (const auto& [c, v] : size) n *= v;
-        digital(kind, mult * n, "the product of every index's size (B, L = 1)");
-        return;
-      }
-      case OpKind::RMSNorm: digital(kind, mult * 3 * out, "3 per element (square, sum, scale)"); return;
-      case OpKind::GatedRMSNorm: digital(kind, mult * 5 * out, "5 per element (SiLU gate, product, square, sum, scale)"); return;
-      case OpKind::Scan: digital(kind, mult * 2 * out, "2 per element (a h + x)"); return;
-      case OpKind::Conv1dCausal: {
-        const double K = dim_or_1(type(o.inputs[1]).shape[1]);
-        digital(kind, mult * K * out, "K (kernel width) per element");
-        return;
-      }
-      case OpKind::CausalAttention: {
-        const double context = static_cast<double>(o_.seq_len) / 2;
-        digital(kind, mult * 2 * out * context,
-                "2 x D x context per token (q.k and the weighted sum of v), context = seq_len / 2 = " + jsonr::num(context));
-        return;
-      }
-      case OpKind::Embedding: e_.digital[kind].rule = "0 (a table lookup)"; return;
-      case OpKind::Delay: e_.digital[kind].rule = "0 (the state memory: the last token's value kept)"; return;
-      case OpKind::Split:
-      case OpKind::Concat:
-      case OpKind::Reshape: e_.digital[kind].rule = "0 (data movement)"; return;
-      default: {
-        double n = 0;
-        for (const auto& r : o.outputs) n += per_token(type(r));
-        digital(kind, mult * n, "1 per element");
-      }
+    const OpDef& def = op_def(o.kind);
+    const CostCtx c{[this](const std::string& v) -> const Type& { return type(v); }, static_cast<double>(o_.seq_len)};
+    DigitalCost cost;
+    if (def.cost) {
+      cost = def.cost(c, o);
+    } else {
+      for (const auto& r : o.outputs) cost.ops += c.per_token(type(r));
+      cost.rule = "1 per element";
     }
+    digital(def.name, mult * cost.ops, cost.rule);
   }
 
   struct Reload {
@@ -294,7 +244,7 @@ class Counter {
         r.writes += f * first.writes + rest * next.writes;
         continue;
       }
-      if (attr_string(o, kPlaceAttr, "") != "optical") continue;
+      if (place(o) != Place::Optical) continue;
       const OpticalPlan& pl = plan(o);
       std::map<int, std::vector<const Tile*>> by_pass;
       for (const Tile& t : pl.tiles) by_pass[t.pass].push_back(&t);
@@ -315,12 +265,11 @@ class Counter {
 };
 
 void count_places(const std::vector<Op>& ops, std::map<std::string, int>& m) {
-  for (const Op& o : ops) {
-    if (o.kind == OpKind::Convert) ++m[attr_string(o, "to", "") == "analog" ? "convert to analog (DAC)" : "convert to digital (ADC)"];
-    else if (o.kind == OpKind::FixedPoint) ++m["fixed point, " + attr_string(o, "layout", "?")];
-    else ++m[attr_string(o, kPlaceAttr, "unplaced")];
-    if (o.body) count_places(o.body->ops, m);
-  }
+  walk(ops, [&](const Op& o, int) {
+    if (o.kind == OpKind::Convert) ++m[attr_string(o, "to") == "analog" ? "convert to analog (DAC)" : "convert to digital (ADC)"];
+    else if (o.kind == OpKind::FixedPoint) ++m["fixed point, " + attr_string_if(o, "layout").value_or("?")];
+    else ++m[to_string(place(o))];
+  });
 }
 
 }  // namespace

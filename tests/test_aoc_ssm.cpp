@@ -88,7 +88,7 @@ TEST_CASE("aoc-ssm: its loop is native where the state memory is analog, assiste
     ir::run_pipeline(p, po);
     const ir::Op& loop = *std::find_if(p.graph.ops.begin(), p.graph.ops.end(), [](const ir::Op& o) { return o.kind == ir::OpKind::FixedPoint; });
     INFO("analog state memory " << analog);
-    CHECK(ir::attr_string(loop, "layout", "") == (analog ? "native" : "assisted"));
+    CHECK(ir::attr_string(loop, "layout") == (analog ? "native" : "assisted"));
     const auto converts = std::count_if(loop.body->ops.begin(), loop.body->ops.end(), [](const ir::Op& o) { return o.kind == ir::OpKind::Convert; });
     CHECK((converts == 0) == analog);
     // and the compiled program computes the model (the digital reference, tile by tile)

@@ -146,29 +146,29 @@ TEST_CASE("compile: gather-linear stacks the Linears that read one value into on
 TEST_CASE("compile: a tanh loop is native and converts nothing inside it") {
   const Program p = compiled(deq(small_target()));
   const Op& loop = the_loop(p);
-  CHECK(attr_string(loop, "layout", "") == "native");
+  CHECK(attr_string(loop, "layout") == "native");
   CHECK(ops_of(loop.body->ops, OpKind::Convert).empty());
-  for (const Op& o : loop.body->ops) CHECK(attr_string(o, kPlaceAttr, "") != "digital");
+  for (const Op& o : loop.body->ops) CHECK(place(o) != Place::Digital);
   // the injection is converted once, before the loop; the fixed point once, after it
   const auto top = ops_of(p.graph.ops, OpKind::Convert);
   REQUIRE(top.size() >= 2);
-  CHECK(attr_string(*top[0], "to", "") == "analog");
+  CHECK(attr_string(*top[0], "to") == "analog");
   CHECK(loop.inputs[0] == top[0]->outputs[0]);
 }
 
 TEST_CASE("compile: an assisted loop converts at every crossing between analog and digital ops") {
   const Program p = compiled(assisted(small_target()));
   const Op& loop = the_loop(p);
-  CHECK(attr_string(loop, "layout", "") == "assisted");
+  CHECK(attr_string(loop, "layout") == "assisted");
   std::map<std::string, int> to;
-  for (const Op* c : ops_of(loop.body->ops, OpKind::Convert)) ++to[attr_string(*c, "to", "")];
+  for (const Op* c : ops_of(loop.body->ops, OpKind::Convert)) ++to[attr_string(*c, "to")];
   // DAC: n into the stacked product, h into o_proj; ADC: the stacked product's result, the result of
   // tanh back to the digital iterate
   CHECK(to["analog"] == 2);
   CHECK(to["digital"] == 2);
   for (const Op& o : loop.body->ops) {
-    if (o.kind == OpKind::RMSNorm || o.kind == OpKind::SiLU || o.kind == OpKind::Mul) CHECK(attr_string(o, kPlaceAttr, "") == "digital");
-    if (o.kind == OpKind::Tanh) CHECK(attr_string(o, kPlaceAttr, "") == "analog");
+    if (o.kind == OpKind::RMSNorm || o.kind == OpKind::SiLU || o.kind == OpKind::Mul) CHECK(place(o) == Place::Digital);
+    if (o.kind == OpKind::Tanh) CHECK(place(o) == Place::Analog);
   }
 }
 

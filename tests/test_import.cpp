@@ -102,11 +102,11 @@ TEST_CASE("import: the state-tracking config verifies with its parameter count")
   CHECK(m.graph.name == "mamba2-state-tracking-implicit");
   const Op& fp = m.graph.ops.at(3);
   REQUIRE(fp.kind == OpKind::FixedPoint);
-  CHECK(attr_number(fp, "tol", 0) == 0.05);
-  CHECK(attr_int(fp, "max_iter", 0) == 2047);  // eval_f_max_iter (f_thres) - 1 steps, then the final call
-  CHECK(attr_string(fp, "rule", "") == "released");
-  CHECK(attr_number(fp, "damping", 0) == 0.8);
-  CHECK(attr_string(fp, "like", "") == "e");
+  CHECK(attr_number(fp, "tol") == 0.05);
+  CHECK(attr_int(fp, "max_iter") == 2047);  // eval_f_max_iter (f_thres) - 1 steps, then the final call
+  CHECK(attr_string(fp, "rule") == "released");
+  CHECK(attr_number(fp, "damping") == 0.8);
+  CHECK(attr_string(fp, "like") == "e");
   // A is stored negative, D is 1, the injection bias is zero
   for (double a : m.weights.at("layer0.A").data) CHECK((a <= -1.0 && a >= -16.0));
   for (double d : m.weights.at("layer0.D").data) CHECK(d == 1.0);
@@ -131,7 +131,7 @@ TEST_CASE("import: mamba2-130m shapes only has about 130M parameters") {
   CHECK(m.parameter_count == mamba2_params(50288, 768, 24, 128, 2, 64));
   CHECK(m.parameter_count == 131568088);
   const Op& fp = m.graph.ops.at(3);
-  CHECK(attr_int(fp, "max_iter", 0) == 95);  // f_thres = int(f_max_iter 24 * eval_factor 4), less the final call
+  CHECK(attr_int(fp, "max_iter") == 95);  // f_thres = int(f_max_iter 24 * eval_factor 4), less the final call
 }
 
 TEST_CASE("import: mamba2-130m with weights is refused above max_weights and names --shapes-only") {
@@ -196,15 +196,15 @@ TEST_CASE("import: llama3-130m imports shapes-only with the formula's parameter 
   const Op& fp = m.graph.ops.at(4);
   REQUIRE(fp.kind == OpKind::FixedPoint);
   CHECK(fp.inputs == std::vector<std::string>{"u_q", "u_k", "u_v", "e"});
-  CHECK(attr_number(fp, "tol", 0) == 0.05);
-  CHECK(attr_int(fp, "max_iter", 0) == 127);  // f_thres = int(f_max_iter 32 * eval_factor 4), less the final call
-  CHECK(attr_number(fp, "damping", 0) == 0.8);
+  CHECK(attr_number(fp, "tol") == 0.05);
+  CHECK(attr_int(fp, "max_iter") == 127);  // f_thres = int(f_max_iter 32 * eval_factor 4), less the final call
+  CHECK(attr_number(fp, "damping") == 0.8);
   int attention = 0;
   for (const Op& op : fp.body->ops)
     if (op.kind == OpKind::CausalAttention) {
       ++attention;
-      CHECK(attr_int(op, "heads", 0) == 12);
-      CHECK(attr_number(op, "rope_theta", 0) == 500000.0);
+      CHECK(attr_int(op, "heads") == 12);
+      CHECK(attr_number(op, "rope_theta") == 500000.0);
     }
   CHECK(attention == 12);
   CHECK(fp.body->ops.back().name == "norm_f");  // the final norm inside the loop
@@ -457,6 +457,6 @@ TEST_CASE("import: a model aoc trained keeps the rule it was trained with, its e
   for (const Op& op : m.graph.ops)
     if (op.kind == OpKind::FixedPoint) fp = &op;
   REQUIRE(fp);
-  CHECK(attr_string(*fp, "rule", "") == "relative");
-  CHECK(attr_int(*fp, "max_iter", 0) == 200);
+  CHECK(attr_string(*fp, "rule") == "relative");
+  CHECK(attr_int(*fp, "max_iter") == 200);
 }

@@ -92,8 +92,8 @@ int run(Opts o) {
     if (op.kind == ir::OpKind::FixedPoint) {
       fixed_point = true;
       std::printf("        FixedPoint '%s': tol %s, max_iter %lld, damping %s, rule %s\n", op.name.c_str(),
-                  jsonr::num(ir::attr_number(op, "tol", 0)).c_str(), static_cast<long long>(ir::attr_int(op, "max_iter", 0)),
-                  jsonr::num(ir::attr_number(op, "damping", 1)).c_str(), ir::attr_string(op, "rule", "relative").c_str());
+                  jsonr::num(ir::attr_number(op, "tol")).c_str(), static_cast<long long>(ir::attr_int(op, "max_iter")),
+                  jsonr::num(ir::attr_number(op, "damping")).c_str(), ir::attr_string(op, "rule").c_str());
     }
   if (!fixed_point) std::printf("        explicit backbone: no FixedPoint\n");
   std::printf("        wrote %s (verified)", o.output.c_str());

@@ -1,0 +1,125 @@
+// The tensor kernels of the graph IR's ops: plain loops over row-major doubles, each op's semantics
+// exactly as docs/ir.md defines them. The op records (compiler/ops/) call them; the interpreter runs
+// the records. Every shape check fails with one line that starts with `where` (the op at fault).
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/ir.hpp"
+#include "sim/error.hpp"
+
+namespace aoc::ir::kernels {
+
+using Dims = std::vector<std::int64_t>;
+
+inline std::int64_t numel(const Dims& s) {
+  std::int64_t n = 1;
+  for (auto d : s) n *= d;
+  return n;
+}
+
+[[noreturn]] inline void fail(const std::string& where, const std::string& msg) { throw Error(where + ": " + msg); }
+
+// c + a b with one rounding where the target has FMA, two everywhere where it has not: one rule for
+// every sum of products below, whatever the compiler would contract in a given loop shape (the
+// fused selective-scan step relies on computing exactly what Einsum and Scan compute).
+inline double fmadd(double a, double b, double c) {
+#if defined(__FMA__)
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
+// acc[l] = fmadd over n in order of (C[n], h_l[n], acc[l]) for 8 lanes of states h_l = rows + l N (a
+// selective-scan readout: one chain per lane, the Einsum's order).
+void readout8(const double* rows, std::int64_t N, const double* C, double* acc);
+
+Tensor make(Dims shape, double fill = 0.0);
+Dims strides_of(const Dims& s);  // row-major
+int norm_axis(std::int64_t axis, size_t rank, const std::string& where);  // [-rank, rank) made non-negative
+
+double sigmoid(double x);
+double silu(double x);
+double softplus(double x);
+
+template <class F>
+Tensor unary(const Tensor& x, F f) {
+  Tensor y = make(x.shape);
+  for (size_t i = 0; i < x.data.size(); ++i) y.data[i] = f(x.data[i]);
+  return y;
+}
+
+// numpy broadcasting: align trailing dims; each pair equal or one of them 1.
+template <class F>
+Tensor broadcast(const Tensor& a, const Tensor& b, F f, const std::string& where) {
+  const size_t r = std::max(a.shape.size(), b.shape.size());
+  Dims out(r), sa(r, 0), sb(r, 0);
+  const Dims sta = strides_of(a.shape), stb = strides_of(b.shape);
+  for (size_t i = 0; i < r; ++i) {
+    const std::int64_t ia = static_cast<std::int64_t>(i) - static_cast<std::int64_t>(r - a.shape.size());
+    const std::int64_t ib = static_cast<std::int64_t>(i) - static_cast<std::int64_t>(r - b.shape.size());
+    const std::int64_t da = ia >= 0 ? a.shape[ia] : 1, db = ib >= 0 ? b.shape[ib] : 1;
+    if (da != db && da != 1 && db != 1)
+      fail(where, "shapes " + shape_text(a.shape) + " and " + shape_text(b.shape) + " do not broadcast");
+    out[i] = da == 1 ? db : da;
+    if (ia >= 0 && da != 1) sa[i] = sta[ia];
+    if (ib >= 0 && db != 1) sb[i] = stb[ib];
+  }
+  Tensor y = make(out);
+  const std::int64_t n = numel(out);
+  if (a.shape == b.shape) {  // element by element
+    for (std::int64_t k = 0; k < n; ++k) y.data[k] = f(a.data[k], b.data[k]);
+    return y;
+  }
+  if (r == 0 || n == 0) {  // scalars, or nothing
+    if (n) y.data[0] = f(a.data[0], b.data[0]);
+    return y;
+  }
+  // rows of the last axis (each operand's stride along it is 1 or 0), the outer axes row-major
+  const std::int64_t inner = out[r - 1], ia = sa[r - 1], ib = sb[r - 1];
+  std::vector<std::int64_t> idx(r - 1, 0);
+  for (std::int64_t k0 = 0; k0 < n; k0 += inner) {
+    std::int64_t oa = 0, ob = 0;
+    for (size_t i = 0; i + 1 < r; ++i) oa += idx[i] * sa[i], ob += idx[i] * sb[i];
+    double* yk = y.data.data() + k0;
+    for (std::int64_t e = 0; e < inner; ++e) yk[e] = f(a.data[oa + e * ia], b.data[ob + e * ib]);
+    for (int i = static_cast<int>(r) - 2; i >= 0; --i) {  // the next row
+      if (++idx[i] < out[i]) break;
+      idx[i] = 0;
+    }
+  }
+  return y;
+}
+
+Tensor linear(const Tensor& x, const Tensor& W, const Tensor* b, int threads, const std::string& where);
+Tensor matmul(const Tensor& a, const Tensor& b, int threads, const std::string& where);
+Tensor rmsnorm(const Tensor& x, const Tensor& g, double eps, const std::string& where);
+Tensor conv1d_causal(const Tensor& x, const Tensor& w, const Tensor* b, const std::string& where);
+Tensor embedding(const Tensor& ids, const Tensor& table, const std::string& where);
+std::vector<Tensor> split(const Tensor& x, const Dims& sizes, std::int64_t axis_attr, size_t n_out, const std::string& where);
+Tensor concat(const std::vector<const Tensor*>& xs, std::int64_t axis_attr, const std::string& where);
+Tensor reshape(const Tensor& x, const Dims& target, const std::string& where);
+Tensor einsum(const std::string& spec_attr, const std::vector<const Tensor*>& xs, int threads, const std::string& where);
+// q, k, v [B, L, D]: `heads` heads of D/heads channels, rotate-half RoPE on q and k with theta,
+// causal softmax attention with scale 1/sqrt(d_head).
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t heads, std::optional<double> theta,
+                        const std::string& where);
+Tensor scan(const Tensor& a, const Tensor& x, const Tensor* h0, int threads, const std::string& where);
+Tensor delay(const Tensor& x, const std::string& where);  // y[:, t] = x[:, t-1], zeros at t = 0
+
+// Sequential mode: one token ([B, 1, ...]) of the ops that carry state along axis 1, with the op
+// instance's state (empty before the first token); the state is replaced only when `commit`.
+Tensor conv1d_causal_step(const Tensor& x, const Tensor& w, const Tensor* b, std::vector<Tensor>& state, bool commit,
+                          const std::string& where);
+Tensor delay_step(const Tensor& x, std::vector<Tensor>& state, bool commit, const std::string& where);
+Tensor scan_step(const Tensor& a, const Tensor& x, const Tensor* h0, std::vector<Tensor>& state, bool commit, int threads,
+                 const std::string& where);
+Tensor causal_attention_step(const Tensor& q, const Tensor& k, const Tensor& v, std::int64_t heads, std::optional<double> theta,
+                             std::vector<Tensor>& state, bool commit, const std::string& where);
+Tensor token_slice(const Tensor& x, std::int64_t t);  // x's slice t along axis 1: [B, 1, ...]
+
+}  // namespace aoc::ir::kernels
