@@ -42,13 +42,17 @@ std::string cell_hash(const std::vector<std::string>& files, const std::string& 
   return digest_hex(all.data(), all.size());
 }
 
-// As `aoc compile GRAPH --weights W --hw HW`: the default passes, no --set.
-ir::Program compile(ir::Graph g, ir::WeightStore w, const Hardware& hw, const std::string& hw_name) {
+// As `aoc compile GRAPH --weights W --hw HW [--calibrate]`: the default passes, no --set; with
+// `calibrate`, the calibrate pass on the inputs it makes for the program.
+ir::Program compile(ir::Graph g, ir::WeightStore w, const Hardware& hw, const std::string& hw_name,
+                    const std::function<int(ir::Program&)>& calibrate = {}) {
   ir::Program p;
   p.graph = std::move(g);
   p.weights = std::move(w);
   p.target = ir::target_of(hw, hw_name, {});
-  ir::run_pipeline(p, ir::PassOptions{});
+  ir::PassOptions po;
+  po.calibrate = calibrate;
+  ir::run_pipeline(p, po);
   return p;
 }
 
@@ -85,12 +89,11 @@ void time_parity(ProgramBench& b, const Hardware& hw, bool progress) {
   io.weights = false;  // its trained weights are the folder's weights.h5, as aoc compile --weights reads them
   ir::Imported m = models::import_model_config(config, io);
   b.model = m.graph.name;
-  ir::Program p = compile(std::move(m.graph), ir::read_weights_h5(weights), hw, o.hardware);
   // Converter ranges calibrated as a user does (aoc compile --calibrate) on other seeded tokens of
   // the same shape than the timed ones: without, the DACs clip and the noisy solves take more steps.
-  calibrate_converters(p, example_inputs(p, o.batch, o.length, o.seed + kCalibrationSeedOffset), 1.0, ir::Mode::Sequential);
-  p.passes.push_back("calibrate");
-  ir::verify_program(p);
+  ir::Program p = compile(std::move(m.graph), ir::read_weights_h5(weights), hw, o.hardware, [&](ir::Program& q) {
+    return calibrate_converters(q, example_inputs(q, o.batch, o.length, o.seed + kCalibrationSeedOffset), 1.0, ir::Mode::Sequential);
+  });
   const auto inputs = example_inputs(p, o.batch, o.length, o.seed);
   const auto cpu = make_backend("cpu", &hw), sim = make_backend("sim", &hw);
   const BackendOptions co = reference_options(o, ir::Mode::Sequential), so = sim_options(o, ir::Mode::Sequential, o.seed);
@@ -126,11 +129,10 @@ void time_check(ProgramBench& b, const Hardware& hw, bool progress) {
   const auto t0 = Clock::now();
   ir::Imported m = models::import_model_config(b.check_path, ir::ImportOptions{});  // aoc import's seeded weights (seed 0)
   b.check_model = m.graph.name;
-  ir::Program p = compile(std::move(m.graph), std::move(m.weights), hw, o.hardware);
+  ir::Program p = compile(std::move(m.graph), std::move(m.weights), hw, o.hardware, [&](ir::Program& q) {
+    return calibrate_converters(q, example_inputs(q, o.check_batch, o.check_length, o.seed));  // as aoc compile --calibrate on the same tokens
+  });
   const auto inputs = example_inputs(p, o.check_batch, o.check_length, o.seed);
-  calibrate_converters(p, inputs);  // as aoc compile --calibrate on the same tokens
-  p.passes.push_back("calibrate");
-  ir::verify_program(p);
   b.check_prepare_s = since(t0);
   b.check_hash = cell_hash({b.check_path, hw.path}, "check " + o.hardware + " batch " + std::to_string(o.check_batch) + " length " +
                                                         std::to_string(o.check_length) + " weights seed 0 seed " + std::to_string(o.seed) +

@@ -35,13 +35,10 @@ void each_region(std::vector<Op>& ops, F&& f) {
 
 // Every value name of the graph (inputs, weights, results, body args), for making fresh names.
 void collect_names(const std::vector<Op>& ops, std::set<std::string>& names) {
-  for (const Op& o : ops) {
+  walk(ops, [&](const Op& o, int) {
     names.insert(o.outputs.begin(), o.outputs.end());
-    if (o.body) {
-      names.insert(o.body->args.begin(), o.body->args.end());
-      collect_names(o.body->ops, names);
-    }
-  }
+    if (o.body) names.insert(o.body->args.begin(), o.body->args.end());
+  });
 }
 
 std::set<std::string> all_names(const Graph& g) {
@@ -60,27 +57,28 @@ std::string fresh(std::set<std::string>& taken, const std::string& base) {
 }
 
 bool used_anywhere(const std::vector<Op>& ops, const std::string& name) {
-  for (const Op& o : ops) {
-    if (std::find(o.inputs.begin(), o.inputs.end(), name) != o.inputs.end()) return true;
-    if (o.body && used_anywhere(o.body->ops, name)) return true;
-  }
-  return false;
+  bool used = false;
+  walk(ops, [&](const Op& o, int) { used = used || std::find(o.inputs.begin(), o.inputs.end(), name) != o.inputs.end(); });
+  return used;
 }
 
 }  // namespace
 
 // ---- name-ops --------------------------------------------------------------------------------
 
-void pass_name_ops(Program& p, const PassOptions&) {
+void pass_name_ops(Program& p, const PassOptions&, PassStats& stats) {
   std::set<std::string> taken;
-  each_region(p.graph.ops, [&](std::vector<Op>& ops) {
-    for (Op& o : ops) o.name = fresh(taken, op_label(o));
+  walk(p.graph.ops, [&](Op& o, int) {
+    const std::string before = o.name;
+    o.name = fresh(taken, op_label(o));
+    stats.add("ops");
+    if (o.name != before) stats.add("named");
   });
 }
 
 // ---- gather-linear ---------------------------------------------------------------------------
 
-void pass_gather_linear(Program& p, const PassOptions&) {
+void pass_gather_linear(Program& p, const PassOptions&, PassStats& stats) {
   Graph& g = p.graph;
   std::set<std::string> names = all_names(g), op_names;
   each_region(g.ops, [&](std::vector<Op>& ops) { for (const Op& o : ops) op_names.insert(o.name); });
@@ -126,6 +124,8 @@ void pass_gather_linear(Program& p, const PassOptions&) {
       replace[idx[0]] = {make_op(OpKind::Linear, {x, W}, {y}, {}, merged),
                          make_op(OpKind::Split, {y}, outs, {{"sizes", sizes}, {"axis", std::int64_t{-1}}}, fresh(op_names, merged + ".split"))};
       drop.insert(idx.begin() + 1, idx.end());
+      stats.add("gathers");
+      stats.add("linears gathered", static_cast<long long>(idx.size()));
     }
     if (replace.empty()) return;
     std::vector<Op> out;
@@ -145,7 +145,7 @@ void pass_gather_linear(Program& p, const PassOptions&) {
 
 // ---- loop-form -------------------------------------------------------------------------------
 
-void pass_loop_form(Program& p, const PassOptions&) {
+void pass_loop_form(Program& p, const PassOptions&, PassStats& stats) {
   each_region(p.graph.ops, [&](std::vector<Op>& ops) {
     for (Op& o : ops) {
       if (o.kind != OpKind::FixedPoint) continue;
@@ -153,6 +153,7 @@ void pass_loop_form(Program& p, const PassOptions&) {
         return optical_capable(p.graph, b) || analog_capable(p.target, b);
       });
       o.attrs["layout"] = std::string(native ? "native" : "assisted");
+      stats.add(native ? "native loops" : "assisted loops");
     }
   });
 }
@@ -262,12 +263,24 @@ class Partitioner {
 
 }  // namespace
 
-void pass_partition(Program& p, const PassOptions&) { Partitioner(p).run(); }
+void pass_partition(Program& p, const PassOptions&, PassStats& stats) {
+  Partitioner(p).run();
+  walk(p.graph.ops, [&](const Op& o, int) {
+    if (o.kind == OpKind::Convert) stats.add(attr_string(o, "to") == "analog" ? "DACs" : "ADCs");
+    else if (o.kind != OpKind::FixedPoint) stats.add(to_string(place(o)));
+  });
+}
 
 // ---- tile ------------------------------------------------------------------------------------
 
-void pass_tile(Program& p, const PassOptions& options) {
+void pass_tile(Program& p, const PassOptions& options, PassStats& stats) {
   p.optical.clear();
+  if (options.tile_size) {  // a what-if machine: the target's cores cut to tile_size channels
+    if (options.tile_size < 1 || options.tile_size > p.target.channels)
+      throw Error("compile: tile: tile_size " + std::to_string(options.tile_size) + " is not in 1.." + std::to_string(p.target.channels) +
+                  ", the channels of " + p.target.hardware);
+    p.target.channels = options.tile_size;
+  }
   const Target& t = p.target;
   if (t.channels < 1 || t.modules < 1) throw Error("compile: tile: the target has no channels or modules");
   // Tiles are packed in program order down the diagonal of a core (module, pass) while they fit
@@ -308,20 +321,27 @@ void pass_tile(Program& p, const PassOptions& options) {
           at_row += rows, at_col += cols;
           if (!options.tile) next_core();
         }
+      stats.add("plans");
+      stats.add("tiles", static_cast<long long>(plan.tiles.size()));
       p.optical.push_back(std::move(plan));
     }
   };
   walk(p.graph.ops, "");
+  int passes = 0;
+  for (const OpticalPlan& plan : p.optical)
+    for (const Tile& tile : plan.tiles) passes = std::max(passes, tile.pass + 1);
+  if (passes > 1) stats.add("reload passes", passes - 1);
 }
 
 // ---- quantize --------------------------------------------------------------------------------
 
-void pass_quantize(Program& p, const PassOptions&) {
+void pass_quantize(Program& p, const PassOptions&, PassStats& stats) {
   if (p.target.slm_bits < 2)
     throw Error("compile: quantize: " + p.target.hardware + " has no converters section with slm_bits (compile with --no-quantize)");
   for (OpticalPlan& plan : p.optical) {
     plan.slm_bits = p.target.slm_bits;
     plan.codes.clear(), plan.code_step.clear();
+    stats.add("plans");
     if (p.weights.empty()) continue;  // a shapes-only program: the bits are known, the codes are not
     const Tensor& W = p.weights.at(plan.weight);
     plan.codes.assign(static_cast<std::size_t>(plan.rows * plan.cols), 0);
@@ -338,37 +358,70 @@ void pass_quantize(Program& p, const PassOptions&) {
       for (std::int64_t r = 0; r < t.rows; ++r)
         for (std::int64_t c = 0; c < t.cols; ++c)
           plan.codes[static_cast<std::size_t>((t.row0 + r) * plan.cols + t.col0 + c)] = q.codes(r, c);
+      stats.add("tiles quantized");
     }
   }
 }
 
 // ---- the pipeline ----------------------------------------------------------------------------
 
+void PassStats::add(const std::string& name, long long n) {
+  for (auto& [k, v] : counts)
+    if (k == name) {
+      v += n;
+      return;
+    }
+  counts.emplace_back(name, n);
+}
+
+long long PassStats::get(const std::string& name) const {
+  for (const auto& [k, v] : counts)
+    if (k == name) return v;
+  return 0;
+}
+
+std::string PassStats::text() const {
+  std::string t;
+  for (const auto& [k, v] : counts) t += (t.empty() ? "" : ", ") + k + " " + std::to_string(v);
+  return t;
+}
+
 std::vector<NamedPass> pipeline(const PassOptions& o) {
-  std::vector<NamedPass> v{{"name-ops", pass_name_ops}};
-  if (o.gather) v.push_back({"gather-linear", pass_gather_linear});
-  v.push_back({"loop-form", pass_loop_form});
-  v.push_back({"partition", pass_partition});
-  v.push_back({"tile", pass_tile});
-  if (o.quantize) v.push_back({"quantize", pass_quantize});
+  std::vector<NamedPass> v{{"name-ops", pass_name_ops, ""}};
+  if (o.gather) v.push_back({"gather-linear", pass_gather_linear, ""});
+  v.push_back({"loop-form", pass_loop_form, ""});
+  v.push_back({"partition", pass_partition, ""});
+  std::string tile;
+  if (!o.tile) tile = "{tile = false}";
+  else if (o.tile_size) tile = "{tile_size = " + std::to_string(o.tile_size) + "}";
+  v.push_back({"tile", pass_tile, tile});
+  if (o.quantize) v.push_back({"quantize", pass_quantize, ""});
+  if (o.calibrate)
+    v.push_back({"calibrate",
+                 [](Program& p, const PassOptions& opt, PassStats& stats) {
+                   if (p.weights.empty()) throw Error("compile: calibrate: needs the weights (a shapes-only program cannot run)");
+                   stats.add("ranges set", opt.calibrate(p));
+                 },
+                 ""});
   return v;
 }
 
-void run_pipeline(Program& p, const PassOptions& options, const std::function<void(const std::string&, const Program&)>& after_pass) {
+void run_pipeline(Program& p, const PassOptions& options, const AfterPass& after_pass) {
   try {
     verify_program(p);
   } catch (const Error& e) {
     throw Error(std::string("compile: the input graph: ") + e.what());
   }
   for (const NamedPass& pass : pipeline(options)) {
-    pass.run(p, options);
+    PassStats stats;
+    pass.run(p, options, stats);
     p.passes.push_back(pass.name);
     try {
       verify_program(p);
     } catch (const Error& e) {
       throw Error(std::string("compile: after pass ") + pass.name + ": " + e.what());
     }
-    if (after_pass) after_pass(pass.name, p);
+    if (after_pass) after_pass(pass, p, stats);
   }
 }
 

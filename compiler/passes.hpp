@@ -13,6 +13,10 @@
 //   tile            every optical matrix is split into core-sized tiles placed on modules, passes
 //                   beyond the module count reload weights
 //   quantize        SLM codes per tile at the machine's weight bits
+//   calibrate       (when given sample inputs) each converter's range from the values it sees
+//
+// Each pass reads its own options (PassOptions, printed with the pass by --print-after-all) and
+// counts what it did (PassStats, MLIR's pass statistics).
 #pragma once
 #include <functional>
 #include <string>
@@ -23,31 +27,45 @@
 namespace aoc::ir {
 
 struct PassOptions {
-  bool quantize = true;  // run the quantize pass (needs the converters section)
-  bool tile = true;      // false: one tile per matrix, whatever its size (the untiled reference)
-  bool gather = true;
+  bool gather = true;    // gather-linear runs
+  bool tile = true;      // tile: false, one tile per matrix whatever its size (the untiled reference)
+  int tile_size = 0;     // tile: cut tiles of this size, a what-if machine of tile_size channels (0: the target's)
+  bool quantize = true;  // quantize runs (needs the converters section)
+  // calibrate: runs the program on sample inputs and sets each converter's range, returning how
+  // many it set (runtime/backend.hpp, calibrate_converters); empty: no calibrate pass.
+  std::function<int(Program&)> calibrate = {};
 };
 
-using Pass = std::function<void(Program&, const PassOptions&)>;
+// What a pass did, counted by name in the order it first counted each (MLIR's pass statistics).
+struct PassStats {
+  std::vector<std::pair<std::string, long long>> counts;
+  void add(const std::string& name, long long n = 1);
+  long long get(const std::string& name) const;  // 0 when never counted
+  std::string text() const;                      // "tiles 12, plans 3"
+};
+
+using Pass = std::function<void(Program&, const PassOptions&, PassStats&)>;
 struct NamedPass {
   const char* name;
   Pass run;
+  std::string options;  // the options this pass reads, as given: "{tile_size = 32}" ("" when none)
 };
 
 // The passes in pipeline order (those switched off by the options are left out).
 std::vector<NamedPass> pipeline(const PassOptions& options);
 
-// Runs the pipeline on p, verifying after each pass; after_pass (if given) sees the program after
-// each one (--print-after-all). A verifier failure names the pass that broke the program.
-void run_pipeline(Program& p, const PassOptions& options,
-                  const std::function<void(const std::string& pass, const Program&)>& after_pass = {});
+// Runs the pipeline on p, verifying after each pass; after_pass (if given) sees the program and the
+// pass's statistics after each one (--print-after-all). A verifier failure names the pass that broke
+// the program.
+using AfterPass = std::function<void(const NamedPass& pass, const Program&, const PassStats&)>;
+void run_pipeline(Program& p, const PassOptions& options, const AfterPass& after_pass = {});
 
-// The passes, one function each (exposed for tests).
-void pass_name_ops(Program& p, const PassOptions&);
-void pass_gather_linear(Program& p, const PassOptions&);
-void pass_loop_form(Program& p, const PassOptions&);
-void pass_partition(Program& p, const PassOptions&);
-void pass_tile(Program& p, const PassOptions&);
-void pass_quantize(Program& p, const PassOptions&);
+// The passes, one function each (exposed for tests: run one on a parsed program, print, compare).
+void pass_name_ops(Program& p, const PassOptions&, PassStats&);
+void pass_gather_linear(Program& p, const PassOptions&, PassStats&);
+void pass_loop_form(Program& p, const PassOptions&, PassStats&);
+void pass_partition(Program& p, const PassOptions&, PassStats&);
+void pass_tile(Program& p, const PassOptions&, PassStats&);
+void pass_quantize(Program& p, const PassOptions&, PassStats&);
 
 }  // namespace aoc::ir

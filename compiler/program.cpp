@@ -135,10 +135,9 @@ void check_plan(const Program& prog, const OpticalPlan& p, const std::map<std::s
 
 // The optical ops of a region, by name, and their weight operand.
 void optical_ops(const std::vector<Op>& ops, std::map<std::string, const Op*>& out) {
-  for (const Op& o : ops) {
+  walk(ops, [&](const Op& o, int) {
     if (place(o) == Place::Optical) out[op_label(o)] = &o;
-    if (o.body) optical_ops(o.body->ops, out);
-  }
+  });
 }
 
 }  // namespace
@@ -182,81 +181,6 @@ void verify_program(const Program& p) {
   if (!p.optical.empty())
     for (const auto& [name, o] : ops)
       if (!seen.count(name)) throw Error("verify program: optical op '" + name + "' has no plan");
-}
-
-namespace {
-
-std::string attr_text(const Attr& a) {
-  if (const auto* d = std::get_if<double>(&a)) return jsonr::num(*d);
-  if (const auto* i = std::get_if<std::int64_t>(&a)) return std::to_string(*i);
-  if (const auto* s = std::get_if<std::string>(&a)) return "\"" + *s + "\"";
-  const auto& v = std::get<std::vector<std::int64_t>>(a);
-  std::string t = "[";
-  for (std::size_t i = 0; i < v.size(); ++i) t += (i ? ", " : "") + std::to_string(v[i]);
-  return t + "]";
-}
-
-void print_ops(std::ostringstream& s, const Graph& g, const std::vector<Op>& ops, const std::map<std::string, Type>& types,
-               const std::string& indent) {
-  for (const Op& o : ops) {
-    s << indent;
-    for (std::size_t i = 0; i < o.outputs.size(); ++i) s << (i ? ", %" : "%") << o.outputs[i];
-    s << " = " << op_def(o.kind).name << "(";
-    for (std::size_t i = 0; i < o.inputs.size(); ++i) s << (i ? ", " : "") << (is_weight(g, o.inputs[i]) ? "@" : "%") << o.inputs[i];
-    s << ")";
-    s << " {name = \"" << op_label(o) << "\"";
-    for (const auto& [k, v] : o.attrs) s << ", " << k << " = " << attr_text(v);
-    s << "} : ";
-    for (std::size_t i = 0; i < o.outputs.size(); ++i) {
-      const auto t = types.find(o.outputs[i]);
-      s << (i ? ", " : "") << (t == types.end() ? "?" : to_string(t->second));
-    }
-    if (o.body) {
-      s << " {\n" << indent << "  ^(";
-      for (std::size_t i = 0; i < o.body->args.size(); ++i) s << (i ? ", %" : "%") << o.body->args[i];
-      s << "):\n";
-      print_ops(s, g, o.body->ops, types, indent + "    ");
-      s << indent << "    yield %" << o.body->results[0] << "\n" << indent << "}";
-    }
-    s << "\n";
-  }
-}
-
-}  // namespace
-
-std::string print_program(const Program& p) {
-  std::map<std::string, Type> types;
-  try {
-    types = verify(p.graph);
-  } catch (const Error&) {
-    // Print what there is; the types of a broken program are unknown ("?").
-  }
-  std::ostringstream s;
-  s << "program \"" << p.graph.name << "\"";
-  if (!p.target.hardware.empty())
-    s << " for " << p.target.hardware << " (" << p.target.channels << " channels, " << p.target.modules << " module"
-      << (p.target.modules == 1 ? "" : "s") << ")";
-  s << "\n";
-  for (const Value& v : p.graph.inputs) s << "  input %" << v.name << " : " << to_string(v.type) << "\n";
-  for (const Value& v : p.graph.weights) s << "  weight @" << v.name << " : " << to_string(v.type) << "\n";
-  print_ops(s, p.graph, p.graph.ops, types, "  ");
-  s << "  return";
-  for (const auto& o : p.graph.outputs) s << " %" << o;
-  s << "\n";
-  for (const OpticalPlan& plan : p.optical) {
-    s << "plan '" << plan.op << "' @" << plan.weight << " [" << plan.rows << " x " << plan.cols << "] "
-      << (plan.loop.empty() ? "top level" : "in loop '" + plan.loop + "'") << ": " << plan.tiles.size() << " tile"
-      << (plan.tiles.size() == 1 ? "" : "s") << (plan.slm_bits ? ", SLM " + std::to_string(plan.slm_bits) + " bit" : "")
-      << (plan.codes.empty() ? "" : " (codes)") << "\n";
-    const std::size_t shown = std::min<std::size_t>(plan.tiles.size(), 4);
-    for (std::size_t i = 0; i < shown; ++i) {
-      const Tile& t = plan.tiles[i];
-      s << "  tile " << i << ": rows " << t.row0 << ".." << t.row0 + t.rows << ", cols " << t.col0 << ".." << t.col0 + t.cols
-        << " -> module " << t.module << ", pass " << t.pass << ", core " << t.core_row0 << ", " << t.core_col0 << "\n";
-    }
-    if (plan.tiles.size() > shown) s << "  ... " << plan.tiles.size() - shown << " more\n";
-  }
-  return s.str();
 }
 
 }  // namespace aoc::ir

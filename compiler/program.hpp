@@ -89,8 +89,14 @@ struct Program {
 void verify_program(const Program& p);
 
 // The program as text, MLIR-style: one line per op with its placement and result types, bodies
-// indented, then each optical plan's tiles. For --print-after-all and `aoc compile --print`.
-std::string print_program(const Program& p);
+// indented, then each optical plan's tiles (the first four of each; all with all_tiles). For
+// --print-after-all and `aoc compile --print`.
+std::string print_program(const Program& p, bool all_tiles = false);
+
+// The printed form read back (compiler/program_text.cpp): the graph, and the plans when every tile is
+// shown (the printer elides tiles past the fourth) and there are no SLM codes; the target only as far
+// as the header says (hardware name, channels, modules). Throws aoc::Error "SOURCE:LINE:COL: what".
+Program parse_program(const std::string& text, const std::string& source = "<program>");
 
 // The name an op is known by in plans, reports and noise keys.
 std::string op_label(const Op& op);

@@ -73,13 +73,10 @@ class Verifier {
   [[noreturn]] void bad(const std::string& what) const { fail(where_ + what); }
 
   void collect(const std::vector<Op>& ops) {
-    for (const Op& o : ops) {
-      for (const auto& n : o.outputs) all_defs_.insert(n);
-      if (o.body) {
-        for (const auto& a : o.body->args) all_defs_.insert(a);
-        collect(o.body->ops);
-      }
-    }
+    walk(ops, [this](const Op& o, int) {
+      all_defs_.insert(o.outputs.begin(), o.outputs.end());
+      if (o.body) all_defs_.insert(o.body->args.begin(), o.body->args.end());
+    });
   }
 
   void define(Scope& s, const std::string& name, const Type& t, const std::string& by) {

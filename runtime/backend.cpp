@@ -124,13 +124,9 @@ class SimHooks : public ir::Hooks {
     if (o.quantize && hw.converters) dac_bits_ = hw.converters->dac_bits, adc_bits_ = hw.converters->adc_bits;
     else dac_bits_ = p.target.dac_bits, adc_bits_ = p.target.adc_bits;
     int max_iter = 1;
-    const std::function<void(const std::vector<ir::Op>&)> walk = [&](const std::vector<ir::Op>& ops) {
-      for (const ir::Op& op : ops) {
-        if (op.body) walk(op.body->ops);
-        if (op.kind == ir::OpKind::FixedPoint) max_iter = std::max<int>(max_iter, static_cast<int>(ir::attr_int(op, "max_iter")));
-      }
-    };
-    walk(p.graph.ops);
+    ir::walk(p.graph.ops, [&](const ir::Op& op, int) {
+      if (op.kind == ir::OpKind::FixedPoint) max_iter = std::max<int>(max_iter, static_cast<int>(ir::attr_int(op, "max_iter")));
+    });
     const NoiseRun clock = o.noise ? noise_run(hw, o.seed, max_iter) : NoiseRun{};  // iterations and solve slots
     std::uint32_t stream = 1;  // 0 is the loop core's
     struct Programming {
@@ -422,18 +418,14 @@ int calibrate_converters(ir::Program& p, const std::map<std::string, ir::Tensor>
   o.progress = std::move(progress);
   run_with_hooks(p, inputs, o, hooks);
   int set = 0;
-  const std::function<void(std::vector<ir::Op>&)> walk = [&](std::vector<ir::Op>& ops) {
-    for (ir::Op& op : ops) {
-      if (op.body) walk(op.body->ops);
-      if (op.kind != ir::OpKind::Convert || !op.attrs.count("bits")) continue;
-      const auto it = hooks.largest.find(op.name);
-      if (it == hooks.largest.end() || !(it->second > 0)) continue;
-      op.attrs["lo"] = -margin * it->second;
-      op.attrs["hi"] = margin * it->second;
-      ++set;
-    }
-  };
-  walk(p.graph.ops);
+  ir::walk(p.graph.ops, [&](ir::Op& op, int) {
+    if (op.kind != ir::OpKind::Convert || !op.attrs.count("bits")) return;
+    const auto it = hooks.largest.find(op.name);
+    if (it == hooks.largest.end() || !(it->second > 0)) return;
+    op.attrs["lo"] = -margin * it->second;
+    op.attrs["hi"] = margin * it->second;
+    ++set;
+  });
   return set;
 }
 

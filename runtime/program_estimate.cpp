@@ -27,13 +27,10 @@ struct Uses {
   std::map<std::string, std::vector<const Op*>> readers;
   std::set<std::string> results;
   void add(const std::vector<Op>& ops) {
-    for (const Op& o : ops) {
+    walk(ops, [this](const Op& o, int) {
       for (const auto& in : o.inputs) readers[in].push_back(&o);
-      if (o.body) {
-        results.insert(o.body->results.begin(), o.body->results.end());
-        add(o.body->ops);
-      }
-    }
+      if (o.body) results.insert(o.body->results.begin(), o.body->results.end());
+    });
   }
 };
 

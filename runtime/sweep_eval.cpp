@@ -151,9 +151,6 @@ struct Evaluator::Impl {
       p.graph = graph;
       p.weights = weights;
       p.target = target;
-      ir::PassOptions po;
-      po.quantize = hw.converters.has_value();
-      ir::run_pipeline(p, po);
       if (w.kind == Workload::Kind::Model) {
         if (p.graph.inputs.size() != 1) throw Error(w.path + ": a model with one input (the tokens) is expected");
         const tasks::SeqBatch data = tasks::sample(*task, batch, length, w.data_seed, 0);
@@ -162,11 +159,11 @@ struct Evaluator::Impl {
       } else {
         c.inputs = read_program_inputs(w.inputs, p);
       }
+      ir::PassOptions po;
+      po.quantize = hw.converters.has_value();
       // As `aoc compile --calibrate`: the converters' ranges from the exact reference on the inputs.
-      if (w.calibrate) {
-        calibrate_converters(p, c.inputs);
-        p.passes.push_back("calibrate");
-      }
+      if (w.calibrate) po.calibrate = [&](ir::Program& q) { return calibrate_converters(q, c.inputs); };
+      ir::run_pipeline(p, po);
       BackendOptions ro;
       ro.noise = ro.quantize = ro.optics = false;
       ro.mode = w.mode;

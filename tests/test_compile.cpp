@@ -118,8 +118,8 @@ const Tensor kU = wave({2, 3, 10}, 2.0, 0.8);
 TEST_CASE("compile: the pipeline runs its passes in order and the verifier accepts each result") {
   Program p = deq(small_target());
   std::vector<std::string> seen;
-  run_pipeline(p, {}, [&](const std::string& pass, const Program& q) {
-    seen.push_back(pass);
+  run_pipeline(p, {}, [&](const NamedPass& pass, const Program& q, const PassStats&) {
+    seen.push_back(pass.name);
     CHECK_NOTHROW(verify_program(q));
   });
   CHECK(seen == std::vector<std::string>{"name-ops", "gather-linear", "loop-form", "partition", "tile", "quantize"});
@@ -128,8 +128,10 @@ TEST_CASE("compile: the pipeline runs its passes in order and the verifier accep
 
 TEST_CASE("compile: gather-linear stacks the Linears that read one value into one matrix and a Split") {
   Program p = assisted(small_target());
-  pass_name_ops(p, {});
-  pass_gather_linear(p, {});
+  PassStats names, stats;
+  pass_name_ops(p, {}, names);
+  pass_gather_linear(p, {}, stats);
+  CHECK(stats.text() == "gathers 1, linears gathered 2");
   const Region& body = *the_loop(p).body;
   CHECK(ops_of(body.ops, OpKind::Linear).size() == 2);  // a_proj + c_proj stacked, o_proj alone
   const auto splits = ops_of(body.ops, OpKind::Split);

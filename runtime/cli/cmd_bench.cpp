@@ -4,6 +4,7 @@
 #include "bench/loop_bench.hpp"
 #include "bench/program_bench.hpp"
 #include "compiler/import_config.hpp"
+#include "compiler/op_def.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/cuda_backend.hpp"
 #include "sim/hardware.hpp"
@@ -27,18 +28,15 @@ struct GpuOpts {
 // FixedPoint's body once per iteration: what the compiler puts on the optics.
 std::vector<GpuMatrix> token_matrices(const ir::Graph& g) {
   std::vector<GpuMatrix> ms;
-  const std::function<void(const std::vector<ir::Op>&, bool)> walk = [&](const std::vector<ir::Op>& ops, bool in_loop) {
-    for (const ir::Op& op : ops) {
-      if (op.body) walk(op.body->ops, true);
-      if ((op.kind != ir::OpKind::Linear && op.kind != ir::OpKind::MatMul) || op.inputs.size() < 2 || !ir::is_weight(g, op.inputs[1])) continue;
-      for (const ir::Value& w : g.weights)
-        if (w.name == op.inputs[1] && w.type.shape.size() == 2) {
-          const std::int64_t a = w.type.shape[0].size, b = w.type.shape[1].size;
-          ms.push_back(op.kind == ir::OpKind::Linear ? GpuMatrix{a, b, in_loop} : GpuMatrix{b, a, in_loop});
-        }
-    }
-  };
-  walk(g.ops, false);
+  ir::walk(g.ops, [&](const ir::Op& op, int depth) {
+    if ((op.kind != ir::OpKind::Linear && op.kind != ir::OpKind::MatMul) || op.inputs.size() < 2 || !ir::is_weight(g, op.inputs[1])) return;
+    for (const ir::Value& w : g.weights)
+      if (w.name == op.inputs[1] && w.type.shape.size() == 2) {
+        const std::int64_t a = w.type.shape[0].size, b = w.type.shape[1].size;
+        const bool in_loop = depth > 0;
+        ms.push_back(op.kind == ir::OpKind::Linear ? GpuMatrix{a, b, in_loop} : GpuMatrix{b, a, in_loop});
+      }
+  });
   return ms;
 }
 #endif

@@ -43,31 +43,26 @@ int run(const Opts& o) {
     throw Error(o.graph + ": the graph has " + std::to_string(p.graph.weights.size()) + " weights and there is no " + beside.string() +
                 ": give them with --weights W.h5, or compile --shapes-only (a program for estimates only)");
   p.target = ir::target_of(hw, o.hw, o.set);
-  if (o.tile_size) {
-    if (o.tile_size > hw.channels)
-      throw Error("--tile-size: " + std::to_string(o.tile_size) + " is more than the " + std::to_string(hw.channels) + " channels of " + hw.name);
-    p.target.channels = o.tile_size;
-  }
+  if (!o.calibrate.empty() && p.weights.empty()) throw Error("--calibrate: needs the weights (a shapes-only program cannot run)");
   ir::PassOptions po;
   po.quantize = !o.no_quantize;
   po.tile = !o.no_tile;
+  po.tile_size = o.tile_size;
   po.gather = !o.no_gather;
-  ir::run_pipeline(p, po, [&](const std::string& pass, const ir::Program& q) {
-    if (o.print_after_all) std::printf("// ----- after %s -----\n%s\n", pass.c_str(), ir::print_program(q).c_str());
-  });
-  if (!o.calibrate.empty()) {
-    if (p.weights.empty()) throw Error("--calibrate: needs the weights (a shapes-only program cannot run)");
-    int n = 0;
-    {
+  if (!o.calibrate.empty())
+    po.calibrate = [&](ir::Program& q) {
       Progress meter("steps", !o.quiet);  // the calibration run: the exact reference, simultaneous mode
       meter.phase("calibrate");
-      n = calibrate_converters(p, read_program_inputs(o.calibrate, p), o.margin, ir::Mode::Simultaneous, meter.counter(true));
-    }
-    p.passes.push_back("calibrate");
-    ir::verify_program(p);
-    std::printf("calibrated %d converter range(s) on %s (margin %g)\n", n, o.calibrate.c_str(), o.margin);
-    if (o.print_after_all) std::printf("// ----- after calibrate -----\n%s\n", ir::print_program(p).c_str());
-  }
+      return calibrate_converters(q, read_program_inputs(o.calibrate, q), o.margin, ir::Mode::Simultaneous, meter.counter(true));
+    };
+  long long calibrated = 0;
+  ir::run_pipeline(p, po, [&](const ir::NamedPass& pass, const ir::Program& q, const ir::PassStats& stats) {
+    if (pass.name == std::string("calibrate")) calibrated = stats.get("ranges set");
+    if (o.print_after_all)
+      std::printf("// ----- after %s%s%s -----\n// statistics: %s\n%s\n", pass.name, pass.options.empty() ? "" : " ", pass.options.c_str(),
+                  stats.text().empty() ? "none" : stats.text().c_str(), ir::print_program(q).c_str());
+  });
+  if (!o.calibrate.empty()) std::printf("calibrated %lld converter range(s) on %s (margin %g)\n", calibrated, o.calibrate.c_str(), o.margin);
   if (o.print && !o.print_after_all) std::printf("%s\n", ir::print_program(p).c_str());
   const auto report = ir::mapping_report(p);
   if (!o.output.empty()) ir::write_program_h5(o.output, p);
