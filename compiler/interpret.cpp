@@ -2,6 +2,7 @@
 
 #include "compiler/kernels.hpp"
 #include "compiler/op_def.hpp"
+#include "sim/solver.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -267,10 +268,10 @@ class Interp {
     }
   }
 
-  // Mirrors sim/solver.cpp's three stop rules on the iterate's leading axis (the samples), and runs
-  // the released models' rule (one residual over the whole batch). The body runs on the whole batch
-  // every step; under the per-sample rules a sample that has stopped keeps its value (its results do
-  // not depend on the others as long as the body treats samples independently, as models do).
+  // The op's loop is sim/solver's, with the samples along the iterate's leading axis: the body runs
+  // on the whole batch every step (compact = false); under the per-sample rule a sample that has
+  // stopped keeps its value (its results do not depend on the others as long as the body treats
+  // samples independently, as models do).
   Tensor fixed_point(const Op& op, const std::vector<const Tensor*>& in, const std::string& where, bool top) {
     if (!op.body) fail(where, "has no body");
     const Region& body = *op.body;
@@ -305,102 +306,36 @@ class Interp {
       if (top && !sequential() && opt_.progress) opt_.progress(step, max_iter);
       return fz;
     };
-    auto dist = [&](const Tensor& a, const Tensor& b, std::int64_t s) {
-      double acc = 0;
-      for (std::int64_t j = 0; j < N; ++j) {
-        const double d = a.data[s * N + j] - b.data[s * N + j];
-        acc += d * d;
-      }
-      return std::sqrt(acc);
+    if (S > std::numeric_limits<int>::max() || N > std::numeric_limits<int>::max())
+      fail(where, "the iterate " + shape_text(zshape) + " has too many samples or elements per sample");
+    SolverOptions so;
+    so.rule = rule == "relative" ? StopRule::Relative : rule == "fixed" ? StopRule::FixedCount : rule == "twin" ? StopRule::Twin : StopRule::Released;
+    so.max_iter = static_cast<int>(max_iter), so.tol = tol, so.damping = damping, so.compact = false;
+    const bool commit = commit_;
+    commit_ = false;  // sequential mode: the iterations read the committed states and leave them
+    Tensor zt = make(zshape);
+    const StepFn<double> step_fn = [&](const Batch<double>& z, const Batch<double>&, const Batch<double>*, Batch<double>& out,
+                                       const StepContext& sc) {
+      for (std::int64_t r = 0; r < S; ++r) std::copy_n(z.row(static_cast<int>(r)), N, zt.data.begin() + r * N);
+      if (sc.final) commit_ = commit;  // the released rule's final call commits the states
+      const Tensor fz = f(zt);
+      for (std::int64_t r = 0; r < S; ++r) std::copy_n(fz.data.begin() + r * N, N, out.row(static_cast<int>(r)));
     };
-    auto norm = [&](const Tensor& a, std::int64_t s) {
-      double acc = 0;
-      for (std::int64_t j = 0; j < N; ++j) acc += a.data[s * N + j] * a.data[s * N + j];
-      return std::sqrt(acc);
-    };
-    auto copy_sample = [&](const Tensor& from, Tensor& to, std::int64_t s) {
-      std::copy(from.data.begin() + s * N, from.data.begin() + (s + 1) * N, to.data.begin() + s * N);
-    };
+    const Batch<double> zero(static_cast<int>(S), static_cast<int>(N));
+    const SolveResult sr = solve_fixed_point<double>(step_fn, zero, zero, so);
 
     FixedPointStats st;
     st.op = op.name.empty() ? op.outputs[0] : op.name;
-    st.iterations.assign(static_cast<size_t>(S), 0);
-    st.converged.assign(static_cast<size_t>(S), 0);
-    Tensor z = make(zshape), result = make(zshape);
-    const bool commit = commit_;
-    commit_ = false;  // sequential mode: the iterations read the committed states and leave them
-
-    bool final_call = false;  // the rule's result is already f(z) of a committing evaluation
-    if (rule == "released") {
-      // The released implicit models' solve (microsoft/implicit_languagemodels, implicit_llm/
-      // implicit.py, _sequential_step): at most max_iter damped steps z <- (1 - d) z + d f(z),
-      // stopping when ||f(z) - z|| / (||z|| + 1e-6), one number over every sample, is below tol;
-      // the result is f(z) of one more evaluation, which commits the states.
-      std::int64_t steps = 0;
-      bool met = false;
-      for (std::int64_t k = 0; k < max_iter && !met; ++k) {
-        const Tensor fz = f(z);
-        double dd = 0, zz = 0;
-        for (std::size_t i = 0; i < z.data.size(); ++i) {
-          const double d = fz.data[i] - z.data[i];
-          dd += d * d;
-          zz += z.data[i] * z.data[i];
-        }
-        met = std::sqrt(dd) / (1e-6 + std::sqrt(zz)) < tol;
-        for (std::size_t i = 0; i < z.data.size(); ++i) z.data[i] = (1.0 - damping) * z.data[i] + damping * fz.data[i];
-        steps = k + 1;
-      }
-      for (std::int64_t s = 0; s < S; ++s) st.iterations[s] = static_cast<int>(steps), st.converged[s] = met;
-      commit_ = commit;
-      result = f(z);
-      final_call = true;
-    } else if (rule == "relative") {
-      std::vector<std::uint8_t> active(static_cast<size_t>(S), 1);
-      std::int64_t n_active = S;
-      for (std::int64_t k = 0; k < max_iter && n_active > 0; ++k) {
-        const Tensor fz = f(z);
-        for (std::int64_t s = 0; s < S; ++s) {
-          if (!active[s]) continue;
-          const double d = dist(fz, z, s);
-          const double rel = d / (norm(fz, s) + 1e-9);
-          for (std::int64_t j = 0; j < N; ++j) {
-            double& zj = z.data[s * N + j];
-            zj = damping != 1.0 ? (1.0 - damping) * zj + damping * fz.data[s * N + j] : fz.data[s * N + j];
-          }
-          st.iterations[s] = static_cast<int>(k + 1);
-          if (rel < tol) {
-            st.converged[s] = 1;
-            active[s] = 0;
-            --n_active;
-          }
-        }
-      }
-      result = z;
-    } else {  // fixed and twin: every sample steps together, undamped (as the solver does)
-      const bool twin = rule == "twin";
-      std::vector<double> best(static_cast<size_t>(S), std::numeric_limits<double>::infinity());
-      for (std::int64_t k = 0; k < max_iter; ++k) {
-        Tensor fz = f(z);
-        double worst = 0;
-        for (std::int64_t s = 0; s < S; ++s) {
-          const double d = dist(fz, z, s);
-          worst = std::max(worst, d);
-          if (!twin || d < best[s]) {
-            best[s] = d;
-            st.iterations[s] = static_cast<int>(k + 1);
-            copy_sample(fz, result, s);
-          }
-        }
-        z = std::move(fz);
-        if (twin && worst < tol) break;
-      }
-      for (std::int64_t s = 0; s < S; ++s) st.converged[s] = best[s] < tol;
-    }
-    // Sequential mode: one more evaluation at the result updates the states of the body's stateful
-    // ops (when the enclosing evaluation commits), as the reference's final call does; the op's
-    // result stays the iterate the rule returned.
+    st.iterations = sr.iterations;
+    st.converged = sr.converged;
+    Tensor result = make(zshape);
+    for (std::int64_t r = 0; r < S; ++r)
+      for (std::int64_t j = 0; j < N; ++j) result.data[r * N + j] = sr.z(r, j);
+    // Sequential mode: under the rules without a final call, one more evaluation at the result
+    // updates the states of the body's stateful ops (when the enclosing evaluation commits), as the
+    // reference's final call does; the op's result stays the iterate the rule returned.
     commit_ = commit;
-    if (sequential() && !final_call) f(result);
+    if (sequential() && so.rule != StopRule::Released) f(result);
     ctx_.iteration = outer_iteration;
     if (top) stats.push_back(std::move(st));
     return result;

@@ -64,6 +64,7 @@ struct Batch {
 struct StepContext {
   int iteration = 0;
   const int* samples = nullptr;
+  bool final = false;  // the released rule's final call: its f(z) is the result (a graph body commits its states)
   int sample(int row) const { return samples ? samples[row] : row; }
 };
 

@@ -150,6 +150,95 @@ void solve_per_sample(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z
   for (int a = 0; a < static_cast<int>(idx.size()); ++a) write_row(z.row(a), N, res.z, idx[a]);
 }
 
+// Per-sample relative rule on the whole batch: every step evaluates every row; a converged row is
+// held and no longer updated or tested.
+template <class T>
+void solve_per_sample_whole(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z0, const SolverOptions& opt,
+                            SolveResult& res) {
+  const int B = z0.rows, N = z0.n;
+  Batch<T> z = z0, prev(B, N), fz(B, N);
+  std::vector<std::uint8_t> active(static_cast<std::size_t>(B), 1);
+  int n_active = B;
+  const T tau = static_cast<T>(opt.damping);
+  for (int k = 0; k < opt.max_iter && n_active > 0; ++k) {
+    f(z, inj, k == 0 ? nullptr : &prev, fz, StepContext{k, nullptr});
+    ++res.steps;
+    trace_step(res, opt.trace, B, N);
+    prev = z;
+    double worst = 0;
+    for (int r = 0; r < B; ++r) {
+      if (!active[r]) continue;
+      const double d = l2_diff(fz.row(r), z.row(r), N);
+      const double rel = d / (l2(fz.row(r), N) + 1e-9);
+      worst = std::max(worst, d);
+      if (opt.trace) {
+        res.residual_trace(k, r) = d;
+        write_row(fz.row(r), N, res.state_trace, k * B + r);
+      }
+      T* zr = z.row(r);
+      const T* fr = fz.row(r);
+      for (int j = 0; j < N; ++j) zr[j] = tau != T(1) ? (T(1) - tau) * zr[j] + tau * fr[j] : fr[j];
+      res.iterations[r] = k + 1;
+      res.residual[r] = d;
+      if (rel < opt.tol) {
+        res.converged[r] = 1;
+        res.settled[r] = k + 1;
+        active[r] = 0;
+        --n_active;
+      }
+    }
+    res.max_residual.back() = worst;
+  }
+  for (int r = 0; r < B; ++r) write_row(z.row(r), N, res.z, r);
+}
+
+// The released models' loop: one residual over the whole batch, then the final call.
+template <class T>
+void solve_released(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z0, const SolverOptions& opt, SolveResult& res) {
+  const int B = z0.rows, N = z0.n;
+  Batch<T> z = z0, prev(B, N), fz(B, N);
+  const T tau = static_cast<T>(opt.damping);
+  bool met = false;
+  int k = 0;
+  for (; k < opt.max_iter && !met; ++k) {
+    f(z, inj, k == 0 ? nullptr : &prev, fz, StepContext{k, nullptr});
+    ++res.steps;
+    trace_step(res, opt.trace, B, N);
+    double dd = 0, zz = 0, worst = 0;
+    for (int r = 0; r < B; ++r) {  // in row-major order over the whole iterate, as one sum
+      const T* fr = fz.row(r);
+      const T* zr = z.row(r);
+      double rr = 0;
+      for (int j = 0; j < N; ++j) {
+        const double d = static_cast<double>(fr[j]) - static_cast<double>(zr[j]);
+        dd += d * d, rr += d * d;
+        zz += static_cast<double>(zr[j]) * static_cast<double>(zr[j]);
+      }
+      res.residual[r] = std::sqrt(rr);
+      worst = std::max(worst, res.residual[r]);
+      if (opt.trace) {
+        res.residual_trace(k, r) = res.residual[r];
+        write_row(fr, N, res.state_trace, k * B + r);
+      }
+    }
+    res.max_residual.back() = worst;
+    met = std::sqrt(dd) / (1e-6 + std::sqrt(zz)) < opt.tol;
+    prev = z;
+    for (int r = 0; r < B; ++r) {
+      T* zr = z.row(r);
+      const T* fr = fz.row(r);
+      for (int j = 0; j < N; ++j) zr[j] = (T(1) - tau) * zr[j] + tau * fr[j];
+    }
+  }
+  f(z, inj, k == 0 ? nullptr : &prev, fz, StepContext{k, nullptr, true});
+  for (int r = 0; r < B; ++r) {
+    write_row(fz.row(r), N, res.z, r);
+    res.iterations[r] = k;
+    res.converged[r] = met;
+    if (met) res.settled[r] = k;
+  }
+}
+
 }  // namespace
 
 template <class T>
@@ -164,7 +253,9 @@ SolveResult solve_fixed_point(const StepFn<T>& f, const Batch<T>& inj, const Bat
   res.converged.assign(B, 0);
   res.settled.assign(B, 0);
   res.residual.assign(B, std::numeric_limits<double>::infinity());
-  if (opt.rule == StopRule::Relative) solve_per_sample(f, inj, z0, opt, res);
+  if (opt.rule == StopRule::Relative && opt.compact) solve_per_sample(f, inj, z0, opt, res);
+  else if (opt.rule == StopRule::Relative) solve_per_sample_whole(f, inj, z0, opt, res);
+  else if (opt.rule == StopRule::Released) solve_released(f, inj, z0, opt, res);
   else solve_together(f, inj, z0, opt, res);
   return res;
 }

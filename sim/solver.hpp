@@ -1,6 +1,6 @@
-// Fixed-point loop executor: iterates a step function z <- f(z) under one of three stop rules and
-// reports iterations, convergence and residuals. Works for the simulated core and for the digital
-// reference alike (both are step functions over a Batch).
+// Fixed-point loop executor: iterates a step function z <- f(z) under one of four stop rules and
+// reports iterations, convergence and residuals. The one solver of aoc: the simulated core, the
+// digital reference and the graph interpreter's FixedPoint (compiler/interpret.cpp) all run it.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -20,6 +20,11 @@ enum class StopRule {
   Relative,
   // Exactly `max_iter` steps for every sample; returns the last iterate.
   FixedCount,
+  // The released implicit language models' loop (microsoft/implicit_languagemodels): at most
+  // max_iter damped steps, stopping when ||f(z)-z|| / (||z|| + 1e-6), one number over the whole
+  // batch, is below tol (tested before the update); then one more call, marked final, whose f(z)
+  // is the result. Every sample reports the same step count.
+  Released,
 };
 
 struct SolverOptions {
@@ -28,6 +33,10 @@ struct SolverOptions {
   double tol = 1e-3;
   double damping = 1.0;
   bool trace = false;  // keep every sample's residual at every step
+  // Relative rule: true, a converged sample leaves the batch the step function sees (rows compacted,
+  // StepContext::samples maps them); false, every step sees the whole batch and a converged
+  // sample's row is held (for a step function whose rows are not independent inputs, a graph body).
+  bool compact = true;
 
   static SolverOptions twin() { return {}; }
   static SolverOptions relative(double tol, int max_iter, double damping) { return {StopRule::Relative, max_iter, tol, damping, false}; }

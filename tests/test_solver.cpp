@@ -408,3 +408,48 @@ TEST_CASE("solver: inputs and an initial state of different shapes are rejected"
   CHECK_THROWS_AS(solve_fixed_point<double>(linear_map<double>(0.5), Batch<double>(2, 3), Batch<double>(3, 3), SolverOptions::twin()), Error);
   CHECK_THROWS_AS(solve_fixed_point<double>(linear_map<double>(0.5), Batch<double>(2, 4), Batch<double>(2, 3), SolverOptions::twin()), Error);
 }
+
+TEST_CASE("solver: the relative rule on the whole batch returns what the compacted batch returns") {
+  std::mt19937_64 rng(11);
+  const Batch<double> inj = Batch<double>::from(uniform(5, 7, -1, 1, rng));
+  const Batch<double> z0(5, 7);
+  SolverOptions o = SolverOptions::relative(1e-6, 200, 0.7);
+  const SolveResult packed = solve_fixed_point<double>(linear_map<double>(0.5), inj, z0, o);
+  o.compact = false;
+  int widest = 0;
+  const StepFn<double> whole = [&](const Batch<double>& z, const Batch<double>& in, const Batch<double>* p, Batch<double>& out,
+                                   const StepContext& c) {
+    widest = std::max(widest, z.rows);
+    CHECK(z.rows == 5);  // never compacted
+    linear_map<double>(0.5)(z, in, p, out, c);
+  };
+  const SolveResult full = solve_fixed_point<double>(whole, inj, z0, o);
+  CHECK(widest == 5);
+  CHECK(same_bits(full.z, packed.z));
+  CHECK(full.iterations == packed.iterations);
+  CHECK(full.converged == packed.converged);
+}
+
+TEST_CASE("solver: the released rule stops on one residual over the batch and returns f(z) of a final call") {
+  // f(z) = 0.5 z + inj, undamped from 0: z_k = inj (2 - 2^(1-k)); the batch residual tested at step k
+  // is ||z_k - z_(k-1)|| / (||z_(k-1)|| + 1e-6) = 2^(1-k) / (2 - 2^(2-k)): 0.016 at step 6, 0.0079 at
+  // step 7, the first below 0.01. The final call returns f(z_7) = z_8.
+  std::mt19937_64 rng(12);
+  const Batch<double> inj = Batch<double>::from(uniform(3, 4, 0.5, 1, rng));
+  SolverOptions o;
+  o.rule = StopRule::Released, o.max_iter = 50, o.tol = 0.01, o.damping = 1.0;
+  int finals = 0, last = -1;
+  const StepFn<double> f = [&](const Batch<double>& z, const Batch<double>& in, const Batch<double>* p, Batch<double>& out,
+                               const StepContext& c) {
+    finals += c.final;
+    last = c.iteration;
+    linear_map<double>(0.5)(z, in, p, out, c);
+  };
+  const SolveResult r = solve_fixed_point<double>(f, inj, Batch<double>(3, 4), o);
+  CHECK(finals == 1);
+  CHECK(last == 7);  // the final call follows the 7 steps
+  CHECK(r.steps == 7);
+  CHECK(r.iterations == std::vector<int>{7, 7, 7});
+  CHECK(r.converged == std::vector<std::uint8_t>{1, 1, 1});
+  for (int j = 0; j < 4; ++j) CHECK(r.z(0, j) == Approx(inj.row(0)[j] * (2 - std::pow(2.0, -7))).epsilon(1e-12));
+}
