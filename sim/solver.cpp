@@ -86,7 +86,8 @@ void solve_together(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z0,
   }
 }
 
-// Per-sample relative rule: converged samples leave the active set, which is kept compact.
+// Per-sample relative rule: converged samples leave the active set, which is kept compact; without
+// opt.compact every step sees the whole batch and a converged sample's row is held.
 template <class T>
 void solve_per_sample(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z0, const SolverOptions& opt,
                       SolveResult& res) {
@@ -95,7 +96,9 @@ void solve_per_sample(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z
   for (int r = 0; r < B; ++r) idx[r] = r;
   Batch<T> z = z0, in = inj, prev(B, N), fz(B, N);
   const T tau = static_cast<T>(opt.damping);
-  for (int k = 0; k < opt.max_iter && !idx.empty(); ++k) {
+  std::vector<std::uint8_t> held(static_cast<std::size_t>(B), 0);  // converged, row kept (compact = false)
+  int n_active = B;
+  for (int k = 0; k < opt.max_iter && n_active > 0; ++k) {
     const int A = static_cast<int>(idx.size());
     f(z, in, k == 0 ? nullptr : &prev, fz, StepContext{k, idx.data()});
     ++res.steps;
@@ -105,6 +108,11 @@ void solve_per_sample(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z
     double worst = 0;
     for (int a = 0; a < A; ++a) {
       const int r = idx[a];
+      if (held[r]) {
+        copy_row(z, a, fz, a);
+        keep.push_back(a);
+        continue;
+      }
       const double d = l2_diff(fz.row(a), z.row(a), N);
       const double rel = d / (l2(fz.row(a), N) + 1e-9);
       worst = std::max(worst, d);
@@ -123,6 +131,8 @@ void solve_per_sample(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z
         res.converged[r] = 1;
         res.settled[r] = k + 1;
         write_row(nz, N, res.z, r);
+        --n_active;
+        if (!opt.compact) held[r] = 1, keep.push_back(a);
       } else {
         keep.push_back(a);
       }
@@ -147,49 +157,8 @@ void solve_per_sample(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z
     std::swap(prev, z);
     std::swap(z, fz);
   }
-  for (int a = 0; a < static_cast<int>(idx.size()); ++a) write_row(z.row(a), N, res.z, idx[a]);
-}
-
-// Per-sample relative rule on the whole batch: every step evaluates every row; a converged row is
-// held and no longer updated or tested.
-template <class T>
-void solve_per_sample_whole(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z0, const SolverOptions& opt,
-                            SolveResult& res) {
-  const int B = z0.rows, N = z0.n;
-  Batch<T> z = z0, prev(B, N), fz(B, N);
-  std::vector<std::uint8_t> active(static_cast<std::size_t>(B), 1);
-  int n_active = B;
-  const T tau = static_cast<T>(opt.damping);
-  for (int k = 0; k < opt.max_iter && n_active > 0; ++k) {
-    f(z, inj, k == 0 ? nullptr : &prev, fz, StepContext{k, nullptr});
-    ++res.steps;
-    trace_step(res, opt.trace, B, N);
-    prev = z;
-    double worst = 0;
-    for (int r = 0; r < B; ++r) {
-      if (!active[r]) continue;
-      const double d = l2_diff(fz.row(r), z.row(r), N);
-      const double rel = d / (l2(fz.row(r), N) + 1e-9);
-      worst = std::max(worst, d);
-      if (opt.trace) {
-        res.residual_trace(k, r) = d;
-        write_row(fz.row(r), N, res.state_trace, k * B + r);
-      }
-      T* zr = z.row(r);
-      const T* fr = fz.row(r);
-      for (int j = 0; j < N; ++j) zr[j] = tau != T(1) ? (T(1) - tau) * zr[j] + tau * fr[j] : fr[j];
-      res.iterations[r] = k + 1;
-      res.residual[r] = d;
-      if (rel < opt.tol) {
-        res.converged[r] = 1;
-        res.settled[r] = k + 1;
-        active[r] = 0;
-        --n_active;
-      }
-    }
-    res.max_residual.back() = worst;
-  }
-  for (int r = 0; r < B; ++r) write_row(z.row(r), N, res.z, r);
+  for (int a = 0; a < static_cast<int>(idx.size()); ++a)
+    if (!held[idx[a]]) write_row(z.row(a), N, res.z, idx[a]);
 }
 
 // The released models' loop: one residual over the whole batch, then the final call.
@@ -253,8 +222,7 @@ SolveResult solve_fixed_point(const StepFn<T>& f, const Batch<T>& inj, const Bat
   res.converged.assign(B, 0);
   res.settled.assign(B, 0);
   res.residual.assign(B, std::numeric_limits<double>::infinity());
-  if (opt.rule == StopRule::Relative && opt.compact) solve_per_sample(f, inj, z0, opt, res);
-  else if (opt.rule == StopRule::Relative) solve_per_sample_whole(f, inj, z0, opt, res);
+  if (opt.rule == StopRule::Relative) solve_per_sample(f, inj, z0, opt, res);
   else if (opt.rule == StopRule::Released) solve_released(f, inj, z0, opt, res);
   else solve_together(f, inj, z0, opt, res);
   return res;
