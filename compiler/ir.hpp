@@ -48,6 +48,7 @@ enum class OpKind {
   Clip,          // attrs min, max
   RMSNorm,       // x / sqrt(mean(x^2 over the last dim) + eps) * g; attrs eps
   GatedRMSNorm,  // RMSNorm(x * SiLU(gate)) * g (Mamba2's gated norm); attrs eps
+  Softmax,       // exp(x) / sum(exp(x)) over the last dim (modern Hopfield layers' retrieval)
   Conv1dCausal,  // depthwise along axis 1: x[B, L, C], w[C, K] (, b[C]) -> [B, L, C]
   Embedding,     // ids i64[...], table[V, D] -> [..., D]
   Split,         // x -> several results along `axis`, attrs sizes

@@ -129,6 +129,22 @@ Tensor rmsnorm(const Tensor& x, const Tensor& g, double eps, const std::string& 
   return y;
 }
 
+Tensor softmax(const Tensor& x, const std::string& where) {
+  if (x.shape.empty()) fail(where, "x must have at least one dimension, got a scalar");
+  const std::int64_t D = x.shape.back();
+  Tensor y = make(x.shape);
+  if (D == 0) return y;
+  for (std::int64_t r = 0; r < numel(x.shape) / D; ++r) {
+    const double* xr = x.data.data() + r * D;
+    double* yr = y.data.data() + r * D;
+    const double top = *std::max_element(xr, xr + D);
+    double sum = 0;
+    for (std::int64_t i = 0; i < D; ++i) sum += (yr[i] = std::exp(xr[i] - top));
+    for (std::int64_t i = 0; i < D; ++i) yr[i] /= sum;
+  }
+  return y;
+}
+
 // Conv1dCausal's operands checked; returns K.
 std::int64_t conv1d_taps(const Tensor& x, const Tensor& w, const Tensor* b, const std::string& where) {
   if (x.shape.size() != 3) fail(where, "x must be [B, L, C], got " + shape_text(x.shape));

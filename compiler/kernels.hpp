@@ -98,6 +98,7 @@ Tensor broadcast(const Tensor& a, const Tensor& b, F f, const std::string& where
 Tensor linear(const Tensor& x, const Tensor& W, const Tensor* b, int threads, const std::string& where);
 Tensor matmul(const Tensor& a, const Tensor& b, int threads, const std::string& where);
 Tensor rmsnorm(const Tensor& x, const Tensor& g, double eps, const std::string& where);
+Tensor softmax(const Tensor& x, const std::string& where);  // over the last dim, max-subtracted
 Tensor conv1d_causal(const Tensor& x, const Tensor& w, const Tensor* b, const std::string& where);
 Tensor embedding(const Tensor& ids, const Tensor& table, const std::string& where);
 std::vector<Tensor> split(const Tensor& x, const Dims& sizes, std::int64_t axis_attr, size_t n_out, const std::string& where);

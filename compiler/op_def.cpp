@@ -143,7 +143,7 @@ const char* to_string(Place p) {
 void walk(const std::vector<Op>& ops, const std::function<void(const Op&, int)>& f, int depth) {
   for (const Op& o : ops) {
     f(o, depth);
-    if (o.body) walk(o.body->ops, f, depth + 1);
+    if (o.body) walk(static_cast<const std::vector<Op>&>(o.body->ops), f, depth + 1);
   }
 }
 

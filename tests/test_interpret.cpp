@@ -167,6 +167,11 @@ TEST_CASE("interpret: Exp and Neg at a few points") {
   check(run_unary(OpKind::Neg, {0, 1.5, -2}), {3}, {0, -1.5, 2});
 }
 
+TEST_CASE("interpret: Softmax normalizes exp over the last dim, stable for large arguments") {
+  const Tensor x = tensor({2, 3}, {0, std::log(2.0), std::log(3.0), 1000, 1000, -1000});
+  check(run1(OpKind::Softmax, {{"x", x}}), {2, 3}, {1.0 / 6, 2.0 / 6, 3.0 / 6, 0.5, 0.5, 0}, 1e-15);
+}
+
 TEST_CASE("interpret: Clip bounds by min and max") {
   check(run_unary(OpKind::Clip, {-3, -1, 0.25, 1, 7}, {{"min", -1.0}, {"max", 2.0}}), {5}, {-1, -1, 0.25, 1, 2});
 }

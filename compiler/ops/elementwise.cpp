@@ -89,6 +89,11 @@ std::vector<OpDef> elementwise_ops() {
   v.push_back(unary_def(OpKind::Softplus, "Softplus", "log(1 + exp(x))", [](EvalCtx&, const Op&, const V& in) { return single(kernels::unary(*in[0], kernels::softplus)); }));
   v.push_back(unary_def(OpKind::Exp, "Exp", "exp(x)", [](EvalCtx&, const Op&, const V& in) { return single(kernels::unary(*in[0], [](double x) { return std::exp(x); })); }));
   v.push_back(unary_def(OpKind::Neg, "Neg", "-x", [](EvalCtx&, const Op&, const V& in) { return single(kernels::unary(*in[0], [](double x) { return -x; })); }));
+  v.push_back({.kind = OpKind::Softmax, .name = "Softmax", .summary = "exp(x) / sum(exp(x)) over the last dim", .operands = {"x"},
+               .min_inputs = 1, .max_inputs = 1, .outputs = 1, .attrs = {}, .infer = infer_unary,
+               .eval = [](EvalCtx& c, const Op&, const V& in) { return single(kernels::softmax(*in[0], c.where)); },
+               .cost = [](const CostCtx& c, const Op& o) { return DigitalCost{3 * c.per_token(c.type(o.outputs[0])), "3 per element (exp, sum, divide)"}; },
+               .per_token = last_axis_per_token});
   v.push_back({.kind = OpKind::Clip, .name = "Clip", .summary = "min(max(x, min), max)", .operands = {"x"}, .min_inputs = 1, .max_inputs = 1,
                .outputs = 1,
                .attrs = {{"min", AttrKind::Number, true, std::nullopt, {}, "the lower bound, <= max"},
