@@ -212,13 +212,7 @@ json ops_json(const std::vector<Op>& ops) {
 }  // namespace
 
 Graph parse_graph(const std::string& text, const std::string& source) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw Error(jsonr::one_line(source + ": malformed JSON: " + e.what()));
-  }
-  return GraphReader{Reader(source)}.graph(j);
+  return GraphReader{Reader(source)}.graph(jsonr::parse_text<json>(text, source));
 }
 
 Graph read_graph(const std::string& path) {

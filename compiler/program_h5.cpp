@@ -149,12 +149,7 @@ Program read_program_h5(const std::string& path) {
   Program p;
   try {
     const jsonr::Reader r(path + ": /program");
-    jsonr::json meta;
-    try {
-      meta = jsonr::json::parse(get_string(f, path, "program"));
-    } catch (const jsonr::json::exception& e) {
-      throw Error(path + ": /program: malformed JSON: " + e.what());
-    }
+    const jsonr::json meta = jsonr::parse_text(get_string(f, path, "program"), path + ": /program");
     r.object(meta, "");
     const auto& fmt = r.need(meta, "", "format");
     if (!fmt.is_string() || fmt.get<std::string>() != kFormat) r.fail("format", "expected \"aoc-program\"");

@@ -176,12 +176,7 @@ File read_file(const std::string& path) {
   std::string text(n, '\0');
   in.read(text.data(), static_cast<std::streamsize>(n));
   if (!in) fail(path, "cannot read the " + std::to_string(n) + "-byte header");
-  json header;
-  try {
-    header = json::parse(text);
-  } catch (const json::parse_error& e) {
-    fail(path, std::string("header: malformed JSON: ") + e.what());
-  }
+  const json header = jsonr::parse_text<json>(text, path + ": header");
   if (!header.is_object()) fail(path, "header: expected a JSON object of tensors");
 
   File out;

@@ -2,10 +2,12 @@
 
 #include <cmath>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "sim/core.hpp"
 #include "sim/error.hpp"
+#include "sim/json_reader.hpp"
 #include "sim/solver.hpp"
 
 namespace aoc {
@@ -78,12 +80,9 @@ CoreConfig config_from_flags(const Ctx& cx, const json& flags) {
 std::vector<DtCase> load_dt_golden(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw Error(path + ": cannot open");
-  json doc;
-  try {
-    doc = json::parse(in);
-  } catch (const json::exception& e) {
-    throw Error(path + ": invalid JSON: " + e.what());
-  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  json doc = jsonr::parse_text<json>(text.str(), path);
   if (!doc.is_object() || !doc.contains("cases") || !doc["cases"].is_array() || doc["cases"].empty())
     throw Error(path + ": cases: expected a non-empty list of cases");
   std::vector<DtCase> out;

@@ -8,6 +8,7 @@
 #include "runtime/report_svg.hpp"
 #include "sim/error.hpp"
 #include "sim/files.hpp"
+#include "sim/json_reader.hpp"
 
 namespace aoc::report {
 
@@ -480,8 +481,8 @@ Page render(const sweep::Results& r, const std::string& source) {
   const Data d{r, source};
   json scenario = json::object();
   try {
-    scenario = json::parse(r.header.scenario_json);
-  } catch (const json::exception&) {
+    scenario = jsonr::parse_text<json>(r.header.scenario_json, "scenario");
+  } catch (const Error&) {
     // the header still has the name and the hash; the description is optional
   }
   const std::vector<Figure> figures = {

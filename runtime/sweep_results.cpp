@@ -74,7 +74,7 @@ std::string row_line(const Row& r) {
 }
 
 Row parse_row(const std::string& line, const Header& h) {
-  const json j = json::parse(line);
+  const json j = jsonr::parse_text<json>(line, "journal");
   Row r;
   r.index = j.at("index"), r.seed = j.at("seed"), r.status = j.at("status"), r.error = j.at("error");
   for (const json& v : j.at("params")) r.params.push_back(v);
@@ -133,7 +133,7 @@ Journal::Journal(const std::string& path, const Header& h, bool resume) : path_(
       start = end + 1;
       try {
         if (line_no == 0) {
-          const json j = json::parse(line);
+          const json j = jsonr::parse_text<json>(line, "journal");
           if (j.at("format") != kJournalFormat) throw Error("not a sweep journal");
           const Header old = header_from(j.at("header"));
           if (old.config_hash != h.config_hash)
@@ -346,7 +346,7 @@ Results read_results_h5(const std::string& path) {
     for (std::size_t i = 0; i < index.size(); ++i)
       r.rows[i].index = index[i], r.rows[i].seed = seed.at(i), r.rows[i].status = status.at(i), r.rows[i].error = error.at(i);
     const H5::Group params = f.openGroup("parameters");
-    for (const std::string name : json::parse(get_attr(params, "order"))) {
+    for (const std::string name : jsonr::parse_text<json>(get_attr(params, "order"), "parameters.order")) {
       const H5::DataSet d = params.openDataSet(name);
       h.params.push_back({name, get_attr(d, "kind"), get_attr(d, "fixed") == "yes"});
       if (d.getTypeClass() == H5T_STRING) {
@@ -358,7 +358,7 @@ Results read_results_h5(const std::string& path) {
       }
     }
     const H5::Group metrics = f.openGroup("metrics");
-    for (const std::string name : json::parse(get_attr(metrics, "order"))) {
+    for (const std::string name : jsonr::parse_text<json>(get_attr(metrics, "order"), "metrics.order")) {
       const H5::DataSet d = metrics.openDataSet(name);
       h.metrics.push_back({name, get_attr(d, "unit"), get_attr(d, "better")});
       const auto v = get_numbers<double>(d, H5::PredType::NATIVE_DOUBLE);

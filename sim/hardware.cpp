@@ -58,76 +58,6 @@ std::string read_text(const std::string& path) {
   return ss.str();
 }
 
-// Where the parser is, kept by the parse callback, so that errors found while parsing (duplicate
-// keys, numbers too large for a double) can name the field like every other error.
-struct Frame {
-  bool is_object = false;
-  std::string field;
-  std::set<std::string> keys;  // objects: seen so far
-  std::string key;             // objects: the current key
-  std::size_t index = 0;       // arrays: the current element
-};
-
-std::string child_field(const std::vector<Frame>& stack) {
-  if (stack.empty()) return "";
-  const Frame& f = stack.back();
-  return f.is_object ? sub(f.field, f.key) : elem(f.field, f.index);
-}
-
-json parse(const Reader& r, const std::string& path, const std::string& text) {
-  std::vector<Frame> stack;
-  const json::parser_callback_t track = [&](int, json::parse_event_t ev, json& parsed) {
-    using E = json::parse_event_t;
-    switch (ev) {
-      case E::object_start:
-      case E::array_start: {
-        Frame f;
-        f.is_object = ev == E::object_start;
-        f.field = child_field(stack);
-        if (!stack.empty() && !stack.back().is_object) ++stack.back().index;
-        stack.push_back(std::move(f));
-        break;
-      }
-      case E::object_end:
-      case E::array_end: stack.pop_back(); break;
-      case E::key: {
-        Frame& f = stack.back();
-        f.key = parsed.get<std::string>();
-        if (!f.keys.insert(f.key).second) r.fail(sub(f.field, f.key), "duplicate key");
-        break;
-      }
-      case E::value:
-        if (!stack.empty() && !stack.back().is_object) ++stack.back().index;
-        break;
-    }
-    return true;
-  };
-  try {
-    return json::parse(text, track);
-  } catch (const json::parse_error& e) {
-    // "[json.exception.parse_error.101] parse error at line 2, column 1: syntax error ..."
-    std::string s = e.what();
-    if (const auto p = s.find("] "); s.rfind("[json.exception", 0) == 0 && p != std::string::npos)
-      s.erase(0, p + 2);
-    const std::string at = "parse error at ";
-    if (s.rfind(at, 0) == 0) {
-      s.erase(0, at.size());
-      const auto colon = s.find(": ");
-      if (colon != std::string::npos)
-        throw Error(one_line(path + ": " + s.substr(0, colon) + ": malformed JSON: " + s.substr(colon + 2)));
-    }
-    throw Error(one_line(path + ": malformed JSON: " + s));
-  } catch (const json::out_of_range& e) {
-    // "number overflow parsing '1e999'": a literal beyond the range of a double.
-    std::string s = e.what();
-    const auto q1 = s.find('\''), q2 = s.rfind('\'');
-    if (q1 != std::string::npos && q2 > q1)
-      r.fail(child_field(stack), s.substr(q1 + 1, q2 - q1 - 1) + " is not a finite number (too large for a double)");
-    throw Error(one_line(path + ": malformed JSON: " + s));
-  } catch (const json::exception& e) {
-    throw Error(one_line(path + ": malformed JSON: " + e.what()));
-  }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Sections
@@ -411,8 +341,8 @@ void apply_override(const Reader& r, json& doc, const std::string& o) {
   const std::string path = o.substr(0, eq), text = o.substr(eq + 1);
   json value;
   try {
-    value = json::parse(text);
-  } catch (const json::exception&) {
+    value = jsonr::parse_text<json>(text, "--set " + o);
+  } catch (const Error&) {
     value = text;  // a bare word is a string
   }
   json* node = &doc;
@@ -478,7 +408,7 @@ bool physical_section(const std::string& s) {
 
 Hardware load_hardware(const std::string& path, const std::vector<std::string>& overrides) {
   const Reader r(path);
-  json doc = parse(r, path, read_text(path));
+  json doc = jsonr::parse_text<json>(read_text(path), path);
   r.object(doc, "");
   for (const auto& o : overrides) apply_override(r, doc, o);
   return read_document(r, path, doc);
@@ -486,7 +416,7 @@ Hardware load_hardware(const std::string& path, const std::vector<std::string>& 
 
 HardwareFile::HardwareFile(const std::string& path) : path_(path) {
   const Reader r(path);
-  doc_ = parse(r, path, read_text(path));
+  doc_ = jsonr::parse_text<json>(read_text(path), path);
   r.object(doc_, "");
   base_ = read_document(r, path, doc_);
 }

@@ -92,7 +92,7 @@ TEST_CASE("gpu: a malformed catalogue is a one-line error naming the file and th
                                               "memory_tb_per_s": 1, "memory_gb": 1, "l2_mb": 1, "board_wats": 1, "source": "s"}}})");
   CHECK_THROWS_WITH(aoc::read_gpus(typo), Contains("gpus.x.board_wats: unknown key (did you mean board_watts?)"));
   const std::string broken = write_catalogue("aoc_gpus_broken.json", "{\"gpus\": ");
-  CHECK_THROWS_WITH(aoc::read_gpus(broken), Contains("aoc_gpus_broken.json: malformed JSON"));
+  CHECK_THROWS_WITH(aoc::read_gpus(broken), Contains("aoc_gpus_broken.json: line 1, column 10: malformed JSON"));
   fs::remove(bad), fs::remove(typo), fs::remove(broken);
 }
 

@@ -308,7 +308,7 @@ TEST_CASE("safetensors: a truncated file or header is one line naming the file")
   CHECK(error_of(r) == r + ": tensor 'w': data_offsets [0, 4] end past the 2-byte buffer");
 
   const std::string m = raw_file("bad-json.safetensors", "{\"w\": ", Bytes{});
-  CHECK_THAT(error_of(m), Catch::StartsWith(m + ": header: malformed JSON: "));
+  CHECK_THAT(error_of(m), Catch::StartsWith(m + ": header: line 1, column 7: malformed JSON: "));
   CHECK(error_of(tmp("absent.safetensors")) == tmp("absent.safetensors") + ": cannot open the file");
 }
 
