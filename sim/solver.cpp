@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "sim/error.hpp"
 
@@ -25,6 +26,12 @@ double l2(const T* a, int n) {
   double s = 0;
   for (int j = 0; j < n; ++j) s += static_cast<double>(a[j]) * static_cast<double>(a[j]);
   return std::sqrt(s);
+}
+
+// The larger, NaN winning: a diverged sample shows in the per-step maximum instead of vanishing.
+double worse(double worst, double d) {
+  if (std::isnan(worst)) return worst;
+  return std::isnan(d) || d > worst ? d : worst;
 }
 
 template <class T>
@@ -63,13 +70,14 @@ void solve_together(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z0,
     double worst = 0;
     for (int r = 0; r < B; ++r) {
       const double d = l2_diff(fz.row(r), z.row(r), N);
-      worst = std::max(worst, d);
+      worst = worse(worst, d);
       if (!res.settled[r] && d < opt.tol) res.settled[r] = k + 1;
       if (opt.trace) {
         res.residual_trace(k, r) = d;
         write_row(fz.row(r), N, res.state_trace, k * B + r);
       }
-      if (!twin || d < best[r]) {
+      // twin: the lowest residual seen; a NaN one is kept only until a comparable one comes
+      if (!twin || res.iterations[r] == 0 || std::isnan(best[r]) || d < best[r]) {
         best[r] = d;
         res.iterations[r] = k + 1;
         write_row(fz.row(r), N, res.z, r);
@@ -115,7 +123,7 @@ void solve_per_sample(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z
       }
       const double d = l2_diff(fz.row(a), z.row(a), N);
       const double rel = d / (l2(fz.row(a), N) + 1e-9);
-      worst = std::max(worst, d);
+      worst = worse(worst, d);
       if (opt.trace) {
         res.residual_trace(k, r) = d;
         write_row(fz.row(a), N, res.state_trace, k * B + r);
@@ -184,7 +192,7 @@ void solve_released(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z0,
         zz += static_cast<double>(zr[j]) * static_cast<double>(zr[j]);
       }
       res.residual[r] = std::sqrt(rr);
-      worst = std::max(worst, res.residual[r]);
+      worst = worse(worst, res.residual[r]);
       if (opt.trace) {
         res.residual_trace(k, r) = res.residual[r];
         write_row(fr, N, res.state_trace, k * B + r);
@@ -222,10 +230,25 @@ SolveResult solve_fixed_point(const StepFn<T>& f, const Batch<T>& inj, const Bat
   res.converged.assign(B, 0);
   res.settled.assign(B, 0);
   res.residual.assign(B, std::numeric_limits<double>::infinity());
+  res.z.setConstant(std::numeric_limits<double>::quiet_NaN());  // never uninitialised, whatever a step returns
   if (opt.rule == StopRule::Relative) solve_per_sample(f, inj, z0, opt, res);
   else if (opt.rule == StopRule::Released) solve_released(f, inj, z0, opt, res);
   else solve_together(f, inj, z0, opt, res);
+  res.finite.assign(B, 1);
+  for (int r = 0; r < B; ++r) {
+    res.finite[r] = res.z.row(r).allFinite() && !std::isnan(res.residual[r]) && res.residual[r] != std::numeric_limits<double>::infinity();
+    if (!res.finite[r]) res.converged[r] = 0;
+  }
   return res;
+}
+
+int non_finite_samples(const SolveResult& r) { return static_cast<int>(std::count(r.finite.begin(), r.finite.end(), 0)); }
+
+std::string non_finite_text(const SolveResult& r) {
+  const int n = non_finite_samples(r);
+  if (n == 0) return {};
+  const auto first = std::find(r.finite.begin(), r.finite.end(), 0) - r.finite.begin();
+  return std::to_string(n) + " of " + std::to_string(r.finite.size()) + " samples diverged to NaN or inf (sample " + std::to_string(first) + " first)";
 }
 
 template SolveResult solve_fixed_point<float>(const StepFn<float>&, const Batch<float>&, const Batch<float>&, const SolverOptions&);

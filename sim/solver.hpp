@@ -49,6 +49,7 @@ struct SolveResult {
   std::vector<std::uint8_t> converged; // per sample: its residual met the tolerance
   std::vector<double> residual;        // per sample: residual of the returned iterate
   std::vector<int> settled;            // per sample: the first step whose residual met the tolerance (0: none did)
+  std::vector<std::uint8_t> finite;    // per sample: its returned iterate and residual are finite (0: it diverged to NaN or inf)
   int steps = 0;                       // steps run on the batch (the longest sample)
   std::vector<double> max_residual;    // per step: max over the samples still iterating
   RowMatrix<double> residual_trace;    // steps x B when options.trace (NaN once a sample stopped)
@@ -64,6 +65,11 @@ using StepFn = std::function<void(const Batch<T>& z, const Batch<T>& inj, const 
 
 template <class T>
 SolveResult solve_fixed_point(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z0, const SolverOptions& opt);
+
+// The samples whose result is NaN or inf (SolveResult::finite == 0), for the one-line report a
+// command gives of a diverged solve: "2 of 64 samples diverged to NaN or inf (sample 3 first)".
+int non_finite_samples(const SolveResult& r);
+std::string non_finite_text(const SolveResult& r);
 
 extern template SolveResult solve_fixed_point<float>(const StepFn<float>&, const Batch<float>&, const Batch<float>&, const SolverOptions&);
 extern template SolveResult solve_fixed_point<double>(const StepFn<double>&, const Batch<double>&, const Batch<double>&, const SolverOptions&);

@@ -189,3 +189,15 @@ TEST_CASE("cli: hw show prints every section of a machine, its timing, photon bu
                         "dac_conversion_ns", "digital_gmac_per_s", "led_wall_plug_efficiency", "analog_functions", "state_memory"})
     CHECK_THAT(r.out, Catch::Contains(s));
 }
+
+TEST_CASE("cli: aoc loop refuses a non-finite --alpha, and a diverged solve exits 1 naming the samples, the same every run") {
+  const Run nan = run_aoc("loop --alpha nan --batch 2");
+  CHECK(nan.status != 0);
+  CHECK_THAT(nan.out, Catch::Contains("--alpha: must be a finite number, got nan"));
+  const Run a = run_aoc("loop --mode ideal --alpha 1e300 --batch 3 --json"), b = run_aoc("loop --mode ideal --alpha 1e300 --batch 3 --json");
+  CHECK(a.status == 1);
+  CHECK_THAT(a.out, Catch::Contains("aoc: error: loop: 3 of 3 samples diverged to NaN or inf (sample 0 first)"));
+  CHECK_THAT(a.out, Catch::Contains("\"non_finite\": 3"));
+  const auto digest = [](const std::string& out) { return out.substr(out.find("\"digest\""), 30); };
+  CHECK(digest(a.out) == digest(b.out));  // NaN results, bit for bit the same: no uninitialised memory
+}

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <set>
 #include <vector>
@@ -452,4 +453,27 @@ TEST_CASE("solver: the released rule stops on one residual over the batch and re
   CHECK(r.iterations == std::vector<int>{7, 7, 7});
   CHECK(r.converged == std::vector<std::uint8_t>{1, 1, 1});
   for (int j = 0; j < 4; ++j) CHECK(r.z(0, j) == Approx(inj.row(0)[j] * (2 - std::pow(2.0, -7))).epsilon(1e-12));
+}
+
+TEST_CASE("solver: a step that returns NaN gives NaN results flagged non-finite under every rule, never uninitialised memory") {
+  const StepFn<double> poison = [](const Batch<double>& z, const Batch<double>&, const Batch<double>*, Batch<double>& out, const StepContext&) {
+    if (out.rows != z.rows || out.n != z.n) out = Batch<double>(z.rows, z.n);
+    for (int r = 0; r < z.rows; ++r)
+      for (int j = 0; j < z.n; ++j) out.row(r)[j] = r == 1 ? std::numeric_limits<double>::quiet_NaN() : 0.5 * z.row(r)[j] + 1;
+  };
+  std::vector<SolverOptions> rules{SolverOptions::twin(), SolverOptions::relative(1e-9, 30, 0.8), SolverOptions::fixed(5)};
+  rules.push_back(SolverOptions::fixed(30, 1e-9));
+  rules.back().rule = StopRule::Released;
+  for (const SolverOptions& o : rules) {
+    INFO("rule " << static_cast<int>(o.rule));
+    const SolveResult r = solve_fixed_point<double>(poison, Batch<double>(3, 4), Batch<double>(3, 4), o);
+    CHECK(r.finite[0] == 1);
+    CHECK(r.finite[1] == 0);
+    CHECK(r.converged[1] == 0);
+    CHECK(r.z.row(1).array().isNaN().all());
+    CHECK(std::isnan(r.max_residual.back()));
+    CHECK(non_finite_samples(r) == 1);
+  }
+  CHECK(non_finite_text(solve_fixed_point<double>(poison, Batch<double>(3, 4), Batch<double>(3, 4), SolverOptions::twin())) ==
+        "1 of 3 samples diverged to NaN or inf (sample 1 first)");
 }

@@ -1,21 +1,39 @@
 #include "runtime/cli/loop_flags.hpp"
 
+#include <cmath>
 #include <cstdio>
 
 #include "sim/error.hpp"
 
 namespace aoc::cli {
 
+namespace {
+
+// NaN or inf in a loop coefficient would run a meaningless solve: refused where it is given.
+const CLI::Validator kFinite(
+    [](std::string& s) -> std::string {
+      double v = 0;
+      try {
+        v = std::stod(s);
+      } catch (...) {
+        return "";  // not a number: CLI11's conversion says so
+      }
+      return std::isfinite(v) ? "" : "must be a finite number, got " + s;
+    },
+    "FINITE");
+
+}  // namespace
+
 void add_loop_flags(CLI::App* c, LoopFlags& f, const char* seed_help) {
   c->add_option("--hw", f.hw, "hardware file or bundled machine (aoc-48, aoc-16, aoc-scale)")->capture_default_str();
   c->add_option("--set", f.set, "override a hardware value, e.g. --set noise.thermal_sigma=0.002 (repeatable)");
   c->add_option("--mode", f.mode, "default: the twin's switches; all-off: every non-ideality off; ideal: tanh loop")
       ->check(CLI::IsMember({"default", "all-off", "ideal"}))->capture_default_str();
-  f.alpha_opt = c->add_option("--alpha", f.alpha, "leak / feedback coefficient")->capture_default_str();
+  f.alpha_opt = c->add_option("--alpha", f.alpha, "leak / feedback coefficient")->check(kFinite)->capture_default_str();
   c->add_option("--rule", f.rule, "stop rule: twin (batch max residual), relative (per sample, damped), fixed")
       ->check(CLI::IsMember({"twin", "relative", "fixed"}))->capture_default_str();
   c->add_option("--max-iter", f.max_iter, "iteration limit (the count, for --rule fixed)")->check(CLI::PositiveNumber)->capture_default_str();
-  c->add_option("--tol", f.tol, "residual tolerance")->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_option("--tol", f.tol, "residual tolerance")->check(CLI::PositiveNumber & kFinite)->capture_default_str();
   c->add_option("--damping", f.damping, "relative rule: z <- (1-d) z + d f(z)")->check(CLI::Range(1e-6, 1.0))->capture_default_str();
   c->add_option("--precision", f.precision, "f32 or f64")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
   c->add_flag("--quantize", f.quantize, "SLM weight codes, input DAC, and the readout chain: the saturation curve, then the ADC (the hardware's converters section)");
