@@ -26,7 +26,7 @@ constexpr int kVersion = 1;
 
 void put_string(H5::H5File& f, const std::string& name, const std::string& text) {
   const H5::StrType t(H5::PredType::C_S1, H5T_VARIABLE);
-  f.createDataSet(name, t, H5::DataSpace(H5S_SCALAR)).write(text, t);
+  f.createDataSet(name, t, H5::DataSpace(H5S_SCALAR), untimed_dataset()).write(text, t);
 }
 
 void put_attr(H5::H5Object& o, const std::string& name, const std::string& v) {
@@ -106,16 +106,15 @@ void write_program_h5(const std::string& path, const Program& p) {
     put_attr(f, "tool", AOC_VERSION);
     put_string(f, "graph", graph);
     put_string(f, "program", meta.dump(1));
-    H5::DSetCreatPropList dcpl;
-    H5Pset_obj_track_times(dcpl.getId(), false);  // no timestamps: the same program gives the same bytes
-    f.createGroup("weights");
+    const H5::DSetCreatPropList& dcpl = untimed_dataset();
+    create_group(f, "weights");
     for (const auto& [name, t] : p.weights) {
       const std::vector<hsize_t> dims(t.shape.begin(), t.shape.end());
       H5::DataSet d = f.createDataSet("weights/" + name, H5::PredType::IEEE_F64LE,
                                       H5::DataSpace(static_cast<int>(dims.size()), dims.data()), dcpl);
       if (!t.data.empty()) d.write(t.data.data(), H5::PredType::NATIVE_DOUBLE);
     }
-    f.createGroup("codes"), f.createGroup("code_step");
+    create_group(f, "codes"), create_group(f, "code_step");
     for (std::size_t k = 0; k < p.optical.size(); ++k) {
       const OpticalPlan& pl = p.optical[k];
       if (pl.codes.empty()) continue;

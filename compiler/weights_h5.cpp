@@ -81,10 +81,7 @@ WeightStore read_weights_h5(const std::string& path, const std::string& group) {
 
 void write_weights_h5(const std::string& path, const std::function<void(const AddWeight& add)>& produce) {
   write_h5_atomic(path, [&](H5::H5File& f) {
-    H5::LinkCreatPropList lcpl;
-    H5Pset_create_intermediate_group(lcpl.getId(), 1);
-    H5::DSetCreatPropList dcpl;
-    H5Pset_obj_track_times(dcpl.getId(), false);  // no timestamps: the same weights give the same bytes
+    const H5::DSetCreatPropList& dcpl = untimed_dataset();
     produce([&](const std::string& name, const Tensor& t) {
       if (name.empty() || name.front() == '/' || name.back() == '/')
         throw Error(path + ": weight \"" + name + "\": not a valid dataset name");
@@ -94,8 +91,10 @@ void write_weights_h5(const std::string& path, const std::function<void(const Ad
         throw Error(path + ": weight \"" + name + "\": " + std::to_string(t.data.size()) + " values for a shape of " +
                     std::to_string(t.size()));
       const std::vector<hsize_t> dims(t.shape.begin(), t.shape.end());
-      H5::DataSet d = f.createDataSet(name, H5::PredType::IEEE_F64LE, H5::DataSpace(static_cast<int>(dims.size()), dims.data()),
-                                      dcpl, H5::DSetAccPropList::DEFAULT, lcpl);
+      // the groups a "/" in the name asks for, made first (untimed), as HDF5's intermediate groups are not
+      for (std::size_t slash = name.find('/'); slash != std::string::npos; slash = name.find('/', slash + 1))
+        if (H5Lexists(f.getId(), name.substr(0, slash).c_str(), H5P_DEFAULT) <= 0) create_group(f, name.substr(0, slash));
+      H5::DataSet d = f.createDataSet(name, H5::PredType::IEEE_F64LE, H5::DataSpace(static_cast<int>(dims.size()), dims.data()), dcpl);
       if (!t.data.empty()) d.write(t.data.data(), H5::PredType::NATIVE_DOUBLE);
     });
   });

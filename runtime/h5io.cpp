@@ -115,9 +115,7 @@ enum class Kind { F64, I32, U8 };
 void put(H5::H5File& f, const std::string& name, const std::vector<hsize_t>& dims, const void* data, Kind k) {
   const H5::PredType& file = k == Kind::F64 ? H5::PredType::IEEE_F64LE : k == Kind::I32 ? H5::PredType::STD_I32LE : H5::PredType::STD_U8LE;
   const H5::PredType& mem = k == Kind::F64 ? H5::PredType::NATIVE_DOUBLE : k == Kind::I32 ? H5::PredType::NATIVE_INT32 : H5::PredType::NATIVE_UINT8;
-  H5::DSetCreatPropList pl;
-  H5Pset_obj_track_times(pl.getId(), false);  // no timestamps: the same results give the same bytes
-  H5::DataSet d = f.createDataSet(name, file, H5::DataSpace(static_cast<int>(dims.size()), dims.data()), pl);
+  H5::DataSet d = f.createDataSet(name, file, H5::DataSpace(static_cast<int>(dims.size()), dims.data()), untimed_dataset());
   std::size_t n = 1;
   for (hsize_t v : dims) n *= v;
   if (n) d.write(data, mem);

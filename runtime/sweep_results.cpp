@@ -216,7 +216,7 @@ void put_strings(H5::Group& g, const std::string& name, const std::vector<std::s
   const hsize_t n = v.size();
   std::vector<const char*> p;
   for (const auto& s : v) p.push_back(s.c_str());
-  H5::DataSet d = g.createDataSet(name, t, H5::DataSpace(1, &n));
+  H5::DataSet d = g.createDataSet(name, t, H5::DataSpace(1, &n), untimed_dataset());
   if (n) d.write(p.data(), t);
 }
 
@@ -236,7 +236,7 @@ std::vector<std::string> get_strings(const H5::DataSet& d) {
 template <class T>
 void put_numbers(H5::Group& g, const std::string& name, const std::vector<T>& v, const H5::PredType& file, const H5::PredType& mem) {
   const hsize_t n = v.size();
-  H5::DataSet d = g.createDataSet(name, file, H5::DataSpace(1, &n));
+  H5::DataSet d = g.createDataSet(name, file, H5::DataSpace(1, &n), untimed_dataset());
   if (n) d.write(v.data(), mem);
 }
 
@@ -292,7 +292,7 @@ void write_results_h5(const std::string& path, const Results& r) {
     put_strings(root, "status", status);
     put_strings(root, "error", error);
 
-    H5::Group params = f.createGroup("parameters");
+    H5::Group params = create_group(f, "parameters");
     std::vector<std::string> names;
     for (std::size_t k = 0; k < h.params.size(); ++k) {
       const ParamColumn& c = h.params[k];
@@ -312,7 +312,7 @@ void write_results_h5(const std::string& path, const Results& r) {
     }
     put_attr(params, "order", order_of(names).dump());
 
-    H5::Group metrics = f.createGroup("metrics");
+    H5::Group metrics = create_group(f, "metrics");
     names.clear();
     for (std::size_t k = 0; k < h.metrics.size(); ++k) {
       const MetricColumn& c = h.metrics[k];

@@ -24,6 +24,26 @@ H5::H5File open_h5_read(const std::string& path) {
   }
 }
 
+const H5::DSetCreatPropList& untimed_dataset() {
+  static const H5::DSetCreatPropList pl = [] {
+    H5::DSetCreatPropList p;
+    H5Pset_obj_track_times(p.getId(), false);
+    return p;
+  }();
+  return pl;
+}
+
+H5::Group create_group(H5::Group& where, const std::string& name) {
+  const hid_t gcpl = H5Pcreate(H5P_GROUP_CREATE);
+  H5Pset_obj_track_times(gcpl, false);
+  const hid_t id = H5Gcreate2(where.getId(), name.c_str(), H5P_DEFAULT, gcpl, H5P_DEFAULT);
+  H5Pclose(gcpl);
+  if (id < 0) throw H5::GroupIException("create_group", "cannot create group " + name);
+  H5::Group g(id);  // takes its own reference
+  H5Gclose(id);
+  return g;
+}
+
 void write_h5_atomic(const std::string& path, const std::function<void(H5::H5File&)>& fill) {
   H5::Exception::dontPrint();
   const fs::path tmp = temp_path_next_to(path);

@@ -15,4 +15,9 @@ H5::H5File open_h5_read(const std::string& path);
 // on any failure the temporary file is removed and nothing appears at `path`.
 void write_h5_atomic(const std::string& path, const std::function<void(H5::H5File&)>& fill);
 
+// Datasets and groups created without timestamps (HDF5 stamps every object it creates by default),
+// so that the same content gives the same bytes: every writer of aoc creates through these.
+const H5::DSetCreatPropList& untimed_dataset();
+H5::Group create_group(H5::Group& where, const std::string& name);
+
 }  // namespace aoc

@@ -9,7 +9,10 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <chrono>
+#include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 #include <sys/wait.h>
 
@@ -200,4 +203,24 @@ TEST_CASE("cli: aoc loop refuses a non-finite --alpha, and a diverged solve exit
   CHECK_THAT(a.out, Catch::Contains("\"non_finite\": 3"));
   const auto digest = [](const std::string& out) { return out.substr(out.find("\"digest\""), 30); };
   CHECK(digest(a.out) == digest(b.out));  // NaN results, bit for bit the same: no uninitialised memory
+}
+
+TEST_CASE("cli: two identical aoc compile runs a second apart write byte-identical programs and weights") {
+  const auto dir = std::filesystem::temp_directory_path() / "aoc-identical";
+  std::filesystem::create_directories(dir);
+  const auto bytes = [](const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  std::string program[2], weights[2];
+  for (int i = 0; i < 2; ++i) {
+    const std::string g = (dir / ("g" + std::to_string(i) + ".json")).string(), p = (dir / ("p" + std::to_string(i) + ".h5")).string();
+    REQUIRE(run_aoc("import " + std::string(AOC_TEST_DATA) + "/implicit-lm/mamba2-state-tracking-implicit/config.json -o " + g).status == 0);
+    REQUIRE(run_aoc("compile " + g + " --hw aoc-48 -o " + p).status == 0);
+    program[i] = bytes(p), weights[i] = bytes(dir / ("g" + std::to_string(i) + ".h5"));
+    if (i == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // HDF5's timestamps have 1 s resolution
+  }
+  CHECK(program[0].size() > 1000);
+  CHECK(program[0] == program[1]);
+  CHECK(weights[0] == weights[1]);
 }
