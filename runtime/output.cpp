@@ -2,9 +2,37 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
+#include "sim/error.hpp"
+
 namespace aoc {
+
+namespace {
+
+// Whether two names are one file: the same inode where both exist, else the same normalized path.
+bool same_file(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(a, ec) && fs::exists(b, ec)) return fs::equivalent(a, b, ec);
+  return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
+}
+
+}  // namespace
+
+void check_outputs(const std::vector<NamedPath>& outputs, const std::vector<NamedPath>& inputs) {
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const NamedPath& o = outputs[i];
+    if (o.path.empty()) continue;
+    for (const NamedPath& in : inputs)
+      if (!in.path.empty() && same_file(o.path, in.path))
+        throw Error(o.flag + ": " + o.path + " is also " + in.flag + " (" + in.path + "), which this command reads; write the output elsewhere");
+    for (std::size_t k = 0; k < i; ++k)
+      if (!outputs[k].path.empty() && same_file(o.path, outputs[k].path))
+        throw Error(o.flag + ": " + o.path + " is also " + outputs[k].flag + "; give the two outputs different files");
+  }
+}
 
 namespace {
 

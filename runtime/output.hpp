@@ -17,4 +17,13 @@ std::string file_digest(const std::string& path);
 // Numbers as text, space-separated, every digit kept (%.17g); `if_empty` when there are none.
 std::string numbers_text(const std::vector<double>& v, const char* if_empty = "");
 
+// A file a command reads or writes, by the flag that names it ("-o", "the graph").
+struct NamedPath {
+  std::string flag, path;
+};
+// Refuses, before anything runs, a command whose outputs would replace one of its inputs or each
+// other (the same file by any name: a link, ./x, an absolute path). Empty paths are not given.
+//   "-o: m.h5 is also the program read (PROGRAM); write the output elsewhere"
+void check_outputs(const std::vector<NamedPath>& outputs, const std::vector<NamedPath>& inputs);
+
 }  // namespace aoc

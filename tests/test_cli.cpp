@@ -224,3 +224,36 @@ TEST_CASE("cli: two identical aoc compile runs a second apart write byte-identic
   CHECK(program[0] == program[1]);
   CHECK(weights[0] == weights[1]);
 }
+
+TEST_CASE("cli: an output that names one of the command's inputs is refused before anything is written") {
+  const auto dir = std::filesystem::temp_directory_path() / "aoc-eat";
+  std::filesystem::create_directories(dir);
+  const std::string g = (dir / "g.json").string(), p = (dir / "p.h5").string(), tok = (dir / "tok.h5").string();
+  REQUIRE(run_aoc("import " + std::string(AOC_TEST_DATA) + "/implicit-lm/mamba2-state-tracking-implicit/config.json -o " + g).status == 0);
+  REQUIRE(run_aoc("compile " + g + " --hw aoc-48 -o " + p).status == 0);
+  REQUIRE(run_aoc("run " + p + " --example-input " + tok).status == 0);
+  const auto bytes = [](const std::string& f) {
+    std::ifstream in(f, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string graph = bytes(g), program = bytes(p), tokens = bytes(tok);
+  const std::string same_dir = (dir / "." / "p.h5").string();  // the same file by another name
+  struct Case {
+    std::string args, says;
+  };
+  for (const Case& c : {Case{"compile " + g + " --hw aoc-48 -o " + g, "-o: " + g + " is also the graph"},
+                        Case{"compile " + g + " --hw aoc-48 -o " + (dir / "g.h5").string(), "is also --weights"},
+                        Case{"run " + p + " --inputs " + tok + " -o " + same_dir, "-o: " + same_dir + " is also the program"},
+                        Case{"run " + p + " --inputs " + tok + " -o " + tok, "is also --inputs"},
+                        Case{"report " + p + " -o " + p, "is also the results"},
+                        Case{"task parity --tokens " + tok + " --labels " + tok, "--labels: " + tok + " is also --tokens"}}) {
+    INFO(c.args);
+    const Run r = run_aoc(c.args);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.out, Catch::Contains(c.says));
+    CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+  }
+  CHECK(bytes(g) == graph);
+  CHECK(bytes(p) == program);
+  CHECK(bytes(tok) == tokens);
+}

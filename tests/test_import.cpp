@@ -406,7 +406,7 @@ TEST_CASE("import: a --weights file that is neither HDF5 nor safetensors is name
   const auto dir = temp_dir();
   const std::string junk = (dir / "junk.h5").string();
   std::ofstream(junk) << "not weights at all";
-  const Run r = run_aoc("import " + kTrained + "/config.json --weights " + junk + " -o " + (dir / "junk.json").string());
+  const Run r = run_aoc("import " + kTrained + "/config.json --weights " + junk + " -o " + (dir / "junk-graph.json").string());
   CHECK(r.status == 1);
   CHECK(r.out == "aoc: error: " + junk + ": not a weights file: neither HDF5 (an aoc weights.h5) nor safetensors (a checkpoint or its index .json)\n");
 }

@@ -11,6 +11,7 @@
 #include "runtime/progress.hpp"
 #include "runtime/program_run.hpp"
 #include "runtime/cli/commands.hpp"
+#include "runtime/output.hpp"
 #include "sim/error.hpp"
 #include "sim/hardware.hpp"
 
@@ -38,6 +39,8 @@ int run(const Opts& o) {
   if (weights.empty() && !o.shapes_only && !p.graph.weights.empty() && std::filesystem::is_regular_file(beside)) {
     weights = beside.string();
   }
+  check_outputs({{"-o", o.output}, {"--report-json", o.report_json}},
+                {{"the graph", o.graph}, {"--weights", weights}, {"--calibrate", o.calibrate}});
   if (!weights.empty()) p.weights = ir::read_weights_h5(weights);
   else if (!p.graph.weights.empty() && !o.shapes_only)
     throw Error(o.graph + ": the graph has " + std::to_string(p.graph.weights.size()) + " weights and there is no " + beside.string() +

@@ -54,6 +54,7 @@ int run(Opts o) {
     if (wpath.size() >= 5 && wpath.compare(wpath.size() - 5, 5, ".json") == 0) wpath.resize(wpath.size() - 5);
     wpath += ".h5";
   }
+  check_outputs({{"-o", o.output}, {"--weights-out", wpath}}, {{"the config", o.config}, {"--weights", o.weights_in}});
   ir::Imported m;
   if (trained || o.shapes_only) {
     m = models::import_model_config(o.config, io);

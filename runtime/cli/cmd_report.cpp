@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "runtime/cli/commands.hpp"
+#include "runtime/output.hpp"
 #include "runtime/report.hpp"
 
 namespace aoc::cli {
@@ -15,6 +16,7 @@ struct Opts {
 };
 
 int run(const Opts& o) {
+  check_outputs({{"-o", o.output}}, {{"the results", o.results}});
   const report::Page p = report::write_report(o.results, o.output);
   if (o.quiet) return 0;
   std::printf("report: %s: %zu plots from %s\n", o.output.c_str(), p.plots.size(), o.results.c_str());

@@ -54,6 +54,7 @@ void run_program(const Opts& o, const CLI::App* c) {
   if (!sim) refuse_given(c, "run", kSimOnly, "applies to the sim backend only (the " + o.backend + " backend is the digital reference: no converters, noise or optics)");
   if (o.program.inputs.empty()) throw Error("run: " + o.input + " is a program: give its inputs with --inputs FILE.h5 (docs/program.md)");
   if (o.output.empty()) throw Error("run: no output file (-o OUT.h5)");
+  check_outputs({{"-o", o.output}}, {{"the program", o.input}, {"--inputs", o.program.inputs}});
   ProgramFlags f = o.program;
   f.quantize = o.quantize, f.noise = o.noise, f.seed = o.seed, f.threads = o.threads, f.set = o.set, f.precision = o.precision, f.trace = o.trace;
   const Hardware hw = program_hardware(p, f.set, "run");
@@ -152,6 +153,7 @@ void run(const Opts& o, const CLI::App* c) {
   if (o.input.empty()) throw Error("run: no input file (aoc run INPUT.h5 -o OUT.h5, or --example-input FILE)");
   const Hardware hw = load_machine(o);
   if (o.output.empty()) throw Error("run: no output file (-o OUT.h5)");
+  check_outputs({{"-o", o.output}}, {{"the input", o.input}});
   const RunInput in = read_run_input(o.input);
   const LoopProblem& p = in.problem;
   const CoreConfig cfg = make_config(o, hw, in);

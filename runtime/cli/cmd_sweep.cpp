@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "runtime/cli/commands.hpp"
+#include "runtime/output.hpp"
 #include "runtime/sweep_run.hpp"
 
 namespace aoc::cli {
@@ -16,6 +17,7 @@ struct Opts {
 };
 
 int run(const Opts& o) {
+  check_outputs({{"-o", o.run.output}, {"--csv", o.run.csv}}, {{"the scenario", o.scenario}});
   const sweep::SweepSummary s = sweep::run_sweep(o.scenario, o.run);
   if (s.stopped) return 1;
   if (!s.root) return 0;

@@ -6,6 +6,7 @@
 #include "compiler/graph_json.hpp"
 #include "models/tasks.hpp"
 #include "runtime/cli/commands.hpp"
+#include "runtime/output.hpp"
 
 namespace aoc::cli {
 
@@ -18,6 +19,7 @@ struct Opts {
 };
 
 int run(const Opts& o) {
+  check_outputs({{"--tokens", o.tokens}, {"--labels", o.labels}}, {});
   const tasks::Task task = tasks::parse_task(o.task);
   const tasks::SeqBatch b = tasks::sample(task, o.batch, o.length, o.seed, 0);
   ir::write_weights_h5(o.tokens, {{"tokens", b.tokens_tensor()}});
