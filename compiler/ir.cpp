@@ -79,9 +79,18 @@ std::string shape_text(const std::vector<std::int64_t>& dims) {
   return t + "]";
 }
 
-std::int64_t Tensor::size() const {
+std::int64_t checked_elements(const std::vector<std::int64_t>& dims) {
   std::int64_t n = 1;
-  for (std::int64_t d : shape) n *= d;
+  for (std::int64_t d : dims) {
+    if (d < 0 || (d > 0 && n > kMaxElements / d)) return -1;
+    n *= d;
+  }
+  return n;
+}
+
+std::int64_t Tensor::size() const {
+  const std::int64_t n = checked_elements(shape);
+  if (n < 0) throw Error("a tensor of shape " + shape_text(shape) + " has more than 2^50 elements (or a negative dim)");
   return n;
 }
 

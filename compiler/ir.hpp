@@ -138,10 +138,16 @@ bool optical_capable(const Graph& g, const Op& op);
 // Dims as text for messages: "[2, 3]".
 std::string shape_text(const std::vector<std::int64_t>& dims);
 
+// The most elements one value may have (2^50): far beyond any machine, small enough that element
+// counts, byte sizes and offsets computed from shapes never overflow.
+inline constexpr std::int64_t kMaxElements = std::int64_t{1} << 50;
+// The product of dims, or -1 when a dim is negative or the product exceeds kMaxElements.
+std::int64_t checked_elements(const std::vector<std::int64_t>& dims);
+
 struct Tensor {
   std::vector<std::int64_t> shape;
   std::vector<double> data;
-  std::int64_t size() const;
+  std::int64_t size() const;  // its shape's element count; throws aoc::Error beyond kMaxElements
 };
 using WeightStore = std::map<std::string, Tensor>;
 

@@ -286,7 +286,7 @@ void pass_tile(Program& p, const PassOptions& options, PassStats& stats) {
   // Tiles are packed in program order down the diagonal of a core (module, pass) while they fit
   // (rows and LED channels both left), then the next module; past the last module the next pass.
   int module = 0, pass = 0;
-  std::int64_t at_row = 0, at_col = 0;
+  std::int64_t at_row = 0, at_col = 0, total_tiles = 0;
   const auto next_core = [&] {
     at_row = at_col = 0;
     if (++module == t.modules) module = 0, ++pass;
@@ -307,6 +307,11 @@ void pass_tile(Program& p, const PassOptions& options, PassStats& stats) {
       // An op whose tiles fit the modules of one pass does not straddle two: its tiles then run in
       // parallel, one loop period.
       const std::int64_t count = ((plan.rows + C - 1) / C) * ((plan.cols + C - 1) / C);
+      total_tiles += count;
+      if (total_tiles > kMaxTiles)
+        throw Error("compile: tile: op '" + o.name + "' [" + std::to_string(plan.rows) + " x " + std::to_string(plan.cols) + "] brings the program to " +
+                    std::to_string(total_tiles) + " tiles of " + std::to_string(C) + " x " + std::to_string(C) + ", more than the " +
+                    std::to_string(kMaxTiles) + " a program may hold");
       const int used = module + (at_row > 0 ? 1 : 0);
       if (count > 1 && count <= t.modules && used + count > t.modules) {
         module = 0, ++pass, at_row = at_col = 0;

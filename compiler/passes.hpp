@@ -26,6 +26,10 @@
 
 namespace aoc::ir {
 
+// The most tiles one program may hold (2^24, a 1.3B model on aoc-48 has about 600,000): a bound on
+// the compiler's work and memory whatever shapes a graph declares.
+inline constexpr std::int64_t kMaxTiles = std::int64_t{1} << 24;
+
 struct PassOptions {
   bool gather = true;    // gather-linear runs
   bool tile = true;      // tile: false, one tile per matrix whatever its size (the untiled reference)

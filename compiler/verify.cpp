@@ -80,6 +80,11 @@ class Verifier {
   }
 
   void define(Scope& s, const std::string& name, const Type& t, const std::string& by) {
+    std::vector<std::int64_t> fixed;
+    for (const Dim& d : t.shape)
+      if (d.is_fixed()) fixed.push_back(d.size);
+    if (checked_elements(fixed) < 0)
+      fail((where_.empty() ? "verify: " : where_) + "value " + q(name) + " " + ts(t) + " has more than 2^50 elements per token");
     if (types_.count(name))
       fail((where_.empty() ? "verify: " : where_) + "value " + q(name) + " is defined twice (first by " + definer_[name] +
            "; value names are unique in the whole graph)");

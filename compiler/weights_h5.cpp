@@ -32,16 +32,28 @@ Tensor read_dataset(const H5::DataSet& d, const std::string& where) {
   std::vector<hsize_t> dims(s.getSimpleExtentNdims());
   if (!dims.empty()) s.getSimpleExtentDims(dims.data());
   Tensor t;
-  for (hsize_t v : dims) t.shape.push_back(static_cast<std::int64_t>(v));
-  t.data.resize(static_cast<std::size_t>(t.size()));
+  for (hsize_t v : dims) t.shape.push_back(v > static_cast<hsize_t>(kMaxElements) ? -1 : static_cast<std::int64_t>(v));
+  const std::int64_t n = checked_elements(t.shape);
+  if (n < 0) {
+    std::string text;
+    for (hsize_t v : dims) text += (text.empty() ? "" : ", ") + std::to_string(v);
+    throw Error(where + ": shape [" + text + "] has more than 2^50 elements");
+  }
+  try {
+    t.data.resize(static_cast<std::size_t>(n));
+  } catch (const std::bad_alloc&) {
+    throw Error(where + ": " + std::to_string(n) + " values (" + shape_text(t.shape) + ") do not fit in this machine's memory");
+  }
   if (!t.data.empty()) d.read(t.data.data(), H5::PredType::NATIVE_DOUBLE);
   for (std::size_t i = 0; i < t.data.size(); ++i)
     if (!std::isfinite(t.data[i])) throw Error(where + ": NaN or infinite value at element " + std::to_string(i));
   return t;
 }
 
-// Every dataset under group g, depth first, in HDF5's (alphabetical) order.
-void walk(const H5::Group& g, const std::string& prefix, const std::string& path, WeightStore& out) {
+// Every dataset under group g, depth first, in HDF5's (alphabetical) order; a hard-link cycle
+// (a group that contains itself) stops at the depth limit instead of recursing for ever.
+void walk(const H5::Group& g, const std::string& prefix, const std::string& path, WeightStore& out, int depth = 0) {
+  if (depth > 64) throw Error(path + ": /" + prefix.substr(0, 60) + "...: groups nested deeper than 64 (a link cycle?)");
   const hsize_t n = g.getNumObjs();
   for (hsize_t i = 0; i < n; ++i) {
     const std::string name = g.getObjnameByIdx(i);
@@ -54,7 +66,7 @@ void walk(const H5::Group& g, const std::string& prefix, const std::string& path
       throw Error(where + ": cannot read (" + e.getDetailMsg() + ")");
     }
     if (type == H5O_TYPE_GROUP) {
-      walk(g.openGroup(name), full, path, out);
+      walk(g.openGroup(name), full, path, out, depth + 1);
     } else if (type == H5O_TYPE_DATASET) {
       try {
         out[full] = read_dataset(g.openDataSet(name), where);
