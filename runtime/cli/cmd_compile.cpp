@@ -91,7 +91,7 @@ void add_compile(CLI::App& app) {
   c->add_option("--set", o.set, "override a hardware value, e.g. --set architecture.modules=100 (repeatable)");
   c->add_option("-o,--output", o.output, "write the program to this HDF5 file");
   c->add_option("--report-json", o.report_json, "write the mapping report as JSON to this file");
-  c->add_option("--tile-size", o.tile_size, "cut tiles of this size instead of the machine's channel count (what-if)")
+  c->add_option("--tile-size", o.tile_size, "the tile pass's tile_size: a what-if machine whose cores have this many channels (at most the machine's)")
       ->check(CLI::PositiveNumber);
   c->add_option("--calibrate", o.calibrate,
                  "sample inputs (HDF5, as aoc run --inputs): set each converter's range to the largest |value| it sees "
@@ -102,13 +102,14 @@ void add_compile(CLI::App& app) {
   c->add_flag("--no-quantize", o.no_quantize, "keep exact weights (no SLM codes)");
   c->add_flag("--no-tile", o.no_tile, "one tile per matrix, whatever its size (the untiled reference)");
   c->add_flag("--no-gather", o.no_gather, "keep Linears that read one value as separate products");
-  c->add_flag("--print-after-all", o.print_after_all, "print the program after every pass");
+  c->add_flag("--print-after-all", o.print_after_all, "print the program after every pass, with the pass's options and statistics");
   c->add_flag("--print", o.print, "print the final program");
   c->footer(
       "Passes (each followed by the program verifier): name-ops, gather-linear, loop-form,\n"
-      "partition, tile, quantize (docs/program.md). The report says what runs optically, in the\n"
-      "analog electronics and digitally, the ADC/DAC conversions per token, the tiles on the\n"
-      "modules and whether weights must be reloaded.\n"
+      "partition, tile, quantize, and calibrate with --calibrate (docs/program.md).\n"
+      "--print-after-all shows each pass's options and statistics and the program after it.\n"
+      "The report says what runs optically, in the analog electronics and digitally, the ADC/DAC\n"
+      "conversions per token, the tiles on the modules and whether weights must be reloaded.\n"
       "Examples:\n"
       "  aoc import tests/data/implicit-lm/mamba2-state-tracking-implicit/config.json -o m.json\n"
       "  aoc compile m.json --weights m.h5 --hw aoc-48 -o m.aocp.h5\n"
