@@ -1,0 +1,153 @@
+#!/usr/bin/python3
+"""Mutation fuzzing of every kind of file aoc reads (issue 19).
+
+Takes the bundled valid files of each kind, mutates them deterministically (seeded), runs the
+command that reads each, and fails on any of: a crash (a signal), an "internal error", an exit
+status other than 0 or 1, an error of more than one line, or a run longer than --timeout seconds.
+
+  /usr/bin/python3 tests/fuzz/mutate_inputs.py build/aoc [--per-kind N] [--seed S] [--timeout T]
+
+The ctest `fuzz_inputs_ci` runs a CI-sized subset (--per-kind 12). Exit 0: every mutated input was
+refused or run cleanly; exit 1: the failures, one line each with a reproducer kept in --keep DIR.
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def json_mutations(text, rng):
+    """A mutated JSON text: structural attacks first, then random byte edits."""
+    doc = None
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        pass
+    kind = rng.randrange(9)
+    if doc is not None and isinstance(doc, dict) and kind < 6:
+        keys = list(doc.keys())
+        k = rng.choice(keys) if keys else "x"
+        if kind == 0:  # deep nesting
+            n = rng.choice([300, 5000, 100000])
+            return text.rstrip()[:-1] + ', "zz": ' + "[" * n + "]" * n + "}"
+        if kind == 1:  # a number beyond a double
+            doc[k] = 1e308
+            return json.dumps(doc).replace("1e+308", "1e999")
+        if kind == 2:  # a duplicate key
+            return text.rstrip()[:-1] + ', "%s": 0}' % k
+        if kind == 3:  # a value of the wrong kind
+            doc[k] = rng.choice([None, "x", -1, 2**63, [], {}, 1e300, -1e300, 0.5])
+            return json.dumps(doc)
+        if kind == 4:  # huge sizes wherever there is an integer
+            s = json.dumps(doc)
+            out, i = [], 0
+            for tok in s.split(" "):
+                t = tok.rstrip(",]}")
+                if t.isdigit() and rng.random() < 0.3:
+                    tok = tok.replace(t, str(rng.choice([2**32, 2**40, 2**63 - 1, 0])), 1)
+                out.append(tok)
+            return " ".join(out)
+        if kind == 5:  # a key removed
+            doc.pop(k, None)
+            return json.dumps(doc)
+    b = bytearray(text.encode())
+    if not b:
+        return text
+    if kind == 6:  # truncated
+        return b[: rng.randrange(len(b))].decode(errors="replace")
+    for _ in range(rng.randint(1, 8)):  # byte flips
+        b[rng.randrange(len(b))] = rng.randrange(256)
+    return b.decode(errors="replace")
+
+
+def binary_mutations(data, rng):
+    b = bytearray(data)
+    kind = rng.randrange(3)
+    if kind == 0:
+        return bytes(b[: rng.randrange(max(1, len(b)))])
+    for _ in range(rng.randint(1, 32)):
+        b[rng.randrange(len(b))] = rng.randrange(256)
+    if kind == 2 and len(b) > 16:  # a safetensors header length or an HDF5 field made huge
+        at = rng.randrange(0, min(len(b) - 8, 4096))
+        b[at : at + 8] = (2**63 - 1).to_bytes(8, "little")
+    return bytes(b)
+
+
+def kinds(work):
+    """(name, seed file, mutate, command builder) for each file kind aoc reads."""
+    hw = os.path.join(ROOT, "scenarios/hardware/aoc-48.json")
+    graph = os.path.join(ROOT, "models/graphs/tiny-deq.json")
+    weights = os.path.join(ROOT, "models/graphs/tiny-deq.h5")
+    config = os.path.join(ROOT, "tests/data/implicit-lm/mamba2-state-tracking-implicit/config.json")
+    out = os.path.join(work, "out")
+    return [
+        ("hardware", hw, json_mutations, lambda f: ["hw", "show", f]),
+        ("graph", graph, json_mutations, lambda f: ["compile", f, "--shapes-only", "--hw", "aoc-16"]),
+        ("config", config, json_mutations, lambda f: ["import", f, "--shapes-only", "-o", out + ".json"]),
+        ("weights", weights, binary_mutations, lambda f: ["compile", graph, "--weights", f, "--hw", "aoc-16", "-o", out + ".h5"]),
+    ]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("aoc")
+    ap.add_argument("--per-kind", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--timeout", type=float, default=20.0)
+    ap.add_argument("--keep", default="")
+    a = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="aoc-fuzz-")
+    keep = a.keep or os.path.join(work, "failures")
+    failures, tried, t0 = [], 0, time.time()
+    for name, seed_file, mutate, command in kinds(work):
+        binary = mutate is binary_mutations
+        with open(seed_file, "rb") as fh:
+            original = fh.read()
+        rng = random.Random("%d %s" % (a.seed, name))
+        for i in range(a.per_kind):
+            m = mutate(original, rng) if binary else mutate(original.decode(), rng)
+            ext = os.path.splitext(seed_file)[1]
+            path = os.path.join(work, "input-%d%s" % (i, ext))
+            with open(path, "wb" if binary else "w") as fh:
+                fh.write(m)
+            cmd = [a.aoc] + command(path)
+            tried += 1
+            start = time.time()
+            try:
+                r = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=a.timeout)
+                status, err, took = r.returncode, r.stderr.strip(), time.time() - start
+            except subprocess.TimeoutExpired:
+                status, err, took = None, "", a.timeout
+            why = None
+            if status is None:
+                why = "ran past %g s" % a.timeout
+            elif status < 0:
+                why = "killed by signal %d" % -status
+            elif "internal error" in err:
+                why = "internal error: " + err.splitlines()[0][:200]
+            elif status not in (0, 1) and not (100 <= status < 120):  # 1xx: CLI11's own usage errors
+                why = "exit status %d" % status
+            elif status == 1 and len([l for l in err.splitlines() if l.startswith("aoc: error")]) != 1:
+                why = "error not one line: " + err[:200].replace("\n", " | ")
+            if why:
+                os.makedirs(keep, exist_ok=True)
+                kept = os.path.join(keep, "%s-%d%s" % (name.replace(" ", "-"), i, ext))
+                shutil.copy(path, kept)
+                failures.append("%s #%d: %s (reproduce: %s)" % (name, i, why, " ".join(cmd).replace(path, kept)))
+    print("fuzz: %d mutated inputs over %d kinds in %.1f s, %d failures" % (tried, len(kinds(work)), time.time() - t0, len(failures)))
+    for f in failures:
+        print("FAIL: " + f)
+    if not a.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
