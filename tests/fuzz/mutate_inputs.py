@@ -7,7 +7,7 @@ status other than 0 or 1, an error of more than one line, or a run longer than -
 
   /usr/bin/python3 tests/fuzz/mutate_inputs.py build/aoc [--per-kind N] [--seed S] [--timeout T]
 
-The ctest `fuzz_inputs_ci` runs a CI-sized subset (--per-kind 12). Exit 0: every mutated input was
+The ctest `fuzz_inputs_ci` runs a CI-sized subset (--per-kind 25). Exit 0: every mutated input was
 refused or run cleanly; exit 1: the failures, one line each with a reproducer kept in --keep DIR.
 """
 import argparse
@@ -80,18 +80,25 @@ def binary_mutations(data, rng):
     return bytes(b)
 
 
-def kinds(work):
-    """(name, seed file, mutate, command builder) for each file kind aoc reads."""
+def kinds(work, aoc):
+    """(name, seed file, mutate, command builder) for each file kind aoc reads; the program and its
+    inputs are made by aoc itself from the bundled tiny DEQ."""
     hw = os.path.join(ROOT, "scenarios/hardware/aoc-48.json")
     graph = os.path.join(ROOT, "models/graphs/tiny-deq.json")
     weights = os.path.join(ROOT, "models/graphs/tiny-deq.h5")
     config = os.path.join(ROOT, "tests/data/implicit-lm/mamba2-state-tracking-implicit/config.json")
     out = os.path.join(work, "out")
+    program, inputs = os.path.join(work, "seed-program.h5"), os.path.join(work, "seed-inputs.h5")
+    if not os.path.exists(program):
+        subprocess.run([aoc, "compile", graph, "--weights", weights, "--hw", "aoc-16", "-o", program], check=True, capture_output=True)
+        subprocess.run([aoc, "run", program, "--example-input", inputs, "--batch", "2", "--length", "3"], check=True, capture_output=True)
     return [
         ("hardware", hw, json_mutations, lambda f: ["hw", "show", f]),
         ("graph", graph, json_mutations, lambda f: ["compile", f, "--shapes-only", "--hw", "aoc-16"]),
         ("config", config, json_mutations, lambda f: ["import", f, "--shapes-only", "-o", out + ".json"]),
         ("weights", weights, binary_mutations, lambda f: ["compile", graph, "--weights", f, "--hw", "aoc-16", "-o", out + ".h5"]),
+        ("program", program, binary_mutations, lambda f: ["run", f, "--inputs", inputs, "--backend", "cpu", "-o", out + "-run.h5"]),
+        ("program inputs", inputs, binary_mutations, lambda f: ["run", program, "--inputs", f, "--backend", "cpu", "-o", out + "-run.h5"]),
     ]
 
 
@@ -106,7 +113,7 @@ def main():
     work = tempfile.mkdtemp(prefix="aoc-fuzz-")
     keep = a.keep or os.path.join(work, "failures")
     failures, tried, t0 = [], 0, time.time()
-    for name, seed_file, mutate, command in kinds(work):
+    for name, seed_file, mutate, command in kinds(work, a.aoc):
         binary = mutate is binary_mutations
         with open(seed_file, "rb") as fh:
             original = fh.read()
@@ -141,7 +148,7 @@ def main():
                 kept = os.path.join(keep, "%s-%d%s" % (name.replace(" ", "-"), i, ext))
                 shutil.copy(path, kept)
                 failures.append("%s #%d: %s (reproduce: %s)" % (name, i, why, " ".join(cmd).replace(path, kept)))
-    print("fuzz: %d mutated inputs over %d kinds in %.1f s, %d failures" % (tried, len(kinds(work)), time.time() - t0, len(failures)))
+    print("fuzz: %d mutated inputs over %d kinds in %.1f s, %d failures" % (tried, len(kinds(work, a.aoc)), time.time() - t0, len(failures)))
     for f in failures:
         print("FAIL: " + f)
     if not a.keep:
