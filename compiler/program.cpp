@@ -1,6 +1,7 @@
 #include "compiler/program.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -130,6 +131,10 @@ void check_plan(const Program& prog, const OpticalPlan& p, const std::map<std::s
     const std::int32_t lim = p.slm_bits >= 1 && p.slm_bits <= 31 ? (1 << (p.slm_bits - 1)) : 0;
     for (std::int32_t c : p.codes)
       if (c < -lim || c > lim - 1) bad_plan(p, "SLM code " + std::to_string(c) + " does not fit " + std::to_string(p.slm_bits) + " bits");
+    // A code step is the value of one SLM code: positive, or 0 for a tile of zero weights.
+    for (std::size_t k = 0; k < p.code_step.size(); ++k)
+      if (!(std::isfinite(p.code_step[k]) && p.code_step[k] >= 0))
+        bad_plan(p, "tile " + std::to_string(k) + ": code step " + jsonr::num(p.code_step[k]) + " is not a finite number >= 0");
   }
 }
 

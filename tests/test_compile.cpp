@@ -3,6 +3,7 @@
 // the interpreter's result within 1e-9, tiled or not; the simulator is the reference when its
 // converters and noise are off.
 #include <catch2/catch.hpp>
+#include <limits>
 
 #include <cmath>
 #include <filesystem>
@@ -192,6 +193,14 @@ TEST_CASE("compile: tiles cover each matrix once, a core at most, dealt over mod
   CHECK(max_pass >= 2);
   const Program untiled = compiled(deq(small_target(8, 3)), {.tile = false});
   CHECK(untiled.plan("mix")->tiles.size() == 1);
+}
+
+TEST_CASE("program: a code step that is negative, NaN or infinite is refused, naming the plan and tile") {
+  for (const double bad : {-1.0, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
+    Program p = compiled(deq(small_target()));
+    p.plan("mix")->code_step[1] = bad;
+    CHECK_THROWS_WITH(verify_program(p), Catch::Contains("'mix'") && Catch::Contains("tile 1: code step") && Catch::Contains("is not a finite number >= 0"));
+  }
 }
 
 TEST_CASE("compile: quantize gives every tile SLM codes within the machine's bits") {
