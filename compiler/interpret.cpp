@@ -243,12 +243,8 @@ class Interp {
   std::vector<Tensor> eval(const Op& op, const std::vector<const Tensor*>& in, const std::string& where, bool top) {
     const OpDef& def = op_def(op.kind);
     const size_t n = in.size();
-    if (n < static_cast<size_t>(def.min_inputs) || (def.max_inputs >= 0 && n > static_cast<size_t>(def.max_inputs))) {
-      const std::string want = def.min_inputs == def.max_inputs ? std::to_string(def.min_inputs)
-                               : def.max_inputs < 0            ? "at least " + std::to_string(def.min_inputs)
-                                                               : std::to_string(def.min_inputs) + " to " + std::to_string(def.max_inputs);
-      fail(where, "takes " + want + " operands, got " + std::to_string(n));
-    }
+    if (n < static_cast<size_t>(def.min_inputs) || (def.max_inputs >= 0 && n > static_cast<size_t>(def.max_inputs)))
+      fail(where, "takes " + arity_text(def) + " operands, got " + std::to_string(n));
     if (def.outputs >= 0 && op.outputs.size() != static_cast<size_t>(def.outputs))
       fail(where, "must have " + std::to_string(def.outputs) + " result, names " + std::to_string(op.outputs.size()));
     EvalCtx c;

@@ -54,6 +54,12 @@ const Attr& need_attr(const Op& op, const std::string& name) {
 
 const OpDef& op_def(OpKind k) { return registry().at(static_cast<std::size_t>(k)); }
 
+std::string arity_text(const OpDef& d) {
+  if (d.min_inputs == d.max_inputs) return std::to_string(d.min_inputs);
+  if (d.max_inputs < 0) return "at least " + std::to_string(d.min_inputs);
+  return std::to_string(d.min_inputs) + " to " + std::to_string(d.max_inputs);
+}
+
 std::optional<OpKind> op_kind(const std::string& name) {
   for (const OpDef& d : registry())
     if (name == d.name) return d.kind;

@@ -94,6 +94,7 @@ struct OpDef {
 };
 
 const OpDef& op_def(OpKind k);
+std::string arity_text(const OpDef& d);  // how many operands it takes: "2", "2 to 3", "at least 1"
 
 // For the records: one result; the per_token rule of an op acting along x's last axis (operand 0),
 // which is the sequence axis at rank 2.

@@ -404,7 +404,7 @@ std::vector<NamedPass> pipeline(const PassOptions& o) {
   if (o.calibrate)
     v.push_back({"calibrate",
                  [](Program& p, const PassOptions& opt, PassStats& stats) {
-                   if (p.weights.empty()) throw Error("compile: calibrate: needs the weights (a shapes-only program cannot run)");
+                   if (p.weights.empty()) throw Error("compile: calibrate: needs the weights (a shapes-only program cannot run: compile it with --weights, or without --calibrate)");
                    stats.add("ranges set", opt.calibrate(p));
                  },
                  ""});

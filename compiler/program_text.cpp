@@ -222,10 +222,8 @@ class TextParser {
     end_of_line();
     return v;
   }
-  Attr attr(OpKind k, const std::string& key) {
-    const AttrSpec* spec = attr_spec(k, key);
-    if (!spec) fail(std::string(op_def(k).name) + " has no attribute '" + key + "'");
-    switch (spec->kind) {
+  Attr attr(const AttrSpec& spec) {
+    switch (spec.kind) {
       case AttrKind::Number: return number();
       case AttrKind::Int: return integer();
       case AttrKind::String: return quoted();
@@ -279,12 +277,13 @@ class TextParser {
     while (accept(", ")) {
       const std::size_t key_at = at_;
       const std::string key = until(" = ");
-      if (!attr_spec(o.kind, key)) {
+      const AttrSpec* spec = attr_spec(o.kind, key);
+      if (!spec) {
         at_ = key_at;
         fail(std::string(op_def(o.kind).name) + " has no attribute '" + key + "'");
       }
       expect(" = ");
-      o.attrs[key] = attr(o.kind, key);
+      o.attrs[key] = attr(*spec);
     }
     expect("} : ");
     for (std::size_t i = 0; i < o.outputs.size(); ++i) {  // the inferred types: checked by the verifier, not read

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <iterator>
 #include <set>
 
 #include "sim/error.hpp"
+#include "sim/json_reader.hpp"
 
 namespace aoc::ir {
 
@@ -147,9 +147,7 @@ class Verifier {
       if (!spec->choices.empty()) {
         const std::string v = std::get<std::string>(a);
         if (std::find(spec->choices.begin(), spec->choices.end(), v) == spec->choices.end()) {
-          std::string list;
-          for (const auto& c : spec->choices) list += (list.empty() ? "" : ", ") + c;
-          bad("attribute " + name + " \"" + v + "\" is not one of " + list);
+          bad("attribute " + name + " \"" + v + "\" is not one of " + jsonr::join(spec->choices, ", "));
         }
       }
     }
@@ -181,12 +179,7 @@ class Verifier {
     const OpDef& def = op_def(o.kind);
     where_ = "verify: " + id + " " + def.name + (o.name.empty() ? "" : " " + q(o.name)) + ": ";
     const int n = static_cast<int>(o.inputs.size());
-    if (n < def.min_inputs || (def.max_inputs >= 0 && n > def.max_inputs)) {
-      const std::string want = def.max_inputs == def.min_inputs ? std::to_string(def.min_inputs)
-                               : def.max_inputs < 0            ? "at least " + std::to_string(def.min_inputs)
-                                                               : std::to_string(def.min_inputs) + " to " + std::to_string(def.max_inputs);
-      bad("takes " + want + " inputs, got " + std::to_string(n));
-    }
+    if (n < def.min_inputs || (def.max_inputs >= 0 && n > def.max_inputs)) bad("takes " + arity_text(def) + " inputs, got " + std::to_string(n));
     if (def.outputs >= 0 && static_cast<int>(o.outputs.size()) != def.outputs)
       bad("has " + std::to_string(def.outputs) + " result, got " + std::to_string(o.outputs.size()));
     if (o.outputs.empty()) bad("has no results");

@@ -16,7 +16,6 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <set>
 #include <sstream>
 #include <string_view>
 
@@ -667,10 +666,8 @@ std::string describe(const Hardware& hw) {
                {"photons_per_sample", p->photons_per_sample > 0 ? g4(p->photons_per_sample) : "not given (the file's led_drive)"}});
   }
   if (const auto& a = hw.architecture) {
-    std::string functions;
-    for (const auto& f : a->analog_functions) functions += (functions.empty() ? "" : ", ") + f;
     section("architecture", {{"modules", std::to_string(a->modules)},
-                             {"analog_functions", functions.empty() ? "none" : functions},
+                             {"analog_functions", a->analog_functions.empty() ? "none" : join(a->analog_functions, ", ")},
                              {"partial_sums", a->partial_sums == ArchitectureSpec::Sum::Analog ? "analog" : "digital"},
                              {"state_memory", a->state_memory == ArchitectureSpec::Memory::Analog ? "analog" : "digital"}});
   }

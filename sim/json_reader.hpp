@@ -54,110 +54,6 @@ inline std::string one_line(std::string s) {
   return s;
 }
 
-// The limits of a JSON document aoc reads: deeper nesting is refused before it can exhaust the
-// stack of a recursive walk (nlohmann's serializer, our readers), a larger text before it is held
-// in memory twice.
-inline constexpr int kMaxJsonDepth = 256;
-inline constexpr std::size_t kMaxJsonBytes = std::size_t{1} << 30;
-
-namespace detail {
-// Where the parser is, kept by the parse callback, so that errors found while parsing (duplicate
-// keys, numbers too large for a double, too deep) name the field like every other error.
-struct Frame {
-  bool is_object = false;
-  std::string field;
-  std::set<std::string> keys;  // objects: seen so far
-  std::string key;             // objects: the current key
-  std::size_t index = 0;       // arrays: the current element
-};
-
-inline std::string child_field(const std::vector<Frame>& stack) {
-  if (stack.empty()) return "";
-  const Frame& f = stack.back();
-  return f.is_object ? (f.field.empty() ? f.key : f.field + "." + f.key) : f.field + "[" + std::to_string(f.index) + "]";
-}
-
-[[noreturn]] inline void fail_at(const std::string& source, const std::string& field, const std::string& what) {
-  throw Error(one_line(source + ": " + (field.empty() ? "" : field + ": ") + what));
-}
-}  // namespace detail
-
-// One JSON document parsed with every check a file from a user needs, each failure one line naming
-// `source` and the field: malformed text (with the parser's line and column), a duplicate key, a
-// number beyond the range of a double, nesting deeper than kMaxJsonDepth, a text over
-// kMaxJsonBytes. The one way aoc parses JSON it did not write itself.
-template <class Json = json>
-Json parse_text(const std::string& text, const std::string& source) {
-  if (text.size() > kMaxJsonBytes)
-    throw Error(source + ": " + std::to_string(text.size()) + " bytes of JSON, more than the " + std::to_string(kMaxJsonBytes) + " aoc reads");
-  std::vector<detail::Frame> stack;
-  const typename Json::parser_callback_t track = [&](int depth, typename Json::parse_event_t ev, Json& parsed) {
-    using E = typename Json::parse_event_t;
-    switch (ev) {
-      case E::object_start:
-      case E::array_start: {
-        if (depth >= kMaxJsonDepth) {
-          std::string at = detail::child_field(stack);
-          if (at.size() > 60) at = at.substr(0, 60) + "...";
-          detail::fail_at(source, at, "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-        }
-        detail::Frame f;
-        f.is_object = ev == E::object_start;
-        f.field = detail::child_field(stack);
-        if (!stack.empty() && !stack.back().is_object) ++stack.back().index;
-        stack.push_back(std::move(f));
-        break;
-      }
-      case E::object_end:
-      case E::array_end: stack.pop_back(); break;
-      case E::key: {
-        detail::Frame& f = stack.back();
-        f.key = parsed.template get<std::string>();
-        if (!f.keys.insert(f.key).second) detail::fail_at(source, f.field.empty() ? f.key : f.field + "." + f.key, "duplicate key");
-        break;
-      }
-      case E::value:
-        if (!stack.empty() && !stack.back().is_object) ++stack.back().index;
-        break;
-    }
-    return true;
-  };
-  try {
-    return Json::parse(text, track);
-  } catch (const typename Json::parse_error& e) {
-    // "[json.exception.parse_error.101] parse error at line 2, column 1: syntax error ..."
-    std::string s = e.what();
-    if (const auto p = s.find("] "); s.rfind("[json.exception", 0) == 0 && p != std::string::npos) s.erase(0, p + 2);
-    const std::string at = "parse error at ";
-    if (s.rfind(at, 0) == 0) {
-      s.erase(0, at.size());
-      const auto colon = s.find(": ");
-      if (colon != std::string::npos) throw Error(one_line(source + ": " + s.substr(0, colon) + ": malformed JSON: " + s.substr(colon + 2)));
-    }
-    throw Error(one_line(source + ": malformed JSON: " + s));
-  } catch (const typename Json::out_of_range& e) {
-    // "number overflow parsing '1e999'": a literal beyond the range of a double.
-    std::string s = e.what();
-    const auto q1 = s.find('\''), q2 = s.rfind('\'');
-    if (q1 != std::string::npos && q2 > q1)
-      detail::fail_at(source, detail::child_field(stack), s.substr(q1 + 1, q2 - q1 - 1) + " is not a finite number (too large for a double)");
-    throw Error(one_line(source + ": malformed JSON: " + s));
-  } catch (const typename Json::exception& e) {
-    throw Error(one_line(source + ": malformed JSON: " + e.what()));
-  }
-}
-
-// A JSON file parsed whole (nlohmann::json or ordered_json) by parse_text; a file that cannot be
-// opened is one line naming it.
-template <class Json = json>
-Json parse_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(path + ": cannot open the file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_text<Json>(ss.str(), path);
-}
-
 inline std::string join(const std::vector<std::string>& v, const std::string& sep) {
   std::string s;
   for (std::size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
@@ -378,5 +274,106 @@ class Reader {
  private:
   std::string file_;
 };
+
+// The limits of a JSON document aoc reads: deeper nesting is refused before it can exhaust the
+// stack of a recursive walk (nlohmann's serializer, our readers), a larger text before it is held
+// in memory twice.
+inline constexpr int kMaxJsonDepth = 256;
+inline constexpr std::size_t kMaxJsonBytes = std::size_t{1} << 30;
+
+namespace detail {
+// Where the parser is, kept by the parse callback, so that errors found while parsing (duplicate
+// keys, numbers too large for a double, too deep) name the field like every other error.
+struct Frame {
+  bool is_object = false;
+  std::string field;
+  std::set<std::string> keys;  // objects: seen so far
+  std::string key;             // objects: the current key
+  std::size_t index = 0;       // arrays: the current element
+};
+
+inline std::string child_field(const std::vector<Frame>& stack) {
+  if (stack.empty()) return "";
+  const Frame& f = stack.back();
+  return f.is_object ? sub(f.field, f.key) : elem(f.field, f.index);
+}
+}  // namespace detail
+
+// One JSON document parsed with every check a file from a user needs, each failure one line naming
+// `source` and the field: malformed text (with the parser's line and column), a duplicate key, a
+// number beyond the range of a double, nesting deeper than kMaxJsonDepth, a text over
+// kMaxJsonBytes. The one way aoc parses JSON it did not write itself.
+template <class Json = json>
+Json parse_text(const std::string& text, const std::string& source) {
+  if (text.size() > kMaxJsonBytes)
+    throw Error(source + ": " + std::to_string(text.size()) + " bytes of JSON, more than the " + std::to_string(kMaxJsonBytes) + " aoc reads");
+  const Reader r(source);
+  std::vector<detail::Frame> stack;
+  const typename Json::parser_callback_t track = [&](int depth, typename Json::parse_event_t ev, Json& parsed) {
+    using E = typename Json::parse_event_t;
+    switch (ev) {
+      case E::object_start:
+      case E::array_start: {
+        if (depth >= kMaxJsonDepth) {
+          std::string at = detail::child_field(stack);
+          if (at.size() > 60) at = at.substr(0, 60) + "...";
+          r.fail(at, "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+        }
+        detail::Frame f;
+        f.is_object = ev == E::object_start;
+        f.field = detail::child_field(stack);
+        if (!stack.empty() && !stack.back().is_object) ++stack.back().index;
+        stack.push_back(std::move(f));
+        break;
+      }
+      case E::object_end:
+      case E::array_end: stack.pop_back(); break;
+      case E::key: {
+        detail::Frame& f = stack.back();
+        f.key = parsed.template get<std::string>();
+        if (!f.keys.insert(f.key).second) r.fail(sub(f.field, f.key), "duplicate key");
+        break;
+      }
+      case E::value:
+        if (!stack.empty() && !stack.back().is_object) ++stack.back().index;
+        break;
+    }
+    return true;
+  };
+  try {
+    return Json::parse(text, track);
+  } catch (const typename Json::parse_error& e) {
+    // "[json.exception.parse_error.101] parse error at line 2, column 1: syntax error ..."
+    std::string s = e.what();
+    if (const auto p = s.find("] "); s.rfind("[json.exception", 0) == 0 && p != std::string::npos) s.erase(0, p + 2);
+    const std::string at = "parse error at ";
+    if (s.rfind(at, 0) == 0) {
+      s.erase(0, at.size());
+      const auto colon = s.find(": ");
+      if (colon != std::string::npos) throw Error(one_line(source + ": " + s.substr(0, colon) + ": malformed JSON: " + s.substr(colon + 2)));
+    }
+    throw Error(one_line(source + ": malformed JSON: " + s));
+  } catch (const typename Json::out_of_range& e) {
+    // "number overflow parsing '1e999'": a literal beyond the range of a double.
+    std::string s = e.what();
+    const auto q1 = s.find('\''), q2 = s.rfind('\'');
+    if (q1 != std::string::npos && q2 > q1)
+      r.fail(detail::child_field(stack), s.substr(q1 + 1, q2 - q1 - 1) + " is not a finite number (too large for a double)");
+    throw Error(one_line(source + ": malformed JSON: " + s));
+  } catch (const typename Json::exception& e) {
+    throw Error(one_line(source + ": malformed JSON: " + e.what()));
+  }
+}
+
+// A JSON file parsed whole (nlohmann::json or ordered_json) by parse_text; a file that cannot be
+// opened is one line naming it.
+template <class Json = json>
+Json parse_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(path + ": cannot open the file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_text<Json>(ss.str(), path);
+}
 
 }  // namespace aoc::jsonr

@@ -10,8 +10,6 @@ namespace aoc::ir {
 
 namespace {
 
-using kernels::Dims;
-
 std::vector<Type> infer_conv(const InferCtx& c, const Op& o, const std::vector<Type>& in) {
   const Type &x = in[0], &w = in[1];
   const std::string xr = c.operand(o, 0, "x"), wr = c.operand(o, 1, "w");

@@ -46,7 +46,6 @@ int run(const Opts& o) {
     throw Error(o.graph + ": the graph has " + std::to_string(p.graph.weights.size()) + " weights and there is no " + beside.string() +
                 ": give them with --weights W.h5, or compile --shapes-only (a program for estimates only)");
   p.target = ir::target_of(hw, o.hw, o.set);
-  if (!o.calibrate.empty() && p.weights.empty()) throw Error("--calibrate: needs the weights (a shapes-only program cannot run)");
   ir::PassOptions po;
   po.quantize = !o.no_quantize;
   po.tile = !o.no_tile;

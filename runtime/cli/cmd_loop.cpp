@@ -49,7 +49,11 @@ int run(const Opts& o) {
   }
 
   const int conv = static_cast<int>(std::count(r.converged.begin(), r.converged.end(), 1));
-  const int diverged = non_finite_samples(r);  // reported, and the exit status says so
+  const int diverged = non_finite_samples(r);
+  const auto exit_status = [&] {  // a diverged sample is reported after the results, and fails the run
+    if (diverged) std::fprintf(stderr, "aoc: error: loop: %s\n", non_finite_text(r).c_str());
+    return diverged ? 1 : 0;
+  };
   const auto [imin, imax] = std::minmax_element(r.iterations.begin(), r.iterations.end());
   double imean = 0;
   for (int i : r.iterations) imean += i / static_cast<double>(r.iterations.size());
@@ -68,8 +72,7 @@ int run(const Opts& o) {
     j["fixed_points"] = nlohmann::json::array();
     for (Eigen::Index i = 0; i < r.z.rows(); ++i) j["fixed_points"].push_back(std::vector<double>(r.z.row(i).begin(), r.z.row(i).end()));
     emit_json(j.dump(1), o.json_out);
-    if (diverged) std::fprintf(stderr, "aoc: error: loop: %s\n", non_finite_text(r).c_str());
-    return diverged ? 1 : 0;
+    return exit_status();
   }
   std::printf("loop: %s (%d channels), %d x %d weights ~ U(+-1/sqrt(N)), x ~ U(+-1.3), z0 = 0, seed %llu\n",
               hw.name.c_str(), hw.channels, n, n, static_cast<unsigned long long>(o.seed));
@@ -89,8 +92,7 @@ int run(const Opts& o) {
                 "\n  readout max |d| %.3e, rms %.3e", dev.max_abs, dev.rms, dev_readout.max_abs, dev_readout.rms);
   std::printf("\ndigest of the fixed points %s; %.3g ms (%.3g sample-iterations/s)\n", digest.c_str(), secs * 1e3,
               o.batch * static_cast<double>(r.steps) / secs);
-  if (diverged) std::fprintf(stderr, "aoc: error: loop: %s\n", non_finite_text(r).c_str());
-  return diverged ? 1 : 0;
+  return exit_status();
 }
 
 }  // namespace
