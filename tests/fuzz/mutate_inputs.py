@@ -110,7 +110,16 @@ def main():
     ap.add_argument("--timeout", type=float, default=20.0)
     ap.add_argument("--keep", default="")
     a = ap.parse_args()
+    if not (os.path.isfile(a.aoc) and os.access(a.aoc, os.X_OK)):
+        print("fuzz: %s: no such executable (the aoc binary: build/aoc)" % a.aoc, file=sys.stderr)
+        return 1
     work = tempfile.mkdtemp(prefix="aoc-fuzz-")
+    try:
+        kinds(work, a.aoc)  # makes the seed program and its inputs
+    except subprocess.CalledProcessError as e:
+        print("fuzz: making the seed program failed: %s: %s" % (" ".join(e.cmd), (e.stderr or b"").decode(errors="replace").strip()),
+              file=sys.stderr)
+        return 1
     keep = a.keep or os.path.join(work, "failures")
     failures, tried, t0 = [], 0, time.time()
     for name, seed_file, mutate, command in kinds(work, a.aoc):
