@@ -1,7 +1,8 @@
 // Vectorised log and exp for 8 floats at a time (GCC vector extensions), for the electronics
-// nonlinearity in the hot loop and the radius of the noise's Box-Muller transform. 8 floats is an
-// AVX2 register: on vectors wider than the machine's, GCC does comparisons lane by lane, which
-// cost more than the polynomials. Eigen's packet log handles every special case (negative, NaN,
+// nonlinearity in the hot loop and the radius of the noise's Box-Muller transform; the log also
+// for 16 (an AVX-512 register, where the machine has one). 8 floats is an AVX2 register: on
+// vectors wider than the machine's, GCC does comparisons lane by lane, which cost more than the
+// polynomials. Eigen's packet log handles every special case (negative, NaN,
 // denormal inputs) and costs as much as the whole matrix product here; our inputs are
 // non-negative, so a lean version of the same Cephes polynomials does. Accuracy: within a few
 // float ulps (tests/test_fastmath.cpp).
@@ -12,25 +13,42 @@ namespace aoc::fastmath {
 
 typedef float f32x8 __attribute__((vector_size(32)));
 typedef std::int32_t i32x8 __attribute__((vector_size(32)));
+typedef float f32x16 __attribute__((vector_size(64)));
+typedef std::int32_t i32x16 __attribute__((vector_size(64)));
+
+// The integer vector of a float vector's width.
+template <class F>
+struct IntOf;
+template <>
+struct IntOf<f32x8> {
+  using type = i32x8;
+};
+template <>
+struct IntOf<f32x16> {
+  using type = i32x16;
+};
 
 // x = 2^e (1 + t) with 1 + t in [sqrt(1/2), sqrt(2)), by one integer offset (no comparisons).
+template <class F = f32x8>
 struct LogParts {
-  i32x8 e;
-  f32x8 t;
+  typename IntOf<F>::type e;
+  F t;
 };
-inline LogParts log_split(f32x8 x) {
-  const i32x8 yb = (i32x8)x - 0x3f3504f3;  // the bits of sqrt(1/2)
-  return {yb >> 23, (f32x8)((yb & 0x007fffff) + 0x3f3504f3) - 1.0f};
+template <class F>
+inline LogParts<F> log_split(F x) {
+  using I = typename IntOf<F>::type;
+  const I yb = (I)x - 0x3f3504f3;  // the bits of sqrt(1/2)
+  return {yb >> 23, (F)((yb & 0x007fffff) + 0x3f3504f3) - 1.0f};
 }
 
 // log(2^e (1 + t)) for 1 + t in [sqrt(1/2), sqrt(2)): the Cephes polynomial in t, for N vectors in
 // lockstep (each step for all N: one polynomial alone is a chain of dependent steps). A caller
 // that knows t better than fl(x) - 1 (x just below 1, where that cancels) may pass its own.
-template <int N>
-inline void log_join(const i32x8* ei, const f32x8* t, f32x8* out) {
+template <int N, class F>
+inline void log_join(const typename IntOf<F>::type* ei, const F* t, F* out) {
 #define AOC_EACH _Pragma("GCC unroll 16") for (int i = 0; i < N; ++i)
-  f32x8 e[N], z[N], y[N];
-  AOC_EACH e[i] = __builtin_convertvector(ei[i], f32x8), z[i] = t[i] * t[i], y[i] = f32x8{} + 7.0376836292e-2f;
+  F e[N], z[N], y[N];
+  AOC_EACH e[i] = __builtin_convertvector(ei[i], F), z[i] = t[i] * t[i], y[i] = F{} + 7.0376836292e-2f;
   AOC_EACH y[i] = y[i] * t[i] - 1.1514610310e-1f;
   AOC_EACH y[i] = y[i] * t[i] + 1.1676998740e-1f;
   AOC_EACH y[i] = y[i] * t[i] - 1.2420140846e-1f;
@@ -47,7 +65,7 @@ inline void log_join(const i32x8* ei, const f32x8* t, f32x8* out) {
 // Natural log of x >= 0. log(0) and denormals give about -88 (finite), which is what the caller
 // wants: exp(c * log 0) must be 0, not NaN.
 inline f32x8 log_nonneg(f32x8 x) {
-  const LogParts p = log_split(x);
+  const LogParts<f32x8> p = log_split(x);
   f32x8 y;
   log_join<1>(&p.e, &p.t, &y);
   return y;

@@ -63,57 +63,155 @@ namespace {
 // hand because GCC's own vectorisation of them is latency-bound and 4x slower. Integer arithmetic,
 // so every path gives Random123's words exactly (tests/test_noise.cpp checks them against it).
 constexpr std::uint32_t kMul0 = 0xD2511F53, kMul1 = 0xCD9E8D57, kWeyl0 = 0x9E3779B9, kWeyl1 = 0xBB67AE85;
-constexpr int kLanes = 8;  // blocks per vector
 
 typedef std::uint32_t u32x8 __attribute__((vector_size(32)));
 typedef std::int32_t i32x8 __attribute__((vector_size(32)));
 typedef float f32x8 __attribute__((vector_size(32)));
+typedef std::uint32_t u32x16 __attribute__((vector_size(64)));
+using fastmath::f32x16;
+using fastmath::i32x16;
 
-// Box-Muller on 8 pairs of words, lane by lane: the radius sqrt(-2 ln u) from word a, u = ((a >> 1)
-// + 1/2) / 2^31 (in (0, 1): the largest radius is 6.66, at a < 2), and the angle 2 pi (b + 1/2) /
-// 2^32 from word b, as (pi/2)(n + x) with n the nearest quarter turn (b's top bits) and x in
-// [-1/2, 1/2] (the rest), so that the sine and cosine polynomials (Cephes', within 2e-7 on
-// [-pi/4, pi/4]) need no range reduction and no comparisons: the quadrant swaps and negates them
-// by bit masks. ln u takes u - 1 from the complement word where u is near 1 (small radii), where
-// float u has lost it. A lane's value depends only on its two words: vector width, position and
-// path do not change a bit (sqrt is correctly rounded in every path).
+// The unsigned and signed integer vectors of a float vector's width.
+template <class F>
+struct Words;
+template <>
+struct Words<f32x8> {
+  using u = u32x8;
+  using i = i32x8;
+};
+template <>
+struct Words<f32x16> {
+  using u = u32x16;
+  using i = i32x16;
+};
+
+// Box-Muller on vectors of pairs of words (8 or 16 lanes), lane by lane: the radius sqrt(-2 ln u)
+// from word a, u = ((a >> 1) + 1/2) / 2^31 (in (0, 1): the largest radius is 6.66, at a < 2), and
+// the angle 2 pi (b + 1/2) / 2^32 from word b, as (pi/2)(n + x) with n the nearest quarter turn
+// (b's top bits) and x in [-1/2, 1/2] (the rest), so that the sine and cosine polynomials
+// (Cephes', within 2e-7 on [-pi/4, pi/4]) need no range reduction and no comparisons: the quadrant
+// swaps and negates them by bit masks. ln u takes u - 1 from the complement word where u is near 1
+// (small radii), where float u has lost it. A lane's value depends only on its two words: vector
+// width, position and path do not change a bit (the same operations in every lane, and sqrt is
+// correctly rounded in every path).
 // N transforms in lockstep: each step for all N before the next, since each is a long chain of
 // dependent operations (a log polynomial, a square root, a sine polynomial) that one alone leaves
 // mostly idle.
-template <int N>
-inline void box_muller(const u32x8* a, const u32x8* b, f32x8* cos_out, f32x8* sin_out) {
+template <int N, class F>
+inline void box_muller(const typename Words<F>::u* a, const typename Words<F>::u* b, F* cos_out, F* sin_out) {
+  using U = typename Words<F>::u;
+  using I = typename Words<F>::i;
 #define AOC_EACH _Pragma("GCC unroll 16") for (int i = 0; i < N; ++i)
-  i32x8 e[N];
-  f32x8 t[N], r[N];
+  I e[N];
+  F t[N], r[N];
   AOC_EACH {
-    const f32x8 u = __builtin_convertvector((i32x8)(a[i] >> 1), f32x8) * 0x1p-31f + 0x1p-32f;
-    const f32x8 v = __builtin_convertvector((i32x8)(~a[i] >> 1), f32x8) * 0x1p-31f + 0x1p-32f;  // 1 - u
-    const fastmath::LogParts p = fastmath::log_split(u);
-    const i32x8 top = p.e == 0;  // u in [sqrt(1/2), 1]: t = u - 1 = -v
-    e[i] = p.e, t[i] = (f32x8)(((i32x8)p.t & ~top) | ((i32x8)-v & top));
+    const F u = __builtin_convertvector((I)(a[i] >> 1), F) * 0x1p-31f + 0x1p-32f;
+    const F v = __builtin_convertvector((I)(~a[i] >> 1), F) * 0x1p-31f + 0x1p-32f;  // 1 - u
+    const fastmath::LogParts<F> p = fastmath::log_split(u);
+    const I top = p.e == 0;  // u in [sqrt(1/2), 1]: t = u - 1 = -v
+    e[i] = p.e, t[i] = (F)(((I)p.t & ~top) | ((I)-v & top));
   }
   fastmath::log_join<N>(e, t, r);
   AOC_EACH r[i] = -2.0f * r[i];
-#if defined(__AVX__)
-  AOC_EACH r[i] = (f32x8)_mm256_sqrt_ps((__m256)r[i]);
+#if defined(__AVX512F__)
+  if constexpr (sizeof(F) == 64) {
+    AOC_EACH r[i] = (F)_mm512_sqrt_ps((__m512)r[i]);
+  } else {
+    AOC_EACH r[i] = (F)_mm256_sqrt_ps((__m256)r[i]);
+  }
+#elif defined(__AVX__)
+  static_assert(sizeof(F) == 32);
+  AOC_EACH r[i] = (F)_mm256_sqrt_ps((__m256)r[i]);
 #else
-  AOC_EACH for (int l = 0; l < 8; ++l) r[i][l] = std::sqrt(r[i][l]);
+  AOC_EACH for (int l = 0; l < static_cast<int>(sizeof(F) / 4); ++l) r[i][l] = std::sqrt(r[i][l]);
 #endif
   AOC_EACH {
-    const u32x8 n = (b[i] + 0x20000000u) >> 30;
-    const f32x8 x = (__builtin_convertvector((i32x8)(b[i] << 2), f32x8) + 2.0f) * 0x1.921fb6p-32f;  // (pi/2) / 2^32
-    const f32x8 x2 = x * x;
-    const f32x8 sx = x + x * x2 * (-1.6666654611e-1f + x2 * (8.3321608736e-3f + x2 * -1.9515295891e-4f));
-    const f32x8 cx = 1.0f - 0.5f * x2 + x2 * x2 * (4.166664568298827e-2f + x2 * (-1.388731625493765e-3f + x2 * 2.443315711809948e-5f));
-    const i32x8 odd = -(i32x8)(n & 1u);  // a quarter turn: cos and sin swap
-    const f32x8 c = (f32x8)(((i32x8)cx & ~odd) | ((i32x8)sx & odd)), s = (f32x8)(((i32x8)sx & ~odd) | ((i32x8)cx & odd));
-    cos_out[i] = r[i] * (f32x8)((u32x8)c ^ (((n ^ (n >> 1)) & 1u) << 31));  // negative in quadrants 1 and 2
-    sin_out[i] = r[i] * (f32x8)((u32x8)s ^ ((n >> 1) << 31));                // in 2 and 3
+    const U n = (b[i] + 0x20000000u) >> 30;
+    const F x = (__builtin_convertvector((I)(b[i] << 2), F) + 2.0f) * 0x1.921fb6p-32f;  // (pi/2) / 2^32
+    const F x2 = x * x;
+    const F sx = x + x * x2 * (-1.6666654611e-1f + x2 * (8.3321608736e-3f + x2 * -1.9515295891e-4f));
+    const F cx = 1.0f - 0.5f * x2 + x2 * x2 * (4.166664568298827e-2f + x2 * (-1.388731625493765e-3f + x2 * 2.443315711809948e-5f));
+    const I odd = -(I)(n & 1u);  // a quarter turn: cos and sin swap
+    const F c = (F)(((I)cx & ~odd) | ((I)sx & odd)), s = (F)(((I)sx & ~odd) | ((I)cx & odd));
+    cos_out[i] = r[i] * (F)((U)c ^ (((n ^ (n >> 1)) & 1u) << 31));  // negative in quadrants 1 and 2
+    sin_out[i] = r[i] * (F)((U)s ^ ((n >> 1) << 31));                // in 2 and 3
   }
 #undef AOC_EACH
 }
 
-#if defined(__AVX2__)
+#if defined(__AVX512F__)
+constexpr int kLanes = 16;  // blocks per vector
+
+// GCC 12's own _mm512_mul_epu32 and 64-bit shifts pass an undefined vector as their unused merge
+// source, which it then reports as used uninitialised: a false positive in its headers.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+// The 64-bit products of the even and the odd lanes, then one two-source permute each for the low
+// and the high words.
+inline void mulhilo(__m512i x, __m512i m, __m512i& lo, __m512i& hi) {
+  const __m512i even = _mm512_mul_epu32(x, m), odd = _mm512_mul_epu32(_mm512_srli_epi64(x, 32), m);
+  const __m512i lo_words = _mm512_setr_epi32(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);
+  lo = _mm512_permutex2var_epi32(even, lo_words, odd);
+  hi = _mm512_permutex2var_epi32(even, _mm512_add_epi32(lo_words, _mm512_set1_epi32(1)), odd);
+}
+
+// 4 vectors of 16 (word j of 16 blocks) to block order: block i's 4 values at out[4i .. 4i + 3].
+inline void store_blocks(__m512i c0, __m512i c1, __m512i c2, __m512i c3, void* out) {
+  const __m512i t0 = _mm512_unpacklo_epi32(c0, c1), t1 = _mm512_unpackhi_epi32(c0, c1);
+  const __m512i t2 = _mm512_unpacklo_epi32(c2, c3), t3 = _mm512_unpackhi_epi32(c2, c3);
+  // u0 holds blocks 0, 4, 8, 12 (one per 128-bit lane), u1 blocks 1, 5, 9, 13, and so on
+  const __m512i u0 = _mm512_unpacklo_epi64(t0, t2), u1 = _mm512_unpackhi_epi64(t0, t2);
+  const __m512i u2 = _mm512_unpacklo_epi64(t1, t3), u3 = _mm512_unpackhi_epi64(t1, t3);
+  const __m512i v0 = _mm512_shuffle_i32x4(u0, u1, 0x44), v1 = _mm512_shuffle_i32x4(u2, u3, 0x44);
+  const __m512i v2 = _mm512_shuffle_i32x4(u0, u1, 0xEE), v3 = _mm512_shuffle_i32x4(u2, u3, 0xEE);
+  auto* o = reinterpret_cast<__m512i*>(out);
+  _mm512_storeu_si512(o, _mm512_shuffle_i32x4(v0, v1, 0x88));
+  _mm512_storeu_si512(o + 1, _mm512_shuffle_i32x4(v0, v1, 0xDD));
+  _mm512_storeu_si512(o + 2, _mm512_shuffle_i32x4(v2, v3, 0x88));
+  _mm512_storeu_si512(o + 3, _mm512_shuffle_i32x4(v2, v3, 0xDD));
+}
+
+// S vectors of 16 blocks in step (the rounds are a long dependency chain: S chains hide its
+// latency). Block i's counter is (ctr[0][i], ctr[1][i], ctr[2][i], ctr[3][i]); its 4 words (Out =
+// uint32_t), or the normals of its two pairs of words (Out = float: words 0 and 1 give elements 0
+// and 1, words 2 and 3 elements 2 and 3), go to out[4i .. 4i + 3].
+template <int S, class Out>
+void philox_lanes(std::uint64_t seed, const std::uint32_t* const* ctr, Out* out) {
+  __m512i c0[S], c1[S], c2[S], c3[S];
+  auto load = [](const std::uint32_t* p) { return _mm512_loadu_si512(p); };
+  for (int v = 0; v < S; ++v)
+    c0[v] = load(ctr[0] + kLanes * v), c1[v] = load(ctr[1] + kLanes * v), c2[v] = load(ctr[2] + kLanes * v), c3[v] = load(ctr[3] + kLanes * v);
+  const __m512i m0 = _mm512_set1_epi32(static_cast<int>(kMul0)), m1 = _mm512_set1_epi32(static_cast<int>(kMul1));
+#pragma GCC unroll 10
+  for (int r = 0; r < 10; ++r) {
+    const __m512i k0 = _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(seed) + r * kWeyl0));
+    const __m512i k1 = _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(seed >> 32) + r * kWeyl1));
+    for (int v = 0; v < S; ++v) {
+      __m512i lo0, hi0, lo1, hi1;
+      mulhilo(c0[v], m0, lo0, hi0);
+      mulhilo(c2[v], m1, lo1, hi1);
+      c0[v] = _mm512_ternarylogic_epi32(hi1, c1[v], k0, 0x96);  // three-way xor
+      c2[v] = _mm512_ternarylogic_epi32(hi0, c3[v], k1, 0x96);
+      c1[v] = lo1;
+      c3[v] = lo0;
+    }
+  }
+  if constexpr (std::is_same_v<Out, float>) {
+    u32x16 a[2 * S], b[2 * S];  // the pairs (word 0, word 1) and (word 2, word 3) of every vector
+    for (int v = 0; v < S; ++v) a[2 * v] = (u32x16)c0[v], b[2 * v] = (u32x16)c1[v], a[2 * v + 1] = (u32x16)c2[v], b[2 * v + 1] = (u32x16)c3[v];
+    f32x16 zc[2 * S], zs[2 * S];
+    box_muller<2 * S>(a, b, zc, zs);
+    for (int v = 0; v < S; ++v)
+      store_blocks((__m512i)zc[2 * v], (__m512i)zs[2 * v], (__m512i)zc[2 * v + 1], (__m512i)zs[2 * v + 1], out + 4 * kLanes * v);
+  } else {
+    for (int v = 0; v < S; ++v) store_blocks(c0[v], c1[v], c2[v], c3[v], out + 4 * kLanes * v);
+  }
+}
+#pragma GCC diagnostic pop
+#elif defined(__AVX2__)
+constexpr int kLanes = 8;  // blocks per vector
+
 inline void mulhilo(__m256i x, __m256i m, __m256i& lo, __m256i& hi) {
   const __m256i even = _mm256_mul_epu32(x, m), odd = _mm256_mul_epu32(_mm256_srli_epi64(x, 32), m);
   lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
@@ -171,6 +269,8 @@ void philox_lanes(std::uint64_t seed, const std::uint32_t* const* ctr, Out* out)
   }
 }
 #else
+constexpr int kLanes = 8;  // blocks per vector
+
 // Without AVX2: the same rounds as plain loops over the lanes, which GCC vectorises as it can.
 template <int S, class Out>
 void philox_lanes(std::uint64_t seed, const std::uint32_t* const* ctr, Out* out) {
@@ -213,7 +313,8 @@ void philox_lanes(std::uint64_t seed, const std::uint32_t* const* ctr, Out* out)
 // their counters hold, then ignored.
 template <class Out>
 void philox_blocks(std::uint64_t seed, const std::uint32_t* const* ctr, int count, Out* out) {
-  constexpr int kWide = std::is_same_v<Out, float> ? 2 : 4;  // vectors in flight
+  // vectors in flight: as many as keep the registers from spilling (measured with aoc bench)
+  constexpr int kWide = std::is_same_v<Out, float> ? (kLanes == 16 ? 3 : 2) : 4;
   const std::uint32_t* c[4];
   auto at = [&](int i) {
     for (int w = 0; w < 4; ++w) c[w] = ctr[w] + i;
@@ -236,7 +337,7 @@ void philox_blocks(std::uint64_t seed, const std::uint32_t* const* ctr, int coun
 // vectors full). Where the output is dense (c0 and n multiples of 4, rows n apart) and the chunk
 // whole vectors of blocks, they are drawn into the output itself. Element c is element c % 4 of
 // block c / 4 (both wrap with c at 2^32).
-constexpr int kChunk = 256;
+constexpr int kChunk = 384;  // a multiple of every kWide * kLanes: no short vectors but at the end of a draw
 template <class V>
 void by_chunk(std::uint64_t seed, const Stream* streams, int rows, std::uint32_t c0, int n, V* out, std::ptrdiff_t ld) {
   if (n <= 0 || rows <= 0) return;

@@ -1,5 +1,7 @@
 #include "sim/tile.hpp"
 
+#include <atomic>
+
 #include <algorithm>
 #include <cmath>
 #include <climits>
@@ -266,6 +268,8 @@ void OpticalTile<T>::program(const MatrixXdR& W, int in0, int out0, int channels
     }
   }
   ++programmings_;
+  static std::atomic<std::uint64_t> programmings_in_process{0};
+  programming_id_ = ++programmings_in_process;
   FactoredChain f;
   const SlmPattern* slm = fixed_pattern ? &pattern : nullptr;
   if (W.cwiseAbs().maxCoeff() == 0) {  // a dark block: nothing reaches the detectors but the chain's offset
@@ -548,75 +552,67 @@ void OpticalTile<T>::add_rin(T* L, int rows, const float* eps, int ld) const {
 
 // Noise that arrives after the optics, per detector: shot noise (from the photons it receives),
 // receiver noise, drift and 1/f. It enters the update like the signal (times kappa), so a finite
-// bandwidth filters it the same way.
+// bandwidth filters it the same way. One pass over each row's outputs, a column chunk at a time
+// (each chunk its own memo of the time-correlated noise).
 template <class T>
 void OpticalTile<T>::add_output_noise(const T* light, int rows, const StepContext& ctx, int row0, const noise::Stream* streams, T kappa,
                                       int j0, int j1, T* out, const float* eps, int ld) const {
   const NoiseSpec& ns = noise_.spec;
   const bool shot = ns.photons_per_sample > 0, thermal = ns.thermal_sigma > 0;
   const bool correlated = ns.drift_sigma > 0 || ns.flicker_sigma > 0;
-  if (shot || thermal) {
-    // Shot and receiver noise are independent Gaussians on the same detector in the same read: their
-    // sum is one Gaussian of the summed variance, so one draw (eps) serves both.
-    const T var_thermal = static_cast<T>(ns.thermal_sigma * ns.thermal_sigma);
-    if (shot) {
-      // photons on a detector = photons_per_sample x light / the reference light (the tile's LEDs at
-      // their bias through full transmission, unit fan-in)
-      const T bias = static_cast<T>(ns.led_bias), per_light = static_cast<T>(ns.led_bias * K_ / ns.photons_per_sample);
-      for (int r = 0; r < rows; ++r) {
-        T* o = out + static_cast<size_t>(r) * ldo_;
-        const T* lp = light + static_cast<size_t>(r) * ldl_ + h0_;
-        const T* ln = lp + static_cast<size_t>(rows) * ldl_;
-        const float* er = eps + static_cast<size_t>(r) * ld;
-        for (int j = j0; j < j1; ++j) {
-          const T detected = std::max(T(0), lp[j] + ln[j] + bias * light_bias_[j]);
-          o[j] += kappa * std::sqrt(detector_gain_[j] * detector_gain_[j] * detected * per_light + var_thermal) * static_cast<T>(er[j]);
+  // Shot and receiver noise are independent Gaussians on the same detector in the same read: their
+  // sum is one Gaussian of the summed variance, so one draw (eps) serves both. Photons on a
+  // detector = photons_per_sample x light / the reference light (the tile's LEDs at their bias
+  // through full transmission, unit fan-in).
+  const T var_thermal = static_cast<T>(ns.thermal_sigma * ns.thermal_sigma), sigma = kappa * std::sqrt(var_thermal);
+  const T bias = static_cast<T>(ns.led_bias), per_light = shot ? static_cast<T>(ns.led_bias * K_ / ns.photons_per_sample) : T(0);
+  const T* gain = detector_gain_.data();
+  const T* light_bias = light_bias_.data();
+  thread_local std::vector<double> fresh;  // a block's evaluation, in double
+  thread_local std::vector<float> own;     // a row's when its memo was not prepared
+  if (correlated) fresh.resize(2 * M_), own.resize(2 * M_);
+  const int chunks_per_row = chunks();
+  const std::size_t memo_rows = memo_block_.size() / std::max(1, chunks_per_row);
+  for (int r = 0; r < rows; ++r) {
+    T* o = out + static_cast<size_t>(r) * ldo_;
+    const T* lp = light + static_cast<size_t>(r) * ldl_ + h0_;
+    const T* ln = lp + static_cast<size_t>(rows) * ldl_;
+    const float* er = eps + static_cast<size_t>(r) * ld;
+    const std::int64_t tick = static_cast<std::int64_t>(static_cast<std::int32_t>(streams[r].a)) * noise_.slot_ticks + ctx.iteration;
+    const std::int64_t b = tick >= 0 ? tick / kBlockTicks : (tick - kBlockTicks + 1) / kBlockTicks;
+    const size_t row = static_cast<size_t>(row0) + r;
+    const float s = static_cast<float>(tick - b * kBlockTicks);
+    for (int c = j0 / kColumnGrain; c * kColumnGrain < j1; ++c) {
+      const int a0 = std::max(j0, c * kColumnGrain), a1 = std::min(j1, c * kColumnGrain + kColumnGrain);
+      if (shot) {
+        for (int j = a0; j < a1; ++j) {
+          const T detected = std::max(T(0), lp[j] + ln[j] + bias * light_bias[j]);
+          o[j] += kappa * std::sqrt(gain[j] * gain[j] * detected * per_light + var_thermal) * static_cast<T>(er[j]);
         }
+      } else if (thermal) {
+        for (int j = a0; j < a1; ++j) o[j] += sigma * static_cast<T>(er[j]);
       }
-    } else {
-      const T sigma = kappa * std::sqrt(var_thermal);
-      for (int r = 0; r < rows; ++r) {
-        T* o = out + static_cast<size_t>(r) * ldo_;
-        const float* er = eps + static_cast<size_t>(r) * ld;
-        for (int j = j0; j < j1; ++j) o[j] += sigma * static_cast<T>(er[j]);
+      if (!correlated) continue;
+      // the block's value and slope per detector, kept in float (half the bytes a large batch's
+      // reads stream from its memo; the noise is ~1e-3 of the signal, so float's 6e-8 is moot)
+      float* kept;
+      bool inside;
+      const bool memo = row < memo_rows;
+      const size_t m = row * chunks_per_row + c;
+      if (memo) {
+        kept = memo_linear_.data() + row * 2 * M_, inside = memo_inside_[m];
+      } else {
+        kept = own.data();
       }
-    }
-  }
-  if (correlated) {
-    thread_local std::vector<double> fresh;  // a block's evaluation, in double
-    thread_local std::vector<float> own;     // a row's when its memo was not prepared
-    fresh.resize(2 * M_);
-    const int chunks_per_row = chunks();
-    const std::size_t memo_rows = memo_block_.size() / std::max(1, chunks_per_row);
-    for (int r = 0; r < rows; ++r) {
-      T* o = out + static_cast<size_t>(r) * ldo_;
-      const std::int64_t tick = static_cast<std::int64_t>(static_cast<std::int32_t>(streams[r].a)) * noise_.slot_ticks + ctx.iteration;
-      const std::int64_t b = tick >= 0 ? tick / kBlockTicks : (tick - kBlockTicks + 1) / kBlockTicks;
-      const size_t row = static_cast<size_t>(row0) + r;
-      const float s = static_cast<float>(tick - b * kBlockTicks);
-      for (int c = j0 / kColumnGrain; c * kColumnGrain < j1; ++c) {  // chunks of columns: each its own memo
-        const int a0 = c * kColumnGrain, a1 = std::min(j1, a0 + kColumnGrain);
-        // the block's value and slope per detector, kept in float (half the bytes a large batch's
-        // reads stream from its memo; the noise is ~1e-3 of the signal, so float's 6e-8 is moot)
-        float* kept;
-        bool inside;
-        const bool memo = row < memo_rows;
-        const size_t m = row * chunks_per_row + c;
-        if (memo) {
-          kept = memo_linear_.data() + row * 2 * M_, inside = memo_inside_[m];
-        } else {
-          own.resize(2 * M_), kept = own.data();
-        }
-        if (!memo || memo_block_[m] != b) {
-          inside = correlated_linear(b, a0, a1, memo ? m : SIZE_MAX, fresh.data(), fresh.data() + M_);
-          for (int j = a0; j < a1; ++j) kept[j] = static_cast<float>(fresh[j]), kept[M_ + j] = static_cast<float>(fresh[M_ + j]);
-          if (memo) memo_inside_[m] = inside, memo_block_[m] = b;
-        }
-        const float* base = kept;
-        const float* slope = kept + M_;
-        for (int j = a0; j < a1; ++j) o[j] += kappa * static_cast<T>(base[j] + slope[j] * s);
-        if (inside) add_drift_at(tick, kappa, a0, a1, o);
+      if (!memo || memo_block_[m] != b) {
+        inside = correlated_linear(b, a0, a1, memo ? m : SIZE_MAX, fresh.data(), fresh.data() + M_);
+        for (int j = a0; j < a1; ++j) kept[j] = static_cast<float>(fresh[j]), kept[M_ + j] = static_cast<float>(fresh[M_ + j]);
+        if (memo) memo_inside_[m] = inside, memo_block_[m] = b;
       }
+      const float* base = kept;
+      const float* slope = kept + M_;
+      for (int j = a0; j < a1; ++j) o[j] += kappa * static_cast<T>(base[j] + slope[j] * s);
+      if (inside) add_drift_at(tick, kappa, a0, a1, o);
     }
   }
 }
@@ -685,11 +681,11 @@ bool OpticalTile<T>::correlated_linear(std::int64_t b, int j0, int j1, std::size
     add_octaves(kept, P, 2 * P, kFlickerFirstOctave, fast_top, t0, a, base + j0, slope + j0, n);
     if (top > kSlowOctave) {  // the slow octaves, linear across their shared span
       const std::int64_t s = t0 >> kSlowOctave;
-      const std::shared_ptr<const std::vector<double>> slow = slow_span(s);
+      const std::vector<double>& slow = slow_span(s);
       const double x = static_cast<double>(t0 - (s << kSlowOctave));
       for (int j = j0; j < j1; ++j) {
-        base[j] += (*slow)[j] + (*slow)[M_ + j] * x;
-        slope[j] += (*slow)[M_ + j];
+        base[j] += slow[j] + slow[M_ + j] * x;
+        slope[j] += slow[M_ + j];
       }
     }
   }
@@ -719,22 +715,35 @@ void OpticalTile<T>::add_drift_at(std::int64_t tick, T kappa, int j0, int j1, T*
 // their value at its start and slope per iteration, M each. Many rows and blocks share a span, so
 // spans are cached (the values are recomputed identically when the cache is dropped).
 template <class T>
-std::shared_ptr<const std::vector<double>> OpticalTile<T>::slow_span(std::int64_t s) const {
+const std::vector<double>& OpticalTile<T>::slow_span(std::int64_t s) const {
+  // Rows next to each other share spans: each thread keeps the last one it asked for, keyed by the
+  // programming (unique in the process, so no tile can see another's) and the span.
+  thread_local struct {
+    std::uint64_t programming = 0;
+    std::int64_t span = 0;
+    std::shared_ptr<const std::vector<double>> values;
+  } last;
+  if (last.values && last.programming == programming_id_ && last.span == s) return *last.values;
+  std::shared_ptr<const std::vector<double>> found;
   {
     std::lock_guard<std::mutex> lock(slow_mutex_);
-    if (auto i = slow_.find(s); i != slow_.end()) return i->second;
+    if (auto i = slow_.find(s); i != slow_.end()) found = i->second;
   }
-  const int top = flicker_top();
-  const double a = flicker_amplitude(top);
-  const std::int64_t t0 = s << kSlowOctave;
-  auto v = std::make_shared<std::vector<double>>(2 * M_, 0.0);
-  std::vector<noise::Stream> st(2 * static_cast<size_t>(top - kSlowOctave));
-  std::vector<float> kn(st.size() * M_);
-  noise::normals_f32_recent(noise_.seed, st.data(), octave_knots(kSlowOctave, top, t0, st.data()), noise_.channel0, M_, kn.data(), M_);
-  add_octaves(kn.data(), M_, 2 * static_cast<size_t>(M_), kSlowOctave, top, t0, a, v->data(), v->data() + M_, M_);
-  std::lock_guard<std::mutex> lock(slow_mutex_);
-  if (slow_.size() > 4096) slow_.clear();  // bounded memory
-  return slow_.emplace(s, std::move(v)).first->second;
+  if (!found) {
+    const int top = flicker_top();
+    const double a = flicker_amplitude(top);
+    const std::int64_t t0 = s << kSlowOctave;
+    auto v = std::make_shared<std::vector<double>>(2 * M_, 0.0);
+    std::vector<noise::Stream> st(2 * static_cast<size_t>(top - kSlowOctave));
+    std::vector<float> kn(st.size() * M_);
+    noise::normals_f32_recent(noise_.seed, st.data(), octave_knots(kSlowOctave, top, t0, st.data()), noise_.channel0, M_, kn.data(), M_);
+    add_octaves(kn.data(), M_, 2 * static_cast<size_t>(M_), kSlowOctave, top, t0, a, v->data(), v->data() + M_, M_);
+    std::lock_guard<std::mutex> lock(slow_mutex_);
+    if (slow_.size() > 4096) slow_.clear();  // bounded memory
+    found = slow_.emplace(s, std::move(v)).first->second;
+  }
+  last.programming = programming_id_, last.span = s, last.values = std::move(found);
+  return *last.values;
 }
 
 template <class T>

@@ -163,7 +163,7 @@ class OpticalTile {
   int chunks() const { return (M_ + kColumnGrain - 1) / kColumnGrain; }
   bool correlated_linear(std::int64_t block, int j0, int j1, std::size_t cell, double* base, double* slope) const;
   void add_drift_at(std::int64_t tick, T kappa, int j0, int j1, T* o) const;
-  std::shared_ptr<const std::vector<double>> slow_span(std::int64_t span) const;
+  const std::vector<double>& slow_span(std::int64_t span) const;  // valid until this thread's next call
   double drift_period() const;
   int flicker_top() const;
   double flicker_amplitude(int top) const;
@@ -181,6 +181,7 @@ class OpticalTile {
   bool noisy_ = false;
   TileNoise noise_;
   int programmings_ = 0;
+  std::uint64_t programming_id_ = 0;  // unique to this programming in the process
   // Time-correlated noise. Each row of the reads (row0 + r) remembers, per kColumnGrain columns, the
   // block of 64 iterations its drift and 1/f noise were last evaluated for, as a value and a slope
   // per detector, so a row evaluates them once per block (prepare_reads sizes this; rows beyond it
