@@ -314,7 +314,7 @@ void philox_lanes(std::uint64_t seed, const std::uint32_t* const* ctr, Out* out)
 template <class Out>
 void philox_blocks(std::uint64_t seed, const std::uint32_t* const* ctr, int count, Out* out) {
   // vectors in flight: as many as keep the registers from spilling (measured with aoc bench)
-  constexpr int kWide = std::is_same_v<Out, float> ? (kLanes == 16 ? 3 : 2) : 4;
+  constexpr int kWide = std::is_same_v<Out, float> ? (kLanes == 16 ? 4 : 2) : 4;
   const std::uint32_t* c[4];
   auto at = [&](int i) {
     for (int w = 0; w < 4; ++w) c[w] = ctr[w] + i;
