@@ -331,7 +331,12 @@ class Interp {
     // updates the states of the body's stateful ops (when the enclosing evaluation commits), as the
     // reference's final call does; the op's result stays the iterate the rule returned.
     commit_ = commit;
-    if (sequential() && so.rule != StopRule::Released) f(result);
+    if (sequential() && so.rule != StopRule::Released) {
+      // the step after the cap, whatever the batch's other samples took: the noise of this read is
+      // keyed by its step, and a sample's result must not depend on the batch it ran in
+      step = static_cast<int>(max_iter);
+      f(result);
+    }
     ctx_.iteration = outer_iteration;
     if (top) stats.push_back(std::move(st));
     return result;

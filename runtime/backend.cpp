@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <set>
 #include <tuple>
 
@@ -200,10 +201,18 @@ class SimHooks : public ir::Hooks {
     const bool sums = digital_sums_.count(op.name) > 0;
     const UniformConverter adc{p_.target.adc_lo, p_.target.adc_hi, adc_bits_};
     // Each row is one read in its own slot of the machine's clock: (row, token) in sequential mode,
-    // the row (batch x token) at once in simultaneous mode: the same slot for the same sample and token.
+    // the row (batch x token) at once in simultaneous mode: the same slot for the same sample and
+    // token. Rows count from the whole input's first sample (axis 0 is the batch: R / x.shape[0]
+    // rows per sample), so a sample's slots do not depend on how the batch was split.
+    const std::int64_t per_sample = x.shape.size() >= 2 && x.shape[0] > 0 && R % x.shape[0] == 0 ? R / x.shape[0] : R;
+    const std::int64_t first = static_cast<std::int64_t>(o_.first_sample) * per_sample;
+    const std::int64_t last_slot = (first + R) * (ctx.token >= 0 ? ctx.tokens : 1);
+    if (last_slot > std::numeric_limits<int>::max())
+      throw Error("run: the first sample " + std::to_string(o_.first_sample) + " and " + std::to_string(R) +
+                  " rows put this op's noise slots past 2^31 (use a smaller --first-sample)");
     thread_local std::vector<int> slots;
     slots.resize(static_cast<std::size_t>(R));
-    for (std::int64_t r = 0; r < R; ++r) slots[r] = static_cast<int>(ctx.token >= 0 ? r * ctx.tokens + ctx.token : r);
+    for (std::int64_t r = 0; r < R; ++r) slots[r] = static_cast<int>(ctx.token >= 0 ? (first + r) * ctx.tokens + ctx.token : first + r);
     const StepContext sc{ctx.iteration, slots.data()};
     constexpr int kRows = 64;
     const std::int64_t blocks = (R + kRows - 1) / kRows;

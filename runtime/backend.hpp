@@ -39,6 +39,9 @@ struct BackendOptions {
   bool f64 = false;            // sim: the tiles' products in float64 (default float32, as the loop core)
   LightMap light_map = LightMap::Auto;  // sim: how each tile keeps its light map (OpticalTile::set_light_map; F16 not with f64)
   ir::Mode mode = ir::Mode::Simultaneous;
+  // sim: the index of the inputs' first sample (axis 0) in the user's whole input: noise is keyed by
+  // a sample's index there, so a batch split over several runs draws what one run of the whole would
+  int first_sample = 0;
   bool trace = false;          // every top-level value, not only the outputs
   // Progress: after each token (sequential) or fixed-point step (simultaneous); see ir::InterpretOptions.
   std::function<void(long long done, long long total)> progress;

@@ -72,7 +72,7 @@ LoopRunResult run(const Hardware& hw, const CoreConfig& cfg, const LoopProblem& 
     Batch<T> z = Batch<T>::from(res.solve.z), prev = z, next;
     int k = res.solve.steps;
     auto advance = [&] {
-      core.step(z, inj, &prev, next, StepContext{k++, nullptr});
+      core.step(z, inj, &prev, next, StepContext{k++, nullptr, false, o.solver.first_sample});
       std::swap(prev, z);
       std::swap(z, next);
     };

@@ -13,6 +13,8 @@ struct LoopProblem {
   Eigen::VectorXd bias;
 };
 
-LoopProblem random_problem(int n, int batch, std::uint64_t seed);
+// Samples first_sample .. first_sample + batch - 1 of the seed's inputs (the same weights): a batch
+// split over several problems gives the rows of one.
+LoopProblem random_problem(int n, int batch, std::uint64_t seed, int first_sample = 0);
 
 }  // namespace aoc

@@ -83,7 +83,7 @@ void write_program_output(const std::string& path, const ir::Program&, const Pro
                     {"config_hash", m.program_digest}, {"backend", m.backend}, {"mode", m.mode},
                     {"inputs", m.inputs},      {"precision", m.precision}, {"set", set_text(m.set)},
                     {"compile_set", set_text(m.compile_set)}, {"output_digest", digest_hex(bytes.data(), bytes.size())}};
-  const H5Attrs nums{{"seed", {static_cast<double>(m.seed)}}, {"noise", {m.noise ? 1.0 : 0.0}}, {"quantize", {m.quantize ? 1.0 : 0.0}},
+  const H5Attrs nums{{"seed", {static_cast<double>(m.seed)}}, {"first_sample", {static_cast<double>(m.first_sample)}}, {"noise", {m.noise ? 1.0 : 0.0}}, {"quantize", {m.quantize ? 1.0 : 0.0}},
                      {"optics", {m.optics ? 1.0 : 0.0}}, {"trace", {m.trace ? 1.0 : 0.0}},
                      {"dac_conversions", {static_cast<double>(r.counters.dac)}},
                      {"adc_conversions", {static_cast<double>(r.counters.adc)}}};

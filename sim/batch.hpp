@@ -65,7 +65,10 @@ struct StepContext {
   int iteration = 0;
   const int* samples = nullptr;
   bool final = false;  // the released rule's final call: its f(z) is the result (a graph body commits its states)
-  int sample(int row) const { return samples ? samples[row] : row; }
+  // The index of the batch's first sample in the user's whole input: noise is keyed by a sample's
+  // index there, so a batch split over several runs draws what one run of the whole would.
+  int first_sample = 0;
+  int sample(int row) const { return first_sample + (samples ? samples[row] : row); }
 };
 
 }  // namespace aoc

@@ -64,7 +64,7 @@ void solve_together(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z0,
   Batch<T> z = z0, fz(B, N), prev(B, N);
   std::vector<double> best(B, std::numeric_limits<double>::infinity());
   for (int k = 0; k < opt.max_iter; ++k) {
-    f(z, inj, k == 0 ? nullptr : &prev, fz, StepContext{k, nullptr});
+    f(z, inj, k == 0 ? nullptr : &prev, fz, StepContext{k, nullptr, false, opt.first_sample});
     ++res.steps;
     trace_step(res, opt.trace, B, N);
     double worst = 0;
@@ -108,7 +108,7 @@ void solve_per_sample(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z
   int n_active = B;
   for (int k = 0; k < opt.max_iter && n_active > 0; ++k) {
     const int A = static_cast<int>(idx.size());
-    f(z, in, k == 0 ? nullptr : &prev, fz, StepContext{k, idx.data()});
+    f(z, in, k == 0 ? nullptr : &prev, fz, StepContext{k, idx.data(), false, opt.first_sample});
     ++res.steps;
     trace_step(res, opt.trace, B, N);
     std::vector<int> keep;
@@ -178,7 +178,7 @@ void solve_released(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z0,
   bool met = false;
   int k = 0;
   for (; k < opt.max_iter && !met; ++k) {
-    f(z, inj, k == 0 ? nullptr : &prev, fz, StepContext{k, nullptr});
+    f(z, inj, k == 0 ? nullptr : &prev, fz, StepContext{k, nullptr, false, opt.first_sample});
     ++res.steps;
     trace_step(res, opt.trace, B, N);
     double dd = 0, zz = 0, worst = 0;
@@ -207,7 +207,7 @@ void solve_released(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z0,
       for (int j = 0; j < N; ++j) zr[j] = (T(1) - tau) * zr[j] + tau * fr[j];
     }
   }
-  f(z, inj, k == 0 ? nullptr : &prev, fz, StepContext{k, nullptr, true});
+  f(z, inj, k == 0 ? nullptr : &prev, fz, StepContext{k, nullptr, true, opt.first_sample});
   for (int r = 0; r < B; ++r) {
     write_row(fz.row(r), N, res.z, r);
     res.iterations[r] = k;

@@ -37,6 +37,7 @@ struct SolverOptions {
   // StepContext::samples maps them); false, every step sees the whole batch and a converged
   // sample's row is held (for a step function whose rows are not independent inputs, a graph body).
   bool compact = true;
+  int first_sample = 0;  // StepContext::first_sample: the batch's first sample in the whole input
 
   static SolverOptions twin() { return {}; }
   static SolverOptions relative(double tol, int max_iter, double damping) { return {StopRule::Relative, max_iter, tol, damping, false}; }

@@ -11,6 +11,7 @@
 #include <string>
 #include <sys/wait.h>
 
+#include "compiler/graph_json.hpp"
 #include "compiler/program_h5.hpp"
 #include "runtime/h5io.hpp"
 #include "runtime/output.hpp"
@@ -349,6 +350,35 @@ TEST_CASE("run: a program's run-time --set noise.thermal_sigma changes its outpu
   const std::string a = run_program("noise-default", "--noise");
   const std::string b = run_program("noise-hot", "--noise --set noise.thermal_sigma=0.5");
   CHECK(aoc::read_h5_attr(a, "output_digest") != aoc::read_h5_attr(b, "output_digest"));
+}
+
+TEST_CASE("run: a program's noisy outputs over runs of parts with --first-sample are one run's, in both sequence modes") {
+  const ParityProgram& p = parity_program();
+  const std::string tokens = (p.dir / "tok5.h5").string();
+  REQUIRE(run_aoc("run " + p.prog + " --example-input " + tokens + " --batch 5 --length 6 --seed 7").status == 0);
+  const aoc::ir::Tensor all = aoc::ir::read_weights_h5(tokens).at("tokens");
+  for (const std::string mode : {"simultaneous", "sequential"}) {
+    auto run = [&](const std::string& name, const std::string& in, int first) {
+      const std::string out = (p.dir / (name + "-" + mode + ".h5")).string();
+      const Run r = run_aoc("run " + p.prog + " --inputs " + in + " --noise --quantize --sequence " + mode + " --first-sample " +
+                            std::to_string(first) + " -o " + out);
+      INFO(r.out);
+      REQUIRE(r.status == 0);
+      return aoc::ir::read_weights_h5(out).at("logits.adc");
+    };
+    const aoc::ir::Tensor whole = run("whole", tokens, 0);
+    const std::int64_t per = static_cast<std::int64_t>(whole.data.size()) / 5;
+    for (const auto& [from, to] : std::vector<std::pair<int, int>>{{0, 1}, {1, 4}, {4, 5}}) {
+      aoc::ir::Tensor part = all;
+      part.shape[0] = to - from;
+      part.data.assign(all.data.begin() + from * 6, all.data.begin() + to * 6);
+      const std::string in = (p.dir / ("tok5-" + std::to_string(from) + ".h5")).string();
+      aoc::ir::write_weights_h5(in, {{"tokens", part}});
+      const aoc::ir::Tensor out = run("part" + std::to_string(from), in, from);
+      INFO(mode << ": samples " << from << " .. " << to - 1);
+      CHECK(std::equal(out.data.begin(), out.data.end(), whole.data.begin() + from * per));
+    }
+  }
 }
 
 TEST_CASE("run: a program run records its run-time --set, optics and precision beside the seed") {

@@ -398,7 +398,7 @@ TEST_CASE("tile: a read in steps (emit, then light per range of panels, then sen
 namespace {
 
 // x[B, L, 12] -> z* = tanh(z W^T + x U^T) on the 48-variable machine (U digital: it feeds the loop once).
-ir::Program loop_program() {
+ir::Program loop_program(const std::string& rule = "fixed", double tol = 1e-9) {
   ir::Program p;
   ir::Graph& g = p.graph;
   g.name = "tile-loop";
@@ -412,7 +412,7 @@ ir::Program loop_program() {
                ir::make_op(ir::OpKind::Tanh, {"pre"}, {"zn"})};
   body->results = {"zn"};
   ir::Op fp = ir::make_op(ir::OpKind::FixedPoint, {"u"}, {"zs"},
-                          {{"tol", 1e-9}, {"max_iter", std::int64_t{12}}, {"rule", std::string("fixed")}, {"like", std::string("u")}}, "deq");
+                          {{"tol", tol}, {"max_iter", std::int64_t{12}}, {"rule", rule}, {"like", std::string("u")}}, "deq");
   fp.body = body;
   g.ops.push_back(fp);
   g.outputs = {"zs"};
@@ -485,4 +485,39 @@ TEST_CASE("program: drift is continuous across tokens: the same detector drifts 
   const ProgramResult b = make_backend("sim", &hw)->run(p, in, o);
   // a fixed rule of 12 steps: each (sample, token) is one slot of the clock in both modes
   CHECK(max_diff(a.values.at(p.graph.outputs[0]), b.values.at(p.graph.outputs[0])) < 1e-5);
+}
+
+// Samples [from, to) of x ([B, L, D]) as inputs of their own.
+std::map<std::string, ir::Tensor> samples_of(const ir::Tensor& x, std::int64_t from, std::int64_t to) {
+  ir::Tensor part = x;
+  part.shape[0] = to - from;
+  const std::int64_t per = static_cast<std::int64_t>(x.data.size()) / x.shape[0];
+  part.data.assign(x.data.begin() + from * per, x.data.begin() + to * per);
+  return {{"x", part}};
+}
+
+TEST_CASE("program: noisy outputs are bit-identical for batch splits of 1, 3 and all samples, in both sequence modes") {
+  // the per-sample rule, its samples converging at different steps (a body with states to commit:
+  // tests/test_run.cpp's parity program)
+  const ir::Program p = loop_program("relative", 1e-3);
+  NoiseSpec s = *hw48().noise;
+  s.thermal_sigma = 1e-5, s.rin_sigma = 1e-5, s.photons_per_sample = 1e9;
+  const Hardware hw = with_noise(s);
+  const ir::Tensor x = wave({7, 5, 12}, 1.0, 0.8);
+  for (ir::Mode mode : {ir::Mode::Simultaneous, ir::Mode::Sequential}) {
+    INFO((mode == ir::Mode::Sequential ? "sequential" : "simultaneous"));
+    BackendOptions o;
+    o.quantize = false, o.seed = 5, o.mode = mode, o.threads = 2;
+    const ir::Tensor whole = make_backend("sim", &hw)->run(p, {{"x", x}}, o).values.at(p.graph.outputs[0]);
+    const std::int64_t per = static_cast<std::int64_t>(whole.data.size()) / 7;
+    for (int size : {1, 3}) {
+      INFO("batches of " << size);
+      for (int from = 0; from < 7; from += size) {
+        const int to = std::min(7, from + size);
+        o.first_sample = from, o.threads = 1;
+        const ir::Tensor part = make_backend("sim", &hw)->run(p, samples_of(x, from, to), o).values.at(p.graph.outputs[0]);
+        CHECK(std::equal(part.data.begin(), part.data.end(), whole.data.begin() + from * per));
+      }
+    }
+  }
 }

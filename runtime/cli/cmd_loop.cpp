@@ -32,7 +32,7 @@ Deviation deviation(const RowMatrix<double>& a, const RowMatrix<double>& b) {
 int run(const Opts& o) {
   const Hardware hw = load_machine(o);
   const int n = o.n > 0 ? o.n : hw.channels;
-  const LoopProblem p = random_problem(n, o.batch, o.seed);
+  const LoopProblem p = random_problem(n, o.batch, o.seed, o.first_sample);
   const CoreConfig cfg = mode_config(o, hw);
   const LoopRunOptions ro = run_options(o);
   const auto t0 = std::chrono::steady_clock::now();
@@ -60,7 +60,7 @@ int run(const Opts& o) {
   const std::string digest = digest_hex(r.z.data(), sizeof(double) * r.z.size());
   if (o.json) {
     nlohmann::json j{{"tool", "aoc loop"}, {"version", AOC_VERSION}, {"hardware", hw.name}, {"overrides", o.set},
-                     {"mode", o.mode}, {"rule", o.rule}, {"precision", o.precision}, {"seed", o.seed},
+                     {"mode", o.mode}, {"rule", o.rule}, {"precision", o.precision}, {"seed", o.seed}, {"first_sample", o.first_sample},
                      {"batch", o.batch}, {"n", n}, {"quantize", o.quantize}, {"noise", o.noise},
                      {"bandwidth", o.bandwidth}, {"steps", r.steps}, {"converged", conv}, {"non_finite", diverged},
                      {"iterations", r.iterations}, {"mean_iterations", imean},

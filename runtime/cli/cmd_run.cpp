@@ -28,7 +28,7 @@ struct Opts : LoopFlags {
 
 // A loop's stop rule and update (a program's fixed points carry their own), and the sim backend's options.
 const std::vector<std::string> kLoopRule = {"--mode", "--alpha", "--anneal", "--rule", "--tol", "--max-iter", "--damping"};
-const std::vector<std::string> kSimOnly = {"--quantize", "--noise", "--ideal-optics", "--light-map", "--set", "--precision", "--seed"};
+const std::vector<std::string> kSimOnly = {"--quantize", "--noise", "--ideal-optics", "--light-map", "--set", "--precision", "--seed", "--first-sample"};
 
 // `aoc run PROG.h5 --inputs IN.h5 --backend sim|cpu -o OUT.h5`: a compiled program on token sequences.
 void run_program(const Opts& o, const CLI::App* c) {
@@ -42,7 +42,7 @@ void run_program(const Opts& o, const CLI::App* c) {
   const ir::Program p = ir::read_program_h5(o.input);
   if (!o.example.empty()) {
     refuse_given(c, "run", {"-o", "--inputs", "--backend", "--sequence", "--quantize", "--noise", "--ideal-optics", "--light-map", "--set",
-                            "--precision", "--trace", "--threads", "--quiet"},
+                            "--precision", "--trace", "--threads", "--quiet", "--first-sample"},
                  "does not apply with --example-input (it writes seeded inputs for the program and exits)");
     write_example_inputs(o.example, p, o.batch, o.length, o.seed);
     std::printf("wrote %s: the inputs of %s, batch %d, length %d (seed %llu)\n", o.example.c_str(), o.input.c_str(), o.batch, o.length,
@@ -61,6 +61,7 @@ void run_program(const Opts& o, const CLI::App* c) {
   const auto backend = make_backend(o.backend, &hw);
   const auto inputs = read_program_inputs(f.inputs, p);
   BackendOptions bo = backend_options(f);
+  bo.first_sample = o.first_sample;
   Progress meter(progress_unit(f), !f.quiet);
   meter.phase("run: " + o.backend);
   bo.progress = meter.counter(progress_bound(f));
@@ -71,7 +72,7 @@ void run_program(const Opts& o, const CLI::App* c) {
 
   ProgramRunMeta m;
   m.program = o.input, m.program_digest = file_digest(o.input), m.backend = o.backend, m.mode = f.sequence, m.inputs = f.inputs;
-  m.seed = f.seed, m.noise = sim && f.noise, m.quantize = sim && f.quantize, m.optics = sim && !f.ideal_optics, m.trace = f.trace;
+  m.seed = f.seed, m.first_sample = o.first_sample, m.noise = sim && f.noise, m.quantize = sim && f.quantize, m.optics = sim && !f.ideal_optics, m.trace = f.trace;
   m.precision = sim ? precision_text(f.precision, r) : o.backend == "cuda-f32" ? "f32" : "f64";
   m.set = f.set, m.compile_set = p.target.overrides;
   write_program_output(o.output, p, r, m);
@@ -118,7 +119,7 @@ std::string config_hash(const Opts& o, const Hardware& hw, const CoreConfig& cfg
     << "\nalpha " << numbers_text(cfg.alpha, "none") << "\nbeta " << numbers_text(cfg.beta, "none") << "\nscale " << numbers_text({cfg.scale}, "")
     << "\ngamma " << (cfg.gamma ? numbers_text({*cfg.gamma}, "") : "none") << "\nrule " << o.rule << "\nmax_iter " << o.max_iter
     << "\ntol " << numbers_text({o.tol}, "") << "\ndamping " << numbers_text({o.damping}, "") << "\nprecision " << o.precision
-    << "\nquantize " << o.quantize << "\nnoise " << o.noise << "\nbandwidth " << o.bandwidth << "\nseed " << o.seed << "\ntrace " << o.trace << "\nW "
+    << "\nquantize " << o.quantize << "\nnoise " << o.noise << "\nbandwidth " << o.bandwidth << "\nseed " << o.seed << "\nfirst_sample " << o.first_sample << "\ntrace " << o.trace << "\nW "
     << p.W.rows() << " x " << p.W.cols() << "\nx " << p.x.rows() << " x " << p.x.cols() << "\n";
   std::string bytes = t.str();
   bytes.append(reinterpret_cast<const char*>(p.W.data()), sizeof(double) * p.W.size());
@@ -145,7 +146,7 @@ void run(const Opts& o, const CLI::App* c) {
   if (!o.example.empty()) {
     if (!o.input.empty()) throw Error("run: " + o.input + ": not a program; --example-input without one writes a loop input");
     refuse_given(c, "run", {"-o", "--backend", "--mode", "--alpha", "--anneal", "--rule", "--tol", "--max-iter", "--damping", "--precision",
-                            "--quantize", "--noise", "--bandwidth", "--hardware-readout", "--threads", "--trace"},
+                            "--quantize", "--noise", "--bandwidth", "--hardware-readout", "--threads", "--trace", "--first-sample"},
                  "does not apply with --example-input (it writes a seeded loop input and exits)");
     return write_example(o, load_machine(o));
   }
@@ -179,7 +180,7 @@ void run(const Opts& o, const CLI::App* c) {
             {"gamma", cfg.gamma ? numbers_text({*cfg.gamma}, "") : "none"},
             {"stop_rule", o.rule},
             {"precision", o.precision}};
-  m.numbers = {{"tol", o.tol}, {"max_iter", o.max_iter}, {"damping", o.damping},
+  m.numbers = {{"tol", o.tol}, {"max_iter", o.max_iter}, {"damping", o.damping}, {"first_sample", o.first_sample},
                {"quantize", o.quantize}, {"noise", o.noise}, {"bandwidth", o.bandwidth}, {"trace", o.trace}};
   write_run_output(o.output, r, m);
 

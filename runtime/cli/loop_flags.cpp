@@ -45,6 +45,11 @@ void add_loop_flags(CLI::App* c, LoopFlags& f, const char* seed_help) {
   c->add_option("--seed", f.seed, seed_help)->capture_default_str();
   c->add_option("--threads", f.threads, "threads (results are identical for any count)")->check(CLI::PositiveNumber)->capture_default_str();
   c->add_flag("--trace", f.trace, "keep every sample's residual at every step");
+  c->add_option("--first-sample", f.first_sample,
+                "the index of this batch's first sample in the whole input, when one input is split over several runs: each sample's "
+                "noise is keyed by its index there, so the parts give what one run of the whole does (with a per-sample stop rule)")
+      ->check(CLI::Range(0, (1 << 30)))
+      ->capture_default_str();
 }
 
 Hardware load_machine(const LoopFlags& f) { return load_hardware(resolve_hardware_path(f.hw), f.set); }
@@ -74,6 +79,7 @@ LoopRunOptions run_options(const LoopFlags& f) {
   else if (f.rule == "relative") r.solver = SolverOptions::relative(f.tol, f.max_iter, f.damping);
   else r.solver = SolverOptions::fixed(f.max_iter, f.tol);
   r.solver.trace = f.trace;
+  r.solver.first_sample = f.first_sample;
   r.quantize = f.quantize;
   r.noise = f.noise;
   r.bandwidth = f.bandwidth;

@@ -15,6 +15,7 @@ struct LoopFlags {
   std::string hw = "aoc-48", mode = "default", rule = "twin", precision = "f32";
   std::vector<std::string> set;  // hardware overrides section.field=value
   int max_iter = 40, threads = 1;
+  int first_sample = 0;  // the batch's first sample in the whole input (noise keys; aoc loop: also its inputs)
   double tol = 1e-3, damping = 1.0, alpha = 0.5;
   std::uint64_t seed = 1;
   bool quantize = false, noise = false, bandwidth = false, trace = false, hardware_readout = false;
