@@ -146,9 +146,17 @@ class Mapper {
     }
     // torchdeq's WeightNorm (dim 0): W = V * (g / ||V||), the norm over all but the output axis
     for (std::int64_t r = 0; r < rows; ++r) {
+      const double* row = v.data.data() + r * per_row;
       double ss = 0;
-      for (std::int64_t k = 0; k < per_row; ++k) ss += v.data[r * per_row + k] * v.data[r * per_row + k];
-      const double norm = std::sqrt(ss);
+      for (std::int64_t k = 0; k < per_row; ++k) ss += row[k] * row[k];
+      double norm = std::sqrt(ss);
+      if (!std::isfinite(norm) || norm < 1e-140) {  // the squares over- or underflow (|V| ~ 1e200, 1e-200): scale by the largest first
+        double m = 0;
+        for (std::int64_t k = 0; k < per_row; ++k) m = std::max(m, std::abs(row[k]));
+        double scaled = 0;
+        for (std::int64_t k = 0; k < per_row; ++k) scaled += (row[k] / m) * (row[k] / m);
+        norm = m > 0 ? m * std::sqrt(scaled) : 0;
+      }
       if (!(norm > 0))
         fail(v_name, "row " + std::to_string(r) + " has norm 0: the weight-norm fold V * g / ||V|| is undefined");
       const double factor = scale[static_cast<std::size_t>(r)] / norm;

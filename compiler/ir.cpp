@@ -48,9 +48,19 @@ double label_accuracy(const Tensor& logits, const Tensor& labels) {
   const std::vector<std::int64_t> guess = argmax_last(logits);
   if (guess.size() != labels.data.size())
     throw Error("labels: " + std::to_string(labels.data.size()) + " labels for " + std::to_string(guess.size()) + " positions");
+  if (!labels.shape.empty() && !logits.shape.empty() &&
+      labels.shape != std::vector<std::int64_t>(logits.shape.begin(), logits.shape.end() - 1))
+    throw Error("labels: shape " + shape_text(labels.shape) + ", the outputs' positions are " +
+                shape_text(std::vector<std::int64_t>(logits.shape.begin(), logits.shape.end() - 1)) + " (transposed?)");
+  const std::int64_t V = logits.shape.empty() ? 1 : logits.shape.back();
   long long right = 0, counted = 0;
-  for (std::size_t i = 0; i < guess.size(); ++i)
-    if (labels.data[i] >= 0) ++counted, right += guess[i] == static_cast<std::int64_t>(labels.data[i]);
+  for (std::size_t i = 0; i < guess.size(); ++i) {
+    const double l = labels.data[i];
+    if (!(l == std::floor(l) && l < static_cast<double>(V)))  // NaN fails too
+      throw Error("labels: " + std::to_string(l) + " at position " + std::to_string(i) + " is not a class (an integer from 0 to " +
+                  std::to_string(V - 1) + ", or negative to skip the position)");
+    if (l >= 0) ++counted, right += guess[i] == static_cast<std::int64_t>(l);
+  }
   return counted ? static_cast<double>(right) / static_cast<double>(counted) : 0.0;
 }
 

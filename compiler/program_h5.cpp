@@ -8,8 +8,11 @@
 #include "compiler/program_h5.hpp"
 
 #include <H5Cpp.h>
-
 #include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <limits>
+#include <type_traits>
 
 #include "compiler/graph_json.hpp"
 #include "sim/error.hpp"
@@ -38,23 +41,28 @@ bool exists(const H5::H5File& f, const std::string& name) { return H5Lexists(f.g
 
 std::string get_string(const H5::H5File& f, const std::string& path, const std::string& name) {
   if (!exists(f, name)) throw Error(path + ": /" + name + ": missing (not an aoc program?)");
-  const H5::DataSet d = f.openDataSet(name);
-  if (d.getTypeClass() != H5T_STRING) throw Error(path + ": /" + name + ": expected a string");
-  std::string s;
-  d.read(s, d.getStrType());
-  return s;
+  return h5_string(f.openDataSet(name), path + ": /" + name);
 }
 
+// n values of a dataset of rank at most max_rank as T (integers: each an integral value within T's
+// range).
 template <class T>
-std::vector<T> get_numbers(const H5::H5File& f, const std::string& path, const std::string& name, std::size_t n,
-                           const H5::PredType& type) {
-  if (!exists(f, name)) throw Error(path + ": /" + name + ": missing");
-  const H5::DataSet d = f.openDataSet(name);
-  if (d.getSpace().getSimpleExtentNpoints() != static_cast<hssize_t>(n))
-    throw Error(path + ": /" + name + ": expected " + std::to_string(n) + " values, got " + std::to_string(d.getSpace().getSimpleExtentNpoints()));
-  std::vector<T> v(n);
-  if (n) d.read(v.data(), type);
-  return v;
+std::vector<T> get_numbers(const H5::H5File& f, const std::string& path, const std::string& name, std::uint64_t n, int max_rank) {
+  const std::string where = path + ": /" + name;
+  if (!exists(f, name)) throw Error(where + ": missing");
+  const std::vector<double> v = h5_numbers(f.openDataSet(name), where, max_rank);
+  if (v.size() != n) throw Error(where + ": expected " + std::to_string(n) + " values, got " + std::to_string(v.size()));
+  std::vector<T> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if constexpr (std::is_integral_v<T>) {
+      if (!(v[i] >= static_cast<double>(std::numeric_limits<T>::min()) && v[i] <= static_cast<double>(std::numeric_limits<T>::max())) ||
+          v[i] != std::floor(v[i]))
+        throw Error(where + ": value " + std::to_string(v[i]) + " at element " + std::to_string(i) + " is not a " +
+                    std::to_string(8 * sizeof(T)) + "-bit integer");
+    }
+    out[i] = static_cast<T>(v[i]);
+  }
+  return out;
 }
 
 json target_json(const Target& t) {
@@ -83,6 +91,8 @@ Target read_target(const jsonr::Reader& r, const jsonr::json& j) {
   const auto dac = r.numbers(r.need(j, F, "dac_range"), F + ".dac_range", 2);
   const auto adc = r.numbers(r.need(j, F, "adc_range"), F + ".adc_range", 2);
   t.dac_lo = dac[0], t.dac_hi = dac[1], t.adc_lo = adc[0], t.adc_hi = adc[1];
+  if (!(t.dac_lo < t.dac_hi)) r.fail(F + ".dac_range", "expected [lo, hi] with lo < hi");
+  if (!(t.adc_lo < t.adc_hi)) r.fail(F + ".adc_range", "expected [lo, hi] with lo < hi");
   return t;
 }
 
@@ -134,10 +144,7 @@ bool is_program_h5(const std::string& path) {
     if (!H5::H5File::isHdf5(path)) return false;
     const H5::H5File f(path, H5F_ACC_RDONLY);
     if (!f.attrExists("format")) return false;
-    const H5::Attribute a = f.openAttribute("format");
-    std::string s;
-    a.read(a.getStrType(), s);
-    return s == kFormat;
+    return h5_string(f.openAttribute("format"), path + ": attribute format") == kFormat;
   } catch (...) {
     return false;
   }
@@ -180,9 +187,10 @@ Program read_program_h5(const std::string& path) {
         pl.tiles.push_back({v[0], v[1], v[2], v[3], static_cast<int>(v[4]), static_cast<int>(v[5]), v[6], v[7]});
       }
       if (r.boolean(r.need(j, F, "codes"), F + ".codes")) {
-        pl.codes = get_numbers<std::int32_t>(f, path, "codes/" + std::to_string(k), static_cast<std::size_t>(pl.rows * pl.cols),
-                                             H5::PredType::NATIVE_INT32);
-        pl.code_step = get_numbers<double>(f, path, "code_step/" + std::to_string(k), pl.tiles.size(), H5::PredType::NATIVE_DOUBLE);
+        if (pl.rows > static_cast<std::int64_t>(kMaxH5Elements) / pl.cols)
+          r.fail(F + ".rows", "rows x cols = " + std::to_string(pl.rows) + " x " + std::to_string(pl.cols) + " is more than 2^40 codes");
+        pl.codes = get_numbers<std::int32_t>(f, path, "codes/" + std::to_string(k), static_cast<std::uint64_t>(pl.rows * pl.cols), 2);
+        pl.code_step = get_numbers<double>(f, path, "code_step/" + std::to_string(k), pl.tiles.size(), 1);
       }
       p.optical.push_back(std::move(pl));
     }

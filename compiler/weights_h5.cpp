@@ -17,34 +17,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string type_text(H5T_class_t c) {
-  switch (c) {
-    case H5T_STRING: return "strings";
-    case H5T_COMPOUND: return "a compound type";
-    default: return "a non-numeric type";
-  }
-}
-
 Tensor read_dataset(const H5::DataSet& d, const std::string& where) {
-  const H5T_class_t c = d.getTypeClass();
-  if (c != H5T_INTEGER && c != H5T_FLOAT) throw Error(where + ": expected numbers, got " + type_text(c));
-  const H5::DataSpace s = d.getSpace();
-  std::vector<hsize_t> dims(s.getSimpleExtentNdims());
-  if (!dims.empty()) s.getSimpleExtentDims(dims.data());
+  H5Extent e;
   Tensor t;
-  for (hsize_t v : dims) t.shape.push_back(v > static_cast<hsize_t>(kMaxElements) ? -1 : static_cast<std::int64_t>(v));
-  const std::int64_t n = checked_elements(t.shape);
-  if (n < 0) {
-    std::string text;
-    for (hsize_t v : dims) text += (text.empty() ? "" : ", ") + std::to_string(v);
-    throw Error(where + ": shape [" + text + "] has more than 2^50 elements");
-  }
-  try {
-    t.data.resize(static_cast<std::size_t>(n));
-  } catch (const std::bad_alloc&) {
-    throw Error(where + ": " + std::to_string(n) + " values (" + shape_text(t.shape) + ") do not fit in this machine's memory");
-  }
-  if (!t.data.empty()) d.read(t.data.data(), H5::PredType::NATIVE_DOUBLE);
+  t.data = h5_numbers(d, where, 32, &e);
+  for (std::uint64_t v : e.dims) t.shape.push_back(static_cast<std::int64_t>(v));  // each at most 2^40 (h5_numbers)
   for (std::size_t i = 0; i < t.data.size(); ++i)
     if (!std::isfinite(t.data[i])) throw Error(where + ": NaN or infinite value at element " + std::to_string(i));
   return t;

@@ -83,6 +83,8 @@ void train(SequenceModel& m, const TrainOptions& o, const std::function<void(con
       }
     }
     const Var loss = t.cross_entropy(m.head(t, z), data.targets);
+    if (!std::isfinite(t.value(loss)(0, 0)))
+      throw Error("train: step " + std::to_string(step) + ": the loss is NaN or inf, the weights diverged (lower train.lr or train.clip)");
     t.backward(loss);
     const double norm = ad::clip_grad_norm(params, o.clip);
     const double lr = ad::warmup_cosine(step, o.steps, o.warmup, o.lr);

@@ -30,6 +30,13 @@ double number(const Ctx& cx, const json& v, const std::string& field) {
   return d;
 }
 
+// A whole number in [lo, hi], checked before it becomes an int.
+int integer(const Ctx& cx, const json& v, const std::string& field, int lo, int hi) {
+  const double d = number(cx, v, field);
+  if (d != std::floor(d) || d < lo || d > hi) cx.fail(field, "expected a whole number from " + std::to_string(lo) + " to " + std::to_string(hi));
+  return static_cast<int>(d);
+}
+
 std::vector<double> numbers(const Ctx& cx, const json& v, const std::string& field) {
   if (v.is_number()) return {number(cx, v, field)};
   if (!v.is_array()) cx.fail(field, "expected a number or a list of numbers");
@@ -92,7 +99,7 @@ std::vector<DtCase> load_dt_golden(const std::string& path) {
     if (!j.is_object()) cx.fail("", "expected an object");
     DtCase c;
     c.name = j.value("name", "case " + std::to_string(i));
-    c.hw_n_variables = static_cast<int>(number(cx, need(cx, j, "hw_n_variables"), "hw_n_variables"));
+    c.hw_n_variables = integer(cx, need(cx, j, "hw_n_variables"), "hw_n_variables", 1, 1 << 20);
     if (c.hw_n_variables != 48 && c.hw_n_variables != 16) cx.fail("hw_n_variables", "must be 48 or 16");
     c.cfg = config_from_flags(cx, need(cx, j, "flags"));
     if (j.contains("scale") && !j["scale"].is_null()) c.cfg.scale = number(cx, j["scale"], "scale");
@@ -116,8 +123,7 @@ std::vector<DtCase> load_dt_golden(const std::string& path) {
       if (v->size() > 1 && static_cast<long>(v->size()) != N) cx.fail(v == &c.cfg.alpha ? "alpha" : "beta", "expected 1 or " + std::to_string(N) + " values");
     c.one_step = matrix(cx, need(cx, j, "one_step"), "one_step", B, N);
     if (j.contains("after_n_iter") && !j["after_n_iter"].is_null()) {
-      c.n_iter = static_cast<int>(number(cx, need(cx, j, "n_iter"), "n_iter"));
-      if (c.n_iter < 1) cx.fail("n_iter", "must be at least 1");
+      c.n_iter = integer(cx, need(cx, j, "n_iter"), "n_iter", 1, 1 << 20);
       c.after_n_iter = matrix(cx, j["after_n_iter"], "after_n_iter", B, N);
     }
     if (j.contains("stages_one_step") && j["stages_one_step"].is_object())

@@ -30,15 +30,6 @@ std::string shape_text(const std::vector<std::size_t>& s) {
   return t;
 }
 
-std::string type_text(H5T_class_t c) {
-  switch (c) {
-    case H5T_INTEGER: return "integers";
-    case H5T_FLOAT: return "floating-point numbers";
-    case H5T_STRING: return "strings";
-    default: return "a non-numeric type";
-  }
-}
-
 bool has_dataset(const H5::H5File& f, const std::string& name) { return H5Lexists(f.getId(), name.c_str(), H5P_DEFAULT) > 0; }
 
 H5Array read_array(const H5::H5File& f, const std::string& path, const std::string& name) {
@@ -46,24 +37,14 @@ H5Array read_array(const H5::H5File& f, const std::string& path, const std::stri
   if (!has_dataset(f, name)) throw Error(where + ": missing dataset");
   H5Array a;
   a.name = name;
-  H5T_class_t c;
+  H5Extent e;
   try {
-    H5::DataSet d = f.openDataSet(name);
-    c = d.getTypeClass();
-    if (c == H5T_INTEGER || c == H5T_FLOAT) {
-      a.integer = c == H5T_INTEGER;
-      const H5::DataSpace s = d.getSpace();
-      std::vector<hsize_t> dims(s.getSimpleExtentNdims());
-      if (!dims.empty()) s.getSimpleExtentDims(dims.data());
-      std::size_t n = 1;
-      for (hsize_t v : dims) a.shape.push_back(v), n *= v;
-      a.values.resize(n);
-      if (n) d.read(a.values.data(), H5::PredType::NATIVE_DOUBLE);
-    }
-  } catch (const H5::Exception& e) {
-    throw Error(where + ": cannot read as a dataset (" + e.getDetailMsg() + ")");
+    a.values = h5_numbers(f.openDataSet(name), where, 32, &e);
+  } catch (const H5::Exception& x) {
+    throw Error(where + ": cannot read as a dataset (" + x.getDetailMsg() + ")");
   }
-  if (c != H5T_INTEGER && c != H5T_FLOAT) throw Error(where + ": expected numbers, got " + type_text(c));
+  a.integer = e.type_class == H5T_INTEGER;
+  for (std::uint64_t v : e.dims) a.shape.push_back(static_cast<hsize_t>(v));
   return a;
 }
 
@@ -85,22 +66,11 @@ std::optional<std::vector<double>> read_attr_numbers(const H5::H5File& f, const 
   if (H5Aexists(f.getId(), name.c_str()) <= 0) return std::nullopt;
   const std::string where = path + ": attribute " + name;
   std::vector<double> v;
-  H5T_class_t c;
-  int rank = 0;
   try {
-    const H5::Attribute a = f.openAttribute(name);
-    c = a.getTypeClass();
-    const H5::DataSpace s = a.getSpace();
-    rank = s.getSimpleExtentNdims();
-    if ((c == H5T_INTEGER || c == H5T_FLOAT) && rank <= 1) {
-      v.resize(s.getSimpleExtentNpoints());
-      if (!v.empty()) a.read(H5::PredType::NATIVE_DOUBLE, v.data());
-    }
+    v = h5_numbers(f.openAttribute(name), where, 1);
   } catch (const H5::Exception& e) {
     throw Error(where + ": cannot read (" + e.getDetailMsg() + ")");
   }
-  if (c != H5T_INTEGER && c != H5T_FLOAT) throw Error(where + ": expected numbers, got " + type_text(c));
-  if (rank > 1) throw Error(where + ": expected a number or a list of numbers, got rank " + std::to_string(rank));
   for (double x : v)
     if (!std::isfinite(x)) throw Error(where + ": NaN or infinite value");
   return v;
@@ -223,11 +193,7 @@ std::string read_h5_attr(const std::string& path, const std::string& name) {
   if (H5Aexists(f.getId(), name.c_str()) > 0) {
     try {
       const H5::Attribute a = f.openAttribute(name);
-      if (a.getTypeClass() == H5T_STRING) {
-        std::string s;
-        a.read(a.getStrType(), s);
-        return s.c_str();  // drop fixed-length padding
-      }
+      if (a.getTypeClass() == H5T_STRING) return h5_string(a, path + ": attribute " + name);
     } catch (const H5::Exception& e) {
       throw Error(path + ": attribute " + name + ": cannot read (" + e.getDetailMsg() + ")");
     }

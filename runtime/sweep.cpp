@@ -202,11 +202,14 @@ bool whole_number(const std::string& n) {
 // A run parameter's value: a number in the parameter's range.
 void check_run_value(const Reader& r, const json& v, const std::string& field, const std::string& name) {
   if (!v.is_number()) r.fail(field, "expected a number, got " + jsonr::got(v));
-  if (whole_number(name) && !v.is_number_integer()) r.fail(field, name + " takes whole numbers, got " + jsonr::got(v));
   const double x = v.get<double>();
   const double least = name == "noise_scale" || name == "seed" || name == "photons_per_sample" ? 0 : 1;
   const bool ok = std::isfinite(x) && (name == "photons_per_sample" ? x > least : x >= least);
   if (!ok) r.fail(field, jsonr::num(x) + " is out of range for " + name + (name == "photons_per_sample" ? " (more than 0)" : " (at least " + jsonr::num(least) + ")"));
+  // whole numbers become ints: at most what the workload itself takes (workload.batch, .length)
+  const double most = name == "batch" ? 65536.0 : name == "seed" ? 9007199254740992.0 : whole_number(name) ? 1048576.0 : HUGE_VAL;
+  if (x > most) r.fail(field, jsonr::num(x) + " is out of range for " + name + " (at most " + jsonr::num(most) + ")");
+  if (whole_number(name) && !v.is_number_integer()) r.fail(field, name + " takes whole numbers, got " + jsonr::got(v));
 }
 
 Param read_param(const Reader& r, const json& doc, const Scenario& s, const std::string& name, const json& spec, bool fixed) {
@@ -241,6 +244,8 @@ Param read_param(const Reader& r, const json& doc, const Scenario& s, const std:
       if (const json* v = r.find(spec, "scale")) p.log = r.choice(*v, field + ".scale", {"lin", "log"}) == "log";
       if (p.log && !(p.lo > 0)) r.fail(field + ".range", "a log range must be above 0");
       if (const json* v = r.find(spec, "integer")) p.integer = r.boolean(*v, field + ".integer");
+      if (p.integer && !(std::abs(p.lo) <= 9007199254740992.0 && std::abs(p.hi) <= 9007199254740992.0))
+        r.fail(field + ".range", "an integer range must lie within +-2^53 (whole numbers a double holds exactly)");
       if (const json* v = r.find(spec, "steps")) p.steps = static_cast<int>(r.integer(*v, field + ".steps", 1, 1 << 20));
       if (s.sampling == Sampling::Grid && p.steps == 0) r.fail(field, "a range on a grid needs steps (how many values)");
       if (s.sampling != Sampling::Grid && p.steps) r.fail(field + ".steps", "only for grid sampling");
@@ -249,7 +254,7 @@ Param read_param(const Reader& r, const json& doc, const Scenario& s, const std:
   if (!p.hardware) {
     if (p.values.empty()) {
       if (whole_number(name) && !p.integer) r.fail(field, name + " takes whole numbers: give \"integer\": true");
-      check_run_value(r, p.integer ? json(std::llround(p.lo)) : json(p.lo), field + ".range", name);
+      for (const double end : {p.lo, p.hi}) check_run_value(r, p.integer ? json(std::llround(end)) : json(end), field + ".range", name);
     }
     for (std::size_t i = 0; i < p.values.size(); ++i) check_run_value(r, p.values[i], fixed ? field : jsonr::elem(field + ".values", i), name);
   }

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "sim/error.hpp"
 #include "sim/files.hpp"
@@ -43,6 +44,15 @@ Header header_of(const Scenario& s) {
 
 namespace {
 
+// A count or an index of the journal: a JSON integer from 0 to 2^64 - 1 (not a float such as 1e30,
+// which would not convert to one).
+std::uint64_t whole_number(const json& j, const char* key) {
+  const json& v = j.at(key);
+  if (v.is_number_unsigned()) return v.get<std::uint64_t>();
+  if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return static_cast<std::uint64_t>(v.get<std::int64_t>());
+  throw Error(std::string(key) + ": expected a whole number from 0 to 2^64 - 1, got " + v.dump());
+}
+
 json header_json(const Header& h) {
   json j{{"scenario", h.scenario}, {"name", h.name}, {"config_hash", h.config_hash}, {"tool_version", h.tool_version},
          {"sampling", h.sampling}, {"workload", h.workload}, {"hardware", h.hardware}, {"seed", h.seed}, {"points", h.points}};
@@ -56,7 +66,7 @@ Header header_from(const json& j) {
   Header h;
   h.scenario = j.at("scenario"), h.name = j.at("name"), h.config_hash = j.at("config_hash"), h.tool_version = j.at("tool_version");
   h.sampling = j.at("sampling"), h.workload = j.at("workload"), h.hardware = j.at("hardware"), h.scenario_json = j.at("scenario_json");
-  h.seed = j.at("seed"), h.points = j.at("points");
+  h.seed = whole_number(j, "seed"), h.points = whole_number(j, "points");
   if (j.contains("params"))
     for (const auto& p : j["params"]) h.params.push_back({p.at("name"), p.at("kind"), p.at("fixed")});
   if (j.contains("metrics"))
@@ -76,7 +86,7 @@ std::string row_line(const Row& r) {
 Row parse_row(const std::string& line, const Header& h) {
   const json j = jsonr::parse_text<json>(line, "journal");
   Row r;
-  r.index = j.at("index"), r.seed = j.at("seed"), r.status = j.at("status"), r.error = j.at("error");
+  r.index = whole_number(j, "index"), r.seed = whole_number(j, "seed"), r.status = j.at("status"), r.error = j.at("error");
   for (const json& v : j.at("params")) r.params.push_back(v);
   for (const json& v : j.at("metrics")) r.metrics.push_back(v.is_null() ? kNaN : v.get<double>());
   if (r.params.size() != h.params.size() || r.metrics.size() != h.metrics.size())
@@ -127,6 +137,7 @@ Journal::Journal(const std::string& path, const Header& h, bool resume) : path_(
       return;
     }
     std::size_t line_no = 0;
+    std::set<std::size_t> seen;
     for (std::size_t start = 0; start < text.size(); ++line_no) {
       const std::size_t end = text.find('\n', start);
       const std::string line = text.substr(start, end - start);
@@ -145,6 +156,7 @@ Journal::Journal(const std::string& path, const Header& h, bool resume) : path_(
         }
         Row r = parse_row(line, h);
         if (r.index >= h.points) throw Error("point " + std::to_string(r.index) + " is not in the scenario");
+        if (!seen.insert(r.index).second) throw Error("point " + std::to_string(r.index) + " is there twice");
         rows_.push_back(std::move(r));
       } catch (const Error& e) {
         throw Error(path + ": line " + std::to_string(line_no + 1) + ": " + e.what());
@@ -191,19 +203,6 @@ void put_u64_attr(H5::H5Object& o, const std::string& name, std::uint64_t v) {
   o.createAttribute(name, H5::PredType::STD_U64LE, H5::DataSpace(H5S_SCALAR)).write(H5::PredType::NATIVE_UINT64, &v);
 }
 
-std::string get_attr(const H5::H5Object& o, const std::string& name) {
-  const H5::Attribute a = o.openAttribute(name);
-  std::string s;
-  a.read(a.getStrType(), s);
-  return s.c_str();  // drop fixed-length padding
-}
-
-std::uint64_t get_u64_attr(const H5::H5Object& o, const std::string& name) {
-  std::uint64_t v = 0;
-  o.openAttribute(name).read(H5::PredType::NATIVE_UINT64, &v);
-  return v;
-}
-
 // Variable-length UTF-8 strings (writing and reading must name the same character set).
 H5::StrType text_type() {
   H5::StrType t(H5::PredType::C_S1, H5T_VARIABLE);
@@ -220,33 +219,11 @@ void put_strings(H5::Group& g, const std::string& name, const std::vector<std::s
   if (n) d.write(p.data(), t);
 }
 
-std::vector<std::string> get_strings(const H5::DataSet& d) {
-  const H5::DataSpace s = d.getSpace();
-  hsize_t n = 0;
-  s.getSimpleExtentDims(&n);
-  std::vector<char*> p(n, nullptr);
-  const H5::StrType t = text_type();
-  if (n) d.read(p.data(), t);
-  std::vector<std::string> v;
-  for (char* c : p) v.push_back(c ? c : "");
-  if (n) H5Dvlen_reclaim(t.getId(), s.getId(), H5P_DEFAULT, p.data());
-  return v;
-}
-
 template <class T>
 void put_numbers(H5::Group& g, const std::string& name, const std::vector<T>& v, const H5::PredType& file, const H5::PredType& mem) {
   const hsize_t n = v.size();
   H5::DataSet d = g.createDataSet(name, file, H5::DataSpace(1, &n), untimed_dataset());
   if (n) d.write(v.data(), mem);
-}
-
-template <class T>
-std::vector<T> get_numbers(const H5::DataSet& d, const H5::PredType& mem) {
-  hsize_t n = 0;
-  d.getSpace().getSimpleExtentDims(&n);
-  std::vector<T> v(n);
-  if (n) d.read(v.data(), mem);
-  return v;
 }
 
 // A parameter column is numbers when every value is a number (booleans as 0 and 1), else text.
@@ -333,41 +310,58 @@ Results read_results_h5(const std::string& path) {
   Results r;
   Header& h = r.header;
   try {
-    if (get_attr(f, "format") != kFormat) throw Error(path + ": not a sweep results file (format is not " + kFormat + ")");
-    h.tool_version = get_attr(f, "tool_version");
-    h.scenario = get_attr(f, "scenario"), h.name = get_attr(f, "name"), h.config_hash = get_attr(f, "config_hash");
-    h.sampling = get_attr(f, "sampling"), h.workload = get_attr(f, "workload"), h.hardware = get_attr(f, "hardware");
-    h.seed = get_u64_attr(f, "seed"), h.points = get_u64_attr(f, "points");
-    h.scenario_json = get_strings(f.openDataSet("scenario_json")).at(0);
-    const auto index = get_numbers<std::uint64_t>(f.openDataSet("index"), H5::PredType::NATIVE_UINT64);
-    const auto seed = get_numbers<std::uint64_t>(f.openDataSet("seed"), H5::PredType::NATIVE_UINT64);
-    const auto status = get_strings(f.openDataSet("status")), error = get_strings(f.openDataSet("error"));
-    r.rows.resize(index.size());
-    for (std::size_t i = 0; i < index.size(); ++i)
-      r.rows[i].index = index[i], r.rows[i].seed = seed.at(i), r.rows[i].status = status.at(i), r.rows[i].error = error.at(i);
+    // every read checked (type, rank, count) by sim/h5file's reader, each error naming the object
+    const auto attr = [&](const H5::H5Object& o, const std::string& object, const std::string& name) -> std::string {
+      return h5_string(o.openAttribute(name), path + ": " + object + "attribute " + name);
+    };
+    const auto count = [&](const std::string& name) {
+      const std::vector<std::uint64_t> v = h5_u64s(f.openAttribute(name), path + ": attribute " + name);
+      if (v.size() != 1) throw Error(path + ": attribute " + name + ": expected one value, got " + std::to_string(v.size()));
+      return v[0];
+    };
+    if (attr(f, "", "format") != kFormat) throw Error(path + ": not a sweep results file (format is not " + kFormat + ")");
+    h.tool_version = attr(f, "", "tool_version");
+    h.scenario = attr(f, "", "scenario"), h.name = attr(f, "", "name"), h.config_hash = attr(f, "", "config_hash");
+    h.sampling = attr(f, "", "sampling"), h.workload = attr(f, "", "workload"), h.hardware = attr(f, "", "hardware");
+    h.seed = count("seed"), h.points = count("points");
+    h.scenario_json = h5_string(f.openDataSet("scenario_json"), path + ": /scenario_json");
+    const auto index = h5_u64s(f.openDataSet("index"), path + ": /index");
+    const std::size_t n = index.size();
+    // a column of the table: as many values as /index has
+    const auto rows_of = [&](const std::string& name, std::size_t got) {
+      if (got != n) throw Error(path + ": /" + name + ": " + std::to_string(got) + " values, /index has " + std::to_string(n));
+    };
+    const auto seed = h5_u64s(f.openDataSet("seed"), path + ": /seed");
+    const auto status = h5_strings(f.openDataSet("status"), path + ": /status"), error = h5_strings(f.openDataSet("error"), path + ": /error");
+    rows_of("seed", seed.size()), rows_of("status", status.size()), rows_of("error", error.size());
+    r.rows.resize(n);
+    for (std::size_t i = 0; i < n; ++i) r.rows[i].index = index[i], r.rows[i].seed = seed[i], r.rows[i].status = status[i], r.rows[i].error = error[i];
     const H5::Group params = f.openGroup("parameters");
-    for (const std::string name : jsonr::parse_text<json>(get_attr(params, "order"), "parameters.order")) {
+    for (const std::string name : jsonr::parse_text<json>(attr(params, "/parameters ", "order"), path + ": /parameters attribute order")) {
+      const std::string column = "parameters/" + name, where = path + ": /" + column;
       const H5::DataSet d = params.openDataSet(name);
-      h.params.push_back({name, get_attr(d, "kind"), get_attr(d, "fixed") == "yes"});
+      h.params.push_back({name, attr(d, "/" + column + " ", "kind"), attr(d, "/" + column + " ", "fixed") == "yes"});
       if (d.getTypeClass() == H5T_STRING) {
-        const auto v = get_strings(d);
-        for (std::size_t i = 0; i < r.rows.size(); ++i) r.rows[i].params.push_back(v.at(i));
+        const auto v = h5_strings(d, where);
+        rows_of(column, v.size());
+        for (std::size_t i = 0; i < n; ++i) r.rows[i].params.push_back(v[i]);
       } else {
-        const auto v = get_numbers<double>(d, H5::PredType::NATIVE_DOUBLE);
-        for (std::size_t i = 0; i < r.rows.size(); ++i) r.rows[i].params.push_back(v.at(i));
+        const auto v = h5_numbers(d, where, 1);
+        rows_of(column, v.size());
+        for (std::size_t i = 0; i < n; ++i) r.rows[i].params.push_back(v[i]);
       }
     }
     const H5::Group metrics = f.openGroup("metrics");
-    for (const std::string name : jsonr::parse_text<json>(get_attr(metrics, "order"), "metrics.order")) {
+    for (const std::string name : jsonr::parse_text<json>(attr(metrics, "/metrics ", "order"), path + ": /metrics attribute order")) {
+      const std::string column = "metrics/" + name;
       const H5::DataSet d = metrics.openDataSet(name);
-      h.metrics.push_back({name, get_attr(d, "unit"), get_attr(d, "better")});
-      const auto v = get_numbers<double>(d, H5::PredType::NATIVE_DOUBLE);
-      for (std::size_t i = 0; i < r.rows.size(); ++i) r.rows[i].metrics.push_back(v.at(i));
+      h.metrics.push_back({name, attr(d, "/" + column + " ", "unit"), attr(d, "/" + column + " ", "better")});
+      const auto v = h5_numbers(d, path + ": /" + column, 1);
+      rows_of(column, v.size());
+      for (std::size_t i = 0; i < n; ++i) r.rows[i].metrics.push_back(v[i]);
     }
   } catch (const H5::Exception& e) {
     throw Error(path + ": not a readable sweep results file (" + e.getDetailMsg() + ")");
-  } catch (const std::out_of_range&) {
-    throw Error(path + ": a column is shorter than /index");
   } catch (const json::exception& e) {
     throw Error(jsonr::one_line(path + ": unreadable column order (" + e.what() + ")"));
   }

@@ -1,7 +1,9 @@
 #include "sim/h5file.hpp"
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <optional>
 
 #include "sim/error.hpp"
@@ -68,5 +70,174 @@ void write_h5_atomic(const std::string& path, const std::function<void(H5::H5Fil
   }
   rename_into_place(tmp, path);
 }
+
+}  // namespace aoc
+
+namespace aoc {
+
+namespace {
+
+// A dataset's or an attribute's type and dataspace (hid_t, closed by the holder).
+struct Ids {
+  hid_t type = -1, space = -1;
+  bool attribute = false;
+  Ids(const H5::H5Location& o, const std::string& where) {
+    const hid_t id = o.getId();
+    attribute = H5Iget_type(id) == H5I_ATTR;
+    if (!attribute && H5Iget_type(id) != H5I_DATASET) throw Error(where + ": not a dataset or an attribute");
+    type = attribute ? H5Aget_type(id) : H5Dget_type(id);
+    space = attribute ? H5Aget_space(id) : H5Dget_space(id);
+    if (type < 0 || space < 0) {
+      close();
+      throw Error(where + ": cannot read its type or shape");
+    }
+  }
+  ~Ids() { close(); }
+  void close() {
+    if (type >= 0) H5Tclose(type);
+    if (space >= 0) H5Sclose(space);
+    type = space = -1;
+  }
+  Ids(const Ids&) = delete;
+  Ids& operator=(const Ids&) = delete;
+};
+
+void read_into(const H5::H5Location& o, bool attribute, hid_t mem, void* buf, const std::string& where) {
+  const herr_t e = attribute ? H5Aread(o.getId(), mem, buf) : H5Dread(o.getId(), mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf);
+  if (e < 0) throw Error(where + ": cannot read its values (a type HDF5 cannot convert, or a damaged file)");
+}
+
+std::string class_text(H5T_class_t c) {
+  switch (c) {
+    case H5T_INTEGER: return "integers";
+    case H5T_FLOAT: return "floating-point numbers";
+    case H5T_STRING: return "strings";
+    case H5T_COMPOUND: return "a compound type";
+    case H5T_ARRAY: return "an array type";
+    case H5T_VLEN: return "a variable-length sequence type";
+    default: return "a type aoc does not read";
+  }
+}
+
+H5Extent extent_of(const Ids& ids, const std::string& where, int max_rank) {
+  H5Extent e;
+  e.type_class = H5Tget_class(ids.type);
+  const H5S_class_t sc = H5Sget_simple_extent_type(ids.space);
+  if (sc == H5S_NULL) {
+    e.count = 0;
+    return e;
+  }
+  if (sc != H5S_SCALAR && sc != H5S_SIMPLE) throw Error(where + ": not a simple dataspace");
+  const int rank = H5Sget_simple_extent_ndims(ids.space);
+  if (rank < 0) throw Error(where + ": cannot read its shape");
+  if (rank > max_rank)
+    throw Error(where + ": expected " + (max_rank == 0 ? std::string("one value") : "at most " + std::to_string(max_rank) + " dimension(s)") +
+                ", got " + std::to_string(rank) + " dimensions");
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+  if (rank > 0 && H5Sget_simple_extent_dims(ids.space, dims.data(), nullptr) < 0) throw Error(where + ": cannot read its shape");
+  const auto too_many = [&] {
+    std::string text;
+    for (hsize_t d : dims) text += (text.empty() ? "" : ", ") + std::to_string(d);
+    return Error(where + ": shape [" + text + "] has more than 2^40 elements");
+  };
+  for (hsize_t d : dims) {
+    e.dims.push_back(d);
+    if (d != 0 && e.count > kMaxH5Elements / d) throw too_many();
+    e.count *= d;
+  }
+  if (e.count > kMaxH5Elements) throw too_many();
+  return e;
+}
+
+template <class V>
+void allocate(V& v, std::uint64_t n, const std::string& where) {
+  try {
+    v.resize(static_cast<std::size_t>(n));
+  } catch (const std::bad_alloc&) {
+    throw Error(where + ": " + std::to_string(n) + " values do not fit in this machine's memory");
+  }
+}
+
+// A memory string type matching the file's: variable or fixed length, the same character set.
+hid_t memory_string(hid_t file_type, bool variable) {
+  const hid_t t = H5Tcopy(H5T_C_S1);
+  H5Tset_size(t, variable ? H5T_VARIABLE : H5Tget_size(file_type));
+  H5Tset_cset(t, H5Tget_cset(file_type));
+  return t;
+}
+
+std::vector<std::string> read_strings(const H5::H5Location& o, const std::string& where, int max_rank) {
+  const Ids ids(o, where);
+  const H5Extent e = extent_of(ids, where, max_rank);
+  if (e.type_class != H5T_STRING) throw Error(where + ": expected text, got " + class_text(e.type_class));
+  std::vector<std::string> out;
+  if (e.count == 0) return out;
+  const bool variable = H5Tis_variable_str(ids.type) > 0;
+  const hid_t mem = memory_string(ids.type, variable);
+  try {
+    if (variable) {
+      std::vector<char*> p;
+      allocate(p, e.count, where);
+      read_into(o, ids.attribute, mem, p.data(), where);
+      for (char* c : p) out.emplace_back(c ? c : "");
+      H5Dvlen_reclaim(mem, ids.space, H5P_DEFAULT, p.data());
+    } else {
+      const std::size_t size = H5Tget_size(ids.type);
+      if (size == 0 || e.count > kMaxH5Elements / size) throw Error(where + ": more than 2^40 bytes of text");
+      std::vector<char> buf;
+      allocate(buf, e.count * size, where);
+      read_into(o, ids.attribute, mem, buf.data(), where);
+      for (std::uint64_t i = 0; i < e.count; ++i) {
+        const char* s = buf.data() + i * size;
+        out.emplace_back(s, strnlen(s, size));  // fixed-length strings are padded with NULs (or not terminated)
+      }
+    }
+  } catch (...) {
+    H5Tclose(mem);
+    throw;
+  }
+  H5Tclose(mem);
+  return out;
+}
+
+}  // namespace
+
+H5Extent h5_extent(const H5::H5Location& object, const std::string& where, int max_rank) {
+  const Ids ids(object, where);
+  return extent_of(ids, where, max_rank);
+}
+
+std::vector<double> h5_numbers(const H5::H5Location& object, const std::string& where, int max_rank, H5Extent* extent) {
+  const Ids ids(object, where);
+  const H5Extent e = extent_of(ids, where, max_rank);
+  if (e.type_class != H5T_INTEGER && e.type_class != H5T_FLOAT) throw Error(where + ": expected numbers, got " + class_text(e.type_class));
+  std::vector<double> v;
+  allocate(v, e.count, where);
+  if (!v.empty()) read_into(object, ids.attribute, H5T_NATIVE_DOUBLE, v.data(), where);
+  if (extent) *extent = e;
+  return v;
+}
+
+std::vector<std::uint64_t> h5_u64s(const H5::H5Location& object, const std::string& where) {
+  const Ids ids(object, where);
+  const H5Extent e = extent_of(ids, where, 1);
+  if (e.type_class != H5T_INTEGER) throw Error(where + ": expected integers, got " + class_text(e.type_class));
+  if (H5Tget_sign(ids.type) != H5T_SGN_NONE) {  // a signed column: no negative values
+    for (double x : h5_numbers(object, where, 1))
+      if (x < 0) throw Error(where + ": negative value " + std::to_string(static_cast<long long>(x)) + " (expected counts or indices)");
+  }
+  std::vector<std::uint64_t> v;
+  allocate(v, e.count, where);
+  if (!v.empty()) read_into(object, ids.attribute, H5T_NATIVE_UINT64, v.data(), where);
+  return v;
+}
+
+std::string h5_string(const H5::H5Location& object, const std::string& where) {
+  const std::vector<std::string> v = read_strings(object, where, 1);
+  if (v.size() != 1) throw Error(where + ": expected one text, got " + std::to_string(v.size()));
+  return v[0];
+}
+
+std::vector<std::string> h5_strings(const H5::H5Location& object, const std::string& where) { return read_strings(object, where, 1); }
 
 }  // namespace aoc

@@ -3,8 +3,10 @@
 #pragma once
 #include <H5Cpp.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace aoc {
 
@@ -14,6 +16,27 @@ H5::H5File open_h5_read(const std::string& path);
 // Writes a file through `fill` into a temporary file next to `path`, then renames it into place;
 // on any failure the temporary file is removed and nothing appears at `path`.
 void write_h5_atomic(const std::string& path, const std::function<void(H5::H5File&)>& fill);
+
+// Checked reads of a dataset or an attribute (`where`: "FILE: /NAME" or "FILE: attribute NAME", the
+// start of every error). Each checks the type class, the rank and the element count before it
+// reads, so a file cannot make a read overrun its buffer (an array where one value is expected, a
+// 2-D column, a fixed-length string where a variable one is expected) or ask for more than
+// kMaxH5Elements values; every failure is an aoc::Error naming `where`.
+constexpr std::uint64_t kMaxH5Elements = std::uint64_t(1) << 40;
+struct H5Extent {
+  H5T_class_t type_class;
+  std::vector<std::uint64_t> dims;  // empty for a scalar
+  std::uint64_t count = 1;          // elements
+};
+H5Extent h5_extent(const H5::H5Location& object, const std::string& where, int max_rank);
+// Numbers (integer or floating-point classes), as double, of rank at most max_rank.
+std::vector<double> h5_numbers(const H5::H5Location& object, const std::string& where, int max_rank, H5Extent* extent = nullptr);
+// Unsigned 64-bit integers of an integer class, rank at most 1.
+std::vector<std::uint64_t> h5_u64s(const H5::H5Location& object, const std::string& where);
+// One string: a string class (fixed or variable length) holding exactly one element.
+std::string h5_string(const H5::H5Location& object, const std::string& where);
+// Strings of a string class (fixed or variable length), rank at most 1.
+std::vector<std::string> h5_strings(const H5::H5Location& object, const std::string& where);
 
 // Datasets and groups created without timestamps (HDF5 stamps every object it creates by default),
 // so that the same content gives the same bytes: every writer of aoc creates through these.

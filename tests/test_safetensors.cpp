@@ -412,6 +412,21 @@ TEST_CASE("safetensors: an implicit Mamba2 checkpoint under the upstream names g
   CHECK(max_abs_diff(a, b) <= 1e-9);
 }
 
+TEST_CASE("safetensors: the weight-norm fold of V ~ 1e200 or 1e-200 gives the weights, not zeros") {
+  const Imported ref = import_config(kStateTracking, {11});
+  WeightStore store = upstream_checkpoint(ref.weights, false, true, 1, true);
+  store["criterion.decoder.weight"] = ref.weights.at("embedding");
+  for (double scale : {1e200, 1e-200}) {
+    WeightStore scaled = store;
+    for (double& x : scaled.at("backbone.injection.weight_v").data) x *= scale;  // the fold divides the scale out
+    const std::string ck = tmp("mamba2-st-scaled.safetensors");
+    write_safetensors(ck, scaled, SafetensorsDType::F64);
+    const Imported m = import_config(kStateTracking, from(ck));
+    INFO("V scaled by " << scale);
+    check_same_weights(m.weights, ref.weights, 1e-12);
+  }
+}
+
 TEST_CASE("safetensors: an implicit Llama checkpoint under the upstream names gives back its weights and logits") {
   const std::string config = tiny_llama_config();
   const Imported ref = import_config(config, {12});

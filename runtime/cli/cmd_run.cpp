@@ -218,7 +218,7 @@ void add_run(CLI::App& app) {
   c->get_option("--noise")->description("add the hardware's noise sources (its noise section; a program: on the sim backend)");
   c->get_option("--trace")->description("loop input: keep every sample's residual and state at every step; a program: write every top-level value, not only the outputs");
   c->add_option("--example-input", o.example, "write a seeded example input file to this path and exit (of the program given, else of a loop)");
-  c->add_option("--n", o.n, "loop --example-input: state size (default: the machine's channel count)");
+  c->add_option("--n", o.n, "loop --example-input: state size (default: the machine's channel count)")->check(CLI::PositiveNumber);
   c->add_option("--batch", o.batch, "with --example-input: samples (sequences of a program)")->check(CLI::PositiveNumber)->capture_default_str();
   c->add_option("--backend", o.backend, "a program: sim (the simulated core), cpu (the exact digital reference), cuda or cuda-f32 (the reference with its products on a GPU, float64 or float32)")
       ->check(CLI::IsMember(backend_names()))

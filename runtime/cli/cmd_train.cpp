@@ -2,6 +2,7 @@
 // a model directory: config.json (the importer's format), weights.h5, train.json (the scenario, the
 // loss curve, the evaluations, seed, version and config hash). docs/models.md.
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <cstdio>
 #include <filesystem>
@@ -179,6 +180,13 @@ int run(const Opts& o) {
       evals.push_back({{"mode", mode}, {"length", L}, {"batch", s.eval_batch}, {"seed", s.eval_seed}, {"seconds", secs}, {"accuracy", e.accuracy},
                        {"last10", e.last10}, {"mean_iterations", e.mean_iterations}, {"solves", e.solves}, {"converged", e.converged}});
     }
+  // Diverged weights (a learning rate too large) are not a model: nothing is written.
+  const ir::WeightStore weights = m.weights();
+  for (const auto& [name, t] : weights)
+    for (std::size_t i = 0; i < t.data.size(); ++i)
+      if (!std::isfinite(t.data[i]))
+        throw Error("train: weight '" + name + "' diverged to NaN or inf during training (element " + std::to_string(i) +
+                    "): nothing written; lower train.lr or train.clip in " + o.scenario);
   std::filesystem::create_directories(o.output);
   const std::string cfg = m.config().dump(1) + "\n";
   const std::string scenario_text = jsonr::parse_file(o.scenario).dump();
@@ -189,7 +197,7 @@ int run(const Opts& o) {
                              {"total_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()},
                              {"cpu_seconds", static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC},
                              {"loss_curve_columns", {"step", "loss", "solve_iterations"}}, {"loss_curve", curve}, {"eval", evals}};
-  ir::write_weights_h5((std::filesystem::path(o.output) / "weights.h5").string(), m.weights());
+  ir::write_weights_h5((std::filesystem::path(o.output) / "weights.h5").string(), weights);
   write_file_atomic((std::filesystem::path(o.output) / "config.json").string(), cfg);
   write_file_atomic((std::filesystem::path(o.output) / "train.json").string(), log.dump(1) + "\n");
   std::printf("wrote %s/{config.json, weights.h5, train.json}\n", o.output.c_str());
