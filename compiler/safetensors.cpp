@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -340,7 +341,7 @@ void write_safetensors(const std::string& path, const WeightStore& store, Safete
   const auto tmp = temp_path_next_to(path);
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) fail(path, "cannot write (directory missing or not writable)");
+    if (!out) throw Error(write_failure(path, errno));
     std::vector<unsigned char> buf;
     auto put = [&](std::uint64_t v, std::uint64_t n) {
       for (std::uint64_t i = 0; i < n; ++i) buf.push_back(static_cast<unsigned char>(v >> (8 * i)));
@@ -369,10 +370,11 @@ void write_safetensors(const std::string& path, const WeightStore& store, Safete
     }
     out.flush();
     if (!out) {
+      const int err = errno;
       out.close();
       std::error_code ec;
       std::filesystem::remove(tmp, ec);
-      fail(path, "write failed");
+      throw Error(write_failure(path, err ? err : ENOSPC));
     }
   }
   rename_into_place(tmp, path);

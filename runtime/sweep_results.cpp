@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -106,7 +107,8 @@ void write_all(int fd, const std::string& s, const std::string& path) {
   std::size_t done = 0;
   while (done < s.size()) {
     const ssize_t n = ::write(fd, s.data() + done, s.size() - done);
-    if (n < 0) throw Error(path + ": write failed");
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error(write_failure(path, n < 0 ? errno : ENOSPC));
     done += static_cast<std::size_t>(n);
   }
   if (::fdatasync(fd) != 0) throw Error(path + ": cannot sync to disk");
@@ -116,7 +118,7 @@ void write_all(int fd, const std::string& s, const std::string& path) {
 
 Journal::Journal(const std::string& path, const Header& h, bool resume) : path_(path), header_(h) {
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw Error(path + ": cannot write (directory missing or not writable)");
+  if (fd_ < 0) throw Error(write_failure(path, errno));
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     ::close(fd_);
     throw Error(path + ": another aoc sweep is writing this output");
@@ -187,6 +189,7 @@ void Journal::append(const std::vector<Row>& rows) {
 void Journal::remove() {
   std::error_code ec;
   fs::remove(path_, ec);
+  sync_directory(fs::path(path_).parent_path());  // the results were renamed into place (and flushed) before
 }
 
 // ---------------------------------------------------------------------------------------------

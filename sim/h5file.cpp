@@ -1,5 +1,6 @@
 #include "sim/h5file.hpp"
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -50,18 +51,23 @@ void write_h5_atomic(const std::string& path, const std::function<void(H5::H5Fil
   H5::Exception::dontPrint();
   const fs::path tmp = temp_path_next_to(path);
   std::optional<H5::H5File> f;
+  errno = 0;
   try {
     f.emplace(tmp.string(), H5F_ACC_TRUNC);
   } catch (const H5::Exception&) {
-    throw Error(path + ": cannot write (directory missing or not writable)");
+    throw Error(write_failure(path, errno ? errno : EACCES));
   }
   std::error_code ec;
   try {
     fill(*f);
     f->close();
   } catch (const H5::Exception& e) {
+    const int err = errno;
     f.reset();
     fs::remove(tmp, ec);
+    // HDF5's message does not say why a write failed; a full disk is the common reason
+    const fs::space_info room = fs::space(tmp.parent_path().empty() ? fs::path(".") : tmp.parent_path(), ec);
+    if (err == ENOSPC || err == EDQUOT || (!ec && room.available < (std::uintmax_t(1) << 20))) throw Error(write_failure(path, ENOSPC));
     throw Error(path + ": write failed (" + e.getDetailMsg() + ")");
   } catch (...) {
     f.reset();

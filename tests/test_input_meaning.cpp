@@ -110,7 +110,7 @@ TEST_CASE("meaning: a state size of -5 is refused, not run as the machine's 48 c
   CHECK(r.out.find("--n") != std::string::npos);
 }
 
-TEST_CASE("meaning: a sweep's integer range of [1, 1e30] is refused, not rounded to -9.2e18") {
+TEST_CASE("meaning: a sweep's integer range up to 1e30 is refused, not rounded to -9.2e18") {
   std::ifstream in(std::string(AOC_SOURCE_DIR) + "/scenarios/sweeps/parity-noise-bits.json");
   nlohmann::json j = nlohmann::json::parse(in);
   j["workload"]["model"] = std::string(AOC_SOURCE_DIR) + "/models/trained/parity-implicit";
@@ -125,7 +125,7 @@ TEST_CASE("meaning: a sweep's integer range of [1, 1e30] is refused, not rounded
   }
 }
 
-TEST_CASE("meaning: a program whose DAC range is reversed or whose ADC range is [0, 0] is refused, naming the field") {
+TEST_CASE("meaning: a program whose DAC range is reversed or whose ADC range is 0 to 0 is refused, naming the field") {
   const std::string model = std::string(AOC_SOURCE_DIR) + "/models/trained/parity-implicit";
   const std::string g = (temp_dir() / "range-g.json").string(), prog = (temp_dir() / "range.aocp.h5").string();
   REQUIRE(run_aoc("import " + model + "/config.json --shapes-only -o " + g).status == 0);
