@@ -301,6 +301,47 @@ TEST_CASE("run: --help teaches with an example") {
   CHECK(r.out.find("--example-input") != std::string::npos);
 }
 
+TEST_CASE("run: aoc loop's noisy fixed points over parts of 1, 3 and all samples with --first-sample are one run's") {
+  auto fixed_points = [](const std::string& args) {
+    const Run r = run_aoc("loop --noise --quantize --rule relative --json " + args);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(r.out).at("fixed_points").get<std::vector<std::vector<double>>>();
+  };
+  const auto whole = fixed_points("--batch 7");
+  for (int size : {1, 3}) {
+    for (int from = 0; from < 7; from += size) {
+      const int n = std::min(size, 7 - from);
+      const auto part = fixed_points("--batch " + std::to_string(n) + " --first-sample " + std::to_string(from));
+      INFO("samples " << from << " .. " << from + n - 1);
+      for (int i = 0; i < n; ++i) CHECK(part[i] == whole[from + i]);
+    }
+  }
+}
+
+TEST_CASE("run: aoc run of a loop input split over parts with --first-sample gives one run's noisy outputs") {
+  const auto d = fresh_dir("split-loop");
+  const aoc::LoopProblem p = aoc::random_problem(48, 7, 3);
+  aoc::write_run_input((d / "all.h5").string(), p);
+  auto readout = [&](const std::string& in, int first) {
+    const std::string out = (d / ("out-" + std::to_string(first) + ".h5")).string();
+    const Run r = run_aoc("run " + in + " --noise --quantize --rule relative --first-sample " + std::to_string(first) + " -o " + out);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    return aoc::read_h5_array(out, "readout").values;
+  };
+  const std::vector<double> whole = readout((d / "all.h5").string(), 0);
+  for (const auto& [from, to] : std::vector<std::pair<int, int>>{{0, 1}, {1, 4}, {4, 7}}) {
+    aoc::LoopProblem q = p;
+    q.x = p.x.middleRows(from, to - from), q.z0 = p.z0.middleRows(from, to - from);
+    const std::string in = (d / ("part-" + std::to_string(from) + ".h5")).string();
+    aoc::write_run_input(in, q);
+    const std::vector<double> part = readout(in, from);
+    INFO("samples " << from << " .. " << to - 1);
+    CHECK(std::equal(part.begin(), part.end(), whole.begin() + from * 48));
+  }
+}
+
 namespace {
 
 // The trained parity model (models/trained/parity-implicit) compiled for aoc-48, with seeded inputs
