@@ -27,16 +27,6 @@ using json = nlohmann::ordered_json;
 constexpr const char* kFormat = "aoc-program";
 constexpr int kVersion = 1;
 
-void put_string(H5::H5File& f, const std::string& name, const std::string& text) {
-  const H5::StrType t(H5::PredType::C_S1, H5T_VARIABLE);
-  f.createDataSet(name, t, H5::DataSpace(H5S_SCALAR), untimed_dataset()).write(text, t);
-}
-
-void put_attr(H5::H5Object& o, const std::string& name, const std::string& v) {
-  const H5::StrType t(H5::PredType::C_S1, std::max<std::size_t>(1, v.size()));
-  o.createAttribute(name, t, H5::DataSpace(H5S_SCALAR)).write(t, v);
-}
-
 bool exists(const H5::H5File& f, const std::string& name) { return H5Lexists(f.getId(), name.c_str(), H5P_DEFAULT) > 0; }
 
 std::string get_string(const H5::H5File& f, const std::string& path, const std::string& name) {
@@ -111,11 +101,11 @@ void write_program_h5(const std::string& path, const Program& p) {
   meta["plans"] = plans;
   const std::string graph = write_graph(p.graph);
   write_h5_atomic(path, [&](H5::H5File& f) {
-    put_attr(f, "format", kFormat);
-    put_attr(f, "version", std::to_string(kVersion));
-    put_attr(f, "tool", AOC_VERSION);
-    put_string(f, "graph", graph);
-    put_string(f, "program", meta.dump(1));
+    h5_put_text_attr(f, "format", kFormat);
+    h5_put_text_attr(f, "version", std::to_string(kVersion));
+    h5_put_text_attr(f, "tool", AOC_VERSION);
+    h5_put_text(f, "graph", graph);
+    h5_put_text(f, "program", meta.dump(1));
     const H5::DSetCreatPropList& dcpl = untimed_dataset();
     create_group(f, "weights");
     for (const auto& [name, t] : p.weights) {

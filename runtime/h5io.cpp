@@ -91,11 +91,6 @@ void put(H5::H5File& f, const std::string& name, const std::vector<hsize_t>& dim
   if (n) d.write(data, mem);
 }
 
-void put_text(H5::H5Object& o, const std::string& name, const std::string& v) {
-  const H5::StrType t(H5::PredType::C_S1, std::max<std::size_t>(1, v.size()));
-  o.createAttribute(name, t, H5::DataSpace(H5S_SCALAR)).write(t, v);
-}
-
 void put_numbers(H5::H5Object& o, const std::string& name, const std::vector<double>& v) {
   const hsize_t n = v.size();
   const H5::DataSpace s = n == 1 ? H5::DataSpace(H5S_SCALAR) : H5::DataSpace(1, &n);
@@ -215,7 +210,7 @@ void write_h5_arrays(const std::string& path, const std::vector<H5Array>& arrays
       }
     }
     for (const auto& [name, v] : attrs) put_numbers(f, name, v);
-    for (const auto& [name, v] : text) put_text(f, name, v);
+    for (const auto& [name, v] : text) h5_put_text_attr(f, name, v);
   });
 }
 
@@ -233,11 +228,11 @@ void write_run_output(const std::string& path, const LoopRunResult& r, const Run
       H5::DataSet d = f.openDataSet("slm_codes");
       put_numbers(d, "slm_scale", {r.slm_scale});
     }
-    for (const auto& [name, v] : m.text) put_text(f, name, v);
+    for (const auto& [name, v] : m.text) h5_put_text_attr(f, name, v);
     for (const auto& [name, v] : m.numbers) put_numbers(f, name, {v});
     const std::uint64_t seed = m.seed;
     f.createAttribute("seed", H5::PredType::STD_U64LE, H5::DataSpace(H5S_SCALAR)).write(H5::PredType::NATIVE_UINT64, &seed);
-    put_text(f, "output_digest", digest);
+    h5_put_text_attr(f, "output_digest", digest);
   });
 }
 

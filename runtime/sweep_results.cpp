@@ -197,29 +197,8 @@ void Journal::remove() {
 
 namespace {
 
-void put_attr(H5::H5Object& o, const std::string& name, const std::string& v) {
-  const H5::StrType t(H5::PredType::C_S1, std::max<std::size_t>(1, v.size()));
-  o.createAttribute(name, t, H5::DataSpace(H5S_SCALAR)).write(t, v);
-}
-
 void put_u64_attr(H5::H5Object& o, const std::string& name, std::uint64_t v) {
   o.createAttribute(name, H5::PredType::STD_U64LE, H5::DataSpace(H5S_SCALAR)).write(H5::PredType::NATIVE_UINT64, &v);
-}
-
-// Variable-length UTF-8 strings (writing and reading must name the same character set).
-H5::StrType text_type() {
-  H5::StrType t(H5::PredType::C_S1, H5T_VARIABLE);
-  t.setCset(H5T_CSET_UTF8);
-  return t;
-}
-
-void put_strings(H5::Group& g, const std::string& name, const std::vector<std::string>& v) {
-  const H5::StrType t = text_type();
-  const hsize_t n = v.size();
-  std::vector<const char*> p;
-  for (const auto& s : v) p.push_back(s.c_str());
-  H5::DataSet d = g.createDataSet(name, t, H5::DataSpace(1, &n), untimed_dataset());
-  if (n) d.write(p.data(), t);
 }
 
 template <class T>
@@ -247,30 +226,30 @@ json order_of(const std::vector<std::string>& names) { return json(names); }
 void write_results_h5(const std::string& path, const Results& r) {
   const Header& h = r.header;
   write_h5_atomic(path, [&](H5::H5File& f) {
-    put_attr(f, "format", kFormat);
-    put_attr(f, "version", "1");
-    put_attr(f, "tool", std::string("aoc ") + h.tool_version);
-    put_attr(f, "tool_version", h.tool_version);
-    put_attr(f, "scenario", h.scenario);
-    put_attr(f, "name", h.name);
-    put_attr(f, "config_hash", h.config_hash);
-    put_attr(f, "sampling", h.sampling);
-    put_attr(f, "workload", h.workload);
-    put_attr(f, "hardware", h.hardware);
+    h5_put_text_attr(f, "format", kFormat);
+    h5_put_text_attr(f, "version", "1");
+    h5_put_text_attr(f, "tool", std::string("aoc ") + h.tool_version);
+    h5_put_text_attr(f, "tool_version", h.tool_version);
+    h5_put_text_attr(f, "scenario", h.scenario);
+    h5_put_text_attr(f, "name", h.name);
+    h5_put_text_attr(f, "config_hash", h.config_hash);
+    h5_put_text_attr(f, "sampling", h.sampling);
+    h5_put_text_attr(f, "workload", h.workload);
+    h5_put_text_attr(f, "hardware", h.hardware);
     put_u64_attr(f, "seed", h.seed);
     put_u64_attr(f, "points", h.points);
     put_u64_attr(f, "rows", r.rows.size());
-    put_attr(f, "complete", r.rows.size() == h.points ? "yes" : "no");
+    h5_put_text_attr(f, "complete", r.rows.size() == h.points ? "yes" : "no");
     H5::Group root = f.openGroup("/");
-    put_strings(root, "scenario_json", {h.scenario_json});
+    h5_put_texts(root, "scenario_json", {h.scenario_json});
 
     std::vector<std::uint64_t> index, seed;
     std::vector<std::string> status, error;
     for (const Row& row : r.rows) index.push_back(row.index), seed.push_back(row.seed), status.push_back(row.status), error.push_back(row.error);
     put_numbers(root, "index", index, H5::PredType::STD_U64LE, H5::PredType::NATIVE_UINT64);
     put_numbers(root, "seed", seed, H5::PredType::STD_U64LE, H5::PredType::NATIVE_UINT64);
-    put_strings(root, "status", status);
-    put_strings(root, "error", error);
+    h5_put_texts(root, "status", status);
+    h5_put_texts(root, "error", error);
 
     H5::Group params = create_group(f, "parameters");
     std::vector<std::string> names;
@@ -284,13 +263,13 @@ void write_results_h5(const std::string& path, const Results& r) {
       } else {
         std::vector<std::string> v;
         for (const Row& row : r.rows) v.push_back(text_of(row.params[k]));
-        put_strings(params, c.name, v);
+        h5_put_texts(params, c.name, v);
       }
       H5::DataSet d = params.openDataSet(c.name);
-      put_attr(d, "kind", c.kind);
-      put_attr(d, "fixed", c.fixed ? "yes" : "no");
+      h5_put_text_attr(d, "kind", c.kind);
+      h5_put_text_attr(d, "fixed", c.fixed ? "yes" : "no");
     }
-    put_attr(params, "order", order_of(names).dump());
+    h5_put_text_attr(params, "order", order_of(names).dump());
 
     H5::Group metrics = create_group(f, "metrics");
     names.clear();
@@ -301,10 +280,10 @@ void write_results_h5(const std::string& path, const Results& r) {
       for (const Row& row : r.rows) v.push_back(row.metrics[k]);
       put_numbers(metrics, c.name, v, H5::PredType::IEEE_F64LE, H5::PredType::NATIVE_DOUBLE);
       H5::DataSet d = metrics.openDataSet(c.name);
-      put_attr(d, "unit", c.unit);
-      put_attr(d, "better", c.better);
+      h5_put_text_attr(d, "unit", c.unit);
+      h5_put_text_attr(d, "better", c.better);
     }
-    put_attr(metrics, "order", order_of(names).dump());
+    h5_put_text_attr(metrics, "order", order_of(names).dump());
   });
 }
 

@@ -1,5 +1,6 @@
 #include "sim/h5file.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -164,46 +165,41 @@ void allocate(V& v, std::uint64_t n, const std::string& where) {
   }
 }
 
-// A memory string type matching the file's: variable or fixed length, the same character set.
-hid_t memory_string(hid_t file_type, bool variable) {
-  const hid_t t = H5Tcopy(H5T_C_S1);
-  H5Tset_size(t, variable ? H5T_VARIABLE : H5Tget_size(file_type));
-  H5Tset_cset(t, H5Tget_cset(file_type));
-  return t;
-}
-
 std::vector<std::string> read_strings(const H5::H5Location& o, const std::string& where, int max_rank) {
   const Ids ids(o, where);
   const H5Extent e = extent_of(ids, where, max_rank);
   if (e.type_class != H5T_STRING) throw Error(where + ": expected text, got " + class_text(e.type_class));
+  if (H5Tis_variable_str(ids.type) != 0)
+    throw Error(where + ": variable-length strings, which aoc does not read (HDF5 can crash on a damaged one); aoc writes fixed-length "
+                        "ones: write the file again with this aoc");
   std::vector<std::string> out;
   if (e.count == 0) return out;
-  const bool variable = H5Tis_variable_str(ids.type) > 0;
-  const hid_t mem = memory_string(ids.type, variable);
+  const std::size_t size = H5Tget_size(ids.type);
+  if (size == 0 || e.count > kMaxH5Elements / size) throw Error(where + ": more than 2^40 bytes of text");
+  std::vector<char> buf;
+  allocate(buf, e.count * size, where);
+  const hid_t mem = H5Tcopy(H5T_C_S1);
+  H5Tset_size(mem, size);
+  H5Tset_cset(mem, H5Tget_cset(ids.type));
   try {
-    if (variable) {
-      std::vector<char*> p;
-      allocate(p, e.count, where);
-      read_into(o, ids.attribute, mem, p.data(), where);
-      for (char* c : p) out.emplace_back(c ? c : "");
-      H5Dvlen_reclaim(mem, ids.space, H5P_DEFAULT, p.data());
-    } else {
-      const std::size_t size = H5Tget_size(ids.type);
-      if (size == 0 || e.count > kMaxH5Elements / size) throw Error(where + ": more than 2^40 bytes of text");
-      std::vector<char> buf;
-      allocate(buf, e.count * size, where);
-      read_into(o, ids.attribute, mem, buf.data(), where);
-      for (std::uint64_t i = 0; i < e.count; ++i) {
-        const char* s = buf.data() + i * size;
-        out.emplace_back(s, strnlen(s, size));  // fixed-length strings are padded with NULs (or not terminated)
-      }
-    }
+    read_into(o, ids.attribute, mem, buf.data(), where);
   } catch (...) {
     H5Tclose(mem);
     throw;
   }
   H5Tclose(mem);
+  for (std::uint64_t i = 0; i < e.count; ++i) {
+    const char* s = buf.data() + i * size;
+    out.emplace_back(s, strnlen(s, size));  // padded with NULs, or filling the whole size unterminated
+  }
   return out;
+}
+
+// A fixed-length UTF-8 string type of `size` bytes (at least 1).
+H5::StrType text_type(std::size_t size) {
+  H5::StrType t(H5::PredType::C_S1, std::max<std::size_t>(1, size));
+  t.setCset(H5T_CSET_UTF8);
+  return t;
 }
 
 }  // namespace
@@ -245,5 +241,26 @@ std::string h5_string(const H5::H5Location& object, const std::string& where) {
 }
 
 std::vector<std::string> h5_strings(const H5::H5Location& object, const std::string& where) { return read_strings(object, where, 1); }
+
+void h5_put_text_attr(H5::H5Object& object, const std::string& name, const std::string& text) {
+  const H5::StrType t = text_type(text.size());
+  object.createAttribute(name, t, H5::DataSpace(H5S_SCALAR)).write(t, text);
+}
+
+void h5_put_text(H5::Group& group, const std::string& name, const std::string& text) {
+  const H5::StrType t = text_type(text.size());
+  group.createDataSet(name, t, H5::DataSpace(H5S_SCALAR), untimed_dataset()).write(text, t);
+}
+
+void h5_put_texts(H5::Group& group, const std::string& name, const std::vector<std::string>& texts) {
+  std::size_t size = 1;
+  for (const std::string& s : texts) size = std::max(size, s.size());
+  std::vector<char> buf(texts.size() * size, '\0');
+  for (std::size_t i = 0; i < texts.size(); ++i) std::memcpy(buf.data() + i * size, texts[i].data(), texts[i].size());
+  const hsize_t n = texts.size();
+  const H5::StrType t = text_type(size);
+  H5::DataSet d = group.createDataSet(name, t, H5::DataSpace(1, &n), untimed_dataset());
+  if (n) d.write(buf.data(), t);
+}
 
 }  // namespace aoc

@@ -38,6 +38,13 @@ std::string h5_string(const H5::H5Location& object, const std::string& where);
 // Strings of a string class (fixed or variable length), rank at most 1.
 std::vector<std::string> h5_strings(const H5::H5Location& object, const std::string& where);
 
+// Text as aoc writes it: fixed-length UTF-8 strings, never variable-length ones (those live in
+// HDF5's global heap, and HDF5 1.10 crashes reading a damaged heap reference, so the reader above
+// refuses them). An attribute; a scalar dataset; a 1-D dataset of strings padded to the longest.
+void h5_put_text_attr(H5::H5Object& object, const std::string& name, const std::string& text);
+void h5_put_text(H5::Group& group, const std::string& name, const std::string& text);
+void h5_put_texts(H5::Group& group, const std::string& name, const std::vector<std::string>& texts);
+
 // Datasets and groups created without timestamps (HDF5 stamps every object it creates by default),
 // so that the same content gives the same bytes: every writer of aoc creates through these.
 const H5::DSetCreatPropList& untimed_dataset();

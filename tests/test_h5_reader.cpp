@@ -19,14 +19,17 @@ using namespace aoc::test;
 
 namespace {
 
-// n variable-length strings "s" as a 1-D dataset (n == 0: a scalar one).
-void put_strings(H5::H5File& f, const std::string& name, int n, bool attribute = false) {
-  const H5::StrType t(H5::PredType::C_S1, H5T_VARIABLE);
+// n strings "s" as a 1-D dataset or attribute (n == 0: a scalar one), fixed-length as aoc writes
+// them, or variable-length as other tools may.
+void put_strings(H5::H5File& f, const std::string& name, int n, bool attribute = false, bool variable = false) {
+  const H5::StrType t(H5::PredType::C_S1, variable ? H5T_VARIABLE : 1);
   const hsize_t dims = static_cast<hsize_t>(n);
   const H5::DataSpace space = n == 0 ? H5::DataSpace(H5S_SCALAR) : H5::DataSpace(1, &dims);
   std::vector<const char*> v(std::max(1, n), "s");
-  if (attribute) f.createAttribute(name, t, space).write(t, v.data());
-  else f.createDataSet(name, t, space).write(v.data(), t);
+  std::vector<char> fixed(std::max(1, n), 's');
+  const void* data = variable ? static_cast<const void*>(v.data()) : static_cast<const void*>(fixed.data());
+  if (attribute) f.createAttribute(name, t, space).write(t, data);
+  else f.createDataSet(name, t, space).write(data, t);
 }
 
 std::string file(const std::string& name) { return (temp_dir() / name).string(); }
@@ -79,17 +82,37 @@ TEST_CASE("h5 reader: a format attribute of two strings is not a program, and no
   CHECK_FALSE(ir::is_program_h5(path));
 }
 
-TEST_CASE("h5 reader: fixed- and variable-length strings read the same, padding dropped") {
-  const std::string path = file("kinds.h5");
+TEST_CASE("h5 reader: fixed-length strings read with their padding dropped") {
+  const std::string path = file("fixed.h5");
   {
     H5::H5File f(path, H5F_ACC_TRUNC);
     const H5::StrType fixed(H5::PredType::C_S1, 8);
     f.createDataSet("fixed", fixed, H5::DataSpace(H5S_SCALAR)).write(std::string("abc"), fixed);
-    put_strings(f, "variable", 0);
+  }
+  CHECK(h5_string(open_h5_read(path).openDataSet("fixed"), "fixed") == "abc");
+}
+
+TEST_CASE("h5 reader: variable-length strings are refused, naming the object (HDF5 crashes on damaged ones)") {
+  const std::string path = file("variable.h5");
+  {
+    H5::H5File f(path, H5F_ACC_TRUNC);
+    put_strings(f, "v", 0, false, true);
+  }
+  CHECK_THROWS_WITH(h5_string(open_h5_read(path).openDataSet("v"), "F: /v"), Catch::StartsWith("F: /v: variable-length strings, which aoc does not read"));
+}
+
+TEST_CASE("h5 reader: text written by aoc reads back, UTF-8 and all") {
+  const std::string path = file("texts.h5");
+  {
+    H5::H5File f(path, H5F_ACC_TRUNC);
+    h5_put_text(f, "one", "µ-level noise");
+    h5_put_texts(f, "many", {"", "ok", "a longer one"});
+    h5_put_text_attr(f, "attr", "x");
   }
   const H5::H5File f = open_h5_read(path);
-  CHECK(h5_string(f.openDataSet("fixed"), "fixed") == "abc");
-  CHECK(h5_string(f.openDataSet("variable"), "variable") == "s");
+  CHECK(h5_string(f.openDataSet("one"), "one") == "µ-level noise");
+  CHECK(h5_strings(f.openDataSet("many"), "many") == std::vector<std::string>{"", "ok", "a longer one"});
+  CHECK(h5_string(f.openAttribute("attr"), "attr") == "x");
 }
 
 TEST_CASE("h5 reader: numbers where text is expected, and text where numbers are, name the object") {

@@ -7,7 +7,9 @@ status other than 0 or 1, an error of more than one line, or a run longer than -
 
   /usr/bin/python3 tests/fuzz/mutate_inputs.py build/aoc [--per-kind N] [--seed S] [--timeout T]
 
-The ctest `fuzz_inputs_ci` runs a CI-sized subset (--per-kind 25). Exit 0: every mutated input was
+Kinds: a hardware file, a graph, a model config, a weights file, a program and its inputs, a loop
+input, a sweep scenario and its results, a training scenario, and a released-format safetensors
+checkpoint (the last needs numpy). The ctest `fuzz_inputs_ci` runs a CI-sized subset (--per-kind 25). Exit 0: every mutated input was
 refused or run cleanly; exit 1: the failures, one line each with a reproducer kept in --keep DIR.
 """
 import argparse
@@ -80,26 +82,75 @@ def binary_mutations(data, rng):
     return bytes(b)
 
 
+def seed_files(work, aoc):
+    """Writes the seed files aoc makes itself (a program and its inputs from the bundled tiny DEQ, a
+    loop input, small sweep and training scenarios, sweep results, a released-format safetensors
+    checkpoint); returns their paths by name."""
+    graph = os.path.join(ROOT, "models/graphs/tiny-deq.json")
+    weights = os.path.join(ROOT, "models/graphs/tiny-deq.h5")
+    f = {k: os.path.join(work, v) for k, v in {
+        "program": "seed-program.h5", "inputs": "seed-inputs.h5", "loop": "seed-loop.h5", "sweep": "seed-sweep.json",
+        "results": "seed-results.h5", "train": "seed-train.json", "ckpt": "seed-model", "st": "seed-model/model.safetensors"}.items()}
+    if os.path.exists(f["program"]):
+        return f
+    run = lambda *args: subprocess.run([aoc] + list(args), check=True, capture_output=True)
+    run("compile", graph, "--weights", weights, "--hw", "aoc-16", "-o", f["program"])
+    run("run", f["program"], "--example-input", f["inputs"], "--batch", "2", "--length", "3")
+    run("run", "--example-input", f["loop"], "--n", "16", "--batch", "3")
+    sweep = {"format": "aoc-sweep", "version": 1, "name": "fuzz",
+             "workload": {"config": os.path.join(ROOT, "tests/data/implicit-lm/mamba2-130m-implicit/config.json")},
+             "hardware": "aoc-scale", "seed": 1, "sampling": {"method": "lhs", "points": 3}, "fixed": {"seq_len": 16},
+             "parameters": {"iterations": {"range": [5, 50]}, "photons_per_sample": {"range": [256, 1000000], "scale": "log"}},
+             "metrics": ["iterations", "energy", "latency", "tops_per_w"]}
+    with open(f["sweep"], "w") as fh:
+        json.dump(sweep, fh, indent=1)
+    run("sweep", f["sweep"], "-o", f["results"], "--quiet", "--threads", "1")
+    with open(os.path.join(ROOT, "scenarios/train/parity-implicit.json")) as fh:
+        train = json.load(fh)
+    train["model"]["max_iter"] = 20
+    train["train"].update(length=8, batch=4, steps=2)
+    train["eval"].update(lengths=[8], batch=4)
+    with open(f["train"], "w") as fh:
+        json.dump(train, fh, indent=1)
+    try:  # a released-format checkpoint, as tests/reference writes them (needs numpy)
+        sys.path.insert(0, os.path.join(ROOT, "tests/reference"))
+        import released_lm as R
+        import run_released as RR
+        os.makedirs(f["ckpt"], exist_ok=True)
+        cfg = RR.mamba2_config(RR.RELEASED)
+        with open(os.path.join(f["ckpt"], "config.json"), "w") as fh:
+            json.dump(cfg, fh, indent=1)
+        R.write_safetensors(f["st"], R.random_weights(R.Config(cfg), 1), "F32")
+    except ImportError:
+        f["st"] = None
+    return f
+
+
 def kinds(work, aoc):
-    """(name, seed file, mutate, command builder) for each file kind aoc reads; the program and its
-    inputs are made by aoc itself from the bundled tiny DEQ."""
+    """(name, seed file, mutate, command builder) for each file kind aoc reads."""
     hw = os.path.join(ROOT, "scenarios/hardware/aoc-48.json")
     graph = os.path.join(ROOT, "models/graphs/tiny-deq.json")
     weights = os.path.join(ROOT, "models/graphs/tiny-deq.h5")
     config = os.path.join(ROOT, "tests/data/implicit-lm/mamba2-state-tracking-implicit/config.json")
     out = os.path.join(work, "out")
-    program, inputs = os.path.join(work, "seed-program.h5"), os.path.join(work, "seed-inputs.h5")
-    if not os.path.exists(program):
-        subprocess.run([aoc, "compile", graph, "--weights", weights, "--hw", "aoc-16", "-o", program], check=True, capture_output=True)
-        subprocess.run([aoc, "run", program, "--example-input", inputs, "--batch", "2", "--length", "3"], check=True, capture_output=True)
-    return [
-        ("hardware", hw, json_mutations, lambda f: ["hw", "show", f]),
-        ("graph", graph, json_mutations, lambda f: ["compile", f, "--shapes-only", "--hw", "aoc-16"]),
-        ("config", config, json_mutations, lambda f: ["import", f, "--shapes-only", "-o", out + ".json"]),
-        ("weights", weights, binary_mutations, lambda f: ["compile", graph, "--weights", f, "--hw", "aoc-16", "-o", out + ".h5"]),
-        ("program", program, binary_mutations, lambda f: ["run", f, "--inputs", inputs, "--backend", "cpu", "-o", out + "-run.h5"]),
-        ("program inputs", inputs, binary_mutations, lambda f: ["run", program, "--inputs", f, "--backend", "cpu", "-o", out + "-run.h5"]),
+    f = seed_files(work, aoc)
+    program, inputs = f["program"], f["inputs"]
+    k = [
+        ("hardware", hw, json_mutations, lambda p: ["hw", "show", p]),
+        ("graph", graph, json_mutations, lambda p: ["compile", p, "--shapes-only", "--hw", "aoc-16"]),
+        ("config", config, json_mutations, lambda p: ["import", p, "--shapes-only", "-o", out + ".json"]),
+        ("weights", weights, binary_mutations, lambda p: ["compile", graph, "--weights", p, "--hw", "aoc-16", "-o", out + ".h5"]),
+        ("program", program, binary_mutations, lambda p: ["run", p, "--inputs", inputs, "--backend", "cpu", "-o", out + "-run.h5"]),
+        ("program inputs", inputs, binary_mutations, lambda p: ["run", program, "--inputs", p, "--backend", "cpu", "-o", out + "-run.h5"]),
+        ("loop input", f["loop"], binary_mutations, lambda p: ["run", p, "--hw", "aoc-16", "--noise", "--quantize", "-o", out + "-loop.h5"]),
+        ("sweep scenario", f["sweep"], json_mutations, lambda p: ["sweep", p, "-o", out + "-sweep.h5", "--quiet", "--threads", "1"]),
+        ("sweep results", f["results"], binary_mutations, lambda p: ["pareto", p, "--x", "energy", "--y", "latency"]),
+        ("train scenario", f["train"], json_mutations, lambda p: ["train", p, "-o", out + "-model"]),
     ]
+    if f["st"]:
+        k.append(("safetensors", f["st"], binary_mutations,
+                  lambda p: ["import", os.path.join(f["ckpt"], "config.json"), "--weights", p, "-o", out + "-st.json", "--weights-out", out + "-st.h5"]))
+    return k
 
 
 def main():
@@ -115,7 +166,7 @@ def main():
         return 1
     work = tempfile.mkdtemp(prefix="aoc-fuzz-")
     try:
-        kinds(work, a.aoc)  # makes the seed program and its inputs
+        kinds(work, a.aoc)  # makes the seed files
     except subprocess.CalledProcessError as e:
         print("fuzz: making the seed program failed: %s: %s" % (" ".join(e.cmd), (e.stderr or b"").decode(errors="replace").strip()),
               file=sys.stderr)
