@@ -77,3 +77,15 @@ TEST_CASE("limits: a weights file declaring a 2^32 x 2^32 dataset, or a group th
   CHECK_THROWS_WITH(ir::read_weights_h5(big), big + ": /W: shape [4294967296, 4294967296] has more than 2^40 elements");
   CHECK_THROWS_WITH(ir::read_weights_h5(cycle), Catch::StartsWith(cycle + ": /loop/back/") && Catch::EndsWith("groups nested deeper than 64 (a link cycle?)"));
 }
+
+TEST_CASE("limits: a run that needs more memory than --max-memory stops with one line, exit 1") {
+#if defined(__SANITIZE_ADDRESS__)
+  SUCCEED("the sanitizer build runs without the limit (AddressSanitizer's shadow memory)");
+#else
+  const aoc::test::Run r = aoc::test::run_aoc("--max-memory 0.3 loop --batch 2000000");
+  INFO(r.out);
+  CHECK(r.status == 1);
+  CHECK(r.out == "aoc: error: out of memory: the run needed more than it may allocate (0.3 GiB; aoc --max-memory GIB raises it, 0 for no limit)\n");
+  CHECK(aoc::test::run_aoc("--max-memory 0.3 loop --batch 64").status == 0);
+#endif
+}

@@ -1,10 +1,14 @@
 // aoc: simulator and compiler for analog optical computers. One executable, one subcommand per job.
 #include <malloc.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <new>
+#include <string>
 
 #include "runtime/cli/commands.hpp"
 #include "runtime/output.hpp"
@@ -28,6 +32,34 @@ void require_json_for_output(const CLI::App* c, const std::string& cmd) {
     throw Error(cmd + ": -o writes the JSON record: give --json too");
 }
 
+namespace {
+
+// What a run may allocate, in GiB (0: no limit), and the limit set. The default is the machine's
+// memory: a file that asks for more fails at once with one line instead of swapping or being killed
+// by the kernel. RLIMIT_DATA counts the heap and private mappings, not the binary or mapped files.
+double& memory_limit_gib() {
+  static double gib = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE)) / (1 << 30);
+  return gib;
+}
+
+void apply_memory_limit() {
+#if defined(__SANITIZE_ADDRESS__)
+  return;  // AddressSanitizer maps terabytes of shadow memory: the sanitizer build runs without the limit
+#else
+  const double gib = memory_limit_gib();
+  if (!(gib > 0)) return;
+  const double bytes = gib * (1 << 30);
+  rlimit r;
+  if (getrlimit(RLIMIT_DATA, &r) != 0) return;
+  const rlim_t want = bytes >= 1.8e19 ? RLIM_INFINITY : static_cast<rlim_t>(bytes);
+  if (r.rlim_max != RLIM_INFINITY && want > r.rlim_max) return;  // the shell's limit is lower already
+  r.rlim_cur = want;
+  setrlimit(RLIMIT_DATA, &r);
+#endif
+}
+
+}  // namespace
+
 }  // namespace aoc::cli
 
 int main(int argc, char** argv) {
@@ -42,6 +74,13 @@ int main(int argc, char** argv) {
       "48-variable machines with their measured calibration (Microsoft's digital twin), fast; adds\n"
       "noise, converters and timing, estimates energy and latency, and imports implicit models."};
   app.set_version_flag("--version", "aoc " AOC_VERSION);
+  app.add_option("--max-memory", aoc::cli::memory_limit_gib(),
+                 "GiB a run may allocate (default: the machine's memory; 0: no limit); beyond it the run stops with one line. "
+                 "Before the command (aoc --max-memory 200 run ...) or as AOC_MAX_MEMORY")
+      ->envname("AOC_MAX_MEMORY")
+      ->check(CLI::NonNegativeNumber)
+      ->default_str("the machine's memory");
+  app.parse_complete_callback([] { aoc::cli::apply_memory_limit(); });
   app.require_subcommand(1);
   app.footer(
       "Examples:\n"
@@ -87,6 +126,10 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const aoc::Error& e) {
     std::fprintf(stderr, "aoc: error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "aoc: error: out of memory: the run needed more than it may allocate (%.3g GiB; aoc --max-memory GIB raises it, 0 for no limit)\n",
+                 aoc::cli::memory_limit_gib());
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "aoc: internal error: %s\n", e.what());
