@@ -139,133 +139,112 @@ inline void box_muller(const typename Words<F>::u* a, const typename Words<F>::u
 #undef AOC_EACH
 }
 
-#if defined(__AVX512F__)
-constexpr int kLanes = 16;  // blocks per vector
-
-// GCC 12's own _mm512_mul_epu32 and 64-bit shifts pass an undefined vector as their unused merge
-// source, which it then reports as used uninitialised: a false positive in its headers.
+// The vector instructions Philox's rounds run on: 16 blocks per vector with AVX-512, 8 with AVX2.
+// Either gives Random123's words exactly (integer arithmetic), in the same block order.
+// GCC 12's own AVX-512 intrinsics (_mm512_mul_epu32, the 64-bit shifts, _mm512_sqrt_ps) pass an
+// undefined vector as their unused merge source, which it then reports as used uninitialised where
+// they are inlined: a false positive in its headers.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
-
-// The 64-bit products of the even and the odd lanes, then one two-source permute each for the low
-// and the high words.
-inline void mulhilo(__m512i x, __m512i m, __m512i& lo, __m512i& hi) {
-  const __m512i even = _mm512_mul_epu32(x, m), odd = _mm512_mul_epu32(_mm512_srli_epi64(x, 32), m);
-  const __m512i lo_words = _mm512_setr_epi32(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);
-  lo = _mm512_permutex2var_epi32(even, lo_words, odd);
-  hi = _mm512_permutex2var_epi32(even, _mm512_add_epi32(lo_words, _mm512_set1_epi32(1)), odd);
-}
-
-// 4 vectors of 16 (word j of 16 blocks) to block order: block i's 4 values at out[4i .. 4i + 3].
-inline void store_blocks(__m512i c0, __m512i c1, __m512i c2, __m512i c3, void* out) {
-  const __m512i t0 = _mm512_unpacklo_epi32(c0, c1), t1 = _mm512_unpackhi_epi32(c0, c1);
-  const __m512i t2 = _mm512_unpacklo_epi32(c2, c3), t3 = _mm512_unpackhi_epi32(c2, c3);
-  // u0 holds blocks 0, 4, 8, 12 (one per 128-bit lane), u1 blocks 1, 5, 9, 13, and so on
-  const __m512i u0 = _mm512_unpacklo_epi64(t0, t2), u1 = _mm512_unpackhi_epi64(t0, t2);
-  const __m512i u2 = _mm512_unpacklo_epi64(t1, t3), u3 = _mm512_unpackhi_epi64(t1, t3);
-  const __m512i v0 = _mm512_shuffle_i32x4(u0, u1, 0x44), v1 = _mm512_shuffle_i32x4(u2, u3, 0x44);
-  const __m512i v2 = _mm512_shuffle_i32x4(u0, u1, 0xEE), v3 = _mm512_shuffle_i32x4(u2, u3, 0xEE);
-  auto* o = reinterpret_cast<__m512i*>(out);
-  _mm512_storeu_si512(o, _mm512_shuffle_i32x4(v0, v1, 0x88));
-  _mm512_storeu_si512(o + 1, _mm512_shuffle_i32x4(v0, v1, 0xDD));
-  _mm512_storeu_si512(o + 2, _mm512_shuffle_i32x4(v2, v3, 0x88));
-  _mm512_storeu_si512(o + 3, _mm512_shuffle_i32x4(v2, v3, 0xDD));
-}
-
-// S vectors of 16 blocks in step (the rounds are a long dependency chain: S chains hide its
-// latency). Block i's counter is (ctr[0][i], ctr[1][i], ctr[2][i], ctr[3][i]); its 4 words (Out =
-// uint32_t), or the normals of its two pairs of words (Out = float: words 0 and 1 give elements 0
-// and 1, words 2 and 3 elements 2 and 3), go to out[4i .. 4i + 3].
-template <int S, class Out>
-void philox_lanes(std::uint64_t seed, const std::uint32_t* const* ctr, Out* out) {
-  __m512i c0[S], c1[S], c2[S], c3[S];
-  auto load = [](const std::uint32_t* p) { return _mm512_loadu_si512(p); };
-  for (int v = 0; v < S; ++v)
-    c0[v] = load(ctr[0] + kLanes * v), c1[v] = load(ctr[1] + kLanes * v), c2[v] = load(ctr[2] + kLanes * v), c3[v] = load(ctr[3] + kLanes * v);
-  const __m512i m0 = _mm512_set1_epi32(static_cast<int>(kMul0)), m1 = _mm512_set1_epi32(static_cast<int>(kMul1));
-#pragma GCC unroll 10
-  for (int r = 0; r < 10; ++r) {
-    const __m512i k0 = _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(seed) + r * kWeyl0));
-    const __m512i k1 = _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(seed >> 32) + r * kWeyl1));
-    for (int v = 0; v < S; ++v) {
-      __m512i lo0, hi0, lo1, hi1;
-      mulhilo(c0[v], m0, lo0, hi0);
-      mulhilo(c2[v], m1, lo1, hi1);
-      c0[v] = _mm512_ternarylogic_epi32(hi1, c1[v], k0, 0x96);  // three-way xor
-      c2[v] = _mm512_ternarylogic_epi32(hi0, c3[v], k1, 0x96);
-      c1[v] = lo1;
-      c3[v] = lo0;
-    }
+#if defined(__AVX512F__)
+struct Isa {
+  using V = __m512i;
+  using U = u32x16;
+  using F = f32x16;
+  static constexpr int kLanes = 16;
+  static V load(const std::uint32_t* p) { return _mm512_loadu_si512(p); }
+  static V set1(std::uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
+  static V xor3(V a, V b, V c) { return _mm512_ternarylogic_epi32(a, b, c, 0x96); }
+  // The 64-bit products of the even and the odd lanes, then one two-source permute each for the
+  // low and the high words.
+  static void mulhilo(V x, V m, V& lo, V& hi) {
+    const V even = _mm512_mul_epu32(x, m), odd = _mm512_mul_epu32(_mm512_srli_epi64(x, 32), m);
+    const V lo_words = _mm512_setr_epi32(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);
+    lo = _mm512_permutex2var_epi32(even, lo_words, odd);
+    hi = _mm512_permutex2var_epi32(even, _mm512_add_epi32(lo_words, _mm512_set1_epi32(1)), odd);
   }
-  if constexpr (std::is_same_v<Out, float>) {
-    u32x16 a[2 * S], b[2 * S];  // the pairs (word 0, word 1) and (word 2, word 3) of every vector
-    for (int v = 0; v < S; ++v) a[2 * v] = (u32x16)c0[v], b[2 * v] = (u32x16)c1[v], a[2 * v + 1] = (u32x16)c2[v], b[2 * v + 1] = (u32x16)c3[v];
-    f32x16 zc[2 * S], zs[2 * S];
-    box_muller<2 * S>(a, b, zc, zs);
-    for (int v = 0; v < S; ++v)
-      store_blocks((__m512i)zc[2 * v], (__m512i)zs[2 * v], (__m512i)zc[2 * v + 1], (__m512i)zs[2 * v + 1], out + 4 * kLanes * v);
-  } else {
-    for (int v = 0; v < S; ++v) store_blocks(c0[v], c1[v], c2[v], c3[v], out + 4 * kLanes * v);
+  // 4 vectors of 16 (word j of 16 blocks) to block order: block i's 4 values at out[4i .. 4i + 3].
+  static void store_blocks(V c0, V c1, V c2, V c3, void* out) {
+    const V t0 = _mm512_unpacklo_epi32(c0, c1), t1 = _mm512_unpackhi_epi32(c0, c1);
+    const V t2 = _mm512_unpacklo_epi32(c2, c3), t3 = _mm512_unpackhi_epi32(c2, c3);
+    // u0 holds blocks 0, 4, 8, 12 (one per 128-bit lane), u1 blocks 1, 5, 9, 13, and so on
+    const V u0 = _mm512_unpacklo_epi64(t0, t2), u1 = _mm512_unpackhi_epi64(t0, t2);
+    const V u2 = _mm512_unpacklo_epi64(t1, t3), u3 = _mm512_unpackhi_epi64(t1, t3);
+    const V v0 = _mm512_shuffle_i32x4(u0, u1, 0x44), v1 = _mm512_shuffle_i32x4(u2, u3, 0x44);
+    const V v2 = _mm512_shuffle_i32x4(u0, u1, 0xEE), v3 = _mm512_shuffle_i32x4(u2, u3, 0xEE);
+    auto* o = reinterpret_cast<V*>(out);
+    _mm512_storeu_si512(o, _mm512_shuffle_i32x4(v0, v1, 0x88));
+    _mm512_storeu_si512(o + 1, _mm512_shuffle_i32x4(v0, v1, 0xDD));
+    _mm512_storeu_si512(o + 2, _mm512_shuffle_i32x4(v2, v3, 0x88));
+    _mm512_storeu_si512(o + 3, _mm512_shuffle_i32x4(v2, v3, 0xDD));
   }
-}
-#pragma GCC diagnostic pop
+};
 #elif defined(__AVX2__)
-constexpr int kLanes = 8;  // blocks per vector
+struct Isa {
+  using V = __m256i;
+  using U = u32x8;
+  using F = f32x8;
+  static constexpr int kLanes = 8;
+  static V load(const std::uint32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const V*>(p)); }
+  static V set1(std::uint32_t x) { return _mm256_set1_epi32(static_cast<int>(x)); }
+  static V xor3(V a, V b, V c) { return _mm256_xor_si256(_mm256_xor_si256(a, b), c); }
+  static void mulhilo(V x, V m, V& lo, V& hi) {
+    const V even = _mm256_mul_epu32(x, m), odd = _mm256_mul_epu32(_mm256_srli_epi64(x, 32), m);
+    lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+    hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+  }
+  // 4 vectors of 8 (word j of 8 blocks) to block order: block i's 4 values at out[4i .. 4i + 3].
+  static void store_blocks(V c0, V c1, V c2, V c3, void* out) {
+    const V t0 = _mm256_unpacklo_epi32(c0, c1), t1 = _mm256_unpackhi_epi32(c0, c1);
+    const V t2 = _mm256_unpacklo_epi32(c2, c3), t3 = _mm256_unpackhi_epi32(c2, c3);
+    const V u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+    const V u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+    auto* o = reinterpret_cast<V*>(out);
+    _mm256_storeu_si256(o, _mm256_permute2x128_si256(u0, u1, 0x20));
+    _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(u2, u3, 0x20));
+    _mm256_storeu_si256(o + 2, _mm256_permute2x128_si256(u0, u1, 0x31));
+    _mm256_storeu_si256(o + 3, _mm256_permute2x128_si256(u2, u3, 0x31));
+  }
+};
+#endif
 
-inline void mulhilo(__m256i x, __m256i m, __m256i& lo, __m256i& hi) {
-  const __m256i even = _mm256_mul_epu32(x, m), odd = _mm256_mul_epu32(_mm256_srli_epi64(x, 32), m);
-  lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
-  hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
-}
+#if defined(__AVX2__)
+constexpr int kLanes = Isa::kLanes;  // blocks per vector
 
-// 4 vectors of 8 (word j of 8 blocks: x[j][i] is block i's word j) to block order: block i's 4
-// values at out[4i .. 4i + 3].
-inline void store_blocks(__m256i c0, __m256i c1, __m256i c2, __m256i c3, void* out) {
-  const __m256i t0 = _mm256_unpacklo_epi32(c0, c1), t1 = _mm256_unpackhi_epi32(c0, c1);
-  const __m256i t2 = _mm256_unpacklo_epi32(c2, c3), t3 = _mm256_unpackhi_epi32(c2, c3);
-  const __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
-  const __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
-  auto* o = reinterpret_cast<__m256i*>(out);
-  _mm256_storeu_si256(o, _mm256_permute2x128_si256(u0, u1, 0x20));
-  _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(u2, u3, 0x20));
-  _mm256_storeu_si256(o + 2, _mm256_permute2x128_si256(u0, u1, 0x31));
-  _mm256_storeu_si256(o + 3, _mm256_permute2x128_si256(u2, u3, 0x31));
-}
-
-// S vectors of 8 blocks in step (the rounds are a long dependency chain: S chains hide its
+// S vectors of kLanes blocks in step (the rounds are a long dependency chain: S chains hide its
 // latency). Block i's counter is (ctr[0][i], ctr[1][i], ctr[2][i], ctr[3][i]); its 4 words (Out =
 // uint32_t), or the normals of its two pairs of words (Out = float: words 0 and 1 give elements 0
 // and 1, words 2 and 3 elements 2 and 3), go to out[4i .. 4i + 3].
 template <int S, class Out>
 void philox_lanes(std::uint64_t seed, const std::uint32_t* const* ctr, Out* out) {
-  __m256i c0[S], c1[S], c2[S], c3[S];
-  auto load = [](const std::uint32_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); };
+  using V = Isa::V;
+  V c0[S], c1[S], c2[S], c3[S];
   for (int v = 0; v < S; ++v)
-    c0[v] = load(ctr[0] + kLanes * v), c1[v] = load(ctr[1] + kLanes * v), c2[v] = load(ctr[2] + kLanes * v), c3[v] = load(ctr[3] + kLanes * v);
-  const __m256i m0 = _mm256_set1_epi32(static_cast<int>(kMul0)), m1 = _mm256_set1_epi32(static_cast<int>(kMul1));
+    c0[v] = Isa::load(ctr[0] + kLanes * v), c1[v] = Isa::load(ctr[1] + kLanes * v), c2[v] = Isa::load(ctr[2] + kLanes * v),
+    c3[v] = Isa::load(ctr[3] + kLanes * v);
+  const V m0 = Isa::set1(kMul0), m1 = Isa::set1(kMul1);
 #pragma GCC unroll 10
   for (int r = 0; r < 10; ++r) {
-    const __m256i k0 = _mm256_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(seed) + r * kWeyl0));
-    const __m256i k1 = _mm256_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(seed >> 32) + r * kWeyl1));
+    const V k0 = Isa::set1(static_cast<std::uint32_t>(seed) + r * kWeyl0), k1 = Isa::set1(static_cast<std::uint32_t>(seed >> 32) + r * kWeyl1);
     for (int v = 0; v < S; ++v) {
-      __m256i lo0, hi0, lo1, hi1;
-      mulhilo(c0[v], m0, lo0, hi0);
-      mulhilo(c2[v], m1, lo1, hi1);
-      c0[v] = _mm256_xor_si256(_mm256_xor_si256(hi1, c1[v]), k0);
-      c2[v] = _mm256_xor_si256(_mm256_xor_si256(hi0, c3[v]), k1);
+      V lo0, hi0, lo1, hi1;
+      Isa::mulhilo(c0[v], m0, lo0, hi0);
+      Isa::mulhilo(c2[v], m1, lo1, hi1);
+      c0[v] = Isa::xor3(hi1, c1[v], k0);
+      c2[v] = Isa::xor3(hi0, c3[v], k1);
       c1[v] = lo1;
       c3[v] = lo0;
     }
   }
   if constexpr (std::is_same_v<Out, float>) {
-    u32x8 a[2 * S], b[2 * S];  // the pairs (word 0, word 1) and (word 2, word 3) of every vector
-    for (int v = 0; v < S; ++v) a[2 * v] = (u32x8)c0[v], b[2 * v] = (u32x8)c1[v], a[2 * v + 1] = (u32x8)c2[v], b[2 * v + 1] = (u32x8)c3[v];
-    f32x8 zc[2 * S], zs[2 * S];
+    using U = Isa::U;
+    U a[2 * S], b[2 * S];  // the pairs (word 0, word 1) and (word 2, word 3) of every vector
+    for (int v = 0; v < S; ++v) a[2 * v] = (U)c0[v], b[2 * v] = (U)c1[v], a[2 * v + 1] = (U)c2[v], b[2 * v + 1] = (U)c3[v];
+    Isa::F zc[2 * S], zs[2 * S];
     box_muller<2 * S>(a, b, zc, zs);
-    for (int v = 0; v < S; ++v)
-      store_blocks((__m256i)zc[2 * v], (__m256i)zs[2 * v], (__m256i)zc[2 * v + 1], (__m256i)zs[2 * v + 1], out + 4 * kLanes * v);
+    for (int v = 0; v < S; ++v) Isa::store_blocks((V)zc[2 * v], (V)zs[2 * v], (V)zc[2 * v + 1], (V)zs[2 * v + 1], out + 4 * kLanes * v);
   } else {
-    for (int v = 0; v < S; ++v) store_blocks(c0[v], c1[v], c2[v], c3[v], out + 4 * kLanes * v);
+    for (int v = 0; v < S; ++v) Isa::store_blocks(c0[v], c1[v], c2[v], c3[v], out + 4 * kLanes * v);
   }
 }
 #else
@@ -306,6 +285,7 @@ void philox_lanes(std::uint64_t seed, const std::uint32_t* const* ctr, Out* out)
   }
 }
 #endif
+#pragma GCC diagnostic pop
 
 // The words (or normals) of `count` blocks, block i's counter (ctr[0][i], .., ctr[3][i]): its word
 // (element) j at out[4i + j]. The counts are rounded up to whole vectors of kLanes blocks: ctr must
