@@ -156,6 +156,34 @@ H5Extent extent_of(const Ids& ids, const std::string& where, int max_rank) {
   return e;
 }
 
+// What a read would take must be in the file: `count` elements of the file type's size, against the
+// file's size (uncompressed layouts hold their bytes; a compressed chunked one at most about a
+// thousandfold, deflate's limit). A damaged header that declares gigabytes is refused before any is
+// allocated.
+void check_stored(const H5::H5Location& o, const Ids& ids, std::uint64_t count, const std::string& where) {
+  const std::size_t size = H5Tget_size(ids.type);
+  if (size == 0) throw Error(where + ": a type of size 0");
+  if (count > kMaxH5Elements / size) throw Error(where + ": more than 2^40 bytes");
+  const std::uint64_t need = count * size;
+  hsize_t file_bytes = 0;
+  const hid_t file = H5Iget_file_id(o.getId());
+  if (file < 0) return;
+  const herr_t got = H5Fget_filesize(file, &file_bytes);
+  H5Fclose(file);
+  if (got < 0) return;
+  std::uint64_t room = file_bytes;
+  if (!ids.attribute) {
+    const hid_t dcpl = H5Dget_create_plist(o.getId());
+    if (dcpl >= 0) {
+      if (H5Pget_layout(dcpl) == H5D_CHUNKED && H5Pget_nfilters(dcpl) > 0) room = file_bytes * 1100;
+      H5Pclose(dcpl);
+    }
+  }
+  if (need > room)
+    throw Error(where + ": declares " + std::to_string(need) + " bytes of data, more than the file's " + std::to_string(file_bytes) +
+                " bytes hold (a damaged file?)");
+}
+
 template <class V>
 void allocate(V& v, std::uint64_t n, const std::string& where) {
   try {
@@ -174,6 +202,7 @@ std::vector<std::string> read_strings(const H5::H5Location& o, const std::string
                         "ones: write the file again with this aoc");
   std::vector<std::string> out;
   if (e.count == 0) return out;
+  check_stored(o, ids, e.count, where);
   const std::size_t size = H5Tget_size(ids.type);
   if (size == 0 || e.count > kMaxH5Elements / size) throw Error(where + ": more than 2^40 bytes of text");
   std::vector<char> buf;
@@ -213,6 +242,7 @@ std::vector<double> h5_numbers(const H5::H5Location& object, const std::string& 
   const Ids ids(object, where);
   const H5Extent e = extent_of(ids, where, max_rank);
   if (e.type_class != H5T_INTEGER && e.type_class != H5T_FLOAT) throw Error(where + ": expected numbers, got " + class_text(e.type_class));
+  check_stored(object, ids, e.count, where);
   std::vector<double> v;
   allocate(v, e.count, where);
   if (!v.empty()) read_into(object, ids.attribute, H5T_NATIVE_DOUBLE, v.data(), where);
@@ -224,6 +254,7 @@ std::vector<std::uint64_t> h5_u64s(const H5::H5Location& object, const std::stri
   const Ids ids(object, where);
   const H5Extent e = extent_of(ids, where, 1);
   if (e.type_class != H5T_INTEGER) throw Error(where + ": expected integers, got " + class_text(e.type_class));
+  check_stored(object, ids, e.count, where);
   if (H5Tget_sign(ids.type) != H5T_SGN_NONE) {  // a signed column: no negative values
     for (double x : h5_numbers(object, where, 1))
       if (x < 0) throw Error(where + ": negative value " + std::to_string(static_cast<long long>(x)) + " (expected counts or indices)");

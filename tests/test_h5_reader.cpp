@@ -154,3 +154,14 @@ TEST_CASE("h5 reader: sweep results written by aoc read back whole") {
   CHECK(r.rows[1].params[0].get<double>() == 1.5);
   CHECK(r.rows[1].metrics[0] == 2.0);
 }
+
+TEST_CASE("h5 reader: a dataset that declares more bytes than its file holds is refused before anything is allocated") {
+  const std::string path = file("declares-8gb.h5");
+  {
+    H5::H5File f(path, H5F_ACC_TRUNC);
+    const hsize_t n = hsize_t(1) << 30;  // 8 GiB of doubles, never written: the file stays small
+    f.createDataSet("W", H5::PredType::IEEE_F64LE, H5::DataSpace(1, &n));
+  }
+  CHECK_THROWS_WITH(h5_numbers(open_h5_read(path).openDataSet("W"), "F: /W", 1),
+                    Catch::StartsWith("F: /W: declares 8589934592 bytes of data, more than the file's"));
+}
