@@ -180,8 +180,16 @@ TEST_CASE("sweep cli: mpirun -np 2 gives the results of one process") {
   const std::string one = (dir() / "one.h5").string(), two = (dir() / "two.h5").string();
   const Run a = run_aoc("sweep " + s + " -o " + one + " --threads 1 --quiet");
   REQUIRE(a.status == 0);
-  // As root (CI containers) OpenMPI needs to be told that it may run.
-  const std::string cmd = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " AOC_MPIRUN " -np 2 --oversubscribe " +
+  // As root (CI containers) OpenMPI needs to be told that it may run. In the sanitizer build the
+  // ranks run without the leak checker: MPI_Finalize unloads Open MPI's plugins, whose allocations
+  // it then reports with no module name a suppression could match (docs/reliability.md); the same
+  // sweep in one process above is leak-checked.
+#if defined(__SANITIZE_ADDRESS__)
+  const std::string leaks = "LSAN_OPTIONS=detect_leaks=0 ";
+#else
+  const std::string leaks;
+#endif
+  const std::string cmd = leaks + "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " AOC_MPIRUN " -np 2 --oversubscribe " +
                           std::string(::geteuid() == 0 ? "--allow-run-as-root " : "") + AOC_BINARY + " sweep " + s + " -o " + two +
                           " --threads 1 --quiet 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
