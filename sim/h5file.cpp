@@ -233,11 +233,6 @@ H5::StrType text_type(std::size_t size) {
 
 }  // namespace
 
-H5Extent h5_extent(const H5::H5Location& object, const std::string& where, int max_rank) {
-  const Ids ids(object, where);
-  return extent_of(ids, where, max_rank);
-}
-
 std::vector<double> h5_numbers(const H5::H5Location& object, const std::string& where, int max_rank, H5Extent* extent) {
   const Ids ids(object, where);
   const H5Extent e = extent_of(ids, where, max_rank);
@@ -255,13 +250,20 @@ std::vector<std::uint64_t> h5_u64s(const H5::H5Location& object, const std::stri
   const H5Extent e = extent_of(ids, where, 1);
   if (e.type_class != H5T_INTEGER) throw Error(where + ": expected integers, got " + class_text(e.type_class));
   check_stored(object, ids, e.count, where);
-  if (H5Tget_sign(ids.type) != H5T_SGN_NONE) {  // a signed column: no negative values
-    for (double x : h5_numbers(object, where, 1))
-      if (x < 0) throw Error(where + ": negative value " + std::to_string(static_cast<long long>(x)) + " (expected counts or indices)");
-  }
   std::vector<std::uint64_t> v;
   allocate(v, e.count, where);
-  if (!v.empty()) read_into(object, ids.attribute, H5T_NATIVE_UINT64, v.data(), where);
+  if (v.empty()) return v;
+  if (H5Tget_sign(ids.type) == H5T_SGN_NONE) {
+    read_into(object, ids.attribute, H5T_NATIVE_UINT64, v.data(), where);
+    return v;
+  }
+  // a signed column, read once as signed: no negative values
+  read_into(object, ids.attribute, H5T_NATIVE_INT64, v.data(), where);
+  for (std::uint64_t& x : v) {
+    std::int64_t s;
+    std::memcpy(&s, &x, sizeof s);
+    if (s < 0) throw Error(where + ": negative value " + std::to_string(s) + " (expected counts or indices)");
+  }
   return v;
 }
 

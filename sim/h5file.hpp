@@ -28,7 +28,6 @@ struct H5Extent {
   std::vector<std::uint64_t> dims;  // empty for a scalar
   std::uint64_t count = 1;          // elements
 };
-H5Extent h5_extent(const H5::H5Location& object, const std::string& where, int max_rank);
 // Numbers (integer or floating-point classes), as double, of rank at most max_rank.
 std::vector<double> h5_numbers(const H5::H5Location& object, const std::string& where, int max_rank, H5Extent* extent = nullptr);
 // Unsigned 64-bit integers of an integer class, rank at most 1.
