@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
                  "GiB a run may allocate (default: the machine's memory; 0: no limit); beyond it the run stops with one line. "
                  "Before the command (aoc --max-memory 200 run ...) or as AOC_MAX_MEMORY")
       ->envname("AOC_MAX_MEMORY")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::NonNegativeNumber & CLI::Validator([](std::string& v) { return std::stod(v) <= 1e12 ? std::string() : "must be a number of GiB, at most 1e12"; }, "GIB"))
       ->default_str("the machine's memory");
   app.parse_complete_callback([] { aoc::cli::apply_memory_limit(); });
   app.require_subcommand(1);
