@@ -34,14 +34,6 @@ std::string need_file(const std::string& path, const std::string& what) {
   return path;
 }
 
-// The config hash of a cell: everything its figures depend on but the code, i.e. the files it reads
-// (model, weights, machine) and its settings.
-std::string cell_hash(const std::vector<std::string>& files, const std::string& settings) {
-  std::string all = "aoc bench program 1\n" + settings + "\n";
-  for (const auto& f : files) all += f + "\n" + file_digest(f) + "\n";
-  return digest_hex(all.data(), all.size());
-}
-
 // As `aoc compile GRAPH --weights W --hw HW [--calibrate]`: the default passes, no --set; with
 // `calibrate`, the calibrate pass on the inputs it makes for the program.
 ir::Program compile(ir::Graph g, ir::WeightStore w, const Hardware& hw, const std::string& hw_name,
@@ -97,7 +89,7 @@ void time_parity(ProgramBench& b, const Hardware& hw, bool progress) {
   const auto inputs = example_inputs(p, o.batch, o.length, o.seed);
   const auto cpu = make_backend("cpu", &hw), sim = make_backend("sim", &hw);
   const BackendOptions co = reference_options(o, ir::Mode::Sequential), so = sim_options(o, ir::Mode::Sequential, o.seed);
-  b.model_hash = cell_hash({config, weights, hw.path}, "parity " + o.hardware + " batch " + std::to_string(o.batch) + " length " +
+  b.model_hash = bench_cell_hash({config, weights, hw.path}, "parity " + o.hardware + " batch " + std::to_string(o.batch) + " length " +
                                                           std::to_string(o.length) + " sequential seed " + std::to_string(o.seed));
   if (progress) std::fprintf(stderr, "bench: program %s, cpu and sim, %d run(s) each ...\n", b.model.c_str(), o.runs);
   std::vector<double> cpu_s, sim_s;
@@ -134,7 +126,7 @@ void time_check(ProgramBench& b, const Hardware& hw, bool progress) {
   });
   const auto inputs = example_inputs(p, o.check_batch, o.check_length, o.seed);
   b.check_prepare_s = since(t0);
-  b.check_hash = cell_hash({b.check_path, hw.path}, "check " + o.hardware + " batch " + std::to_string(o.check_batch) + " length " +
+  b.check_hash = bench_cell_hash({b.check_path, hw.path}, "check " + o.hardware + " batch " + std::to_string(o.check_batch) + " length " +
                                                         std::to_string(o.check_length) + " weights seed 0 seed " + std::to_string(o.seed) +
                                                         " seeds " + std::to_string(o.seeds));
 
@@ -169,10 +161,16 @@ void time_estimate(ProgramBench& b, const Hardware& hw, const std::string& hw_pa
     b.estimate_s = r == 0 ? s : std::min(b.estimate_s, s);
     b.estimate_tiles = e.tiles;
   }
-  b.estimate_hash = cell_hash({b.estimate_path, hw.path}, "estimate " + o.hardware + " iterations 20");
+  b.estimate_hash = bench_cell_hash({b.estimate_path, hw.path}, "estimate " + o.hardware + " iterations 20");
 }
 
 }  // namespace
+
+std::string bench_cell_hash(const std::vector<std::string>& files, const std::string& settings) {
+  std::string all = "aoc bench program 1\n" + settings + "\n";
+  for (const auto& f : files) all += f + "\n" + file_digest(f) + "\n";
+  return digest_hex(all.data(), all.size());
+}
 
 ProgramBench run_program_bench(const ProgramBenchOptions& opt, bool progress) {
   check_options(opt);

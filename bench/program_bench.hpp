@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "runtime/program_check.hpp"
 
@@ -63,6 +64,10 @@ struct ProgramBench {
   double estimate_s = 0;  // best of estimate_runs: compile (shapes only) and estimate one token
   int estimate_tiles = 0;
 };
+
+// The config hash of a cell: everything its figures depend on but the code, i.e. the files it reads
+// (model, weights, machine) and its settings.
+std::string bench_cell_hash(const std::vector<std::string>& files, const std::string& settings);
 
 // Compiles both models in-process as aoc import / aoc compile do and times them; throws aoc::Error
 // (one line) when a model is missing or an option is out of range.

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <omp.h>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -134,8 +135,12 @@ class Interp {
     }
     if (env.count(out_op.outputs[0])) fail(where, "value '" + out_op.outputs[0] + "' is already defined");
     Tensor y = make({B, L, H, P});
+    // A committing step writes the new state over the old one in place (each element is read and
+    // written by its own lane alone); the first token's, from h0 or zeros, goes to a new tensor.
     const bool commit = state && commit_;
-    Tensor h_last = commit ? make({B, H, P, N}) : Tensor{};
+    Tensor first_state;
+    double* h_out = nullptr;
+    if (commit) h_out = state->empty() ? (first_state = make({B, H, P, N})).data.data() : (*state)[0].data.data();
     constexpr std::int64_t kLanes = 8;  // states p .. p + 7 together: their readout sums interleave
     const std::int64_t jobs = B * H;
 #pragma omp parallel for num_threads(opt_.threads) if (opt_.threads > 1 && jobs > 1) schedule(static)
@@ -169,10 +174,10 @@ class Interp {
         }
         if (commit)
           for (std::int64_t l = 0; l < lanes; ++l)
-            std::copy_n(rows.data() + l * N, N, h_last.data.begin() + ((b * H + hh) * P + p0 + l) * N);
+            std::copy_n(rows.data() + l * N, N, h_out + ((b * H + hh) * P + p0 + l) * N);
       }
     }
-    if (commit) *state = {std::move(h_last)};
+    if (commit && state->empty()) state->push_back(std::move(first_state));
     bool carries = false;
     for (const Op* op : {&in_op, &scan_op, &out_op})
       for (const std::string& v : op->inputs) carries = carries || seq_.count(v) > 0;
@@ -453,6 +458,13 @@ InterpretResult interpret(const Graph& g, const WeightStore& w, const std::map<s
     bind_symbols("weight", v, it->second, syms);
   }
 
+  // The run's thread count for every OpenMP loop of its kernels (and Eigen's, which asks OpenMP),
+  // restored after: --threads is honoured by each part of a run, not only by the loops told it.
+  struct Threads {
+    int saved = omp_get_max_threads();
+    explicit Threads(int n) { omp_set_num_threads(n); }
+    ~Threads() { omp_set_num_threads(saved); }
+  } threads(options.threads);
   Interp run(w, options);
   if (options.mode == Mode::Sequential) return run_sequential(g, env, run, options.trace, options.progress);
   run.run_ops(g.ops, env, "interpret:", true);

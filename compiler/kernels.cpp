@@ -84,13 +84,10 @@ Tensor linear(const Tensor& x, const Tensor& W, const Tensor* b, int threads, co
   ys.back() = out;
   Tensor y = make(ys);
   const std::int64_t rows = in == 0 ? numel(ys) / std::max<std::int64_t>(out, 1) : numel(x.shape) / in;
-#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t o = 0; o < out; ++o) {
-      double s = 0;
-      for (std::int64_t i = 0; i < in; ++i) s += x.data[r * in + i] * W.data[o * in + i];
-      y.data[r * out + o] = s + (b ? b->data[o] : 0.0);
-    }
+  dot_rows(x.data.data(), rows, W.data.data(), out, in, y.data.data(), threads);
+  if (b)
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t o = 0; o < out; ++o) y.data[r * out + o] += b->data[o];
   return y;
 }
 
@@ -103,13 +100,10 @@ Tensor matmul(const Tensor& a, const Tensor& b, int threads, const std::string& 
   ys.back() = n;
   Tensor y = make(ys);
   const std::int64_t rows = numel(ys) / std::max<std::int64_t>(n, 1);
-#pragma omp parallel for num_threads(threads) if (threads > 1) schedule(static)
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t j = 0; j < n; ++j) {
-      double s = 0;
-      for (std::int64_t i = 0; i < k; ++i) s += a.data[r * k + i] * b.data[i * n + j];
-      y.data[r * n + j] = s;
-    }
+  std::vector<double> bt(static_cast<size_t>(k * n));  // b's columns as rows: the products' layout
+  for (std::int64_t i = 0; i < k; ++i)
+    for (std::int64_t j = 0; j < n; ++j) bt[static_cast<size_t>(j * k + i)] = b.data[static_cast<size_t>(i * n + j)];
+  dot_rows(a.data.data(), rows, bt.data(), n, k, y.data.data(), threads);
   return y;
 }
 
@@ -120,6 +114,7 @@ Tensor rmsnorm(const Tensor& x, const Tensor& g, double eps, const std::string& 
   Tensor y = make(x.shape);
   if (D == 0) return y;
   const std::int64_t rows = numel(x.shape) / D;
+#pragma omp parallel for schedule(static) if (rows * D >= kParallelGrain)
   for (std::int64_t r = 0; r < rows; ++r) {
     double ss = 0;
     for (std::int64_t i = 0; i < D; ++i) ss += x.data[r * D + i] * x.data[r * D + i];

@@ -38,6 +38,13 @@ inline double fmadd(double a, double b, double c) {
 // selective-scan readout: one chain per lane, the Einsum's order).
 void readout8(const double* rows, std::int64_t N, const double* C, double* acc);
 
+// The reference's products (compiler/products.cpp): y[r out + o] = the dot product of x's row r
+// (x: rows x in) and W's row o (W: out x in, row-major), each element in one fixed order: eight
+// lanes (lane l: the terms j = l mod 8, by fmadd in order of j), then ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)).
+// The same bits for any batch, thread count or vector width (AVX-512, AVX2, none).
+void dot_rows(const double* x, std::int64_t rows, const double* W, std::int64_t out, std::int64_t in, double* y, int threads);
+double dot8(const double* a, const double* b, std::int64_t n);  // one dot product in that order
+
 Tensor make(Dims shape, double fill = 0.0);
 Dims strides_of(const Dims& s);  // row-major
 int norm_axis(std::int64_t axis, size_t rank, const std::string& where);  // [-rank, rank) made non-negative
@@ -46,10 +53,16 @@ double sigmoid(double x);
 double silu(double x);
 double softplus(double x);
 
+// Elementwise loops of at least this many elements run on the OpenMP threads of the run (the
+// interpreter sets their count to InterpretOptions::threads); each element's value is its own.
+constexpr std::int64_t kParallelGrain = 16384;
+
 template <class F>
 Tensor unary(const Tensor& x, F f) {
   Tensor y = make(x.shape);
-  for (size_t i = 0; i < x.data.size(); ++i) y.data[i] = f(x.data[i]);
+  const std::int64_t n = static_cast<std::int64_t>(x.data.size());
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
+  for (std::int64_t i = 0; i < n; ++i) y.data[i] = f(x.data[i]);
   return y;
 }
 
@@ -72,6 +85,7 @@ Tensor broadcast(const Tensor& a, const Tensor& b, F f, const std::string& where
   Tensor y = make(out);
   const std::int64_t n = numel(out);
   if (a.shape == b.shape) {  // element by element
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
     for (std::int64_t k = 0; k < n; ++k) y.data[k] = f(a.data[k], b.data[k]);
     return y;
   }

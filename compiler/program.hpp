@@ -4,7 +4,7 @@
 //
 // The graph stays an ordinary ir::Graph, so the verifier, the printer and the interpreter work on
 // programs too (Convert is the identity there): a program run on the CPU reference is the
-// interpreter plus the tiles.
+// interpreter.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -9,6 +9,7 @@
 #include <set>
 #include <tuple>
 
+#include "compiler/kernels.hpp"
 #include "compiler/verify.hpp"
 #include "runtime/cuda_backend.hpp"
 #include "sim/error.hpp"
@@ -30,8 +31,6 @@ struct Counters {
   std::atomic<long long> dac{0}, adc{0}, dac_clipped{0}, adc_clipped{0};
 };
 
-// The reference's tile loop: y = sum over tiles of x[cols of the tile] W_tile^T, in double, tile by
-// tile as the plan splits the matrix. `tile_w` gives a tile's matrix (rows x cols, row-major).
 // The zero result of x's product with a plan's matrix ([..., rows] for x [..., cols]), and its row count.
 Tensor product_result(const ir::OpticalPlan& plan, const Tensor& x, std::int64_t& R) {
   if (x.shape.empty() || x.shape.back() != plan.cols)
@@ -45,48 +44,39 @@ Tensor product_result(const ir::OpticalPlan& plan, const Tensor& x, std::int64_t
   return y;
 }
 
-template <class TileW>
-Tensor tiled_product(const ir::OpticalPlan& plan, const Tensor& x, int threads, TileW&& tile_w) {
-  std::int64_t R = 0;
-  Tensor y = product_result(plan, x, R);
-  for (std::size_t k = 0; k < plan.tiles.size(); ++k) {
-    const ir::Tile& t = plan.tiles[k];
-    const std::vector<double>& W = tile_w(k);
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (std::int64_t r = 0; r < R; ++r) {
-      const double* xr = x.data.data() + r * plan.cols + t.col0;
-      double* yr = y.data.data() + r * plan.rows + t.row0;
-      for (std::int64_t i = 0; i < t.rows; ++i) {
-        const double* wi = W.data() + i * t.cols;
-        double acc = 0;
-        for (std::int64_t j = 0; j < t.cols; ++j) acc += wi[j] * xr[j];
-        yr[i] += acc;
-      }
-    }
-  }
-  return y;
-}
-
-// The exact tile matrices of a plan, cut from the weight.
-std::vector<double> exact_tile(const ir::OpticalPlan& plan, const Tensor& w, const ir::Tile& t) {
-  std::vector<double> m(static_cast<std::size_t>(t.rows * t.cols));
-  for (std::int64_t i = 0; i < t.rows; ++i)
-    for (std::int64_t j = 0; j < t.cols; ++j) m[static_cast<std::size_t>(i * t.cols + j)] = plan.weight_at(w, t.row0 + i, t.col0 + j);
-  return m;
-}
-
 class CpuHooks : public ir::Hooks {
  protected:
   virtual void saw(const ir::Op&, const Tensor&) const {}
 
  public:
-  CpuHooks(const ir::Program& p, int threads) : p_(p), threads_(threads) {}
+  // A MatMul's weight ([in, out]) is laid out once as [out, in], the rows the products stream.
+  CpuHooks(const ir::Program& p, int threads) : p_(p), threads_(threads) {
+    for (const ir::OpticalPlan& plan : p.optical) {
+      const auto w = p.weights.find(plan.weight);
+      if (!plan.aoc_layout || w == p.weights.end() || static_cast<std::int64_t>(w->second.data.size()) != plan.weights()) continue;
+      std::vector<double>& t = transposed_[plan.op];
+      t.resize(static_cast<std::size_t>(plan.weights()));
+      for (std::int64_t r = 0; r < plan.rows; ++r)
+        for (std::int64_t c = 0; c < plan.cols; ++c) t[static_cast<std::size_t>(r * plan.cols + c)] = plan.weight_at(w->second, r, c);
+    }
+  }
+  // The exact product over the whole matrix: its tiles cover it once, and each element is one dot
+  // product in kernels::dot_rows' order, whatever the tiles, the batch or the threads.
   Tensor optical(const ir::Op& op, const Tensor& x, const Tensor& w, const OpContext&) const override {
     const ir::OpticalPlan* plan = p_.plan(op.name);
     if (!plan) throw Error("run: optical op '" + op.name + "' has no plan");
-    std::vector<double> tile;
-    return tiled_product(
-        *plan, x, threads_, [&](std::size_t k) -> const std::vector<double>& { return tile = exact_tile(*plan, w, plan->tiles[k]); });
+    if (static_cast<std::int64_t>(w.data.size()) != plan->weights())
+      throw Error("run: op '" + op.name + "': its weight has " + std::to_string(w.data.size()) + " elements, the plan " + std::to_string(plan->weights()));
+    std::int64_t R = 0;
+    Tensor y = product_result(*plan, x, R);
+    const double* W = w.data.data();
+    if (plan->aoc_layout) {
+      const auto t = transposed_.find(op.name);
+      if (t == transposed_.end()) throw Error("run: op '" + op.name + "': weight '" + plan->weight + "' is not the program's");
+      W = t->second.data();
+    }
+    ir::kernels::dot_rows(x.data.data(), R, W, plan->rows, plan->cols, y.data.data(), threads_);
+    return y;
   }
   Tensor convert(const ir::Op& op, const Tensor& x, const OpContext&) const override {
     saw(op, x);
@@ -96,6 +86,7 @@ class CpuHooks : public ir::Hooks {
  private:
   const ir::Program& p_;
   int threads_;
+  std::map<std::string, std::vector<double>> transposed_;  // per MatMul op: its weight as [out, in]
 };
 
 // The reference, noting the largest |value| each Convert sees.

@@ -1,7 +1,8 @@
 // Backends run compiled programs (compiler/program.hpp) on token sequences. Each one is the graph
 // interpreter with hooks for the hardware ops (compiler/interpret.hpp):
-//   cpu  the digital reference: every optical op is the exact product in double, tile by tile as the
-//        plan splits it, every Convert the identity. With the untiled plan it is the interpreter.
+//   cpu  the digital reference: every optical op is the exact product in double over its whole
+//        matrix (its tiles cover it once; kernels::dot_rows, the interpreter's own products, so the
+//        values do not depend on the tiling), every Convert the identity: the interpreter.
 //   sim  the simulated machine: one OpticalTile (sim/tile.hpp, the model every path uses) per tile
 //        of each plan, programmed once per run with its SLM codes (when the program was quantized)
 //        at its place in its module's core, through the machine's calibrated optical chain (or

@@ -91,7 +91,7 @@ TEST_CASE("aoc-ssm: its loop is native where the state memory is analog, assiste
     CHECK(ir::attr_string(loop, "layout") == (analog ? "native" : "assisted"));
     const auto converts = std::count_if(loop.body->ops.begin(), loop.body->ops.end(), [](const ir::Op& o) { return o.kind == ir::OpKind::Convert; });
     CHECK((converts == 0) == analog);
-    // and the compiled program computes the model (the digital reference, tile by tile)
+    // and the compiled program computes the model (the digital reference)
     BackendOptions bo;
     bo.mode = ir::Mode::Sequential;
     const auto want = ir::interpret(g.graph, g.weights, {{"tokens", tokens()}}).values.at("logits");

@@ -5,6 +5,7 @@
 
 #include "bench/loop_bench.hpp"
 #include "bench/program_bench.hpp"
+#include "bench/reference_bench.hpp"
 #include "sim/error.hpp"
 #include "support.hpp"
 
@@ -97,7 +98,7 @@ TEST_CASE("bench: --help explains the program section and its switch", "[bench]"
 }
 
 TEST_CASE("bench: --no-program leaves the program cells out of the JSON, and the loop's rows stay", "[bench]") {
-  const aoc::test::Run r = aoc::test::run_aoc("bench --batches 1 --iterations 5 --min-seconds 0 --no-gpu --no-program --json");
+  const aoc::test::Run r = aoc::test::run_aoc("bench --batches 1 --iterations 5 --min-seconds 0 --no-gpu --no-program --no-reference --json");
   REQUIRE(r.status == 0);
   const nlohmann::json j = nlohmann::json::parse(r.out);
   CHECK_FALSE(j.contains("programs"));
@@ -123,4 +124,34 @@ TEST_CASE("bench: the noisy loop's row carries its time over the noiseless loop'
   }
   CHECK(noisy == 1);
   CHECK(aoc::bench_table(o, rows).find("noise on / off") != std::string::npos);
+}
+
+TEST_CASE("bench: the reference section times the cpu backend against the GEMV roofline at batch 1 and with 2 threads", "[bench]") {
+  aoc::ReferenceBenchOptions o;
+  o.config = std::string(AOC_SOURCE_DIR) + "/tests/data/implicit-lm/mamba2-state-tracking-implicit/config.json";
+  o.length = 2, o.runs = 1, o.batch = 3;
+  const aoc::ReferenceBench b = aoc::run_reference_bench(o, false);
+  const nlohmann::json j = aoc::reference_bench_json(b);
+  CHECK(j.at("cell") == "reference");
+  CHECK(j.at("model") == "mamba2-state-tracking-implicit");
+  CHECK(j.at("config_hash").get<std::string>().size() == 16);
+  CHECK(j.at("version") == AOC_VERSION);
+  CHECK(j.at("loop_weights").get<std::int64_t>() > 0);
+  const nlohmann::json &token = j.at("token"), &batched = j.at("batched");
+  CHECK(token.at("batch") == 1);
+  CHECK(batched.at("batch") == 3);
+  CHECK(token.at("evaluations").get<long long>() >= 2);  // at least a step and a commit per token
+  CHECK(token.at("over_roofline").get<double>() > 0);
+  CHECK(token.at("target") == aoc::kReferenceOverGemvTarget);
+  CHECK(batched.at("two_thread_speedup").get<double>() > 0);
+  CHECK(batched.at("target") == aoc::kTwoThreadSpeedupTarget);
+  const std::string table = aoc::reference_bench_table(b);
+  CHECK(table.find("GEMV roofline") != std::string::npos);
+  CHECK(table.find("batch 3") != std::string::npos);
+}
+
+TEST_CASE("bench: a reference section option out of range is a one-line error", "[bench]") {
+  aoc::ReferenceBenchOptions o;
+  o.batch = 0;
+  CHECK_THROWS_WITH(aoc::run_reference_bench(o, false), "bench: reference length, runs and batch must be at least 1");
 }

@@ -3,6 +3,7 @@
 
 #include "bench/loop_bench.hpp"
 #include "bench/program_bench.hpp"
+#include "bench/reference_bench.hpp"
 #include "compiler/import_config.hpp"
 #include "compiler/op_def.hpp"
 #include "runtime/cli/commands.hpp"
@@ -116,7 +117,8 @@ void add_bench(CLI::App& app) {
   static BenchOptions o;
   static GpuOpts g;
   static ProgramBenchOptions po;
-  static bool json = false, no_program = false;
+  static ReferenceBenchOptions ro;
+  static bool json = false, no_program = false, no_reference = false;
   static std::string out;
   auto* c = app.add_subcommand("bench",
                                "Time the optical loop against a matrix-product-only loop and the twin, compiled programs on the "
@@ -136,6 +138,14 @@ void add_bench(CLI::App& app) {
                   c->add_option("--check-seeds", po.seeds, "programs: noise seeds of the timed aoc check"),
                   c->add_option("--estimate-runs", po.estimate_runs, "programs: timed runs of the 1.3B estimate (the best counts)")})
     p->check(sizes)->capture_default_str()->excludes(no_prog);  // an option that would not apply is an error
+  auto* no_ref = c->add_flag("--no-reference", no_reference, "leave the digital reference section out");
+  c->add_option("--reference-config", ro.config, "reference: the model timed (a config.json aoc import reads; default bench/mamba2-12-layer)")
+      ->check(CLI::ExistingFile)
+      ->excludes(no_ref);
+  for (auto* p : {c->add_option("--reference-length", ro.length, "reference: tokens run one at a time"),
+                  c->add_option("--reference-runs", ro.runs, "reference: timed runs of each thread count"),
+                  c->add_option("--reference-batch", ro.batch, "reference: sequences of the batched runs (the 2-thread target's)")})
+    p->check(sizes)->capture_default_str()->excludes(no_ref);
   c->add_option("--gpu-batches", g.batches, "GPU: batch sizes of the loop")->delimiter(',')->check(CLI::PositiveNumber)->capture_default_str();
   c->add_option("--gpu-config", g.config, "GPU: the model whose per-token matrix work is timed (a config.json aoc import reads)")
       ->check(CLI::ExistingFile);
@@ -165,6 +175,11 @@ void add_bench(CLI::App& app) {
       "untrained state-tracking Mamba2, converters calibrated on its 2 x 6 tokens; target 60 s). And\n"
       "the wall time of aoc estimate of the published 1.3B implicit Mamba2 (shapes only, --iterations\n"
       "20): its compilation for the machine and the count of a token (best of 3; target 2 s on aoc-48).\n"
+      "The digital reference (--no-reference leaves it out): a 12-layer implicit Mamba2 (bench/mamba2-12-layer,\n"
+      "45M loop weights, seeded) on the cpu backend token by token, its time per fixed-point evaluation\n"
+      "against an Eigen GEMV over the same weights (target 1.5x), and 2 threads against 1 at batch 1\n"
+      "(memory-bound: beside it what a second thread adds to a streaming read) and at --reference-batch\n"
+      "(16: GEMMs; target 1.7x).\n"
       "GPU reference (a build with AOC_CUDA and a device; else one line says it was skipped): the same\n"
       "loop batched on the GPU (a kernel and a cuBLAS GEMM per iteration) and one token's matrix work\n"
       "of --gpu-config (default: the largest published config, mamba2-1.3b), float32 and float64.\n"
@@ -180,9 +195,16 @@ void add_bench(CLI::App& app) {
       record["programs"] = program_bench_json(pb);
       program_text = program_bench_table(pb);
     }
+    std::string reference_text;
+    if (!no_reference) {
+      ro.seed = o.seed;
+      const ReferenceBench rb = run_reference_bench(ro, !json);
+      record["reference"] = reference_bench_json(rb);
+      reference_text = reference_bench_table(rb);
+    }
     gpu_section(o, g, json, record, gpu_text);
     if (json) emit_json(record.dump(1), out);
-    else std::printf("%s%s%s", bench_table(o, rows).c_str(), program_text.c_str(), gpu_text.c_str());
+    else std::printf("%s%s%s%s", bench_table(o, rows).c_str(), program_text.c_str(), reference_text.c_str(), gpu_text.c_str());
   });
 }
 
