@@ -28,10 +28,7 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 std::string need_file(const std::string& path, const std::string& what) {
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec))
-    throw Error("bench: " + path + ": no such file (" + what + "; --no-program leaves the program section out)");
-  return path;
+  return bench_file(path, what + "; --no-program leaves the program section out");
 }
 
 // As `aoc compile GRAPH --weights W --hw HW [--calibrate]`: the default passes, no --set; with
@@ -165,6 +162,12 @@ void time_estimate(ProgramBench& b, const Hardware& hw, const std::string& hw_pa
 }
 
 }  // namespace
+
+std::string bench_file(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) throw Error("bench: " + path + ": no such file (" + what + ")");
+  return path;
+}
 
 std::string bench_cell_hash(const std::vector<std::string>& files, const std::string& settings) {
   std::string all = "aoc bench program 1\n" + settings + "\n";

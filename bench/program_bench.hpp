@@ -65,6 +65,9 @@ struct ProgramBench {
   int estimate_tiles = 0;
 };
 
+// The file a bench section reads: `path` when it is one, else a one-line error saying what it is for.
+std::string bench_file(const std::string& path, const std::string& what);
+
 // The config hash of a cell: everything its figures depend on but the code, i.e. the files it reads
 // (model, weights, machine) and its settings.
 std::string bench_cell_hash(const std::vector<std::string>& files, const std::string& settings);

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <sstream>
 
 #include "bench/loop_bench.hpp"
@@ -108,10 +107,8 @@ ReferenceBench run_reference_bench(const ReferenceBenchOptions& opt, bool progre
   if (opt.length < 1 || opt.runs < 1 || opt.batch < 1) throw Error("bench: reference length, runs and batch must be at least 1");
   ReferenceBench b;
   b.opt = opt;
-  b.config_path = opt.config.empty() ? bundled_path("bench/mamba2-12-layer/config.json") : opt.config;
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(b.config_path, ec))
-    throw Error("bench: " + b.config_path + ": no such file (the model the reference section runs; --no-reference leaves it out)");
+  b.config_path = bench_file(opt.config.empty() ? bundled_path("bench/mamba2-12-layer/config.json") : opt.config,
+                             "the model the reference section runs; --no-reference leaves it out");
   const Hardware hw = load_hardware(resolve_hardware_path(opt.hardware));
   if (progress) std::fprintf(stderr, "bench: reference, import and compile %s ...\n", b.config_path.c_str());
   const auto t0 = Clock::now();

@@ -3,6 +3,7 @@
 #include "compiler/kernels.hpp"
 #include "compiler/op_def.hpp"
 #include "sim/solver.hpp"
+#include "sim/threads.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -12,7 +13,6 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
-#include <omp.h>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -458,13 +458,7 @@ InterpretResult interpret(const Graph& g, const WeightStore& w, const std::map<s
     bind_symbols("weight", v, it->second, syms);
   }
 
-  // The run's thread count for every OpenMP loop of its kernels (and Eigen's, which asks OpenMP),
-  // restored after: --threads is honoured by each part of a run, not only by the loops told it.
-  struct Threads {
-    int saved = omp_get_max_threads();
-    explicit Threads(int n) { omp_set_num_threads(n); }
-    ~Threads() { omp_set_num_threads(saved); }
-  } threads(options.threads);
+  const ScopedThreads threads(options.threads);  // the kernels' elementwise loops
   Interp run(w, options);
   if (options.mode == Mode::Sequential) return run_sequential(g, env, run, options.trace, options.progress);
   run.run_ops(g.ops, env, "interpret:", true);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <utility>
 
 #include "sim/error.hpp"
@@ -360,33 +361,70 @@ Var Tape::shift_rows(Var x, int L) {
   });
 }
 
-Var Tape::scan(Var a, Var x, int L) {
-  const Mat& A = node(a, "scan").value;
-  const Mat& X = node(x, "scan").value;
-  if (A.rows() != X.rows() || A.cols() != X.cols())
-    fail("scan", "a is " + shape_of(A) + ", x is " + shape_of(X) + ": a must have x's shape");
-  check_blocks("scan", X, L);
-  const Eigen::Index B = X.rows() / L;
-  Mat h(X.rows(), X.cols());
-  for (Eigen::Index b = 0; b < B; ++b) {
-    const Eigen::Index r0 = b * L;
-    h.row(r0) = X.row(r0);
-    for (Eigen::Index i = r0 + 1; i < r0 + L; ++i) h.row(i) = A.row(i).cwiseProduct(h.row(i - 1)) + X.row(i);
+Var Tape::ssd(Var delta, Var a, Var x, Var b, Var c, int L) {
+  const Mat &D = node(delta, "ssd").value, &A = node(a, "ssd").value, &X = node(x, "ssd").value;
+  const Mat &Bm = node(b, "ssd").value, &Cm = node(c, "ssd").value;
+  const Eigen::Index R = X.rows(), H = D.cols(), N = Bm.cols();
+  if (H < 1 || A.rows() != R || A.cols() != H || D.rows() != R || X.cols() % H != 0 || Bm.rows() != R || Cm.rows() != R || Cm.cols() != N)
+    fail("ssd", "delta " + shape_of(D) + ", a " + shape_of(A) + ", x " + shape_of(X) + ", B " + shape_of(Bm) + ", C " + shape_of(Cm) +
+                    ": delta and a must be [rows, H], x [rows, H*P], B and C [rows, N]");
+  check_blocks("ssd", X, L);
+  const Eigen::Index P = X.cols() / H, S = H * P * N;
+  const bool keep = record_ && (needs(delta) || needs(a) || needs(x) || needs(b) || needs(c));
+  auto states = std::make_shared<Mat>(keep ? R : 0, keep ? S : 0);
+  Mat y(R, H * P);
+  std::vector<double> run(static_cast<std::size_t>(S));  // the state of the current row when not kept
+  for (Eigen::Index r = 0; r < R; ++r) {
+    const bool first = r % L == 0;
+    double* hs = keep ? states->row(r).data() : run.data();
+    const double* prev = keep ? (first ? nullptr : states->row(r - 1).data()) : (first ? nullptr : run.data());
+    for (Eigen::Index h = 0; h < H; ++h) {
+      const double ah = A(r, h), dh = D(r, h);
+      for (Eigen::Index q = 0; q < P; ++q) {
+        const double dx = dh * X(r, h * P + q);
+        double* st = hs + (h * P + q) * N;
+        const double* pv = prev ? prev + (h * P + q) * N : nullptr;
+        double acc = 0;
+        for (Eigen::Index n = 0; n < N; ++n) {
+          st[n] = (pv ? ah * pv[n] : 0.0) + dx * Bm(r, n);
+          acc += Cm(r, n) * st[n];
+        }
+        y(r, h * P + q) = acc;
+      }
+    }
   }
-  const int self = static_cast<int>(nodes_.size());
-  return push(std::move(h), {a, x}, [a, x, L, B, self](Tape& t, const Mat& g) {
-    const Mat& A = t.nodes_[a.id].value;
-    const Mat& H = t.nodes_[self].value;
-    Mat* ga = t.grad_buf(a);
-    Mat* gx = t.grad_buf(x);
-    Row dh(g.cols());
-    for (Eigen::Index b = 0; b < B; ++b) {
-      const Eigen::Index r0 = b * L;
-      dh = g.row(r0 + L - 1);
-      for (Eigen::Index i = r0 + L - 1; i >= r0; --i) {
-        if (i < r0 + L - 1) dh = g.row(i) + A.row(i + 1).cwiseProduct(dh);
-        if (gx) gx->row(i) += dh;
-        if (ga && i > r0) ga->row(i) += dh.cwiseProduct(H.row(i - 1));
+  return push(std::move(y), {delta, a, x, b, c}, [delta, a, x, b, c, L, H, P, N, S, states](Tape& t, const Mat& g) {
+    const Mat &D = t.nodes_[delta.id].value, &A = t.nodes_[a.id].value, &X = t.nodes_[x.id].value;
+    const Mat &Bm = t.nodes_[b.id].value, &Cm = t.nodes_[c.id].value;
+    const Mat& St = *states;
+    Mat *gd = t.grad_buf(delta), *ga = t.grad_buf(a), *gx = t.grad_buf(x), *gb = t.grad_buf(b), *gc = t.grad_buf(c);
+    std::vector<double> dh(static_cast<std::size_t>(S));  // d loss / d h_t, carried back through the block
+    for (Eigen::Index r = St.rows() - 1; r >= 0; --r) {
+      const bool last = r % L == L - 1, first = r % L == 0;
+      const double* hs = St.row(r).data();
+      const double* prev = first ? nullptr : St.row(r - 1).data();
+      for (Eigen::Index h = 0; h < H; ++h) {
+        const double a_next = last ? 0.0 : A(r + 1, h), dl = D(r, h);
+        double g_a = 0, g_d = 0;
+        for (Eigen::Index q = 0; q < P; ++q) {
+          const Eigen::Index k = h * P + q;
+          const double gy = g(r, k), xv = X(r, k);
+          double* d = dh.data() + k * N;
+          const double* st = hs + k * N;
+          double g_x = 0;
+          for (Eigen::Index n = 0; n < N; ++n) {
+            d[n] = gy * Cm(r, n) + a_next * d[n];  // y_t reads h_t; h_{t+1} reads it through a_{t+1}
+            if (gc) (*gc)(r, n) += gy * st[n];
+            if (prev) g_a += d[n] * prev[k * N + n];
+            const double dbx = d[n] * Bm(r, n);
+            g_x += dbx;
+            g_d += dbx * xv;
+            if (gb) (*gb)(r, n) += d[n] * dl * xv;
+          }
+          if (gx) (*gx)(r, k) += g_x * dl;
+        }
+        if (ga) (*ga)(r, h) += g_a;
+        if (gd) (*gd)(r, h) += g_d;
       }
     }
   });

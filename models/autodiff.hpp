@@ -1,6 +1,7 @@
 // A small reverse-mode automatic differentiation over row-major Eigen matrices: a tape of the ops the
 // implicit state-space models use (products, elementwise maps with row broadcasting, RMSNorm, column
-// slices, embeddings, the per-sequence delay, scan and causal convolution, masked cross-entropy).
+// slices, embeddings, the per-sequence delay, Mamba2's selective scan and causal convolution, masked
+// cross-entropy).
 //
 // Every value is a 2-D double matrix. Sequences are laid out as rows b*L + t of a [B*L, D] matrix;
 // the sequence ops act within each block of L rows. A Tape records each op's value and how to send a
@@ -75,8 +76,14 @@ class Tape {
 
   // sequences are laid out as rows b*L + t ([B*L, D]); these act within each block of L rows:
   Var shift_rows(Var x, int L);      // out[b*L+t] = x[b*L+t-1], a zero row at t = 0
-  Var scan(Var a, Var x, int L);     // h[t] = a[t] ⊙ h[t-1] + x[t], h[-1] = 0; a has x's shape
   Var conv1d_causal(Var x, Var w, int L);  // out[t, c] = sum_{k<K} w[c,k] x[t-K+1+k, c]; w [C, K]
+
+  // Mamba2's selective scan, fused: with H heads of P channels and N states per channel,
+  //   h_t[h,p,n] = a_t[h] h_{t-1}[h,p,n] + delta_t[h] x_t[h,p] B_t[n]   (h_{-1} = 0 in each block)
+  //   y_t[h,p]   = sum_n C_t[n] h_t[h,p,n]
+  // delta, a [BL, H]; x [BL, H*P]; B, C [BL, N] -> y [BL, H*P]. The states stay inside the op (kept
+  // for backward only when the tape records): no [BL, H*P*N] value on the tape.
+  Var ssd(Var delta, Var a, Var x, Var B, Var C, int L);
 
   Var row_sum(Var x);         // [n, m] -> [n, 1]
   Var mul_col(Var x, Var c);  // x[n,m] ⊙ c[n,1] broadcast over columns

@@ -121,18 +121,8 @@ void Mamba2Model::init_from(const ir::WeightStore& ws) {
     p.grad = Mat::Zero(p.value.rows(), p.value.cols());
     p_[p.name] = std::move(p);
   }
-  // The 0/1 maps of the SSM's einsums: columns per head h, per (h, p) and per (h, p, n), row-major.
-  const int H = spec_.heads(), P = spec_.headdim, N = spec_.d_state;
-  head_rep_ = Mat::Zero(H, H * P * N);
-  pn_rep_ = Mat::Zero(H * P, H * P * N);
-  n_tile_ = Mat::Zero(N, H * P * N);
-  for (int h = 0; h < H; ++h)
-    for (int p = 0; p < P; ++p)
-      for (int n = 0; n < N; ++n) {
-        const int c = (h * P + p) * N + n;
-        head_rep_(h, c) = 1, pn_rep_(h * P + p, c) = 1, n_tile_(n, c) = 1;
-      }
-  n_sum_ = pn_rep_.transpose();
+  // D's 0/1 map from heads to their (h, p) columns.
+  const int H = spec_.heads(), P = spec_.headdim;
   hp_rep_ = Mat::Zero(H, H * P);
   for (int k = 0; k < H * P; ++k) hp_rep_(k / P, k) = 1;
 }
@@ -189,11 +179,8 @@ Var Mamba2Model::block(Tape& t, Var z, const Var* u, int L) {
   const Var delta = t.softplus(t.add(dt, w(t, l + "dt_bias")));
   const Var A = t.neg(t.exp(w(t, l + "A_log")));
   const Var a = t.exp(t.mul(delta, A));
-  // dBx[h,p,n] = delta[h] B[n] x[h,p]; h_t = a_t h_{t-1} + dBx_t; y[h,p] = sum_n C[n] h[h,p,n] + D[h] x[h,p]
-  const Var rep = t.constant(head_rep_), pn = t.constant(pn_rep_), tile = t.constant(n_tile_), sum = t.constant(n_sum_);
-  const Var dBx = t.mul(t.mul(t.matmul(delta, rep), t.matmul(x, pn)), t.matmul(Bm, tile));
-  const Var h = t.scan(t.matmul(a, rep), dBx, L);
-  const Var yc = t.matmul(t.mul(h, t.matmul(Cm, tile)), sum);
+  // h_t = a_t h_{t-1} + delta[h] x[h,p] B[n]; y[h,p] = sum_n C[n] h[h,p,n] + D[h] x[h,p]
+  const Var yc = t.ssd(delta, a, x, Bm, Cm, L);
   const Var Dx = t.mul(x, t.matmul(w(t, l + "D"), t.constant(hp_rep_)));
   const Var y = t.add(yc, Dx);
   const Var yn = t.rmsnorm(t.mul(y, t.silu(g)), w(t, l + "gate_norm"));

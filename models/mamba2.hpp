@@ -63,7 +63,7 @@ class Mamba2Model : public SequenceModel {
   Mamba2Spec spec_;
   std::map<std::string, ad::Param> p_;  // by the graph's weight names; "layer0.A_log" instead of "layer0.A"
   std::map<std::string, std::vector<std::int64_t>> shapes_;  // the graph's shape of each weight
-  ad::Mat head_rep_, hp_rep_, pn_rep_, n_tile_, n_sum_;  // constant 0/1 maps between per-head, per-(h,p) and per-(h,p,n) columns
+  ad::Mat hp_rep_;  // the constant 0/1 map from per-head to per-(h, p) columns
 
   void init_from(const ir::WeightStore& w);
   // x W^T as the compiled program computes it (aoc-48's partition): the product on the optics

@@ -8,6 +8,7 @@
 #include "models/optim.hpp"
 #include "models/tasks.hpp"
 #include "sim/error.hpp"
+#include "sim/threads.hpp"
 
 namespace aoc::models {
 
@@ -58,6 +59,9 @@ void train(SequenceModel& m, const TrainOptions& o, const std::function<void(con
   const std::vector<ad::Param*> params = m.params();
   const int bounded = static_cast<int>(std::lround(o.bounded_fraction * o.steps));
   const int L = o.length;
+  // One thread for the tape's Eigen products: with more, Eigen blocks their sums differently, and the
+  // weights would depend on the machine's core count (they are small: a second thread only spins).
+  const ScopedThreads one(1);
   const auto t0 = std::chrono::steady_clock::now();
   m.set_hardware_aware(o.hardware);
   for (int step = 0; step < o.steps; ++step) {

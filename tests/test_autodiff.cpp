@@ -158,12 +158,12 @@ TEST_CASE("ad: slice_cols, concat_cols and embedding gradients match") {
   for (int i = 0; i < 6; ++i) CHECK(e.row(i) == table.value.row(ids[i]));
 }
 
-TEST_CASE("ad: shift_rows, scan and conv1d_causal compute their definitions with B = 2") {
+TEST_CASE("ad: shift_rows and conv1d_causal compute their definitions with B = 2") {
   const int B = 2, L = 4, C = 3;
-  const Mat x = uniform(B * L, C, 61), a = uniform(B * L, C, 62, 0.2, 0.9);
+  const Mat x = uniform(B * L, C, 61);
   Tape t;
-  const Var vx = t.constant(x), va = t.constant(a);
-  const Mat sh = t.value(t.shift_rows(vx, L)), h = t.value(t.scan(va, vx, L));
+  const Var vx = t.constant(x);
+  const Mat sh = t.value(t.shift_rows(vx, L));
   for (int K : {1, 2, 4, 6}) {  // K > L: the taps beyond the block read zeros
     const Mat w = uniform(C, K, 63 + K);
     const Mat cv = t.value(t.conv1d_causal(vx, t.constant(w), L));
@@ -179,30 +179,56 @@ TEST_CASE("ad: shift_rows, scan and conv1d_causal compute their definitions with
         }
   }
   for (int b = 0; b < B; ++b)
-    for (int c = 0; c < C; ++c) {
-      double prev = 0.0;
-      for (int s = 0; s < L; ++s) {
-        const int r = b * L + s;
-        CHECK(sh(r, c) == (s == 0 ? 0.0 : x(r - 1, c)));
-        prev = a(r, c) * prev + x(r, c);
-        CHECK(h(r, c) == Approx(prev).margin(1e-14));
-      }
-    }
+    for (int c = 0; c < C; ++c)
+      for (int s = 0; s < L; ++s) CHECK(sh(b * L + s, c) == (s == 0 ? 0.0 : x(b * L + s - 1, c)));
 }
 
-TEST_CASE("ad: shift_rows, scan and conv1d_causal gradients match with B = 2") {
+TEST_CASE("ad: ssd computes the selective scan's definition with B = 2, each sequence from a zero state") {
+  const int B = 2, L = 4, H = 2, P = 3, N = 5;
+  const Mat d = uniform(B * L, H, 64, 0.1, 1.0), a = uniform(B * L, H, 65, 0.2, 0.9), x = uniform(B * L, H * P, 66);
+  const Mat Bm = uniform(B * L, N, 67), Cm = uniform(B * L, N, 68);
+  Tape t;
+  const Mat y = t.value(t.ssd(t.constant(d), t.constant(a), t.constant(x), t.constant(Bm), t.constant(Cm), L));
+  REQUIRE(y.rows() == B * L);
+  REQUIRE(y.cols() == H * P);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h)
+      for (int p = 0; p < P; ++p) {
+        std::vector<double> state(N, 0.0);
+        for (int s = 0; s < L; ++s) {
+          const int r = b * L + s;
+          double want = 0;
+          for (int n = 0; n < N; ++n) {
+            state[n] = a(r, h) * state[n] + d(r, h) * x(r, h * P + p) * Bm(r, n);
+            want += Cm(r, n) * state[n];
+          }
+          CHECK(y(r, h * P + p) == Approx(want).margin(1e-14));
+        }
+      }
+}
+
+TEST_CASE("ad: shift_rows and conv1d_causal gradients match with B = 2") {
   const int B = 2, L = 3, C = 4;
-  Param x = param("x", B * L, C, 71), a = param("a", B * L, C, 72, 0.2, 0.9);
+  Param x = param("x", B * L, C, 71);
   Param w2 = param("w2", C, 2, 73), w4 = param("w4", C, 4, 74);
   // shift_rows: the last row of each block feeds nothing, its gradient is exactly zero
   check_grad([&](Tape& t) { return weighted(t, t.shift_rows(t.leaf(x), L)); }, {&x});
   CHECK(x.grad.row(L - 1).norm() == 0.0);
   CHECK(x.grad.row(2 * L - 1).norm() == 0.0);
-  check_grad([&](Tape& t) { return weighted(t, t.scan(t.leaf(a), t.leaf(x), L)); }, {&a, &x});
   check_grad([&](Tape& t) { return weighted(t, t.conv1d_causal(t.leaf(x), t.leaf(w2), L)); }, {&x, &w2});
   check_grad([&](Tape& t) { return weighted(t, t.conv1d_causal(t.leaf(x), t.leaf(w4), L)); }, {&x, &w4});
-  // L = 1: every row is its own sequence
-  check_grad([&](Tape& t) { return weighted(t, t.scan(t.leaf(a), t.leaf(x), 1)); }, {&x});
+}
+
+TEST_CASE("ad: ssd gradients match for every operand with B = 2, and with L = 1") {
+  const int B = 2, H = 2, P = 3, N = 4;
+  for (int L : {3, 1}) {
+    Param d = param("delta", B * L, H, 75, 0.1, 1.0), a = param("a", B * L, H, 76, 0.2, 0.9), x = param("x", B * L, H * P, 77);
+    Param Bm = param("B", B * L, N, 78), Cm = param("C", B * L, N, 79);
+    INFO("L " << L);
+    const auto f = [&](Tape& t) { return weighted(t, t.ssd(t.leaf(d), t.leaf(a), t.leaf(x), t.leaf(Bm), t.leaf(Cm), L)); };
+    if (L > 1) check_grad(f, {&d, &a, &x, &Bm, &Cm});
+    else check_grad(f, {&d, &x, &Bm, &Cm});  // one row per sequence: a (the decay of the state before) reaches nothing
+  }
 }
 
 TEST_CASE("ad: row_sum and mul_col gradients match") {
@@ -260,14 +286,15 @@ struct Rnn {
   std::vector<Param*> params() { return {&U, &b, &W, &V}; }
 };
 
-// RMSNorm -> linear -> (sigmoid gate, SiLU input) -> scan over L = 3, B = 2.
+// RMSNorm -> linear -> (sigmoid decay, softplus step, SiLU input, B, C) -> ssd over L = 3, B = 2.
 struct Chain {
-  Param x = param("x", 6, 4, 121, -2.0, 2.0), g = param("g", 1, 4, 122, 0.5, 1.5), W = param("W", 8, 4, 123);
+  Param x = param("x", 6, 4, 121, -2.0, 2.0), g = param("g", 1, 4, 122, 0.5, 1.5), W = param("W", 12, 4, 123);
   Var loss(Tape& t) {
     const Var p = t.linear(t.rmsnorm(t.leaf(x), t.leaf(g)), t.leaf(W));
-    const Var a = t.sigmoid(t.slice_cols(p, 0, 4));
+    const Var a = t.sigmoid(t.slice_cols(p, 0, 2));
+    const Var d = t.softplus(t.slice_cols(p, 2, 2));
     const Var v = t.silu(t.slice_cols(p, 4, 4));
-    return weighted(t, t.scan(a, v, 3));
+    return weighted(t, t.ssd(d, a, v, t.slice_cols(p, 8, 2), t.slice_cols(p, 10, 2), 3));
   }
   std::vector<Param*> params() { return {&x, &g, &W}; }
 };
@@ -279,7 +306,7 @@ TEST_CASE("ad: a tanh fixed-point unroll of 4 steps differentiates end to end") 
   check_grad([&](Tape& t) { return m.loss(t); }, m.params());
 }
 
-TEST_CASE("ad: an RMSNorm, linear, SiLU, scan chain differentiates end to end") {
+TEST_CASE("ad: an RMSNorm, linear, SiLU, selective-scan chain differentiates end to end") {
   Chain m;
   check_grad([&](Tape& t) { return m.loss(t); }, m.params());
 }
@@ -413,8 +440,8 @@ TEST_CASE("ad: shape errors are one line naming the op and the shapes") {
       {"ad::concat_cols", [&] { t.concat_cols({a, b}); }},
       {"ad::embedding", [&] { t.embedding(a, {0, 2}); }},
       {"ad::shift_rows", [&] { t.shift_rows(s, 2); }},
-      {"ad::scan", [&] { t.scan(s, s, 2); }},
-      {"ad::scan", [&] { t.scan(a, s, 5); }},
+      {"ad::ssd", [&] { t.ssd(s, s, s, s, a, 5); }},
+      {"ad::ssd", [&] { t.ssd(a, a, a, a, a, 3); }},
       {"ad::conv1d_causal", [&] { t.conv1d_causal(s, t.constant(Mat::Zero(3, 2)), 0); }},
       {"ad::conv1d_causal", [&] { t.conv1d_causal(s, t.constant(Mat::Zero(2, 2)), 5); }},
       {"ad::mul_col", [&] { t.mul_col(a, t.constant(Mat::Zero(3, 1))); }},

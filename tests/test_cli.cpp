@@ -172,7 +172,7 @@ TEST_CASE("cli: run and check --help teach the run-time --set, --ideal-optics an
 TEST_CASE("cli: -o without --json is a one-line error naming both, and writes nothing, for every command with a JSON record") {
   const std::filesystem::path p = std::filesystem::temp_directory_path() / "aoc-cli-o-without-json.json";
   const std::string file = std::string(AOC_TEST_DATA) + "/implicit-lm/README.md";  // exists (the parser checks that first), never read
-  for (const std::string& cmd : std::vector<std::string>{"loop --batch 1", "estimate --iterations 5", "bench --no-gpu --no-program --no-reference --batches 1", "verify-dt",
+  for (const std::string& cmd : std::vector<std::string>{"loop --batch 1", "estimate --iterations 5", "bench --no-gpu --no-program --no-reference --no-train --batches 1", "verify-dt",
                                 "pareto " + file, "check " + file + " --inputs " + file}) {
     std::filesystem::remove(p);
     const Run r = run_aoc(cmd + " -o " + p.string());

@@ -151,11 +151,11 @@ TEST_CASE("cli: aoc check --backends checks every backend listed against cpu, el
 TEST_CASE("cli: aoc bench says when the GPU reference is skipped") {
   const std::string why = cuda_unavailable();
   if (why.empty()) return;  // a device: the [cuda] bench test runs it
-  const Run r = run_aoc("bench --batches 1 --iterations 5 --min-seconds 0 --no-program --no-reference");
+  const Run r = run_aoc("bench --batches 1 --iterations 5 --min-seconds 0 --no-program --no-reference --no-train");
   INFO(r.out);
   CHECK(r.status == 0);
   CHECK_THAT(r.out, Catch::Contains(why + ": GPU reference skipped"));
-  const Run j = run_aoc("bench --batches 1 --iterations 5 --min-seconds 0 --no-program --no-reference --json");
+  const Run j = run_aoc("bench --batches 1 --iterations 5 --min-seconds 0 --no-program --no-reference --no-train --json");
   CHECK(nlohmann::json::parse(j.out).at("gpu").at("skipped") == why);
 }
 
@@ -213,7 +213,7 @@ TEST_CASE("cli: aoc check --backends sim,cpu,cuda,cuda-f32 checks each against c
 }
 
 TEST_CASE("cli: aoc bench times the GPU reference", "[cuda]") {
-  const Run r = run_aoc("bench --batches 1 --iterations 5 --min-seconds 0 --no-program --no-reference --gpu-batches 1,64 --gpu-token-batches 1,4 --gpu-config " + tiny_mamba2());
+  const Run r = run_aoc("bench --batches 1 --iterations 5 --min-seconds 0 --no-program --no-reference --no-train --gpu-batches 1,64 --gpu-token-batches 1,4 --gpu-config " + tiny_mamba2());
   INFO(r.out);
   CHECK(r.status == 0);
   CHECK_THAT(r.out, Catch::Contains("GPU reference: ") && Catch::Contains("matrix work of"));

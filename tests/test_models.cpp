@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <omp.h>
 
 #include "compiler/graph_json.hpp"
 #include "compiler/interpret.hpp"
@@ -129,6 +130,26 @@ TEST_CASE("models: a tiny implicit model learns parity and keeps it at four time
   CHECK(at16.accuracy > 0.99);
   CHECK(at64.accuracy > 0.95);
   CHECK(at16.mean_iterations > 1);
+}
+
+TEST_CASE("models: training gives the same weights bit for bit whatever OpenMP's thread count around it") {
+  Mamba2Spec s;
+  s.vocab = 2, s.d_model = 16, s.d_state = 4, s.expand = 2, s.headdim = 8;
+  TrainOptions o;
+  o.task = "parity", o.length = 8, o.batch = 64, o.steps = 4, o.bounded_fraction = 0.5;
+  const int saved = omp_get_max_threads();
+  std::vector<ir::WeightStore> got;
+  for (int threads : {1, 3}) {
+    omp_set_num_threads(threads);
+    Mamba2Model m(s, 0);
+    train(m, o);
+    got.push_back(m.weights());
+  }
+  omp_set_num_threads(saved);
+  for (const auto& [name, t] : got[0]) {
+    INFO(name);
+    CHECK(got[1].at(name).data == t.data);
+  }
 }
 
 TEST_CASE("cli: aoc train writes a model folder the importer reads, and names a bad scenario field") {

@@ -1,11 +1,14 @@
 // aoc bench's program section (bench/program_bench.hpp) at a tiny size: its cells are there, say
 // what they measured and have positive rates and ratios. No timing is asserted: the figures depend
 // on the machine and its load.
+#include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "bench/loop_bench.hpp"
 #include "bench/program_bench.hpp"
 #include "bench/reference_bench.hpp"
+#include "bench/train_bench.hpp"
 #include "sim/error.hpp"
 #include "support.hpp"
 
@@ -98,7 +101,7 @@ TEST_CASE("bench: --help explains the program section and its switch", "[bench]"
 }
 
 TEST_CASE("bench: --no-program leaves the program cells out of the JSON, and the loop's rows stay", "[bench]") {
-  const aoc::test::Run r = aoc::test::run_aoc("bench --batches 1 --iterations 5 --min-seconds 0 --no-gpu --no-program --no-reference --json");
+  const aoc::test::Run r = aoc::test::run_aoc("bench --batches 1 --iterations 5 --min-seconds 0 --no-gpu --no-program --no-reference --no-train --json");
   REQUIRE(r.status == 0);
   const nlohmann::json j = nlohmann::json::parse(r.out);
   CHECK_FALSE(j.contains("programs"));
@@ -154,4 +157,49 @@ TEST_CASE("bench: a reference section option out of range is a one-line error", 
   aoc::ReferenceBenchOptions o;
   o.batch = 0;
   CHECK_THROWS_WITH(aoc::run_reference_bench(o, false), "bench: reference length, runs and batch must be at least 1");
+}
+
+TEST_CASE("bench: the training section times a bounded and a free step and compares them with PyTorch's figure when given", "[bench]") {
+  aoc::TrainBenchOptions o;
+  o.steps = 1;
+  const aoc::TrainBench plain = aoc::run_train_bench(o, false);
+  const nlohmann::json j = aoc::train_bench_json(plain);
+  REQUIRE(j.size() == 2);
+  CHECK(j[0].at("cell") == "train bounded");
+  CHECK(j[1].at("cell") == "train free");
+  for (const auto& c : j) {
+    CHECK(c.at("model") == "parity-implicit");
+    CHECK(c.at("seconds_per_step").get<double>() > 0);
+    CHECK(c.at("config_hash").get<std::string>().size() == 16);
+    CHECK_FALSE(c.contains("over_torch"));
+  }
+  CHECK(aoc::train_bench_table(plain).find("no PyTorch figure") != std::string::npos);
+
+  const auto dir = std::filesystem::temp_directory_path() / "aoc-bench-torch";
+  std::filesystem::create_directories(dir);
+  const std::string figures = (dir / "torch.json").string();
+  std::ofstream(figures) << R"({"torch": "test", "threads": 1, "batch": 64, "length": 32,
+    "seconds_per_step": {"f64": {"bounded": 2.0, "free": 4.0}, "f32": {"bounded": 1.0, "free": 8.0}}})";
+  o.torch_step = figures;
+  const aoc::TrainBench with = aoc::run_train_bench(o, false);
+  const nlohmann::json k = aoc::train_bench_json(with);
+  CHECK(k[0].at("torch").at("faster_precision") == "f32");  // the faster of the two is the figure
+  CHECK(k[1].at("torch").at("faster_precision") == "f64");
+  CHECK(k[0].at("over_torch").get<double>() == Approx(k[0].at("seconds_per_step").get<double>() / 1.0));
+  CHECK(k[1].at("over_torch").get<double>() == Approx(k[1].at("seconds_per_step").get<double>() / 4.0));
+  CHECK(k[0].at("target") == aoc::kTrainOverTorchTarget);
+}
+
+TEST_CASE("bench: PyTorch figures for another batch or missing a field are a one-line error naming the file and field", "[bench]") {
+  const auto dir = std::filesystem::temp_directory_path() / "aoc-bench-torch";
+  std::filesystem::create_directories(dir);
+  const std::string other = (dir / "other-batch.json").string(), partial = (dir / "partial.json").string();
+  std::ofstream(other) << R"({"batch": 8, "length": 32, "seconds_per_step": {}})";
+  std::ofstream(partial) << R"({"batch": 64, "length": 32, "seconds_per_step": {"f64": {"bounded": 1.0}}})";
+  aoc::TrainBenchOptions o;
+  o.steps = 1;
+  o.torch_step = other;
+  CHECK_THROWS_WITH(aoc::run_train_bench(o, false), Catch::Contains("other-batch.json") && Catch::Contains("batch"));
+  o.torch_step = partial;
+  CHECK_THROWS_WITH(aoc::run_train_bench(o, false), Catch::Contains("partial.json") && Catch::Contains("seconds_per_step.f64.free"));
 }

@@ -4,6 +4,7 @@
 #include "bench/loop_bench.hpp"
 #include "bench/program_bench.hpp"
 #include "bench/reference_bench.hpp"
+#include "bench/train_bench.hpp"
 #include "compiler/import_config.hpp"
 #include "compiler/op_def.hpp"
 #include "runtime/cli/commands.hpp"
@@ -118,7 +119,8 @@ void add_bench(CLI::App& app) {
   static GpuOpts g;
   static ProgramBenchOptions po;
   static ReferenceBenchOptions ro;
-  static bool json = false, no_program = false, no_reference = false;
+  static TrainBenchOptions to;
+  static bool json = false, no_program = false, no_reference = false, no_train = false;
   static std::string out;
   auto* c = app.add_subcommand("bench",
                                "Time the optical loop against a matrix-product-only loop and the twin, compiled programs on the "
@@ -146,6 +148,11 @@ void add_bench(CLI::App& app) {
                   c->add_option("--reference-runs", ro.runs, "reference: timed runs of each thread count"),
                   c->add_option("--reference-batch", ro.batch, "reference: sequences of the batched runs (the 2-thread target's)")})
     p->check(sizes)->capture_default_str()->excludes(no_ref);
+  auto* no_tr = c->add_flag("--no-train", no_train, "leave the training section out");
+  c->add_option("--torch-step", to.torch_step, "training: PyTorch's figures for the same model (the JSON bench/torch_train_step.py prints)")
+      ->check(CLI::ExistingFile)
+      ->excludes(no_tr);
+  c->add_option("--train-steps", to.steps, "training: timed steps of each kind")->check(sizes)->capture_default_str()->excludes(no_tr);
   c->add_option("--gpu-batches", g.batches, "GPU: batch sizes of the loop")->delimiter(',')->check(CLI::PositiveNumber)->capture_default_str();
   c->add_option("--gpu-config", g.config, "GPU: the model whose per-token matrix work is timed (a config.json aoc import reads)")
       ->check(CLI::ExistingFile);
@@ -180,6 +187,10 @@ void add_bench(CLI::App& app) {
       "against an Eigen GEMV over the same weights (target 1.5x), and 2 threads against 1 at batch 1\n"
       "(memory-bound: beside it what a second thread adds to a streaming read) and at --reference-batch\n"
       "(16: GEMMs; target 1.7x).\n"
+      "Training (--no-train leaves it out): the trainer's bounded and free steps on the parity scenario\n"
+      "(scenarios/train/parity-implicit.json; the free step's solve runs all its 16 steps), seconds per\n"
+      "step on one thread (as aoc train trains), against PyTorch's for the same model with --torch-step FILE (the JSON of\n"
+      "/usr/bin/python3 bench/torch_train_step.py; target: no slower than its faster precision).\n"
       "GPU reference (a build with AOC_CUDA and a device; else one line says it was skipped): the same\n"
       "loop batched on the GPU (a kernel and a cuBLAS GEMM per iteration) and one token's matrix work\n"
       "of --gpu-config (default: the largest published config, mamba2-1.3b), float32 and float64.\n"
@@ -202,9 +213,15 @@ void add_bench(CLI::App& app) {
       record["reference"] = reference_bench_json(rb);
       reference_text = reference_bench_table(rb);
     }
+    std::string train_text;
+    if (!no_train) {
+      const TrainBench tb = run_train_bench(to, !json);
+      record["train"] = train_bench_json(tb);
+      train_text = train_bench_table(tb);
+    }
     gpu_section(o, g, json, record, gpu_text);
     if (json) emit_json(record.dump(1), out);
-    else std::printf("%s%s%s%s", bench_table(o, rows).c_str(), program_text.c_str(), reference_text.c_str(), gpu_text.c_str());
+    else std::printf("%s%s%s%s%s", bench_table(o, rows).c_str(), program_text.c_str(), reference_text.c_str(), train_text.c_str(), gpu_text.c_str());
   });
 }
 
