@@ -273,7 +273,19 @@ class SimHooks : public ir::Hooks {
         if (out.size() < block_out) out.resize(block_out);
         for (std::size_t k = 0; k < n_tiles; ++k) read(k, b, out.data()), add(k, b, out.data());
       }
-    } else {  // few rows (a token at a time): threads share each tile, then the sums go in tile order
+    } else if (n_tiles * static_cast<std::size_t>(blocks) >= 4 * static_cast<std::size_t>(o_.threads)) {
+      // few rows through many tiles (a large matrix on small cores): threads take whole reads, each
+      // into its own slot, and the sums go in tile order after (sharing each small tile's read among
+      // the threads cost more in scheduling than the read itself)
+      const std::size_t cells = n_tiles * static_cast<std::size_t>(blocks);
+      const std::size_t cell_out = static_cast<std::size_t>(std::min<std::int64_t>(kRows, R)) * ldo_max;
+      thread_local AlignedVector<T> outs;
+      if (outs.size() < cells * cell_out) outs.resize(cells * cell_out);
+      T* const all = outs.data();  // this thread's buffer, shared with the team
+#pragma omp parallel for num_threads(o_.threads) schedule(static)
+      for (std::size_t c = 0; c < cells; ++c) read(c / blocks, static_cast<std::int64_t>(c % blocks), all + c * cell_out);
+      for (std::size_t c = 0; c < cells; ++c) add(c / blocks, static_cast<std::int64_t>(c % blocks), all + c * cell_out);
+    } else {  // few rows (a token at a time) through a few large tiles: threads share each tile, then the sums go in tile order
       // Each tile's drives once; its light map's panels, then its outputs' column chunks, in about
       // four ranges per thread over the op (a module's read is as fast as its memory: every thread
       // streams a part of it). Values do not depend on the ranges (OpticalTile's three steps).

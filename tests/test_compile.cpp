@@ -284,6 +284,19 @@ TEST_CASE("run: the simulator's converters and noise change the result, the same
   CHECK(a.counters.adc > 0);
 }
 
+TEST_CASE("run: a token at a time through many small tiles, the simulator gives the same values with 1 and 3 threads") {
+  const Program p = compiled(deq(small_target(4, 3)));  // W 20 x 20 on 4-channel cores: 25 tiles
+  REQUIRE(p.plan("mix")->tiles.size() >= 12);
+  const std::string y = p.graph.outputs[0];
+  BackendOptions o;
+  o.seed = 3, o.mode = Mode::Sequential;  // one token of 2 samples per read: fewer rows than threads
+  const ProgramResult one = run_on("sim", p, {{"x", kX}}, o);
+  o.threads = 3;
+  const ProgramResult three = run_on("sim", p, {{"x", kX}}, o);
+  CHECK(one.values.at(y).data == three.values.at(y).data);
+  CHECK(one.counters.adc == three.counters.adc);
+}
+
 TEST_CASE("run: sequential and simultaneous modes reach the same fixed points on a compiled contractive model") {
   const Program p = compiled(assisted(small_target()));
   BackendOptions seq;
