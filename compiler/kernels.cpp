@@ -555,6 +555,14 @@ Tensor delay(const Tensor& x, const std::string& where) {
 // replaces the state only when `commit` (a FixedPoint's iterations read the state, never update it).
 
 // state = {the op's last K-1 inputs, [B, K-1, C]}: zeros before the first token.
+// A stateful op's new state, moved in (`state = {a, b}` would copy: an initializer list's elements
+// are const).
+template <class... T>
+void set_state(std::vector<Tensor>& state, T&&... parts) {
+  state.clear();
+  (state.push_back(std::forward<T>(parts)), ...);
+}
+
 Tensor conv1d_causal_step(const Tensor& x, const Tensor& w, const Tensor* b, std::vector<Tensor>& state, bool commit,
                           const std::string& where) {
   if (x.shape.size() != 3 || x.shape[1] != 1) fail(where, "x must be one token [B, 1, C] in sequential mode, got " + shape_text(x.shape));
@@ -566,6 +574,7 @@ Tensor conv1d_causal_step(const Tensor& x, const Tensor& w, const Tensor* b, std
     fail(where, "x " + shape_text(x.shape) + " differs from the last token's state " + shape_text(past->shape));
   // the kernel's last position over the window [the last K - 1 tokens (zeros before token 0), x]
   Tensor y = make(x.shape);
+#pragma omp parallel for collapse(2) schedule(static) if (B * C * K >= kParallelGrain)
   for (std::int64_t bi = 0; bi < B; ++bi)
     for (std::int64_t c = 0; c < C; ++c) {
       double s = 0;
@@ -582,7 +591,7 @@ Tensor conv1d_causal_step(const Tensor& x, const Tensor& w, const Tensor* b, std
         for (std::int64_t c = 0; c < C; ++c)
           next.data[(bi * (K - 1) + k) * C + c] =
               k + 2 == K ? x.data[bi * C + c] : past ? past->data[(bi * (K - 1) + k + 1) * C + c] : 0.0;
-    state = {std::move(next)};
+    set_state(state, std::move(next));
   }
   return y;
 }
@@ -604,7 +613,7 @@ Tensor scan_step(const Tensor& a, const Tensor& x, const Tensor* h0, std::vector
   if (commit) {
     Tensor h = y;
     h.shape.erase(h.shape.begin() + 1);
-    state = {std::move(h)};
+    set_state(state, std::move(h));
   }
   return y;
 }
@@ -624,7 +633,7 @@ Tensor causal_attention_step(const Tensor& q, const Tensor& k, const Tensor& v, 
   Tensor keys = state.empty() ? std::move(kr) : concat({&state[0], &kr}, 1, where);
   Tensor values = state.empty() ? v : concat({&state[1], &v}, 1, where);
   Tensor y = attend(qr, keys, values, heads, t);
-  if (commit) state = {std::move(keys), std::move(values)};
+  if (commit) set_state(state, std::move(keys), std::move(values));
   return y;
 }
 

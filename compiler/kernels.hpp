@@ -95,16 +95,17 @@ Tensor broadcast(const Tensor& a, const Tensor& b, F f, const std::string& where
   }
   // rows of the last axis (each operand's stride along it is 1 or 0), the outer axes row-major
   const std::int64_t inner = out[r - 1], ia = sa[r - 1], ib = sb[r - 1];
-  std::vector<std::int64_t> idx(r - 1, 0);
-  for (std::int64_t k0 = 0; k0 < n; k0 += inner) {
+  const std::int64_t rows = inner == 0 ? 0 : n / inner;
+#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
+  for (std::int64_t row = 0; row < rows; ++row) {
     std::int64_t oa = 0, ob = 0;
-    for (size_t i = 0; i + 1 < r; ++i) oa += idx[i] * sa[i], ob += idx[i] * sb[i];
-    double* yk = y.data.data() + k0;
-    for (std::int64_t e = 0; e < inner; ++e) yk[e] = f(a.data[oa + e * ia], b.data[ob + e * ib]);
-    for (int i = static_cast<int>(r) - 2; i >= 0; --i) {  // the next row
-      if (++idx[i] < out[i]) break;
-      idx[i] = 0;
+    for (std::int64_t i = static_cast<std::int64_t>(r) - 2, rest = row; i >= 0; --i) {  // the row's index along each outer axis
+      const std::int64_t at = rest % out[i];
+      rest /= out[i];
+      oa += at * sa[i], ob += at * sb[i];
     }
+    double* yk = y.data.data() + row * inner;
+    for (std::int64_t e = 0; e < inner; ++e) yk[e] = f(a.data[oa + e * ia], b.data[ob + e * ib]);
   }
   return y;
 }

@@ -129,6 +129,30 @@ TEST_CASE("interpret: Add broadcasts trailing and size-1 dims") {
   check(run1(OpKind::Add, {{"a", tensor({}, {5})}, {"b", tensor({2}, {1, 2})}}), {2}, {6, 7});
 }
 
+TEST_CASE("interpret: Add broadcasting over many elements is its definition on 1 and 3 threads") {
+  // [3, 1, 70, 100] + [5, 70, 1] -> [3, 5, 70, 100]: 105,000 elements, split over the threads by rows
+  std::vector<double> av(3 * 70 * 100), bv(5 * 70);
+  for (size_t i = 0; i < av.size(); ++i) av[i] = 0.001 * static_cast<double>(i);
+  for (size_t i = 0; i < bv.size(); ++i) bv[i] = 1000.0 * static_cast<double>(i);
+  Graph g;
+  g.inputs = {decl("a", {3, 1, 70, 100}), decl("b", {5, 70, 1})};
+  g.ops.push_back(make_op(OpKind::Add, {"a", "b"}, {"y"}, {}, "add"));
+  g.outputs = {"y"};
+  const std::map<std::string, Tensor> in = {{"a", tensor({3, 1, 70, 100}, av)}, {"b", tensor({5, 70, 1}, bv)}};
+  InterpretOptions three;
+  three.threads = 3;
+  const Tensor y1 = interpret(g, {}, in).values.at("y"), y3 = interpret(g, {}, in, three).values.at("y");
+  REQUIRE(y1.shape == std::vector<std::int64_t>{3, 5, 70, 100});
+  CHECK(y1.data == y3.data);
+  bool all = true;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 5; ++j)
+      for (int k = 0; k < 70; ++k)
+        for (int l = 0; l < 100; ++l)
+          all = all && y1.data[((i * 5 + j) * 70 + k) * 100 + l] == av[(i * 70 + k) * 100 + l] + bv[j * 70 + k];
+  CHECK(all);
+}
+
 TEST_CASE("interpret: Sub and Mul are elementwise with broadcasting") {
   const Tensor a = tensor({2, 2}, {1, 2, 3, 4});
   const Tensor b = tensor({2}, {10, 0.5});
