@@ -11,7 +11,9 @@ namespace aoc {
 // FNV-1a 64-bit digest of raw bytes, printed as 16 hex digits: a short fingerprint of result
 // arrays, so two runs can be compared bit for bit at a glance.
 std::string digest_hex(const void* data, std::size_t bytes);
-// The same digest of a file's bytes, read in pieces (program files run to gigabytes).
+// A 64-bit digest of a file's bytes, 16 hex digits, at the speed the file is read (program files run
+// to gigabytes): FNV-1a's step on 64-bit words in four interleaved lanes, folded (runtime/output.cpp).
+// What program runs, checks and bench cells record as the config hash of the files they read.
 std::string file_digest(const std::string& path);
 
 // Numbers as text, space-separated, every digit kept (%.17g); `if_empty` when there are none.
