@@ -132,10 +132,10 @@ void add_import(CLI::App& app) {
       "tied output head. Weights are seeded random with the reference's init, or read from a trained\n"
       "checkpoint with --weights: its PyTorch names mapped onto the graph's, weight norm folded (docs/ir.md).\n"
       "Example:\n"
-      "  aoc import hf_models/mamba2-state-tracking-implicit/config.json -o st.json      (st.json + st.h5)\n"
+      "  aoc import tests/data/implicit-lm/mamba2-state-tracking-implicit/config.json -o st.json   (st.json + st.h5)\n"
       "  aoc import CONFIG --weights model.safetensors -o m.json --weights-out m.h5\n"
       "  aoc import models/trained/parity-implicit/config.json -o p.json   (its weights.h5, picked up)\n"
-      "  aoc import hf_models/mamba2-130m-implicit/config.json -o m130.json --shapes-only");
+      "  aoc import tests/data/implicit-lm/mamba2-130m-implicit/config.json -o m130.json --shapes-only");
   c->callback([] { exit_status() = run(o); });
 }
 

@@ -61,7 +61,7 @@ void add_sweep(CLI::App& app) {
       "Examples:\n"
       "  aoc sweep scenarios/sweeps/parity-noise-bits.json -o parity.h5 --csv parity.csv\n"
       "  aoc sweep scenarios/sweeps/mamba2-1.3b-cores.json -o cores.h5 --resume     (after a kill)\n"
-      "  mpirun -np 4 aoc sweep scenarios/sweeps/scale-analytic.json -o scale.h5\n"
+      "  mpirun -np 4 aoc sweep scenarios/sweeps/mamba2-1.3b-analytic.json -o scale.h5   (as root: mpirun --allow-run-as-root)\n"
       "  aoc pareto parity.h5 --x energy --y accuracy");
   c->callback([] { exit_status() = run(o); });
 }
