@@ -114,13 +114,12 @@ Tensor rmsnorm(const Tensor& x, const Tensor& g, double eps, const std::string& 
   Tensor y = make(x.shape);
   if (D == 0) return y;
   const std::int64_t rows = numel(x.shape) / D;
-#pragma omp parallel for schedule(static) if (rows * D >= kParallelGrain)
-  for (std::int64_t r = 0; r < rows; ++r) {
+  for_each_index(rows, rows * D, [&](std::int64_t r) {
     double ss = 0;
     for (std::int64_t i = 0; i < D; ++i) ss += x.data[r * D + i] * x.data[r * D + i];
     const double scale = 1.0 / std::sqrt(ss / static_cast<double>(D) + eps);
     for (std::int64_t i = 0; i < D; ++i) y.data[r * D + i] = x.data[r * D + i] * scale * g.data[i];
-  }
+  });
   return y;
 }
 
@@ -574,16 +573,15 @@ Tensor conv1d_causal_step(const Tensor& x, const Tensor& w, const Tensor* b, std
     fail(where, "x " + shape_text(x.shape) + " differs from the last token's state " + shape_text(past->shape));
   // the kernel's last position over the window [the last K - 1 tokens (zeros before token 0), x]
   Tensor y = make(x.shape);
-#pragma omp parallel for collapse(2) schedule(static) if (B * C * K >= kParallelGrain)
-  for (std::int64_t bi = 0; bi < B; ++bi)
-    for (std::int64_t c = 0; c < C; ++c) {
-      double s = 0;
-      for (std::int64_t k = 0; k < K; ++k) {
-        const double xv = k == K - 1 ? x.data[bi * C + c] : past ? past->data[(bi * (K - 1) + k) * C + c] : 0.0;
-        s = fmadd(w.data[c * K + k], xv, s);
-      }
-      y.data[bi * C + c] = s + (b ? b->data[c] : 0.0);
+  for_each_index(B * C, B * C * K, [&](std::int64_t bc) {
+    const std::int64_t bi = bc / C, c = bc % C;
+    double s = 0;
+    for (std::int64_t k = 0; k < K; ++k) {
+      const double xv = k == K - 1 ? x.data[bi * C + c] : past ? past->data[(bi * (K - 1) + k) * C + c] : 0.0;
+      s = fmadd(w.data[c * K + k], xv, s);
     }
+    y.data[bi * C + c] = s + (b ? b->data[c] : 0.0);
+  });
   if (commit) {  // the window's last K - 1 tokens
     Tensor next = make({B, K - 1, C});
     for (std::int64_t bi = 0; bi < B; ++bi)

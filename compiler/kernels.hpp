@@ -57,12 +57,24 @@ double softplus(double x);
 // interpreter sets their count to InterpretOptions::threads); each element's value is its own.
 constexpr std::int64_t kParallelGrain = 16384;
 
+// f(i) for i in [0, n): on the run's threads when `work` (elements touched) reaches the grain, else a
+// plain loop (an OpenMP construct with a false if-clause still sets up a team: microseconds an op,
+// which a token's small tensors notice).
+template <class F>
+void for_each_index(std::int64_t n, std::int64_t work, F f) {
+  if (work >= kParallelGrain) {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) f(i);
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) f(i);
+  }
+}
+
 template <class F>
 Tensor unary(const Tensor& x, F f) {
   Tensor y = make(x.shape);
   const std::int64_t n = static_cast<std::int64_t>(x.data.size());
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-  for (std::int64_t i = 0; i < n; ++i) y.data[i] = f(x.data[i]);
+  for_each_index(n, n, [&](std::int64_t i) { y.data[i] = f(x.data[i]); });
   return y;
 }
 
@@ -85,8 +97,7 @@ Tensor broadcast(const Tensor& a, const Tensor& b, F f, const std::string& where
   Tensor y = make(out);
   const std::int64_t n = numel(out);
   if (a.shape == b.shape) {  // element by element
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-    for (std::int64_t k = 0; k < n; ++k) y.data[k] = f(a.data[k], b.data[k]);
+    for_each_index(n, n, [&](std::int64_t k) { y.data[k] = f(a.data[k], b.data[k]); });
     return y;
   }
   if (r == 0 || n == 0) {  // scalars, or nothing
@@ -96,8 +107,7 @@ Tensor broadcast(const Tensor& a, const Tensor& b, F f, const std::string& where
   // rows of the last axis (each operand's stride along it is 1 or 0), the outer axes row-major
   const std::int64_t inner = out[r - 1], ia = sa[r - 1], ib = sb[r - 1];
   const std::int64_t rows = inner == 0 ? 0 : n / inner;
-#pragma omp parallel for schedule(static) if (n >= kParallelGrain)
-  for (std::int64_t row = 0; row < rows; ++row) {
+  for_each_index(rows, n, [&](std::int64_t row) {
     std::int64_t oa = 0, ob = 0;
     for (std::int64_t i = static_cast<std::int64_t>(r) - 2, rest = row; i >= 0; --i) {  // the row's index along each outer axis
       const std::int64_t at = rest % out[i];
@@ -106,7 +116,7 @@ Tensor broadcast(const Tensor& a, const Tensor& b, F f, const std::string& where
     }
     double* yk = y.data.data() + row * inner;
     for (std::int64_t e = 0; e < inner; ++e) yk[e] = f(a.data[oa + e * ia], b.data[ob + e * ib]);
-  }
+  });
   return y;
 }
 

@@ -69,8 +69,7 @@ std::vector<Tensor> eval_gated_rmsnorm(EvalCtx& c, const Op& op, const std::vect
     c.fail("x " + shape_text(in[0]->shape) + " and gate " + shape_text(in[1]->shape) + " differ in shape");
   Tensor u = kernels::make(in[0]->shape);
   const std::int64_t n = static_cast<std::int64_t>(u.data.size());
-#pragma omp parallel for schedule(static) if (n >= kernels::kParallelGrain)
-  for (std::int64_t i = 0; i < n; ++i) u.data[i] = in[0]->data[i] * kernels::silu(in[1]->data[i]);
+  kernels::for_each_index(n, n, [&](std::int64_t i) { u.data[i] = in[0]->data[i] * kernels::silu(in[1]->data[i]); });
   return single(kernels::rmsnorm(u, *in[2], attr_number(op, "eps"), c.where));
 }
 
