@@ -39,11 +39,11 @@ std::vector<Turns> time_turns(const BenchOptions& opt, int batch, const std::vec
   for (const auto& fn : fns) fn();  // warm-up
   std::vector<Turns> out(fns.size());
   const auto start = Clock::now();
-  while (out[0].seconds.size() < 5 || std::chrono::duration<double>(Clock::now() - start).count() < opt.min_seconds * static_cast<double>(fns.size())) {
+  while (out[0].seconds.size() < 5 || seconds_since(start) < opt.min_seconds * static_cast<double>(fns.size())) {
     for (std::size_t f = 0; f < fns.size(); ++f) {
       const auto t0 = Clock::now();
       fns[f]();
-      out[f].seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      out[f].seconds.push_back(seconds_since(t0));
     }
     if (out[0].seconds.size() >= 200) break;
   }

@@ -1,6 +1,7 @@
 // `aoc bench`: iteration throughput of the 48-variable machine, next to an Eigen loop that does
 // only the two matrix products of the same shapes, and the twin's own figures.
 #pragma once
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -33,6 +34,11 @@ constexpr double kNoiseCostTarget = 1.5;
 // to b with the load each turn saw falling on both (a ratio of two bests can pair a quiet moment of
 // one with a busy one of the other).
 double median_ratio(const std::vector<double>& a, const std::vector<double>& b);
+
+// Seconds since t0 on the steady clock: how every section times a run.
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 std::vector<BenchRow> run_loop_bench(const BenchOptions& opt, bool progress);
 nlohmann::json bench_json(const BenchOptions& opt, const std::vector<BenchRow>& rows);

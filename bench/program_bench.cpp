@@ -25,7 +25,6 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 std::string need_file(const std::string& path, const std::string& what) {
   return bench_file(path, what + "; --no-program leaves the program section out");
@@ -93,7 +92,7 @@ void time_parity(ProgramBench& b, const Hardware& hw, bool progress) {
   const auto timed = [&](const Backend& be, const BackendOptions& bo, ProgramTiming& t, std::vector<double>& secs) {
     const auto t0 = Clock::now();
     const ProgramResult r = be.run(p, inputs, bo);
-    secs.push_back(since(t0));
+    secs.push_back(seconds_since(t0));
     const IterationSummary s = summarize(r);
     t.backend = be.name(), t.iterations = s.mean, t.solves = s.solves, t.converged = s.converged;
   };
@@ -122,7 +121,7 @@ void time_check(ProgramBench& b, const Hardware& hw, bool progress) {
     return calibrate_converters(q, example_inputs(q, o.check_batch, o.check_length, o.seed));  // as aoc compile --calibrate on the same tokens
   });
   const auto inputs = example_inputs(p, o.check_batch, o.check_length, o.seed);
-  b.check_prepare_s = since(t0);
+  b.check_prepare_s = seconds_since(t0);
   b.check_hash = bench_cell_hash({b.check_path, hw.path}, "check " + o.hardware + " batch " + std::to_string(o.check_batch) + " length " +
                                                         std::to_string(o.check_length) + " weights seed 0 seed " + std::to_string(o.seed) +
                                                         " seeds " + std::to_string(o.seeds));
@@ -132,7 +131,7 @@ void time_check(ProgramBench& b, const Hardware& hw, bool progress) {
   const auto t1 = Clock::now();
   const ProgramResult reference = cpu->run(p, inputs, reference_options(o, ir::Mode::Simultaneous));
   const SeedStats st = check_over_seeds(*sim, p, inputs, sim_options(o, ir::Mode::Simultaneous, o.seed), o.seeds, reference);
-  b.check_s = since(t1);
+  b.check_s = seconds_since(t1);
   b.check_abs = st.abs, b.check_argmax = st.argmax;
   b.check_reference_iterations = summarize(reference).mean;
 }
@@ -154,7 +153,7 @@ void time_estimate(ProgramBench& b, const Hardware& hw, const std::string& hw_pa
     const auto t0 = Clock::now();
     const ir::Program p = compile_for_estimate(m.graph, hw, hw_path, {});
     const ProgramEstimate e = estimate_program(p, hw, eo);
-    const double s = since(t0);
+    const double s = seconds_since(t0);
     b.estimate_s = r == 0 ? s : std::min(b.estimate_s, s);
     b.estimate_tiles = e.tiles;
   }

@@ -20,7 +20,6 @@ namespace aoc {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // The least time of one pass of GEMVs over the given plans' weights (each in its stored layout,
 // mapped where it lies), repeated for at least min_seconds.
@@ -46,7 +45,7 @@ double gemv_pass(const ir::Program& p, bool in_loop, double min_seconds = 0.3) {
       if (g.aoc_layout) g.y.noalias() = g.cm * g.x;
       else g.y.noalias() = g.rm * g.x;
     }
-    const double s = since(t0);
+    const double s = seconds_since(t0);
     best = std::min(best, s), spent += s;
   }
   return best;
@@ -58,23 +57,24 @@ ThreadRuns time_threads(const Backend& cpu, const ir::Program& p, const std::map
   ThreadRuns t;
   t.batch = batch;
   std::vector<double> one, two;
+  ProgramResult r;
   for (int k = 0; k < runs; ++k)
     for (int threads : {1, 2}) {
       BackendOptions bo;
       bo.threads = threads, bo.mode = ir::Mode::Sequential;
       bo.noise = bo.quantize = bo.optics = false, bo.f64 = true;
       const auto t0 = Clock::now();
-      const ProgramResult r = cpu.run(p, inputs, bo);
-      (threads == 1 ? one : two).push_back(since(t0));
-      // per token, the batch's steps (its slowest sample's), then the evaluation that commits it
-      std::vector<int> steps(static_cast<std::size_t>(inputs.begin()->second.shape.at(1)), 0);
-      t.evaluations = 0;
-      for (const ir::FixedPointStats& st : r.fixed_points) {
-        std::fill(steps.begin(), steps.end(), 0);
-        for (std::size_t i = 0; i < st.iterations.size(); ++i) steps[i % steps.size()] = std::max(steps[i % steps.size()], st.iterations[i]);
-        for (int s : steps) t.evaluations += s + 1;
-      }
+      r = cpu.run(p, inputs, bo);
+      (threads == 1 ? one : two).push_back(seconds_since(t0));
     }
+  // per token, the batch's steps (its slowest sample's), then the evaluation that commits it (every
+  // run takes the same: the reference is exact and deterministic)
+  std::vector<int> steps(static_cast<std::size_t>(inputs.begin()->second.shape.at(1)), 0);
+  for (const ir::FixedPointStats& st : r.fixed_points) {
+    std::fill(steps.begin(), steps.end(), 0);
+    for (std::size_t i = 0; i < st.iterations.size(); ++i) steps[i % steps.size()] = std::max(steps[i % steps.size()], st.iterations[i]);
+    for (int s : steps) t.evaluations += s + 1;
+  }
   t.speedup = median_ratio(one, two);
   t.one_s = *std::min_element(one.begin(), one.end());
   t.two_s = *std::min_element(two.begin(), two.end());
@@ -95,7 +95,7 @@ double read_bandwidth(int threads) {
       const std::int64_t lo = n * part / threads, hi = n * (part + 1) / threads;
       s += Eigen::Map<const Eigen::VectorXd>(a.data() + lo, hi - lo).sum();
     }
-    best = std::min(best, since(t0));
+    best = std::min(best, seconds_since(t0));
     sink += s;
   }
   return sink > 0 ? static_cast<double>(n) * sizeof(double) / best / 1e9 : 0;
@@ -122,7 +122,7 @@ ReferenceBench run_reference_bench(const ReferenceBenchOptions& opt, bool progre
   ir::PassOptions po;
   po.quantize = false;  // the reference reads exact weights
   ir::run_pipeline(p, po);
-  b.prepare_s = since(t0);
+  b.prepare_s = seconds_since(t0);
   for (const ir::OpticalPlan& plan : p.optical) (plan.loop.empty() ? b.top_weights : b.loop_weights) += plan.weights();
   b.config_hash = bench_cell_hash({b.config_path, hw.path}, "reference " + opt.hardware + " batches 1 " + std::to_string(opt.batch) + " length " + std::to_string(opt.length) +
                                                                 " sequential weights seed 0 seed " + std::to_string(opt.seed));

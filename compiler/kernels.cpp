@@ -553,7 +553,6 @@ Tensor delay(const Tensor& x, const std::string& where) {
 // runs the simultaneous kernel above on the state and the token (so the maths is the kernel's), and
 // replaces the state only when `commit` (a FixedPoint's iterations read the state, never update it).
 
-// state = {the op's last K-1 inputs, [B, K-1, C]}: zeros before the first token.
 // A stateful op's new state, moved in (`state = {a, b}` would copy: an initializer list's elements
 // are const).
 template <class... T>
@@ -562,6 +561,7 @@ void set_state(std::vector<Tensor>& state, T&&... parts) {
   (state.push_back(std::forward<T>(parts)), ...);
 }
 
+// state = {the op's last K-1 inputs, [B, K-1, C]}: zeros before the first token.
 Tensor conv1d_causal_step(const Tensor& x, const Tensor& w, const Tensor* b, std::vector<Tensor>& state, bool commit,
                           const std::string& where) {
   if (x.shape.size() != 3 || x.shape[1] != 1) fail(where, "x must be one token [B, 1, C] in sequential mode, got " + shape_text(x.shape));

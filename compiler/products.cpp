@@ -76,8 +76,8 @@ double sum(const Lanes& a) {
 
 constexpr int kXRows = 3;  // x rows per micro-tile
 
-// y[r * ldy + o] = dot(x row r, W row o) for r < nr (<= kXRows) and o < no (<= Lanes::kRows): nr x no
-// dot products side by side, sharing each loaded vector.
+// y[r * ldy + o] = dot(x row r, W row o) for r < NR (<= kXRows) and o < NO: NR x NO dot products
+// side by side, sharing each loaded vector.
 template <int NR, int NO>
 void micro(const double* x, std::int64_t ldx, const double* W, std::int64_t in, double* y, std::int64_t ldy) {
   Lanes acc[NR][NO];
@@ -103,15 +103,16 @@ void micro(const double* x, std::int64_t ldx, const double* W, std::int64_t in, 
     for (int o = 0; o < NO; ++o) y[r * ldy + o] = sum(acc[r][o]);
 }
 
+// The micro-tile of no W rows (at most kGemvRows against one x row, kRows against more).
 template <int NR, int NO = 1>
 void micro_rows(int no, const double* x, std::int64_t ldx, const double* W, std::int64_t in, double* y, std::int64_t ldy) {
-  if constexpr (NO < 8) {
+  if constexpr (NO < (NR == 1 ? Lanes::kGemvRows : Lanes::kRows)) {
     if (no > NO) return micro_rows<NR, NO + 1>(no, x, ldx, W, in, y, ldy);
   }
   micro<NR, NO>(x, ldx, W, in, y, ldy);
 }
 
-// Rows [r0, r1) of x against W rows [o0, o1): micro-tiles of kXRows x Lanes::kRows.
+// Rows [r0, r1) of x against W rows [o0, o1): micro-tiles of kXRows x Lanes::kRows (one x row: x kGemvRows).
 void block(const double* x, std::int64_t r0, std::int64_t r1, const double* W, std::int64_t o0, std::int64_t o1, std::int64_t in, double* y,
            std::int64_t out) {
   for (std::int64_t r = r0; r < r1; r += kXRows) {

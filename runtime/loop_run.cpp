@@ -1,13 +1,12 @@
 #include "runtime/loop_run.hpp"
 
-#include <omp.h>
-
 #include <cmath>
 #include <optional>
 
 #include "sim/core.hpp"
 #include "sim/error.hpp"
 #include "sim/readout.hpp"
+#include "sim/threads.hpp"
 
 namespace aoc {
 
@@ -36,7 +35,7 @@ LoopRunResult run(const Hardware& hw, const CoreConfig& cfg, const LoopProblem& 
   if (o.quantize && !hw.converters) throw Error(hw.path + ": converters: missing (needed for quantization)");
   if ((o.bandwidth || o.hardware_readout) && !hw.timing)
     throw Error(hw.path + ": timing: missing (needed for a finite bandwidth and the hardware readout)");
-  omp_set_num_threads(o.threads);
+  const ScopedThreads threads(o.threads);  // the core's row tiles and Eigen's products
   LoopRunResult res;
   CoreConfig c = cfg;
   if (o.bandwidth) c.step_fraction = step_fraction(*hw.timing);
