@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <optional>
+#include <type_traits>
 
 #include "sim/core.hpp"
 #include "sim/error.hpp"
@@ -30,8 +31,8 @@ std::optional<double> readout_tolerance(const Hardware& hw, int n) {
 
 namespace {
 
-template <class T>
-LoopRunResult run(const Hardware& hw, const CoreConfig& cfg, const LoopProblem& p, const LoopRunOptions& o) {
+template <class T, class S>
+LoopRunResult run(const Hardware& hw, const CoreConfig& cfg, const LoopView<S>& p, const LoopRunOptions& o) {
   if (o.quantize && !hw.converters) throw Error(hw.path + ": converters: missing (needed for quantization)");
   if ((o.bandwidth || o.hardware_readout) && !hw.timing)
     throw Error(hw.path + ": timing: missing (needed for a finite bandwidth and the hardware readout)");
@@ -41,13 +42,20 @@ LoopRunResult run(const Hardware& hw, const CoreConfig& cfg, const LoopProblem& 
   if (o.bandwidth) c.step_fraction = step_fraction(*hw.timing);
   OpticalCore<T> core(hw, c);
   if (o.noise) core.set_noise(noise_run(hw, o.seed, o.solver.max_iter));
+  // The SLM is programmed in double: a float32 W is widened once, a float64 one read in place.
+  MatrixXdR widened;
+  const Eigen::Map<const MatrixXdR> W = [&] {
+    if constexpr (std::is_same_v<S, double>) return p.W;
+    else return Eigen::Map<const MatrixXdR>((widened = p.W.template cast<double>()).data(), p.W.rows(), p.W.cols());
+  }();
+  const Eigen::VectorXd bias = p.bias.template cast<double>();
   if (o.quantize) {
-    const WeightCodes q = quantize_weights(p.W, hw.converters->slm_bits);
+    const WeightCodes q = quantize_weights(W, hw.converters->slm_bits);
     res.slm_codes = q.codes;
     res.slm_scale = q.scale;
-    core.load_weights(q.values(), p.bias);
+    core.load_weights(q.values(), bias);
   } else {
-    core.load_weights(p.W, p.bias);
+    core.load_weights(W, bias);
   }
   Batch<T> inj = core.injection(Batch<T>::from(p.x));
   if (o.quantize) {
@@ -105,8 +113,21 @@ LoopRunResult run(const Hardware& hw, const CoreConfig& cfg, const LoopProblem& 
 
 }  // namespace
 
-LoopRunResult run_loop(const Hardware& hw, const CoreConfig& cfg, const LoopProblem& p, const LoopRunOptions& o) {
+LoopView<double> view_of(const LoopProblem& p) {
+  return {{p.W.data(), p.W.rows(), p.W.cols()}, {p.x.data(), p.x.rows(), p.x.cols()}, {p.z0.data(), p.z0.rows(), p.z0.cols()},
+          {p.bias.data(), p.bias.size()}};
+}
+
+template <class S>
+LoopRunResult run_loop(const Hardware& hw, const CoreConfig& cfg, const LoopView<S>& p, const LoopRunOptions& o) {
   return o.f64 ? run<double>(hw, cfg, p, o) : run<float>(hw, cfg, p, o);
 }
+
+LoopRunResult run_loop(const Hardware& hw, const CoreConfig& cfg, const LoopProblem& p, const LoopRunOptions& o) {
+  return run_loop(hw, cfg, view_of(p), o);
+}
+
+template LoopRunResult run_loop<float>(const Hardware&, const CoreConfig&, const LoopView<float>&, const LoopRunOptions&);
+template LoopRunResult run_loop<double>(const Hardware&, const CoreConfig&, const LoopView<double>&, const LoopRunOptions&);
 
 }  // namespace aoc

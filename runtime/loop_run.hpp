@@ -35,6 +35,16 @@ NoiseRun noise_run(const Hardware& hw, std::uint64_t seed, int max_iter);
 // state step is a volt step there). nullopt without a converters section.
 std::optional<double> readout_tolerance(const Hardware& hw, int n);
 
+// The loop's inputs where they lie: W (N x N, AOC convention), bias (N), x and z0 (B x N), row-major,
+// float32 or float64. The core programs W and reads x and z0 once into its own padded batches; nothing
+// is copied before that (the Python module maps NumPy and torch buffers here).
+template <class S>
+struct LoopView {
+  Eigen::Map<const RowMatrix<S>> W, x, z0;
+  Eigen::Map<const Eigen::Matrix<S, Eigen::Dynamic, 1>> bias;
+};
+LoopView<double> view_of(const LoopProblem& p);
+
 struct LoopRunResult {
   SolveResult solve;                      // fixed points, iterations, convergence, residuals (+ trace)
   RowMatrix<std::int32_t> slm_codes;      // N x N, when quantized
@@ -44,6 +54,11 @@ struct LoopRunResult {
   RowMatrix<double> readout;              // B x N: what leaves the machine (window mean; saturation and ADC when quantized)
 };
 
+template <class S>
+LoopRunResult run_loop(const Hardware& hw, const CoreConfig& cfg, const LoopView<S>& p, const LoopRunOptions& o);
 LoopRunResult run_loop(const Hardware& hw, const CoreConfig& cfg, const LoopProblem& p, const LoopRunOptions& o);
+
+extern template LoopRunResult run_loop<float>(const Hardware&, const CoreConfig&, const LoopView<float>&, const LoopRunOptions&);
+extern template LoopRunResult run_loop<double>(const Hardware&, const CoreConfig&, const LoopView<double>&, const LoopRunOptions&);
 
 }  // namespace aoc

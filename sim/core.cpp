@@ -29,7 +29,7 @@ void OpticalCore<T>::set_noise(const NoiseRun& noise) {
 }
 
 template <class T>
-void OpticalCore<T>::load_weights(const MatrixXdR& W, const Eigen::VectorXd& bias) {
+void OpticalCore<T>::load_weights(const Eigen::Ref<const MatrixXdR>& W, const Eigen::VectorXd& bias) {
   check_loop_shapes(cfg_, W.rows(), W.cols(), W.allFinite(), W.allFinite() ? W.cwiseAbs().maxCoeff() : 0.0);
   if (bias.size() != W.cols()) throw Error("bias: expected " + std::to_string(W.cols()) + " values, got " + std::to_string(bias.size()));
   if (!bias.allFinite()) throw Error("bias: contains NaN or infinity");

@@ -35,8 +35,9 @@ class OpticalCore {
   // are programmed, once per programming).
   void set_noise(const NoiseRun& noise);
 
-  // Programs the weights (AOC convention, N x N) and the bias (N). Recomputes F and c.
-  void load_weights(const MatrixXdR& W, const Eigen::VectorXd& bias);
+  // Programs the weights (AOC convention, N x N) and the bias (N), read where they lie (a Ref: a
+  // NumPy buffer mapped by the Python module is not copied first). Recomputes F and c.
+  void load_weights(const Eigen::Ref<const MatrixXdR>& W, const Eigen::VectorXd& bias);
 
   int n() const { return n_; }
   const CoreConfig& config() const { return cfg_; }

@@ -413,6 +413,24 @@ Hardware load_hardware(const std::string& path, const std::vector<std::string>& 
   return read_document(r, path, doc);
 }
 
+json hardware_document(const std::string& path, const std::vector<std::string>& overrides) {
+  const Reader r(path);
+  json doc = jsonr::parse_text<json>(read_text(path), path);
+  r.object(doc, "");
+  for (const auto& o : overrides) apply_override(r, doc, o);
+  read_document(r, path, doc);  // validated as a load would
+  return doc;
+}
+
+std::vector<std::string> bundled_machines() {
+  std::error_code ec;
+  std::vector<std::string> names;
+  for (fs::directory_iterator it(bundled_path("scenarios/hardware"), ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().extension() == ".json") names.push_back(it->path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 HardwareFile::HardwareFile(const std::string& path) : path_(path) {
   const Reader r(path);
   doc_ = jsonr::parse_text<json>(read_text(path), path);
@@ -455,6 +473,11 @@ std::string bundled_path(const std::string& relative) {
 #ifdef AOC_SOURCE_DIR
     dir = AOC_SOURCE_DIR;
 #endif
+#ifdef AOC_INSTALL_DATA_DIR
+    // an installed aoc whose source tree is gone: the data installed beside it (cmake --install)
+    std::error_code ec;
+    if (!fs::is_directory(dir / "scenarios", ec)) dir = AOC_INSTALL_DATA_DIR;
+#endif
   }
   return (dir / relative).string();
 }
@@ -475,10 +498,7 @@ std::string resolve_hardware_path(const std::string& name_or_path) {
     if (fs::is_regular_file(candidate, ec)) return candidate.string();
   }
 
-  std::vector<std::string> bundled;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-    if (it->path().extension() == ".json") bundled.push_back(it->path().stem().string());
-  std::sort(bundled.begin(), bundled.end());
+  const std::vector<std::string> bundled = bundled_machines();
   const std::string list = bundled.empty() ? "none found in " + dir.string() : join(bundled, ", ");
   throw Error(one_line(name_or_path + ": no such hardware file (bundled: " + list + ")"));
 }

@@ -119,10 +119,15 @@ class HardwareFile {
   Hardware base_;
 };
 
+// The document load_hardware(path, overrides) reads: the file with the overrides applied, validated.
+nlohmann::ordered_json hardware_document(const std::string& path, const std::vector<std::string>& overrides = {});
+
 // The bundled machine description of that name (aoc-48, aoc-16), or a path as given.
 std::string resolve_hardware_path(const std::string& name_or_path);
+// The bundled machines' names (scenarios/hardware/*.json), sorted.
+std::vector<std::string> bundled_machines();
 // A file bundled with aoc, by its path relative to the project's root: under AOC_DATA_DIR when it
-// is set, else in the source tree this aoc was built from (where the bundled machines are found).
+// is set, else in the source tree this aoc was built from, else where `cmake --install` put them.
 std::string bundled_path(const std::string& relative);
 
 // Readable summary for `aoc hw show`.

@@ -9,7 +9,7 @@ namespace aoc {
 
 MatrixXdR WeightCodes::values() const { return codes.cast<double>() * scale; }
 
-WeightCodes quantize_weights(const MatrixXdR& W, int bits) {
+WeightCodes quantize_weights(const Eigen::Ref<const MatrixXdR>& W, int bits) {
   if (bits < 2 || bits > 24) throw Error("weight quantization: bits must be from 2 to 24, got " + std::to_string(bits));
   if (!W.allFinite()) throw Error("weights: contains NaN or infinity");
   const double m = W.cwiseAbs().maxCoeff();

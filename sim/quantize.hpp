@@ -20,7 +20,7 @@ struct WeightCodes {
   int bits = 0;
   MatrixXdR values() const;  // codes * scale
 };
-WeightCodes quantize_weights(const MatrixXdR& W, int bits);
+WeightCodes quantize_weights(const Eigen::Ref<const MatrixXdR>& W, int bits);
 
 // A uniform converter over [lo, hi] with 2^bits levels: inputs outside the range clip to its ends.
 // Inline: programs convert every element of every iteration through one.

@@ -111,7 +111,7 @@ MatrixXdR FactoredChain::folded() const {
 namespace {
 
 // The ideal chain: out = t W through transmissions |W| / max|W| on the path of each sign.
-FactoredChain ideal_chain(const MatrixXdR& W, const SlmPattern* slm) {
+FactoredChain ideal_chain(const Eigen::Ref<const MatrixXdR>& W, const SlmPattern* slm) {
   const Eigen::Index K = W.rows(), M = W.cols();
   const double m = W.cwiseAbs().maxCoeff();
   FactoredChain f;
@@ -230,7 +230,7 @@ void OpticalTile<T>::set_light_map(LightMap m) {
 }
 
 template <class T>
-void OpticalTile<T>::program(const MatrixXdR& W, int in0, int out0, int channels) {
+void OpticalTile<T>::program(const Eigen::Ref<const MatrixXdR>& W, int in0, int out0, int channels) {
   const int K = static_cast<int>(W.rows()), M = static_cast<int>(W.cols());
   if (K < 1 || M < 1) throw Error("tile: empty weight block");
   if (!W.allFinite()) throw Error("weights: contains NaN or infinity");

@@ -105,7 +105,7 @@ class OpticalTile {
   // in0 and detector out0 of the module's core. Calibrated optics folds the chain of a core of
   // `channels` (0: the machine's; the loop core uses its own size, as the twin does), which must
   // hold the block.
-  void program(const MatrixXdR& W, int in0 = 0, int out0 = 0, int channels = 0);
+  void program(const Eigen::Ref<const MatrixXdR>& W, int in0 = 0, int out0 = 0, int channels = 0);
   int programmings() const { return programmings_; }
 
   int inputs() const { return K_; }

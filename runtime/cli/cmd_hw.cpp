@@ -14,16 +14,12 @@ namespace {
 // The bundled machines: every scenarios/hardware/*.json, by name, with its size and what it is.
 void list_machines() {
   const std::filesystem::path dir = bundled_path("scenarios/hardware");
-  std::vector<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir))
-    if (e.path().extension() == ".json") files.push_back(e.path());
-  std::sort(files.begin(), files.end());
   std::printf("%-12s %8s %8s  %s\n", "machine", "channels", "modules", "description (aoc hw show NAME: every section)");
-  for (const auto& f : files) {
-    const Hardware hw = load_hardware(f.string());
+  for (const std::string& name : bundled_machines()) {
+    const Hardware hw = load_hardware(resolve_hardware_path(name));
     std::string what = hw.description.substr(0, hw.description.find(". ") == std::string::npos ? std::string::npos : hw.description.find(". ") + 1);
     if (what.size() > 100) what = what.substr(0, 97) + "...";
-    std::printf("%-12s %8d %8d  %s\n", f.stem().string().c_str(), hw.channels, hw.architecture ? hw.architecture->modules : 1, what.c_str());
+    std::printf("%-12s %8d %8d  %s\n", name.c_str(), hw.channels, hw.architecture ? hw.architecture->modules : 1, what.c_str());
   }
   std::printf("(in %s; any other file: its path)\n", dir.string().c_str());
 }

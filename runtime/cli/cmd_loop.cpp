@@ -13,7 +13,7 @@ namespace aoc::cli {
 
 namespace {
 
-struct Opts : LoopFlags {
+struct Opts : LoopSettings {
   int batch = 64, n = 0;
   bool json = false, compare = false;
   std::string json_out;
@@ -33,7 +33,7 @@ int run(const Opts& o) {
   const Hardware hw = load_machine(o);
   const int n = o.n > 0 ? o.n : hw.channels;
   const LoopProblem p = random_problem(n, o.batch, o.seed, o.first_sample);
-  const CoreConfig cfg = mode_config(o, hw);
+  const CoreConfig cfg = loop_config(o, hw);
   const LoopRunOptions ro = run_options(o);
   const auto t0 = std::chrono::steady_clock::now();
   const LoopRunResult res = run_loop(hw, cfg, p, ro);

@@ -20,10 +20,10 @@ namespace aoc::cli {
 
 namespace {
 
-struct Opts : LoopFlags {
+struct Opts : LoopSettings {
   std::string input, output, example, backend = "sim";
   int n = 0, batch = 16, length = 8;
-  ProgramFlags program;  // --inputs, --sequence, --ideal-optics, --quiet (the rest of a program run's options are LoopFlags')
+  ProgramFlags program;  // --inputs, --sequence, --ideal-optics, --quiet (the rest of a program run's options are LoopSettings')
 };
 
 // A loop's stop rule and update (a program's fixed points carry their own), and the sim backend's options.
@@ -97,38 +97,6 @@ void run_program(const Opts& o, const CLI::App* c) {
     std::printf("%.3g s; wrote %s%s\n", secs, o.output.c_str(), f.trace ? " (with every top-level value: --trace)" : "");
 }
 
-// The mode's configuration, then the input file's attributes, then --alpha.
-CoreConfig make_config(const Opts& o, const Hardware& hw, const RunInput& in) {
-  CoreConfig cfg = mode_config(o, hw);
-  if (!in.alpha.empty()) cfg.alpha = in.alpha;
-  if (!in.beta.empty()) cfg.beta = in.beta;
-  if (in.gamma) cfg.gamma = in.gamma;
-  if (o.alpha_opt->count()) cfg.alpha = {o.alpha};
-  return cfg;
-}
-
-// A digest over everything that decides the result: the options in a canonical text, the
-// hardware file's bytes and the input arrays' bytes (threads are left out: they change nothing).
-std::string config_hash(const Opts& o, const Hardware& hw, const CoreConfig& cfg, const LoopProblem& p) {
-  std::ifstream hf(hw.path, std::ios::binary);
-  const std::string hw_bytes((std::istreambuf_iterator<char>(hf)), std::istreambuf_iterator<char>());
-  std::ostringstream t;
-  std::string overrides;
-  for (const auto& v : o.set) overrides += " " + v;
-  t << "aoc run config 1\nhardware " << hw.name << "\nset" << overrides << " " << digest_hex(hw_bytes.data(), hw_bytes.size()) << "\nmode " << o.mode
-    << "\nalpha " << numbers_text(cfg.alpha, "none") << "\nbeta " << numbers_text(cfg.beta, "none") << "\nscale " << numbers_text({cfg.scale}, "")
-    << "\ngamma " << (cfg.gamma ? numbers_text({*cfg.gamma}, "") : "none") << "\nrule " << o.rule << "\nmax_iter " << o.max_iter
-    << "\ntol " << numbers_text({o.tol}, "") << "\ndamping " << numbers_text({o.damping}, "") << "\nprecision " << o.precision
-    << "\nquantize " << o.quantize << "\nnoise " << o.noise << "\nbandwidth " << o.bandwidth << "\nseed " << o.seed << "\nfirst_sample " << o.first_sample << "\ntrace " << o.trace << "\nW "
-    << p.W.rows() << " x " << p.W.cols() << "\nx " << p.x.rows() << " x " << p.x.cols() << "\n";
-  std::string bytes = t.str();
-  bytes.append(reinterpret_cast<const char*>(p.W.data()), sizeof(double) * p.W.size());
-  bytes.append(reinterpret_cast<const char*>(p.bias.data()), sizeof(double) * p.bias.size());
-  bytes.append(reinterpret_cast<const char*>(p.x.data()), sizeof(double) * p.x.size());
-  bytes.append(reinterpret_cast<const char*>(p.z0.data()), sizeof(double) * p.z0.size());
-  return digest_hex(bytes.data(), bytes.size());
-}
-
 void write_example(const Opts& o, const Hardware& hw) {
   const int n = o.n > 0 ? o.n : hw.channels;
   if (o.batch < 1) throw Error("--batch: must be at least 1");
@@ -157,7 +125,7 @@ void run(const Opts& o, const CLI::App* c) {
   check_outputs({{"-o", o.output}}, {{"the input", o.input}});
   const RunInput in = read_run_input(o.input);
   const LoopProblem& p = in.problem;
-  const CoreConfig cfg = make_config(o, hw, in);
+  const CoreConfig cfg = loop_config(o, hw, {in.alpha, in.beta, in.gamma});
   const LoopRunOptions ro = run_options(o);
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -173,7 +141,7 @@ void run(const Opts& o, const CLI::App* c) {
             {"input", o.input},
             {"hardware", hw.name},
             {"hardware_file", hw.path},
-            {"config_hash", config_hash(o, hw, cfg, p)},
+            {"config_hash", loop_config_hash(o, hw, cfg, view_of(p))},
             {"mode", o.mode},
             {"alpha", numbers_text(cfg.alpha, "none")},
             {"beta", numbers_text(cfg.beta, "none (the mode's gain)")},

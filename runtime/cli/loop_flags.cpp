@@ -24,12 +24,13 @@ const CLI::Validator kFinite(
 
 }  // namespace
 
-void add_loop_flags(CLI::App* c, LoopFlags& f, const char* seed_help) {
+void add_loop_flags(CLI::App* c, LoopSettings& f, const char* seed_help) {
   c->add_option("--hw", f.hw, "hardware file or bundled machine (aoc-48, aoc-16, aoc-scale)")->capture_default_str();
   c->add_option("--set", f.set, "override a hardware value, e.g. --set noise.thermal_sigma=0.002 (repeatable)");
   c->add_option("--mode", f.mode, "default: the twin's switches; all-off: every non-ideality off; ideal: tanh loop")
       ->check(CLI::IsMember({"default", "all-off", "ideal"}))->capture_default_str();
-  f.alpha_opt = c->add_option("--alpha", f.alpha, "leak / feedback coefficient")->check(kFinite)->capture_default_str();
+  c->add_option_function<double>("--alpha", [&f](double v) { f.alpha = v; }, "leak / feedback coefficient (default: the mode's; ideal: 0.5)")
+      ->check(kFinite);
   c->add_option("--rule", f.rule, "stop rule: twin (batch max residual), relative (per sample, damped), fixed")
       ->check(CLI::IsMember({"twin", "relative", "fixed"}))->capture_default_str();
   c->add_option("--max-iter", f.max_iter, "iteration limit (the count, for --rule fixed)")->check(CLI::PositiveNumber)->capture_default_str();
@@ -50,43 +51,6 @@ void add_loop_flags(CLI::App* c, LoopFlags& f, const char* seed_help) {
                 "noise is keyed by its index there, so the parts give what one run of the whole does (with a per-sample stop rule)")
       ->check(CLI::Range(0, (1 << 30)))
       ->capture_default_str();
-}
-
-Hardware load_machine(const LoopFlags& f) { return load_hardware(resolve_hardware_path(f.hw), f.set); }
-
-CoreConfig mode_config(const LoopFlags& f, const Hardware& hw) {
-  CoreConfig cfg = f.mode == "default" ? CoreConfig::twin_defaults(hw)
-                   : f.mode == "all-off" ? CoreConfig::twin_all_off(hw)
-                                         : CoreConfig::ideal(f.alpha, 1.0);
-  if (f.alpha_opt && f.alpha_opt->count()) cfg.alpha = {f.alpha};
-  if (!f.anneal.empty()) {
-    AlphaSchedule& a = cfg.alpha_schedule;
-    char kind[16] = {};
-    int used = 0;
-    if (std::sscanf(f.anneal.c_str(), "%15[a-z]:%lf:%lf:%d%n", kind, &a.start, &a.end, &a.iterations, &used) != 4 ||
-        used != static_cast<int>(f.anneal.size()) || a.iterations < 1 ||
-        (std::string(kind) != "linear" && std::string(kind) != "exp"))
-      throw Error("--anneal: expected linear:START:END:ITERS or exp:START:END:ITERS, got " + f.anneal);
-    a.kind = std::string(kind) == "linear" ? AlphaSchedule::Kind::Linear : AlphaSchedule::Kind::Exponential;
-  }
-  return cfg;
-}
-
-LoopRunOptions run_options(const LoopFlags& f) {
-  LoopRunOptions r;
-  r.f64 = f.precision == "f64";
-  if (f.rule == "twin") r.solver = SolverOptions::twin(), r.solver.max_iter = f.max_iter, r.solver.tol = f.tol;
-  else if (f.rule == "relative") r.solver = SolverOptions::relative(f.tol, f.max_iter, f.damping);
-  else r.solver = SolverOptions::fixed(f.max_iter, f.tol);
-  r.solver.trace = f.trace;
-  r.solver.first_sample = f.first_sample;
-  r.quantize = f.quantize;
-  r.noise = f.noise;
-  r.bandwidth = f.bandwidth;
-  r.hardware_readout = f.hardware_readout;
-  r.seed = f.seed;
-  r.threads = f.threads;
-  return r;
 }
 
 }  // namespace aoc::cli

@@ -1,0 +1,159 @@
+"""aoc.torch: the simulated machine inside PyTorch models.
+
+- ``Machine``: a machine and the switches of ``aoc.solve`` (mode, noise, converters, precision, stop
+  rule) that a layer's forward pass runs on; with noise, each call draws new noise (seed, seed+1, ...).
+- ``FixedPoint``: a ``torch.autograd.Function``. Forward: the machine's fixed point (what its readout
+  gives) of z = alpha z + tanh(z) W + x + b. Backward: through the loop's digital model at that fixed
+  point, by implicit differentiation (solving u = g + J^T u) or the phantom gradient (backpropagating
+  through a few damped steps from it); the machine's non-idealities are in the forward pass only.
+- ``AOCLayer``: an ``nn.Module`` holding the weights W, bias b, leak alpha and gain beta, for
+  hardware-aware training: ``y = FixedPoint(x, beta W, b, alpha)``.
+
+docs/python.md shows a model trained through the noisy machine beside one trained digitally.
+"""
+
+import math
+
+import numpy as np
+import torch
+from torch import nn
+
+import aoc
+
+__all__ = ["AOCLayer", "FixedPoint", "Machine", "loop_step"]
+
+
+def loop_step(z, x, W, bias, alpha):
+    """One step of the loop's digital model: alpha z + tanh(z) W + x + b (rows are samples; W in
+    AOC convention, out_j = sum_i tanh(z_i) W_ij; W already carries the gain beta)."""
+    return alpha * z + torch.tanh(z) @ W + x + bias
+
+
+class Machine:
+    """The simulated machine a layer runs on.
+
+    hw: a bundled machine, a file or an aoc.Hardware; set: overrides. mode: "default" (the machine as
+    calibrated: LED curves, the electronics' sigmoid, crosstalk, closed loop), "all-off" or "ideal"
+    (the exact loop). noise, quantize, precision, rule, tol, max_iter, damping, bandwidth, threads:
+    as aoc.solve. seed: the first noise seed; with advance_seed (default) every solve uses the next
+    one, so training sees fresh noise each step and a run is still reproducible from its seed.
+    """
+
+    def __init__(self, hw="aoc-48", *, set=None, mode="default", noise=False, quantize=False, precision="f32", rule="twin",
+                 tol=1e-3, max_iter=40, damping=1.0, bandwidth=False, seed=1, advance_seed=True, threads=1):
+        self.hw = hw if isinstance(hw, aoc.Hardware) else aoc.Hardware(hw, set)
+        if isinstance(hw, aoc.Hardware) and set is not None:
+            self.hw = hw.with_overrides(set)
+        self.mode, self.noise, self.quantize, self.precision = mode, bool(noise), bool(quantize), precision
+        self.rule, self.tol, self.max_iter, self.damping, self.bandwidth = rule, tol, max_iter, damping, bool(bandwidth)
+        self.seed, self.advance_seed, self.threads = int(seed), bool(advance_seed), int(threads)
+        self.calls = 0
+        # How the machine sets its gain (the twin's normalise_matrix): the product is (s/N) t W / max|W|
+        # with s from beta, so beta = N max|W| gives t W; without it, the gain is max|W| (t W as is).
+        self.normalise = bool(self.hw.section("defaults").get("normalise_matrix", True)) if mode != "ideal" else False
+
+    def _gain(self, W):
+        if self.mode == "ideal":
+            return [1.0]
+        if self.normalise:
+            return [float(W.shape[0] * np.abs(W).max())]
+        return None
+
+    def solve(self, x, W, bias, alpha):
+        """The fixed points z (B, N) of alpha z + tanh(z) W + x + b on the machine (its readout), as a
+        tensor of x's dtype; the aoc.solve Result is kept as last_result."""
+        xn, Wn, bn = (t.detach().cpu().contiguous().numpy() for t in (x, W, bias))
+        an = [float(a) for a in torch.as_tensor(alpha).detach().reshape(-1).cpu()]
+        if len(an) == 1 and Wn.shape[0] != 1:
+            an = an * Wn.shape[0]
+        seed = self.seed + (self.calls if self.advance_seed else 0)
+        self.calls += 1
+        r = aoc.solve(Wn, xn, bn, hw=self.hw, mode=self.mode, alpha=an, beta=self._gain(Wn), rule=self.rule, tol=self.tol,
+                      max_iter=self.max_iter, damping=self.damping, precision=self.precision, quantize=self.quantize,
+                      noise=self.noise, bandwidth=self.bandwidth, seed=seed, threads=self.threads)
+        self.last_result = r
+        return torch.from_numpy(np.ascontiguousarray(r.readout)).to(dtype=x.dtype)
+
+    def __repr__(self):
+        on = [k for k in ("noise", "quantize", "bandwidth") if getattr(self, k)]
+        return f"Machine({self.hw.name}, mode {self.mode}, {self.precision}{', ' + ', '.join(on) if on else ''})"
+
+
+class FixedPoint(torch.autograd.Function):
+    """z* = FixedPoint.apply(x, W, bias, alpha, machine, backward="implicit", steps=30, damping=1.0, tol=1e-6)
+
+    Forward: the machine's fixed point of z = alpha z + tanh(z) W + x + b (``Machine.solve``).
+    Backward, at z*, through the loop's digital model f (``loop_step``):
+      "implicit": the gradient g is mapped by (I - J)^-T, J = df/dz at z*: u = g + J^T u is iterated
+                  (at most `steps` times, until its relative change is below tol), then u is
+                  backpropagated through one step f(z*);
+      "phantom":  backpropagation through `steps` damped steps z <- (1-damping) z + damping f(z)
+                  started at z* (Geng et al. 2021's phantom gradient; a few steps suffice).
+    """
+
+    @staticmethod
+    def forward(ctx, x, W, bias, alpha, machine, backward="implicit", steps=30, damping=1.0, tol=1e-6):
+        if backward not in ("implicit", "phantom"):
+            raise aoc.Error(f"backward: expected implicit or phantom, got {backward!r}")
+        z = machine.solve(x, W, bias, alpha)
+        ctx.save_for_backward(x, W, bias, alpha, z)
+        ctx.how = (backward, int(steps), float(damping), float(tol))
+        return z
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, W, bias, alpha, z = ctx.saved_tensors
+        backward, steps, damping, tol = ctx.how
+        with torch.enable_grad():
+            params = [t.detach().requires_grad_(need) for t, need in zip((x, W, bias, alpha), ctx.needs_input_grad[:4])]
+            if backward == "implicit":
+                zq = z.detach().requires_grad_(True)
+                f = loop_step(zq, *params)
+                u = grad
+                for _ in range(steps):
+                    (ju,) = torch.autograd.grad(f, zq, u, retain_graph=True)
+                    nxt = grad + ju
+                    done = (nxt - u).norm() <= tol * (nxt.norm() + 1e-30)
+                    u = nxt
+                    if done:
+                        break
+                wanted = [p for p in params if p.requires_grad]
+                got = iter(torch.autograd.grad(f, wanted, u, allow_unused=True)) if wanted else iter(())
+            else:
+                zk = z.detach()
+                for _ in range(steps):
+                    zk = (1 - damping) * zk + damping * loop_step(zk, *params)
+                wanted = [p for p in params if p.requires_grad]
+                got = iter(torch.autograd.grad(zk, wanted, grad, allow_unused=True)) if wanted else iter(())
+            grads = [next(got) if p.requires_grad else None for p in params]
+        return (*grads, None, None, None, None, None)
+
+
+class AOCLayer(nn.Module):
+    """An AOC layer: y = the fixed point of z = alpha z + beta tanh(z) W + x + b on a machine.
+
+    n: the state size (at most the machine's channels); W ~ U(+-1/sqrt(n)) (a torch Linear's init),
+    b = 0, alpha (the leak, one per channel) and beta (the gain, one number) trainable. machine: where
+    the forward pass runs (default: the ideal loop in float64, exact and noiseless; pass a noisy
+    Machine for hardware-aware training). backward: "implicit" or "phantom" (FixedPoint).
+    """
+
+    def __init__(self, n, machine=None, *, alpha=0.5, beta=1.0, backward="implicit", steps=None, damping=None, dtype=torch.float32):
+        super().__init__()
+        self.n = int(n)
+        bound = 1 / math.sqrt(self.n)
+        self.weight = nn.Parameter(torch.empty(self.n, self.n, dtype=dtype).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.zeros(self.n, dtype=dtype))
+        self.alpha = nn.Parameter(torch.full((self.n,), float(alpha), dtype=dtype))
+        self.beta = nn.Parameter(torch.tensor(float(beta), dtype=dtype))
+        self.machine = machine if machine is not None else Machine(mode="ideal", precision="f64", rule="relative", tol=1e-9, max_iter=500)
+        self.backward_mode = backward
+        self.steps = steps if steps is not None else (30 if backward == "implicit" else 5)
+        self.damping = damping if damping is not None else (1.0 if backward == "implicit" else 0.5)
+
+    def forward(self, x):
+        return FixedPoint.apply(x, self.beta * self.weight, self.bias, self.alpha, self.machine, self.backward_mode, self.steps,
+                                self.damping)
+
+    def extra_repr(self):
+        return f"n={self.n}, machine={self.machine!r}, backward={self.backward_mode}"

@@ -1,0 +1,50 @@
+"""aoc.machines and aoc.Hardware: the bundled machines, overrides, sections."""
+import pytest
+
+import aoc
+
+
+def test_machines_lists_the_bundled_ones(cli):
+    names = aoc.machines()
+    assert {"aoc-16", "aoc-48", "aoc-scale"} <= set(names)
+    listed = cli("hw", "list")
+    for n in names:
+        assert n in listed
+
+
+def test_a_bundled_machine_loads_by_name():
+    hw = aoc.Hardware("aoc-48")
+    assert hw.name and hw.channels == 48
+    assert "noise" in hw.sections
+
+
+def test_overrides_change_the_value_and_say_so_in_its_source():
+    hw = aoc.Hardware("aoc-48", set={"noise.thermal_sigma": 0.005})
+    entry = hw.section("noise")["thermal_sigma"]
+    assert entry["value"] == 0.005
+    assert aoc.Hardware("aoc-48").section("noise")["thermal_sigma"]["value"] != 0.005
+
+
+def test_overrides_stack_later_ones_winning():
+    hw = aoc.Hardware("aoc-48", set=["noise.thermal_sigma=0.004"]).with_overrides({"noise.thermal_sigma": 0.006})
+    assert hw.section("noise")["thermal_sigma"]["value"] == 0.006
+
+
+def test_str_is_the_summary_of_aoc_hw_show(cli):
+    assert str(aoc.Hardware("aoc-16")) == cli("hw", "show", "aoc-16")
+
+
+def test_an_unknown_section_is_an_error_naming_it():
+    with pytest.raises(aoc.Error, match="nonsense: no such section"):
+        aoc.Hardware("aoc-48").section("nonsense")
+
+
+@pytest.mark.parametrize("machine, set, message", [
+    ("aoc-99", None, "no such hardware file"),
+    ("aoc-48", {"noise.no_such_field": 1}, "no_such_field"),
+    ("aoc-48", {"converters.adc_bits": 99}, "adc_bits"),
+])
+def test_bad_machines_and_overrides_are_one_line_errors(machine, set, message):
+    with pytest.raises(aoc.Error, match=message) as e:
+        aoc.Hardware(machine, set=set)
+    assert "\n" not in str(e.value)

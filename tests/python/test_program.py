@@ -1,0 +1,108 @@
+"""Graphs and programs from Python: import, compile, run on each backend, check, estimate; the same
+results as the CLI's."""
+import os
+
+import h5py
+import numpy as np
+import pytest
+
+import aoc
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CONFIG = os.path.join(HERE, "..", "data", "implicit-lm", "mamba2-state-tracking-implicit", "config.json")
+
+
+@pytest.fixture(scope="module")
+def cli_program(cli, tmp_path_factory):
+    """The state-tracking model imported and compiled by the CLI, with seeded tokens and a cpu run."""
+    d = tmp_path_factory.mktemp("prog")
+    cli("import", CONFIG, "-o", d / "m.json")
+    cli("compile", d / "m.json", "--hw", "aoc-48", "-o", d / "m.aocp.h5")
+    cli("run", d / "m.aocp.h5", "--example-input", d / "tok.h5", "--batch", 2, "--length", 6)
+    cli("run", d / "m.aocp.h5", "--inputs", d / "tok.h5", "--backend", "cpu", "-o", d / "cpu.h5")
+    cli("run", d / "m.aocp.h5", "--inputs", d / "tok.h5", "--quantize", "--noise", "--seed", 4, "-o", d / "sim.h5")
+    with h5py.File(d / "tok.h5") as f:
+        tokens = {k: f[k][...] for k in f}
+    return d, tokens
+
+
+def outputs_of(path, names):
+    with h5py.File(path) as f:
+        return {n: f[n][...] for n in names}
+
+
+def test_a_program_runs_as_aoc_run_on_the_cpu_and_sim_backends(cli_program):
+    d, tokens = cli_program
+    p = aoc.load_program(d / "m.aocp.h5")
+    cpu, sim = p.run(tokens, backend="cpu"), p.run(tokens, backend="sim", quantize=True, noise=True, seed=4)
+    for name, v in outputs_of(d / "cpu.h5", p.outputs).items():
+        assert np.array_equal(cpu.outputs[name], v.reshape(cpu.outputs[name].shape))
+    for name, v in outputs_of(d / "sim.h5", p.outputs).items():
+        assert np.array_equal(sim.outputs[name], v.reshape(sim.outputs[name].shape))
+    assert sim.counters["dac"] > 0 and cpu.fixed_points[0].iterations.shape == (2,)
+
+
+def test_import_and_compile_in_python_give_the_cli_program(cli_program):
+    d, tokens = cli_program
+    mine = aoc.import_config(CONFIG).compile("aoc-48")
+    theirs = aoc.load_program(d / "m.aocp.h5")
+    assert str(mine) == str(theirs)
+    a, b = mine.run(tokens, backend="cpu"), theirs.run(tokens, backend="cpu")
+    assert all(np.array_equal(a.outputs[n], b.outputs[n]) for n in mine.outputs)
+
+
+def test_example_inputs_are_those_of_aoc_run(cli_program):
+    d, tokens = cli_program
+    mine = aoc.load_program(d / "m.aocp.h5").example_inputs(batch=2, length=6, seed=1)
+    assert set(mine) == set(tokens) and all(np.array_equal(mine[k], tokens[k]) for k in tokens)
+
+
+def test_a_saved_program_loads_back_the_same(cli_program, tmp_path):
+    d, _ = cli_program
+    p = aoc.load_program(d / "m.aocp.h5")
+    p.save(str(tmp_path / "again.aocp.h5"))
+    assert str(aoc.load_program(tmp_path / "again.aocp.h5")) == str(p)
+
+
+def test_check_reports_an_exact_match_with_the_ideal_simulator_and_an_error_with_noise(cli_program):
+    d, tokens = cli_program
+    p = aoc.load_program(d / "m.aocp.h5")
+    exact = p.check(tokens, quantize=False, noise=False, ideal_optics=True, precision="f64")
+    noisy = p.check(tokens, seeds=2, quantize=True, noise=True)
+    assert exact.max_abs["max"] < 1e-9
+    assert noisy.max_abs["max"] > exact.max_abs["max"] and noisy.seeds == 2
+
+
+def test_estimate_gives_energy_and_latency_with_their_sources(cli_program, cli):
+    d, _ = cli_program
+    e = aoc.load_program(d / "m.aocp.h5").estimate(iterations=10, seq_len=64)
+    assert e.energy_per_token_j["typ"] > 0 and e.latency_per_token_s > 0
+    assert all(line["source"] for line in e.energy) and all(line["source"] for line in e.latency)
+    import json
+    cli("estimate", d / "m.aocp.h5", "--iterations", 10, "--seq-len", 64, "--json", "-o", d / "e.json")
+    theirs = json.load(open(d / "e.json"))
+    assert theirs["energy_per_token_j"] == e.energy_per_token_j
+
+
+def test_graph_weights_can_be_read_and_replaced():
+    g = aoc.import_config(CONFIG)
+    name = g.weight_names[0]
+    w = g.weight(name)
+    g.set_weight(name, np.zeros_like(w))
+    assert not g.weight(name).any()
+    with pytest.raises(aoc.Error, match="expected shape"):
+        g.set_weight(name, np.zeros(w.size + 1))
+
+
+def test_inputs_with_nan_are_refused_naming_the_input(cli_program):
+    d, tokens = cli_program
+    bad = {k: v.astype(float) for k, v in tokens.items()}
+    next(iter(bad.values()))[0, 0] = np.nan
+    with pytest.raises(aoc.Error, match="inputs\\['.*'\\]: contains NaN"):
+        aoc.load_program(d / "m.aocp.h5").run(bad, backend="cpu")
+
+
+def test_an_unknown_backend_is_an_error_listing_them(cli_program):
+    d, tokens = cli_program
+    with pytest.raises(aoc.Error, match="sim"):
+        aoc.load_program(d / "m.aocp.h5").run(tokens, backend="tpu")

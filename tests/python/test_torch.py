@@ -1,0 +1,137 @@
+"""aoc.torch: the fixed-point Function's gradients, the AOC layer, the noisy machine in training."""
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="aoc.torch needs PyTorch (python3-torch)")
+import aoc  # noqa: E402
+from aoc.torch import AOCLayer, FixedPoint, Machine, loop_step  # noqa: E402
+
+
+def exact():
+    return Machine(mode="ideal", precision="f64", rule="relative", tol=1e-15, max_iter=3000)
+
+
+def problem(n=8, batch=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = 0.5 * torch.randn(batch, n, generator=g, dtype=torch.float64)
+    W = 0.8 * (2 * torch.rand(n, n, generator=g, dtype=torch.float64) - 1) / math.sqrt(n)
+    b = 0.1 * torch.randn(n, generator=g, dtype=torch.float64)
+    a = torch.full((n,), 0.3, dtype=torch.float64)
+    probe = torch.randn(batch, n, generator=g, dtype=torch.float64)
+    return [x, W, b, a], probe
+
+
+def loss_of(machine, backward, steps=200, damping=1.0):
+    def loss(x, W, b, a, probe):
+        return (FixedPoint.apply(x, W, b, a, machine, backward, steps, damping, 1e-14) * probe).sum()
+    return loss
+
+
+def test_the_forward_is_the_machines_fixed_point():
+    (x, W, b, a), _ = problem()
+    z = FixedPoint.apply(x, W, b, a, exact())
+    assert torch.allclose(loop_step(z, x, W, b, a), z, atol=1e-13)
+    r = aoc.solve(W.numpy(), x.numpy(), b.numpy(), mode="ideal", alpha=a.numpy(), beta=[1.0], precision="f64", rule="relative",
+                  tol=1e-15, max_iter=3000)
+    assert np.array_equal(z.numpy(), r.readout)
+
+
+def test_implicit_gradients_match_finite_differences():
+    params, probe = problem()
+    loss = loss_of(exact(), "implicit")
+    leaves = [p.clone().requires_grad_(True) for p in params]
+    grads = torch.autograd.grad(loss(*leaves, probe), leaves)
+    eps = 1e-6
+    g = torch.Generator().manual_seed(1)
+    for k, p in enumerate(params):
+        for _ in range(4):
+            i = int(torch.randint(p.numel(), (1,), generator=g))
+            up, down = [q.clone() for q in params], [q.clone() for q in params]
+            up[k].view(-1)[i] += eps
+            down[k].view(-1)[i] -= eps
+            fd = (loss(*up, probe) - loss(*down, probe)).item() / (2 * eps)
+            assert grads[k].view(-1)[i].item() == pytest.approx(fd, rel=1e-5, abs=1e-8)
+
+
+def test_the_phantom_gradient_tends_to_the_implicit_one_with_more_steps():
+    params, probe = problem()
+    m = exact()
+
+    def grad(backward, steps, damping):
+        leaves = [p.clone().requires_grad_(True) for p in params]
+        return torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss_of(m, backward, steps, damping)(*leaves, probe), leaves)])
+
+    implicit = grad("implicit", 200, 1.0)
+    long, short = grad("phantom", 100, 1.0), grad("phantom", 5, 0.5)
+    assert torch.allclose(long, implicit, rtol=1e-8, atol=1e-10)
+    assert torch.nn.functional.cosine_similarity(short, implicit, dim=0) > 0.9
+    assert not torch.allclose(short, implicit, rtol=1e-3)
+
+
+def test_an_unknown_backward_is_an_error():
+    (x, W, b, a), _ = problem()
+    with pytest.raises(aoc.Error, match="backward"):
+        FixedPoint.apply(x, W, b, a, exact(), "adjoint")
+
+
+def test_a_noisy_machine_draws_new_noise_each_call_unless_told_not_to():
+    (x, W, b, a), _ = problem(n=16)
+    fresh, same = Machine("aoc-16", noise=True, seed=5), Machine("aoc-16", noise=True, seed=5, advance_seed=False)
+    assert not torch.equal(fresh.solve(x, W, b, a), fresh.solve(x, W, b, a))
+    assert torch.equal(same.solve(x, W, b, a), same.solve(x, W, b, a))
+    again = Machine("aoc-16", noise=True, seed=5)
+    assert torch.equal(again.solve(x, W, b, a), Machine("aoc-16", noise=True, seed=5).solve(x, W, b, a))
+
+
+def test_on_the_calibrated_machine_the_layer_means_its_effective_weights_beta_W():
+    # the machine's product is (s/N) t W / max|W|: the layer sets s = N max|beta W|, so W and beta
+    # matter only through beta W, and beta is not lost to the normalisation
+    machine = Machine("aoc-16", precision="f64", rule="relative", tol=1e-12, max_iter=500)
+    a, b = AOCLayer(16, machine, dtype=torch.float64), AOCLayer(16, machine, dtype=torch.float64)
+    b.load_state_dict(a.state_dict())
+    with torch.no_grad():
+        b.weight.mul_(2.0)
+        b.beta.mul_(0.5)
+    x = 0.3 * torch.randn(4, 16, dtype=torch.float64)
+    assert torch.allclose(a(x), b(x), atol=1e-12)
+    with torch.no_grad():
+        b.beta.mul_(0.5)
+    assert not torch.allclose(a(x), b(x), atol=1e-3)
+
+
+def test_a_layer_trains_through_the_noisy_quantized_machine():
+    torch.manual_seed(0)
+    machine = Machine("aoc-16", noise=True, quantize=True, seed=3)
+    layer = AOCLayer(16, machine)
+    x = 0.5 * torch.randn(32, 16)
+    target = torch.tanh(x @ torch.randn(16, 16) / 4)
+    opt = torch.optim.Adam(layer.parameters(), lr=0.02)
+    losses = []
+    for _ in range(40):
+        opt.zero_grad()
+        loss = ((layer(x) - target) ** 2).mean()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert all(p.grad is not None for p in layer.parameters())
+    assert np.mean(losses[-5:]) < 0.7 * np.mean(losses[:5])
+
+
+def test_hardware_aware_training_beats_plain_training_on_the_noisy_machine():
+    # scripts/hardware-aware-training's models at one training seed and fewer steps (docs/python.md)
+    import importlib.machinery
+    import importlib.util
+    import os
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "hardware-aware-training")
+    loader = importlib.machinery.SourceFileLoader("hardware_aware_training", path)
+    script = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+    loader.exec_module(script)
+    noisy = dict(noise=True, quantize=True)
+    x, y = script.data(512, seed=2)
+    plain = script.train(Machine(mode="ideal", precision="f64", rule="relative", tol=1e-9, max_iter=500), 200, seed=0)
+    aware = script.train(Machine("aoc-16", seed=100, **noisy), 200, seed=0)
+    judge = [Machine("aoc-16", seed=10_000 + s, advance_seed=False, **noisy) for s in range(2)]
+    on_machine = {name: np.mean([script.accuracy(m, j, x, y) for j in judge]) for name, m in (("plain", plain), ("aware", aware))}
+    assert on_machine["aware"] > on_machine["plain"] + 0.02
