@@ -212,7 +212,7 @@ void bind_program(py::module_& m) {
         ir::Imported im = ir::import_config(config, o);
         return Model{std::move(im.graph), std::move(im.weights)};
       },
-      py::arg("config"), py::arg("seed") = 0, py::arg("weights") = "", py::arg("shapes_only") = false);
+      py::arg("config"), py::arg("seed") = 1, py::arg("weights") = "", py::arg("shapes_only") = false);
 
   py::class_<ir::Program>(m, "Program")
       .def_static("load", &ir::read_program_h5, py::arg("path"))

@@ -217,6 +217,17 @@ bool numeric(const Results& r, std::size_t k) {
 
 double number_of(const json& v) { return v.is_boolean() ? (v.get<bool>() ? 1.0 : 0.0) : v.get<double>(); }
 
+// A numeric column's type in the file, so that readers get back what the scenario gave: "bool" (every
+// value true or false: int8 0/1), "integer" (every value a whole JSON number: int64), else "float".
+std::string numeric_type(const Results& r, std::size_t k) {
+  bool all_bool = true, all_int = true;
+  for (const Row& row : r.rows) {
+    all_bool = all_bool && row.params[k].is_boolean();
+    all_int = all_int && row.params[k].is_number_integer();
+  }
+  return r.rows.empty() ? "float" : all_bool ? "bool" : all_int ? "integer" : "float";
+}
+
 std::string text_of(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
 json order_of(const std::vector<std::string>& names) { return json(names); }
@@ -256,7 +267,13 @@ void write_results_h5(const std::string& path, const Results& r) {
     for (std::size_t k = 0; k < h.params.size(); ++k) {
       const ParamColumn& c = h.params[k];
       names.push_back(c.name);
-      if (numeric(r, k)) {
+      const std::string type = numeric(r, k) ? numeric_type(r, k) : "text";
+      if (type == "bool" || type == "integer") {
+        std::vector<std::int64_t> v;
+        for (const Row& row : r.rows) v.push_back(type == "bool" ? row.params[k].get<bool>() : row.params[k].get<std::int64_t>());
+        if (type == "bool") put_numbers(params, c.name, std::vector<std::int8_t>(v.begin(), v.end()), H5::PredType::STD_I8LE, H5::PredType::NATIVE_INT8);
+        else put_numbers(params, c.name, v, H5::PredType::STD_I64LE, H5::PredType::NATIVE_INT64);
+      } else if (type == "float") {
         std::vector<double> v;
         for (const Row& row : r.rows) v.push_back(number_of(row.params[k]));
         put_numbers(params, c.name, v, H5::PredType::IEEE_F64LE, H5::PredType::NATIVE_DOUBLE);
@@ -268,6 +285,7 @@ void write_results_h5(const std::string& path, const Results& r) {
       H5::DataSet d = params.openDataSet(c.name);
       h5_put_text_attr(d, "kind", c.kind);
       h5_put_text_attr(d, "fixed", c.fixed ? "yes" : "no");
+      h5_put_text_attr(d, "type", type);
     }
     h5_put_text_attr(params, "order", order_of(names).dump());
 
@@ -328,9 +346,15 @@ Results read_results_h5(const std::string& path) {
         rows_of(column, v.size());
         for (std::size_t i = 0; i < n; ++i) r.rows[i].params.push_back(v[i]);
       } else {
+        // the column's type (files before it was written: float): integers and booleans come back as such
+        const std::string type = d.attrExists("type") ? attr(d, "/" + column + " ", "type") : "float";
         const auto v = h5_numbers(d, where, 1);
         rows_of(column, v.size());
-        for (std::size_t i = 0; i < n; ++i) r.rows[i].params.push_back(v[i]);
+        for (std::size_t i = 0; i < n; ++i) {
+          if (type == "bool") r.rows[i].params.push_back(v[i] != 0);
+          else if (type == "integer") r.rows[i].params.push_back(static_cast<std::int64_t>(v[i]));
+          else r.rows[i].params.push_back(v[i]);
+        }
       }
     }
     const H5::Group metrics = f.openGroup("metrics");

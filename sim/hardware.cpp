@@ -5,6 +5,8 @@
 // only places that look at JSON types, lengths and ranges.
 #include "sim/hardware.hpp"
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -465,18 +467,44 @@ Hardware HardwareFile::load(const std::vector<std::string>& overrides) const {
   return hw;
 }
 
+namespace {
+
+// The folder of the file this code was loaded from: the aoc executable, or the Python module (a
+// shared object the interpreter loaded), as the dynamic loader names it.
+fs::path code_dir() {
+  std::error_code ec;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&bundled_path), &info) && info.dli_fname && std::strchr(info.dli_fname, '/')) {
+    const fs::path p = fs::canonical(info.dli_fname, ec);
+    if (!ec) return p.parent_path();
+  }
+  const fs::path exe = fs::canonical("/proc/self/exe", ec);
+  return ec ? fs::path() : exe.parent_path();
+}
+
+// The data `cmake --install` put beside an installed aoc: PREFIX/share/aoc, found from the binary's
+// (or the module's) own place, so that an installed tree works wherever it is moved.
+fs::path installed_data_dir() {
+  std::error_code ec;
+  fs::path d = code_dir();
+  for (int up = 0; up < 6 && !d.empty(); ++up, d = d.parent_path()) {
+    if (fs::is_directory(d / "share" / "aoc" / "scenarios" / "hardware", ec)) return d / "share" / "aoc";
+    if (d == d.root_path()) break;
+  }
+  return {};
+}
+
+}  // namespace
+
 std::string bundled_path(const std::string& relative) {
   fs::path dir;
   if (const char* env = std::getenv("AOC_DATA_DIR"); env && *env) {
     dir = env;
   } else {
+    static const fs::path installed = installed_data_dir();
+    dir = installed;
 #ifdef AOC_SOURCE_DIR
-    dir = AOC_SOURCE_DIR;
-#endif
-#ifdef AOC_INSTALL_DATA_DIR
-    // an installed aoc whose source tree is gone: the data installed beside it (cmake --install)
-    std::error_code ec;
-    if (!fs::is_directory(dir / "scenarios", ec)) dir = AOC_INSTALL_DATA_DIR;
+    if (dir.empty()) dir = AOC_SOURCE_DIR;  // a binary in its build tree: the source tree it was built from
 #endif
   }
   return (dir / relative).string();

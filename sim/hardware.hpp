@@ -127,7 +127,8 @@ std::string resolve_hardware_path(const std::string& name_or_path);
 // The bundled machines' names (scenarios/hardware/*.json), sorted.
 std::vector<std::string> bundled_machines();
 // A file bundled with aoc, by its path relative to the project's root: under AOC_DATA_DIR when it
-// is set, else in the source tree this aoc was built from, else where `cmake --install` put them.
+// is set; else, for an installed aoc, under PREFIX/share/aoc found from the binary's own place
+// (`cmake --install`; the tree may be moved); else in the source tree this aoc was built from.
 std::string bundled_path(const std::string& relative);
 
 // Readable summary for `aoc hw show`.

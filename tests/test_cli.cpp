@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <chrono>
 #include <iterator>
+#include <map>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -256,4 +258,60 @@ TEST_CASE("cli: an output that names one of the command's inputs is refused befo
   CHECK(bytes(g) == graph);
   CHECK(bytes(p) == program);
   CHECK(bytes(tok) == tokens);
+}
+
+namespace {
+
+// Each subcommand's options as its --help shows them: name -> (base type, default; "" when none shown).
+std::map<std::string, std::map<std::string, std::pair<std::string, std::string>>> shown_options() {
+  std::vector<std::string> commands{"hw list", "hw show"};
+  const std::string top = run_aoc("--help").out;
+  const std::regex sub(R"(\n  ([a-z][a-z-]+) {2,})");
+  for (std::sregex_iterator it(top.begin(), top.end(), sub), end; it != end; ++it)
+    if ((*it)[1] != "hw") commands.push_back((*it)[1]);
+  std::map<std::string, std::map<std::string, std::pair<std::string, std::string>>> by_name;
+  const std::regex opt(R"(\n +(?:-\w, )?(--[a-z0-9-]+)(?: ([A-Z]+)[^\s=]*)?(?:=(\S+))?)");
+  for (const std::string& c : commands) {
+    const std::string help = run_aoc(c + " --help").out;
+    for (std::sregex_iterator it(help.begin(), help.end(), opt), end; it != end; ++it)
+      by_name[(*it)[1]][c] = {(*it)[2], (*it)[3]};
+  }
+  return by_name;
+}
+
+}  // namespace
+
+TEST_CASE("cli: an option has one type and one default in every subcommand that takes it") {
+  // Shared names whose default differs on purpose, each with its reason (docs: the commands' --help).
+  const std::map<std::string, std::string> differ = {
+      {"--precision", "verify-dt checks the golden cases in both precisions unless told one"},
+      {"--threads", "sweep, the long batch job, defaults to the machine's cores; every other command to 1"},
+      {"--batch", "loop's batch of its run; run's is the shape of the --example-input it writes; task requires one"},
+      {"--length", "run's is the shape of the --example-input it writes; task requires one"},
+      {"--iterations", "bench's fixed count of loop iterations per timed run; estimate's K (a mean: a float), default each loop's max_iter"}};
+  const auto by_name = shown_options();
+  REQUIRE(by_name.count("--seed"));
+  CHECK(by_name.at("--seed").size() >= 6);
+  for (const auto& [name, where] : by_name) {
+    if (where.size() < 2 || differ.count(name)) continue;
+    const auto& [first_cmd, first] = *where.begin();
+    for (const auto& [cmd, shown] : where) {
+      INFO(name << ": " << first_cmd << " shows " << first.first << "=" << first.second << ", " << cmd << " " << shown.first << "="
+                << shown.second);
+      CHECK(shown.first == first.first);
+      CHECK(shown.second == first.second);
+    }
+  }
+}
+
+TEST_CASE("cli: hw show applies --set and prints the resolved description as JSON") {
+  const Run r = run_aoc("hw show aoc-48 --set noise.thermal_sigma=0.004");
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("override noise.thermal_sigma=0.004") != std::string::npos);
+  const Run j = run_aoc("hw show aoc-48 --set noise.thermal_sigma=0.004 --json");
+  REQUIRE(j.status == 0);
+  CHECK(nlohmann::json::parse(j.out)["noise"]["thermal_sigma"]["value"] == 0.004);
+  const Run bad = run_aoc("hw show aoc-48 --set noise.no_such=1");
+  CHECK(bad.status != 0);
+  CHECK(one_line(bad.out));
 }

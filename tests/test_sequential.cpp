@@ -354,20 +354,20 @@ TEST_CASE("sequential: an output without a sequence axis and inputs of different
         "interpret: sequential mode needs an input with a sequence axis (rank >= 2, axis 1); graph 'g' has none");
 }
 
-TEST_CASE("sequential: aoc interpret --mode sequential prints the iterations per token") {
+TEST_CASE("sequential: aoc interpret --sequence sequential prints the iterations per token") {
   const auto dir = temp_dir();
   const std::string graph = (dir / "m.json").string(), weights = (dir / "m.h5").string();
   REQUIRE(run_aoc("import " + tiny_mamba2() + " -o " + graph + " --seed 3").status == 0);
-  const Run r = run_aoc("interpret " + graph + " --weights " + weights + " --tokens 3,1,4 --mode sequential");
+  const Run r = run_aoc("interpret " + graph + " --weights " + weights + " --tokens 3,1,4 --sequence sequential");
   INFO(r.out);
   REQUIRE(r.status == 0);
   CHECK(r.out.find("sequential mode") != std::string::npos);
   CHECK(r.out.find("FixedPoint 'deq' sample 0 iterations per token: ") != std::string::npos);
   CHECK(r.out.find(", all converged") != std::string::npos);
-  const Run j = run_aoc("interpret " + graph + " --weights " + weights + " --tokens 3,1,4 --mode sequential --json");
+  const Run j = run_aoc("interpret " + graph + " --weights " + weights + " --tokens 3,1,4 --sequence sequential --json");
   REQUIRE(j.status == 0);
   const auto rec = nlohmann::json::parse(j.out);
   CHECK(rec["mode"] == "sequential");
   CHECK(rec["fixed_points"][0]["iterations"].size() == 3);
-  CHECK(run_aoc("interpret " + graph + " --weights " + weights + " --tokens 3 --mode parallel").status != 0);
+  CHECK(run_aoc("interpret " + graph + " --weights " + weights + " --tokens 3 --sequence parallel").status != 0);
 }

@@ -187,7 +187,7 @@ def read_run_input(path):
     return Result(_aoc.read_run_input(str(path)))
 
 
-def import_config(config, seed=0, weights=None, shapes_only=False):
+def import_config(config, seed=1, weights=None, shapes_only=False):
     """A published implicit model's Hugging Face config.json as a Graph (``aoc import``): seeded
     random weights, a checkpoint's (weights: .safetensors or its index .json), or none (shapes_only)."""
     return _aoc.import_config(str(config), int(seed), str(weights or ""), bool(shapes_only))

@@ -19,7 +19,7 @@ namespace aoc::cli {
 namespace {
 
 struct GpuOpts {
-  std::string config = std::string(AOC_SOURCE_DIR) + "/tests/data/implicit-lm/mamba2-1.3b-implicit/config.json";
+  std::string config = bundled_path("tests/data/implicit-lm/mamba2-1.3b-implicit/config.json");
   std::vector<int> batches{1, 1024, 65536, 1048576}, token_batches{1, 64, 1024};
   int token_iterations = 20;  // K per token for the per-token figure (docs/results.md's K)
   bool skip = false;

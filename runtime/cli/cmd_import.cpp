@@ -20,7 +20,7 @@ namespace {
 
 struct Opts {
   std::string config, output, weights_in, weights_out;
-  std::uint64_t seed = 0;
+  std::uint64_t seed = 1;
   bool shapes_only = false;
   const CLI::Option* seed_option = nullptr;
 };

@@ -17,7 +17,7 @@ namespace aoc::cli {
 namespace {
 
 struct Opts {
-  std::string graph, weights, tokens, mode = "simultaneous";
+  std::string graph, weights, tokens, sequence = "simultaneous";
   int threads = 1;
   bool json = false;
 };
@@ -50,14 +50,14 @@ int run(const Opts& o) {
   t.shape = {1, static_cast<std::int64_t>(t.data.size())};
   ir::InterpretOptions io;
   io.threads = o.threads;
-  const bool sequential = o.mode == "sequential";
+  const bool sequential = o.sequence == "sequential";
   io.mode = sequential ? ir::Mode::Sequential : ir::Mode::Simultaneous;
   const ir::InterpretResult r = ir::interpret(g, w, {{g.inputs[0].name, t}}, io);
   const ir::Tensor& y = r.values.at(g.outputs[0]);
   const std::vector<std::int64_t> argmax = ir::argmax_last(y);
 
   if (o.json) {
-    nlohmann::ordered_json j{{"tool", "aoc interpret"}, {"graph", o.graph}, {"mode", o.mode}, {"tokens", t.data},
+    nlohmann::ordered_json j{{"tool", "aoc interpret"}, {"graph", o.graph}, {"mode", o.sequence}, {"tokens", t.data},
                              {"output", g.outputs[0]}, {"argmax", argmax}};
     j["fixed_points"] = nlohmann::ordered_json::array();
     for (const auto& fp : r.fixed_points)
@@ -65,7 +65,7 @@ int run(const Opts& o) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
-  std::printf("interpret: %s on %zu token(s), batch 1, %s mode\n", o.graph.c_str(), t.data.size(), o.mode.c_str());
+  std::printf("interpret: %s on %zu token(s), batch 1, %s mode\n", o.graph.c_str(), t.data.size(), o.sequence.c_str());
   std::printf("argmax of %s per token:", g.outputs[0].c_str());
   for (auto a : argmax) std::printf(" %lld", static_cast<long long>(a));
   std::printf("\n");
@@ -101,14 +101,14 @@ void add_interpret(CLI::App& app) {
   c->add_option("--weights", o.weights, "the weights HDF5")->check(CLI::ExistingFile);
   c->add_option("--tokens", o.tokens, "the token ids, comma-separated (one sequence, B = 1)")->required();
   c->add_option("--threads", o.threads, "threads for the contractions")->check(CLI::PositiveNumber)->capture_default_str();
-  c->add_option("--mode", o.mode, "simultaneous (the whole sequence per fixed-point step) or sequential (token by token)")
+  c->add_option("--sequence", o.sequence, "simultaneous (the whole sequence per fixed-point step) or sequential (token by token)")
       ->check(CLI::IsMember({"simultaneous", "sequential"}))
       ->capture_default_str();
   c->add_flag("--json", o.json, "print a JSON record");
   c->footer(
       "Prints the argmax of the graph's first output at each token (the predicted next token of a\n"
       "language model) and, per FixedPoint op, the iterations and whether the stop rule was met\n"
-      "(per token with --mode sequential; docs/ir.md, \"Sequential mode\").\n"
+      "(per token with --sequence sequential; docs/ir.md, \"Sequential mode\").\n"
       "Example:\n"
       "  aoc import config.json -o model.json && aoc interpret model.json --weights model.h5 --tokens 3,1,4,1,5");
   c->callback([] { exit_status() = run(o); });

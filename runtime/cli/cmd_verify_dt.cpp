@@ -11,7 +11,7 @@ namespace aoc::cli {
 namespace {
 
 struct Opts {
-  std::string file = std::string(AOC_SOURCE_DIR) + "/tests/data/dt_golden.json";
+  std::string file = bundled_path("tests/data/dt_golden.json");
   std::string precision = "both";
   std::string hw48 = "aoc-48", hw16 = "aoc-16";
   std::string json_out;

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# An installed aoc (cmake --install into a fresh prefix) runs from its own tree: it finds the data
+# installed beside it (PREFIX/share/aoc), not the source tree it was built from; the installed
+# Python package imports and finds the same data. Usage: install_test.sh BUILD_DIR
+set -euo pipefail
+build=$1
+prefix=$(mktemp -d)
+trap 'rm -rf "$prefix"' EXIT
+cmake --install "$build" --prefix "$prefix" > /dev/null
+moved="$prefix/moved"  # the installed tree moved elsewhere: still self-contained
+mkdir "$moved" && mv "$prefix/bin" "$prefix/share" "$prefix/lib" "$moved/"
+out=$("$moved/bin/aoc" hw list)
+echo "$out" | grep -q "in $moved/share/aoc/scenarios/hardware" || { echo "aoc hw list did not read the installed data:"; echo "$out"; exit 1; }
+"$moved/bin/aoc" verify-dt | tail -1
+shown=$("$moved/bin/aoc" hw show aoc-48)  # captured first: grep -q closing the pipe early would fail the run under pipefail
+echo "$shown" | grep -q "^file  *$moved/share/aoc/scenarios/hardware/aoc-48.json" || { echo "hw show: not the installed file:"; echo "$shown" | head -4; exit 1; }
+if [ -d "$moved/lib/python3/dist-packages/aoc" ]; then
+  PYTHONPATH="$moved/lib/python3/dist-packages" /usr/bin/python3 -c "
+import aoc, sys
+path = aoc.Hardware('aoc-16').path
+assert path.startswith('$moved/share/aoc/'), path
+print('python: aoc', aoc.__version__, 'from', aoc.__file__, 'reads', path)
+"
+fi
+echo "installed aoc runs from $moved"
