@@ -23,6 +23,7 @@ def test_read_results_gives_one_row_per_point_with_parameters_and_metrics(cli_re
     assert len(df) == 9 and list(df.index) == list(range(9))
     assert {"converters.slm_bits", "noise_scale", "accuracy", "status", "seed"} <= set(df.columns)
     assert df["accuracy"].dtype == np.float64
+    assert df["converters.slm_bits"].dtype == np.int64 and df["seed"].dtype == np.int64  # the scenario's integers stay integers
     assert df.attrs["config_hash"] and df.attrs["units"]["accuracy"][0] is not None
     assert (df[df["converters.slm_bits"] == 0]["status"] == "error").all()
 
