@@ -315,3 +315,27 @@ TEST_CASE("cli: hw show applies --set and prints the resolved description as JSO
   CHECK(bad.status != 0);
   CHECK(one_line(bad.out));
 }
+
+TEST_CASE("cli: aoc check checks the machine by default, its converters and noise on, and --ideal the lowering alone") {
+  const auto dir = temp_dir() / "check-default";
+  std::filesystem::create_directories(dir);
+  const std::string g = (dir / "st.json").string(), prog = (dir / "st.aocp.h5").string(), tok = (dir / "tok.h5").string();
+  REQUIRE(run_aoc("import " + std::string(AOC_TEST_DATA) + "/implicit-lm/mamba2-state-tracking-implicit/config.json -o " + g).status == 0);
+  REQUIRE(run_aoc("compile " + g + " --hw aoc-48 -o " + prog).status == 0);
+  REQUIRE(run_aoc("run " + prog + " --example-input " + tok + " --batch 1 --length 2").status == 0);
+  REQUIRE(run_aoc("compile " + g + " --hw aoc-48 -o " + prog + " --calibrate " + tok).status == 0);
+  const auto record = [&](const std::string& flags) {
+    const Run r = run_aoc("check " + prog + " --inputs " + tok + " --json --quiet " + flags);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(r.out.substr(r.out.find('{')));  // after a clipping warning (stderr) if any
+  };
+  const auto machine = record(""), off = record("--no-quantize --no-noise"), ideal = record("--ideal");
+  CHECK(machine["quantize"] == true);
+  CHECK(machine["noise"] == true);
+  CHECK(off["quantize"] == false);
+  CHECK(off["noise"] == false);
+  CHECK(ideal["quantize"] == false);
+  CHECK(ideal["max_abs_error"]["max"].get<double>() < 1e-9);
+  CHECK(machine["max_abs_error"]["max"].get<double>() > 1e-3);  // the machine is not the exact lowering
+}

@@ -514,7 +514,7 @@ TEST_CASE("run: a program option given with a loop input is an error naming it")
 
 TEST_CASE("check: a run-time --set is accepted and recorded in the JSON record") {
   const ParityProgram& p = parity_program();
-  const Run r = run_aoc("check " + p.prog + " --inputs " + p.tokens + " --noise --set noise.thermal_sigma=0.05 --json --quiet");
+  const Run r = run_aoc("check " + p.prog + " --inputs " + p.tokens + " --no-quantize --set noise.thermal_sigma=0.05 --json --quiet");
   INFO(r.out);
   REQUIRE(r.status == 0);
   const auto j = nlohmann::json::parse(r.out);

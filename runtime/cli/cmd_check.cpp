@@ -90,8 +90,9 @@ int run(Opts o, const CLI::App* c) {
   if (o.ideal)
     refuse_given(c, "check", {"--quantize", "--noise", "--ideal-optics", "--light-map", "--set"},
                  "does not apply with --ideal (it switches the simulator's converters, noise and optics off)");
-  // --ideal: the lowering alone, so exact optics and, unless --precision says otherwise, float64 products.
-  if (o.ideal) o.ideal_optics = true;
+  // --ideal: the lowering alone, so no converters or noise, exact optics and, unless --precision says
+  // otherwise, float64 products.
+  if (o.ideal) o.ideal_optics = true, o.quantize = o.noise = false;
   if (o.ideal && !c->get_option("--precision")->count()) o.precision = "f64";
   const Hardware hw = program_hardware(p, o.set, "check");
   const auto ref = make_backend(list.reference, &hw);
@@ -267,8 +268,9 @@ void add_check(CLI::App& app) {
   c->add_option("-o,--output", o.json_out, "write the JSON record to this file (with --json)");
   c->footer(
       "The reference runs once, exactly. The sim backend runs once per seed: the machine as measured\n"
-      "(its calibrated optics; --ideal-optics: exact products), with --quantize (SLM codes, DAC, ADC),\n"
-      "--noise and the run-time --set as given; cpu and the GPU references cuda (float64) and cuda-f32\n"
+      "(its calibrated optics; --ideal-optics: exact products) with its converters (SLM codes, DAC, ADC;\n"
+      "--no-quantize: exact) and its noise (--no-noise: none), and the run-time --set as given; --ideal:\n"
+      "all of them off, the lowering alone. cpu and the GPU references cuda (float64) and cuda-f32\n"
       "(float32 products) run once, exactly. ADC-code agreement reads both outputs through the ADC that\n"
       "reads them out (its calibrated range when the program was compiled with --calibrate). 'iterations\n"
       "differing' counts the solves whose step count is not the reference's. A language model (logits\n"
@@ -278,9 +280,10 @@ void add_check(CLI::App& app) {
       "--backends checks none.\n"
       "Exit status 1 when a tolerance is exceeded (the lines starting with FAIL say which).\n"
       "Examples:\n"
-      "  aoc check m.aocp.h5 --inputs tokens.h5 --quantize --noise --seeds 8 --min-argmax-agreement 0.9\n"
-      "  aoc check m.aocp.h5 --inputs tokens.h5 --quantize --noise --set noise.thermal_sigma=0.01 --seeds 4\n"
-      "  aoc check m.aocp.h5 --inputs tokens.h5 --quantize --ideal-optics     the converters alone\n"
+      "  aoc check m.aocp.h5 --inputs tokens.h5 --seeds 8 --min-argmax-agreement 0.9   the machine, 8 noise seeds\n"
+      "  aoc check m.aocp.h5 --inputs tokens.h5 --set noise.thermal_sigma=0.01 --seeds 4\n"
+      "  aoc check m.aocp.h5 --inputs tokens.h5 --no-noise --ideal-optics     the converters alone\n"
+      "  aoc check m.aocp.h5 --inputs tokens.h5 --ideal --max-abs-error 1e-12  the lowering alone\n"
       "  aoc check m.aocp.h5 --inputs tokens.h5 --backends cpu,cuda --max-abs-error 1e-12");
   c->callback([c] {
     require_json_for_output(c, "check");

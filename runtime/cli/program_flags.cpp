@@ -27,8 +27,11 @@ void add_program_flags(CLI::App* c, ProgramFlags& f, bool with_shared) {
               "no progress meter (default: on stderr for runs over about 1 s, with the rate and the time left; "
               "a line redrawn on a terminal, a line every 10 s in a log)");
   if (!with_shared) return;
-  c->add_flag("--quantize", f.quantize, "sim: the program's SLM codes and the DAC/ADC of every conversion (default: exact weights and conversions)");
-  c->add_flag("--noise", f.noise, "sim: the machine's noise, every source its noise section gives (default: none)");
+  // aoc check checks the machine: its converters and noise are on unless switched off
+  f.quantize = f.noise = true;
+  c->add_flag("--quantize,!--no-quantize", f.quantize,
+              "sim: the program's SLM codes and the DAC/ADC of every conversion (default: on; --no-quantize: exact weights and conversions)");
+  c->add_flag("--noise,!--no-noise", f.noise, "sim: the machine's noise, every source its noise section gives (default: on; --no-noise: none)");
   c->add_option("--set", f.set,
                 std::string("sim: change the machine at run time, on top of the program's compile-time overrides, e.g. "
                             "--set noise.thermal_sigma=0.005 (repeatable): ") + kRunTimeSet +

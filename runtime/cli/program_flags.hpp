@@ -19,7 +19,8 @@ struct ProgramFlags : ProgramSettings {
   bool quiet = false;
 };
 
-// Adds --inputs, --sequence, --ideal-optics, --light-map, --quiet; `with_shared` also --quantize, --noise,
+// Adds --inputs, --sequence, --ideal-optics, --light-map, --quiet; `with_shared` (aoc check) also --quantize and
+// --noise, on by default (a check checks the machine; --no-quantize, --no-noise),
 // --set, --precision, --seed, --threads (aoc run has its own of those, shared with the loop).
 void add_program_flags(CLI::App* c, ProgramFlags& f, bool with_shared);
 
