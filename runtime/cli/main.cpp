@@ -117,8 +117,10 @@ int main(int argc, char** argv) {
       for (const CLI::App* c : app.get_subcommands({})) names.push_back(c->get_name());
       if (std::find(names.begin(), names.end(), argv[1]) == names.end()) {
         const std::string best = aoc::jsonr::closest(argv[1], names, std::max<std::size_t>(2, std::strlen(argv[1]) / 3));
-        throw aoc::Error("unknown command '" + std::string(argv[1]) + "'" + (best.empty() ? "" : " (did you mean " + best + "?)") +
-                         "; aoc --help lists the commands");
+        std::string all;
+        for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
+        throw aoc::Error("unknown command '" + std::string(argv[1]) + "'" +
+                         (best.empty() ? "; the commands: " + all : " (did you mean " + best + "?)") + "; aoc --help says what each does");
       }
     }
     app.parse(argc, argv);
