@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -204,6 +205,117 @@ Figure accuracy_plot(const Data& d) {
     return f;
   }
   return metric_plot(d, y, y == "accuracy" ? "Accuracy" : "Agreement with the reference");
+}
+
+// The headline metric: accuracy, else agreement with the reference, else energy per token ("": none).
+std::string headline(const Data& d) {
+  for (const char* m : {"accuracy", "agreement", "energy"})
+    if (d.metric(m)) return m;
+  return "";
+}
+
+// The headline metric against each varied parameter in turn, every point a mark: where three or more
+// parameters vary (or the points are sampled, not a grid) the plots above average the others away,
+// and these small panels show each one. Empty when the plots above already show every parameter.
+std::vector<Figure> parameter_plots(const Data& d) {
+  const std::vector<std::size_t> var = d.varied();
+  const std::string y = headline(d);
+  if (y.empty() || (var.size() < 3 && d.r.header.sampling == "grid") || var.size() < 2) return {};
+  std::vector<Figure> out;
+  const std::vector<double> Y = d.metric_values(y);
+  for (std::size_t k : var) {
+    const std::string xname = d.r.header.params[k].name;
+    Figure f{headline(d) == "energy" ? "Energy per token against " + xname + ", every point"
+                                     : (y == "accuracy" ? "Accuracy" : "Agreement") + std::string(" against ") + xname + ", every point"};
+    const std::vector<double> X = d.param_values(k);
+    std::vector<double> xs, ys;
+    std::vector<std::string> tips;
+    for (std::size_t i = 0; i < X.size(); ++i)
+      if (d.ok(i) && std::isfinite(X[i]) && std::isfinite(Y[i])) {
+        xs.push_back(X[i]), ys.push_back(Y[i]);
+        tips.push_back(d.point_text(i) + ": " + y + " " + num(Y[i]));
+      }
+    if (xs.empty()) continue;
+    svg::Frame fr = frame_of(d, xs, ys, xname, y);
+    fr.right = 24;
+    f.svg = svg::open(fr, f.title) + svg::points(fr, xs, ys, svg::color(out.size()), 3, tips) + svg::close();
+    f.caption = "Every point of the sweep, whatever its other parameters: the spread at one value of " + xname +
+                " is what the other parameters do.";
+    out.push_back(f);
+  }
+  return out;
+}
+
+// Spearman's rank correlation of x and y (ties get their mean rank); NaN when either is constant.
+double rank_correlation(const std::vector<double>& x, const std::vector<double>& y) {
+  const auto ranks = [](const std::vector<double>& v) {
+    std::vector<std::size_t> order(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return v[a] < v[b]; });
+    std::vector<double> r(v.size());
+    for (std::size_t i = 0; i < order.size();) {
+      std::size_t j = i;
+      while (j + 1 < order.size() && v[order[j + 1]] == v[order[i]]) ++j;
+      for (std::size_t k = i; k <= j; ++k) r[order[k]] = 0.5 * static_cast<double>(i + j);
+      i = j + 1;
+    }
+    return r;
+  };
+  const std::vector<double> rx = ranks(x), ry = ranks(y);
+  const double n = static_cast<double>(x.size());
+  double mx = 0, my = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) mx += rx[i] / n, my += ry[i] / n;
+  double sxy = 0, sxx = 0, syy = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    sxy += (rx[i] - mx) * (ry[i] - my), sxx += (rx[i] - mx) * (rx[i] - mx), syy += (ry[i] - my) * (ry[i] - my);
+  }
+  return sxx > 0 && syy > 0 ? sxy / std::sqrt(sxx * syy) : std::numeric_limits<double>::quiet_NaN();
+}
+
+// Which parameter moves which metric (random and Latin-hypercube sweeps, where the points spread
+// over every parameter at once): the rank correlation of each parameter with accuracy, energy and
+// latency over the points that ran, one bar each, from -1 to 1 (a tornado).
+Figure sensitivity_plot(const Data& d) {
+  Figure f{"Sensitivity of each metric to each parameter"};
+  if (d.r.header.sampling == "grid") return {};
+  const std::vector<std::size_t> var = d.varied();
+  std::vector<std::string> metrics;
+  for (const char* m : {"accuracy", "agreement", "energy", "latency"})
+    if (d.metric(m) && !(std::string(m) == "agreement" && d.metric("accuracy"))) metrics.push_back(m);
+  if (var.empty() || metrics.empty()) {
+    f.note = var.empty() ? "No parameter varies between the points." : "The results hold no accuracy, energy or latency.";
+    return f;
+  }
+  svg::Frame fr;
+  fr.x = svg::Axis{"Spearman rank correlation", "", -1, 1};
+  fr.y.label = "";
+  const double rows = static_cast<double>(var.size());
+  fr.y.lo = -0.5, fr.y.hi = rows - 0.5;
+  for (std::size_t r = 0; r < var.size(); ++r) fr.y.categories.push_back({static_cast<double>(var.size() - 1 - r), d.r.header.params[var[r]].name});
+  fr.height = std::max(220.0, 70 + 60 * rows), fr.left = 190;
+  f.svg = svg::open(fr, f.title);
+  std::vector<std::pair<std::string, std::string>> items;
+  const double band = 0.8 / static_cast<double>(metrics.size());
+  for (std::size_t m = 0; m < metrics.size(); ++m) {
+    const std::vector<double> Y = d.metric_values(metrics[m]);
+    for (std::size_t r = 0; r < var.size(); ++r) {
+      const std::vector<double> X = d.param_values(var[r]);
+      std::vector<double> xs, ys;
+      for (std::size_t i = 0; i < X.size(); ++i)
+        if (d.ok(i) && std::isfinite(X[i]) && std::isfinite(Y[i])) xs.push_back(X[i]), ys.push_back(Y[i]);
+      const double rho = xs.size() > 2 ? rank_correlation(xs, ys) : std::numeric_limits<double>::quiet_NaN();
+      if (!std::isfinite(rho)) continue;
+      const double yc = static_cast<double>(var.size() - 1 - r) + 0.4 - band * (static_cast<double>(m) + 0.5);
+      f.svg += svg::rect(fr, std::min(0.0, rho), std::max(0.0, rho), yc - band / 2, yc + band / 2, svg::color(m),
+                         d.r.header.params[var[r]].name + " and " + metrics[m] + ": rank correlation " + num(rho) + " over " +
+                             std::to_string(xs.size()) + " points");
+    }
+    items.push_back({svg::color(m), metrics[m]});
+  }
+  f.svg += svg::line(fr, {0, 0}, {fr.y.lo, fr.y.hi}, "#444", 1) + svg::legend(fr, items) + svg::close();
+  f.caption = "How each parameter orders each metric over the sampled points: +1, the metric rises with the parameter "
+              "everywhere; -1, falls; near 0, the parameter does not move it (or moves it both ways).";
+  return f;
 }
 
 // A table of rows: the point, the two columns, the other headline metrics and the free parameters.
@@ -485,14 +597,16 @@ Page render(const sweep::Results& r, const std::string& source) {
   } catch (const Error&) {
     // the header still has the name and the hash; the description is optional
   }
-  const std::vector<Figure> figures = {
+  std::vector<Figure> figures = {
       accuracy_plot(d),
       d.metric("energy") ? metric_plot(d, "energy", "Energy per token") : Figure{},
       pareto_plot(d, "energy", "latency", "Energy against latency per token"),
       d.metric("accuracy") ? pareto_plot(d, "energy", "accuracy", "Accuracy against energy per token") : Figure{},
       breakdown_plot(d, "energy.", "Energy", "J"),
       breakdown_plot(d, "latency.", "Latency", "s"),
-      iterations_plot(d)};
+      iterations_plot(d),
+      sensitivity_plot(d)};
+  for (Figure& f : parameter_plots(d)) figures.push_back(std::move(f));
   Page p;
   std::string body, tables;
   for (const Figure& f : figures) {

@@ -141,7 +141,10 @@ std::string open(const Frame& f, const std::string& title) {
   std::string s = "<svg class=\"plot\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " + px1(f.width) + " " + px1(f.height) +
                   "\" width=\"" + px1(f.width) + "\" height=\"" + px1(f.height) +
                   "\" font-family=\"sans-serif\" font-size=\"11\" role=\"img\">\n<title>" + esc(title) + "</title>\n";
-  s += "<text x=\"" + px1(x0) + "\" y=\"20\" font-size=\"14\" font-weight=\"bold\">" + esc(title) + "</text>\n";
+  // A title wider than the plot is squeezed to fit, never cut (about 8.8 px per bold 14 px character).
+  const double room = f.width - x0 - 8, wide = 8.8 * static_cast<double>(title.size());
+  s += "<text x=\"" + px1(x0) + "\" y=\"20\" font-size=\"14\" font-weight=\"bold\"" +
+       (wide > room ? " textLength=\"" + px1(room) + "\" lengthAdjust=\"spacingAndGlyphs\"" : std::string()) + ">" + esc(title) + "</text>\n";
   s += "<rect x=\"" + px1(x0) + "\" y=\"" + px1(y0) + "\" width=\"" + px1(x1 - x0) + "\" height=\"" + px1(y1 - y0) +
        "\" fill=\"#fff\" stroke=\"#888\"/>\n";
   // Rotated tick labels when many named ticks would overlap.
@@ -215,7 +218,11 @@ std::string legend(const Frame& f, const std::vector<std::pair<std::string, std:
   for (std::size_t i = 0; i < items.size(); ++i) {
     const double y = f.top + 4 + 17.0 * static_cast<double>(i);
     s += "<rect x=\"" + px1(x) + "\" y=\"" + px1(y) + "\" width=\"12\" height=\"12\" fill=\"" + items[i].first + "\"/>";
-    s += "<text x=\"" + px1(x + 17) + "\" y=\"" + px1(y + 10) + "\">" + esc(items[i].second) + "</text>\n";
+    // a label wider than the margin is squeezed to fit, never cut (about 6.6 px per 11 px character)
+    const double room = f.width - x - 17 - 4, wide = 6.6 * static_cast<double>(items[i].second.size());
+    s += "<text x=\"" + px1(x + 17) + "\" y=\"" + px1(y + 10) + "\"" +
+         (wide > room ? " textLength=\"" + px1(room) + "\" lengthAdjust=\"spacingAndGlyphs\"" : std::string()) + ">" +
+         esc(items[i].second) + "</text>\n";
   }
   return s;
 }

@@ -78,7 +78,46 @@ sweep::Results estimate_results() {
   return r;
 }
 
+// A Latin-hypercube sweep over three parameters: accuracy falls with the noise, energy rises with
+// the modules, the iterations move neither.
+sweep::Results lhs3_results() {
+  sweep::Results r;
+  auto& h = r.header;
+  h.scenario = "l.json", h.name = "lhs3", h.config_hash = "00112233445566ff", h.tool_version = "0.1.0";
+  h.sampling = "lhs", h.workload = "model", h.hardware = "aoc-48", h.seed = 3, h.scenario_json = "{}";
+  h.params = {{"architecture.modules", "hardware", false}, {"noise_scale", "run", false}, {"iterations", "run", false}};
+  h.metrics = {{"accuracy", "1", "max"}, {"energy", "J", "min"}, {"latency", "s", "min"}};
+  for (std::size_t i = 0; i < 60; ++i) {
+    sweep::Row w;
+    const double m = 10 + static_cast<double>((i * 37) % 60), noise = static_cast<double>((i * 17) % 60) / 2, k = 5 + static_cast<double>((i * 11) % 60);
+    w.index = i, w.params = {m, noise, k};
+    w.metrics = {1 - noise / 40, 1e-6 * m, 1e-7 * (1 + static_cast<double>((i * 29) % 7))};
+    r.rows.push_back(w);
+  }
+  h.points = r.rows.size();
+  return r;
+}
+
 }  // namespace
+
+TEST_CASE("report: a three-parameter Latin-hypercube sweep shows every parameter and which one moves which metric") {
+  const report::Page p = report::render(lhs3_results(), "lhs3.h5");
+  for (const char* title : {"Accuracy against architecture.modules, every point", "Accuracy against noise_scale, every point",
+                            "Accuracy against iterations, every point", "Sensitivity of each metric to each parameter"})
+    CHECK(std::find(p.plots.begin(), p.plots.end(), title) != p.plots.end());
+  // the tornado's bars say their correlation: accuracy falls with the noise (-1), energy rises with the modules (+1)
+  CHECK(p.html.find("noise_scale and accuracy: rank correlation -1 over 60 points") != std::string::npos);
+  CHECK(p.html.find("architecture.modules and energy: rank correlation 1 over 60 points") != std::string::npos);
+  CHECK(p.html.find("\"nan") == std::string::npos);
+}
+
+TEST_CASE("report: a grid over two parameters gets no per-parameter panels and no sensitivity plot") {
+  const report::Page p = report::render(model_results(), "results.h5");
+  for (const auto& t : p.plots) {
+    CHECK(t.find("every point") == std::string::npos);
+    CHECK(t.find("Sensitivity") == std::string::npos);
+  }
+}
 
 TEST_CASE("report: a model sweep gets every plot, the header, the failed point and the Pareto points") {
   const sweep::Results r = model_results();
@@ -116,12 +155,15 @@ TEST_CASE("report: a model sweep gets every plot, the header, the failed point a
 TEST_CASE("report: plots whose columns are absent are notes, and a sweep whose points all failed still renders") {
   const report::Page e = report::render(estimate_results(), "e.h5");
   // x: the parameter with the most values; lines: the one with fewer
+  // a Latin hypercube: the sensitivity of energy and latency to each parameter, and a panel per parameter
   CHECK(e.plots == std::vector<std::string>{"Energy per token against iterations and architecture.modules", "Energy against latency per token",
-                                            "Iterations per solve"});
+                                            "Iterations per solve", "Sensitivity of each metric to each parameter",
+                                            "Energy per token against architecture.modules, every point",
+                                            "Energy per token against iterations, every point"});
   REQUIRE(e.notes.size() == 3);
   CHECK(e.notes[0].find("No accuracy or agreement column") != std::string::npos);
   CHECK(e.notes[1].find("\"breakdown\"") != std::string::npos);
-  CHECK(count(e.html, "<svg class=\"plot\"") == 3);
+  CHECK(count(e.html, "<svg class=\"plot\"") == 6);
   CHECK(e.html.find("200 values from") == std::string::npos);  // modules: 8 values, listed
   CHECK(e.html.find("13 values from 5 to 17") != std::string::npos);  // K: a range
 
@@ -149,7 +191,7 @@ TEST_CASE("report: many points are drawn as a sample of bars and as points, not 
     r.rows.push_back(w);
   }
   const report::Page p = report::render(r, "m.h5");
-  CHECK(p.plots.size() == 7);
+  CHECK(p.plots.size() == 8);  // the seven, and the sensitivity of a random sweep
   CHECK(p.html.find("30 of the 500 points, evenly spread") != std::string::npos);
   CHECK(p.html.find("(shares)") != std::string::npos);  // totals over decades
   CHECK(p.html.find("<polyline points=\"") != std::string::npos);  // the Pareto staircase, at least
