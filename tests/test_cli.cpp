@@ -339,3 +339,32 @@ TEST_CASE("cli: aoc check checks the machine by default, its converters and nois
   CHECK(ideal["max_abs_error"]["max"].get<double>() < 1e-9);
   CHECK(machine["max_abs_error"]["max"].get<double>() > 1e-3);  // the machine is not the exact lowering
 }
+
+TEST_CASE("cli: every command that writes files prints a JSON record of what it did with --json") {
+  const auto dir = temp_dir() / "json-records";
+  std::filesystem::create_directories(dir);
+  const auto at = [&](const char* f) { return (dir / f).string(); };
+  const auto record = [&](const std::string& args, const std::string& tool) {
+    const Run r = run_aoc(args + " --json");
+    INFO(args << "\n" << r.out);
+    REQUIRE(r.status == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["tool"] == tool);
+    CHECK(j["version"] == AOC_VERSION);
+    return j;
+  };
+  CHECK(record("task parity --batch 2 --length 4 --tokens " + at("t.h5") + " --labels " + at("l.h5"), "aoc task")["vocabulary"] == 2);
+  const auto imported = record("import " + std::string(AOC_TEST_DATA) + "/implicit-lm/mamba2-state-tracking-implicit/config.json -o " + at("g.json"),
+                               "aoc import");
+  CHECK(imported["weights_from"] == "seeded random");
+  CHECK(imported["fixed_points"].size() == 1);
+  CHECK(record("compile " + at("g.json") + " --hw aoc-48 -o " + at("p.h5"), "aoc compile")["mapping"].is_object());
+  REQUIRE(run_aoc("run " + at("p.h5") + " --example-input " + at("tok.h5") + " --batch 2 --length 3").status == 0);
+  CHECK(record("run " + at("p.h5") + " --inputs " + at("tok.h5") + " -o " + at("o.h5") + " --quantize", "aoc run")["conversions"]["dac"] > 0);
+  REQUIRE(run_aoc("run --example-input " + at("in.h5") + " --n 16 --batch 3").status == 0);
+  const auto loop = record("run " + at("in.h5") + " --hw aoc-16 -o " + at("lo.h5"), "aoc run");
+  const Run text = run_aoc("run " + at("in.h5") + " --hw aoc-16 -o " + at("lo2.h5"));
+  CHECK(text.out.find("digest of the output arrays " + loop["output_digest"].get<std::string>()) != std::string::npos);
+  CHECK(record("sweep " + std::string(AOC_TEST_DATA) + "/sweeps/report-parity.json -o " + at("s.h5") + " --quiet --threads 1", "aoc sweep")["points"] == 9);
+  CHECK(run_aoc("compile " + at("g.json") + " --hw aoc-48 --print --json").status != 0);
+}

@@ -2,6 +2,7 @@
 // report (compiler/passes.hpp, compiler/report.hpp, docs/program.md).
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "compiler/graph_json.hpp"
 #include "compiler/passes.hpp"
@@ -24,10 +25,11 @@ struct Opts {
   double margin = 1.0;
   std::vector<std::string> set;
   int tile_size = 0;
-  bool shapes_only = false, no_quantize = false, no_tile = false, no_gather = false, print_after_all = false, print = false, quiet = false;
+  bool json = false, shapes_only = false, no_quantize = false, no_tile = false, no_gather = false, print_after_all = false, print = false, quiet = false;
 };
 
 int run(const Opts& o) {
+  if (o.json && (o.print || o.print_after_all)) throw Error("compile: --json prints the JSON record alone, not with --print or --print-after-all");
   if (o.quiet && o.calibrate.empty()) throw Error("compile: --quiet applies only with --calibrate (it silences the calibration run's meter)");
   const std::string hw_path = resolve_hardware_path(o.hw);
   const Hardware hw = load_hardware(hw_path, o.set);
@@ -64,11 +66,19 @@ int run(const Opts& o) {
       std::printf("// ----- after %s%s%s -----\n// statistics: %s\n%s\n", pass.name, pass.options.empty() ? "" : " ", pass.options.c_str(),
                   stats.text().empty() ? "none" : stats.text().c_str(), ir::print_program(q).c_str());
   });
-  if (!o.calibrate.empty()) std::printf("calibrated %lld converter range(s) on %s (margin %g)\n", calibrated, o.calibrate.c_str(), o.margin);
+  if (!o.calibrate.empty() && !o.json)
+    std::printf("calibrated %lld converter range(s) on %s (margin %g)\n", calibrated, o.calibrate.c_str(), o.margin);
   if (o.print && !o.print_after_all) std::printf("%s\n", ir::print_program(p).c_str());
   const auto report = ir::mapping_report(p);
   if (!o.output.empty()) ir::write_program_h5(o.output, p);
   if (!o.report_json.empty()) emit_json(report.dump(1), o.report_json);
+  if (o.json) {
+    nlohmann::ordered_json j{{"tool", "aoc compile"}, {"version", AOC_VERSION}, {"graph", o.graph}, {"weights", weights},
+                             {"hardware", hw.name}, {"set", o.set}, {"output", o.output}, {"calibrated_ranges", calibrated}};
+    j["mapping"] = report;
+    emit_json(j.dump(1), "");
+    return 0;
+  }
   std::printf("%s", ir::mapping_report_text(report).c_str());
   if (!o.output.empty())
     std::printf("wrote %s (%s)\n", o.output.c_str(),
@@ -103,6 +113,7 @@ void add_compile(CLI::App& app) {
   c->add_flag("--no-gather", o.no_gather, "keep Linears that read one value as separate products");
   c->add_flag("--print-after-all", o.print_after_all, "print the program after every pass, with the pass's options and statistics");
   c->add_flag("--print", o.print, "print the final program");
+  c->add_flag("--json", o.json, "print the mapping report and what was written as a JSON record (instead of the text report)");
   c->footer(
       "Passes (each followed by the program verifier): name-ops, gather-linear, loop-form,\n"
       "partition, tile, quantize, and calibrate with --calibrate (docs/program.md).\n"

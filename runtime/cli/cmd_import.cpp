@@ -3,6 +3,7 @@
 // "Importing implicit Mamba2 and Llama3 configs".
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "compiler/graph_json.hpp"
@@ -21,7 +22,7 @@ namespace {
 struct Opts {
   std::string config, output, weights_in, weights_out;
   std::uint64_t seed = 1;
-  bool shapes_only = false;
+  bool shapes_only = false, json = false;
   const CLI::Option* seed_option = nullptr;
 };
 
@@ -86,6 +87,21 @@ int run(Opts o) {
     if (w.name.rfind("layer", 0) == 0 && w.name.size() > 5 && w.name.compare(w.name.size() - 5, 5, ".norm") == 0) ++layers;
     if (w.name == "norm_f" || w.name == "loop.W") d_model = std::to_string(w.type.shape[0].size);
   }
+  if (o.json) {
+    nlohmann::ordered_json j{{"tool", "aoc import"}, {"version", AOC_VERSION}, {"config", o.config}, {"graph", o.output},
+                             {"name", m.graph.name}, {"layers", layers}, {"d_model", d_model}, {"parameters", m.parameter_count}};
+    j["weights"] = o.shapes_only ? nlohmann::ordered_json() : nlohmann::ordered_json(wpath);
+    j["weights_from"] = trained ? "checkpoint " + o.weights_in : o.shapes_only ? std::string("none (shapes only)") : "seeded random";
+    if (!trained && !o.shapes_only) j["seed"] = o.seed;
+    if (trained) j["tensors"] = m.weights.size(), j["folded_weight_norms"] = m.folded, j["unused_tensors"] = m.unused_tensors;
+    j["fixed_points"] = nlohmann::ordered_json::array();
+    for (const auto& op : m.graph.ops)
+      if (op.kind == ir::OpKind::FixedPoint)
+        j["fixed_points"].push_back({{"name", op.name}, {"tol", ir::attr_number(op, "tol")}, {"max_iter", ir::attr_int(op, "max_iter")},
+                                     {"damping", ir::attr_number(op, "damping")}, {"rule", ir::attr_string(op, "rule")}});
+    emit_json(j.dump(1), "");
+    return 0;
+  }
   std::printf("import: %s: %s, %d layer(s), d_model %s, %lld parameters\n", o.config.c_str(), m.graph.name.c_str(),
               layers, d_model.c_str(), static_cast<long long>(m.parameter_count));
   bool fixed_point = false;
@@ -126,6 +142,7 @@ void add_import(CLI::App& app) {
                                 "where the config's folder holds trained ones)")
                       ->capture_default_str();
   c->add_flag("--shapes-only", o.shapes_only, "write the graph without weight data (any size; for estimates)");
+  c->add_flag("--json", o.json, "print what was written as a JSON record (model, parameters, fixed points, files, where the weights came from)");
   c->footer(
       "The graph is the model of research/implicit_ssm.md 1.1-1.2: embedding, input injection, a\n"
       "FixedPoint over the Mamba2 (or Llama: CausalAttention + SwiGLU, 1.3) blocks and the final norm (tol, max_iter, damping from deq_params),\n"

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "compiler/program_h5.hpp"
@@ -23,6 +24,7 @@ namespace {
 struct Opts : LoopSettings {
   std::string input, output, example, backend = "sim";
   int n = 0, batch = 16, length = 8;
+  bool json = false;
   ProgramFlags program;  // --inputs, --sequence, --ideal-optics, --quiet (the rest of a program run's options are LoopSettings')
 };
 
@@ -41,7 +43,7 @@ void run_program(const Opts& o, const CLI::App* c) {
   refuse_given(c, "run", {"--n"}, "does not apply to a program (a loop input's state size; a program's example inputs take --batch and --length)");
   const ir::Program p = ir::read_program_h5(o.input);
   if (!o.example.empty()) {
-    refuse_given(c, "run", {"-o", "--inputs", "--backend", "--sequence", "--quantize", "--noise", "--ideal-optics", "--light-map", "--set",
+    refuse_given(c, "run", {"-o", "--json", "--inputs", "--backend", "--sequence", "--quantize", "--noise", "--ideal-optics", "--light-map", "--set",
                             "--precision", "--trace", "--threads", "--quiet", "--first-sample"},
                  "does not apply with --example-input (it writes seeded inputs for the program and exits)");
     write_example_inputs(o.example, p, o.batch, o.length, o.seed);
@@ -77,6 +79,19 @@ void run_program(const Opts& o, const CLI::App* c) {
   m.set = f.set, m.compile_set = p.target.overrides;
   write_program_output(o.output, p, r, m);
   const IterationSummary it = summarize(r);
+  if (o.json) {
+    nlohmann::ordered_json j{{"tool", "aoc run"},       {"version", AOC_VERSION}, {"program", o.input},  {"inputs", f.inputs},
+                             {"output", o.output},      {"backend", o.backend},   {"mode", f.sequence},  {"precision", m.precision},
+                             {"quantize", m.quantize},  {"noise", m.noise},       {"optics", m.optics},  {"seed", f.seed},
+                             {"set", f.set},            {"threads", f.threads},   {"solves", it.solves}, {"converged", it.converged},
+                             {"iterations", {{"mean", it.mean}, {"p99", it.p99}, {"min", it.min}, {"max", it.max}}},
+                             {"seconds", secs}};
+    if (sim)
+      j["conversions"] = {{"dac", r.counters.dac}, {"dac_clipped", r.counters.dac_clipped}, {"adc", r.counters.adc}, {"adc_clipped", r.counters.adc_clipped}},
+      j["programming_seconds"] = r.programming_seconds;
+    emit_json(j.dump(1), "");
+    return;
+  }
   if (sim)
     std::printf("run: %s on %s, backend sim, %s mode, quantize %s, noise %s, optics %s, %s, seed %llu, %d thread(s)\n", o.input.c_str(),
                 f.inputs.c_str(), f.sequence.c_str(), m.quantize ? "on" : "off", m.noise ? "on" : "off", m.optics ? "calibrated" : "ideal",
@@ -113,7 +128,7 @@ void run(const Opts& o, const CLI::App* c) {
   if (o.backend != "sim") throw Error("run: --backend " + o.backend + " applies to a program only (a loop input runs on the simulated core)");
   if (!o.example.empty()) {
     if (!o.input.empty()) throw Error("run: " + o.input + ": not a program; --example-input without one writes a loop input");
-    refuse_given(c, "run", {"-o", "--backend", "--mode", "--alpha", "--anneal", "--rule", "--tol", "--max-iter", "--damping", "--precision",
+    refuse_given(c, "run", {"-o", "--json", "--backend", "--mode", "--alpha", "--anneal", "--rule", "--tol", "--max-iter", "--damping", "--precision",
                             "--quantize", "--noise", "--bandwidth", "--hardware-readout", "--threads", "--trace", "--first-sample"},
                  "does not apply with --example-input (it writes a seeded loop input and exits)");
     return write_example(o, load_machine(o));
@@ -154,6 +169,23 @@ void run(const Opts& o, const CLI::App* c) {
 
   const SolveResult& s = r.solve;
   const int B = static_cast<int>(s.z.rows());
+  if (o.json) {
+    const auto [lo, hi] = std::minmax_element(s.iterations.begin(), s.iterations.end());
+    double mean = 0;
+    for (int i : s.iterations) mean += i / static_cast<double>(B);
+    emit_json(nlohmann::ordered_json{{"tool", "aoc run"}, {"version", AOC_VERSION}, {"input", o.input}, {"output", o.output},
+                                     {"hardware", hw.name}, {"samples", B}, {"n", p.W.rows()}, {"mode", o.mode}, {"rule", o.rule},
+                                     {"precision", o.precision}, {"quantize", o.quantize}, {"noise", o.noise}, {"seed", o.seed},
+                                     {"set", o.set}, {"threads", o.threads},
+                                     {"converged", std::count(s.converged.begin(), s.converged.end(), 1)},
+                                     {"iterations", {{"mean", mean}, {"min", *lo}, {"max", *hi}}}, {"steps", s.steps},
+                                     {"output_digest", run_output_digest(r, m)},
+                                     {"fixed_point_digest", digest_hex(s.z.data(), sizeof(double) * s.z.size())},
+                                     {"config_hash", loop_config_hash(o, hw, cfg, view_of(p))}, {"seconds", secs}}
+                  .dump(1),
+              "");
+    return;
+  }
   const int conv = static_cast<int>(std::count(s.converged.begin(), s.converged.end(), 1));
   const auto [imin, imax] = std::minmax_element(s.iterations.begin(), s.iterations.end());
   double imean = 0;
@@ -193,6 +225,7 @@ void add_run(CLI::App& app) {
       ->capture_default_str();
   add_program_flags(c, o.program, false);
   c->add_option("--length", o.length, "a program's --example-input: the sequence length")->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_flag("--json", o.json, "print what ran as a JSON record (settings, convergence, iterations, conversions, digests, seconds)");
   c->footer(
       "Examples:\n"
       "  aoc run --example-input in.h5 --n 48 --batch 16 --seed 1    a seeded loop input\n"

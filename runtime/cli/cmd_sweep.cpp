@@ -2,6 +2,7 @@
 // mpirun on every rank), each finished point kept at once, resumable (runtime/sweep_run.hpp,
 // docs/scenarios.md).
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "runtime/cli/commands.hpp"
 #include "runtime/output.hpp"
@@ -14,6 +15,7 @@ namespace {
 struct Opts {
   std::string scenario;
   sweep::SweepOptions run;
+  bool json = false;
 };
 
 int run(const Opts& o) {
@@ -21,6 +23,14 @@ int run(const Opts& o) {
   const sweep::SweepSummary s = sweep::run_sweep(o.scenario, o.run);
   if (s.stopped) return 1;
   if (!s.root) return 0;
+  if (o.json) {
+    emit_json(nlohmann::ordered_json{{"tool", "aoc sweep"}, {"version", AOC_VERSION}, {"scenario", o.scenario}, {"output", o.run.output},
+                                     {"csv", o.run.csv}, {"points", s.points}, {"ran", s.ran}, {"done_before", s.done_before},
+                                     {"failed", s.failed}, {"seconds", s.seconds}, {"threads", s.threads}, {"ranks", s.ranks}}
+                  .dump(1),
+              "");
+    return 0;
+  }
   if (s.ran == 0 && s.done_before == s.points) {
     std::printf("sweep: %s: all %zu points were done before (%zu failed); %s is complete\n", o.scenario.c_str(), s.points, s.failed,
                 o.run.output.c_str());
@@ -53,6 +63,7 @@ void add_sweep(CLI::App& app) {
   c->add_flag("--quiet", o.run.quiet,
               "no progress meter (default: on stderr once a sweep runs over about 1 s: points done, rate, time left, failures; "
               "a line every 10 s when stderr is not a terminal)");
+  c->add_flag("--json", o.json, "print the summary as a JSON record (points run, done before, failed, seconds, threads, ranks, files)");
   c->footer(
       "Each finished point is appended at once to RESULTS.h5.partial (one JSON line, synced to disk);\n"
       "when every point is done the HDF5 file is written (temporary file, renamed into place) and the\n"

@@ -2,6 +2,7 @@
 // input of a trained model's program, /tokens) and the labels (/labels, what `aoc check --labels`
 // scores the outputs against). The same seed gives the same batch as the trainer's stream.
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "compiler/graph_json.hpp"
 #include "models/tasks.hpp"
@@ -16,6 +17,7 @@ struct Opts {
   std::string task, tokens, labels;
   int batch = 16, length = 64;
   std::uint64_t seed = 1;
+  bool json = false;
 };
 
 int run(const Opts& o) {
@@ -24,6 +26,13 @@ int run(const Opts& o) {
   const tasks::SeqBatch b = tasks::sample(task, o.batch, o.length, o.seed, 0);
   ir::write_weights_h5(o.tokens, {{"tokens", b.tokens_tensor()}});
   ir::write_weights_h5(o.labels, {{"labels", b.targets_tensor()}});
+  if (o.json) {
+    emit_json(nlohmann::ordered_json{{"tool", "aoc task"}, {"version", AOC_VERSION}, {"task", o.task}, {"batch", o.batch}, {"length", o.length},
+                                     {"vocabulary", task.vocab}, {"seed", o.seed}, {"tokens", o.tokens}, {"labels", o.labels}}
+                  .dump(1),
+              "");
+    return 0;
+  }
   std::printf("task %s: %d sequences of %d tokens (vocabulary %d), seed %llu: wrote %s (/tokens) and %s (/labels)\n", o.task.c_str(),
               o.batch, o.length, task.vocab, static_cast<unsigned long long>(o.seed), o.tokens.c_str(), o.labels.c_str());
   return 0;
@@ -40,6 +49,7 @@ void add_task(CLI::App& app) {
   c->add_option("--seed", o.seed, "the data stream (the trainer draws from stream 0, its evaluation from 1000)")->capture_default_str();
   c->add_option("--tokens", o.tokens, "the tokens file to write (/tokens, the model's input)")->required();
   c->add_option("--labels", o.labels, "the labels file to write (/labels, for aoc check --labels)")->required();
+  c->add_flag("--json", o.json, "print what was written as a JSON record (task, shape, vocabulary, seed, files)");
   c->footer("Example:\n  aoc task parity --batch 16 --length 64 --seed 7 --tokens tok.h5 --labels lab.h5\n"
             "  aoc check prog.h5 --inputs tok.h5 --labels lab.h5 --sequence sequential --quantize --noise");
   c->callback([] { exit_status() = run(o); });
