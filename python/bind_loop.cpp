@@ -91,6 +91,17 @@ py::dict solve_as(const py::array& W, const py::array& x, const py::array& bias,
   return d;
 }
 
+// A loop problem's arrays, moved into NumPy: W, x, bias, z0.
+py::dict problem_arrays(LoopProblem&& p) {
+  py::dict d;
+  const auto n = static_cast<py::ssize_t>(p.bias.size());
+  d["W"] = owned_matrix(std::move(p.W));
+  d["x"] = owned_matrix(std::move(p.x));
+  d["bias"] = owned_array(std::vector<double>(p.bias.data(), p.bias.data() + n), {n});
+  d["z0"] = owned_matrix(std::move(p.z0));
+  return d;
+}
+
 py::array zeros_like_dtype(const py::array& like, std::vector<py::ssize_t> shape) {
   py::array a(like.dtype(), std::move(shape));
   std::memset(a.mutable_data(), 0, static_cast<std::size_t>(a.nbytes()));
@@ -109,8 +120,12 @@ py::dict solve(py::array W, py::array x, py::object bias, py::object z0, const L
   const auto all = [&](auto mappable_as) { return mappable_as(W) && mappable_as(x) && mappable_as(b) && mappable_as(z); };
   if (all([](const py::array& a) { return mappable<double>(a); })) return solve_as<double>(W, x, b, z, s, given, true);
   if (all([](const py::array& a) { return mappable<float>(a); })) return solve_as<float>(W, x, b, z, s, given, true);
-  const auto f64 = [](const py::array& a) { return py::array(py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(a)); };
-  return solve_as<double>(f64(W), f64(x), f64(b), f64(z), s, given, false);
+  const auto f64 = [](const py::array& a, const char* name) {
+    py::array d = py::array_t<double, py::array::c_style | py::array::forcecast>::ensure(a);
+    if (!d) throw Error(std::string(name) + ": not an array of numbers");
+    return d;
+  };
+  return solve_as<double>(f64(W, "W"), f64(x, "x"), f64(b, "bias"), f64(z, "z0"), s, given, false);
 }
 
 }  // namespace
@@ -146,25 +161,14 @@ void bind_loop(py::module_& m) {
       "random_problem",
       [](int n, int batch, std::uint64_t seed, int first_sample) {
         if (n < 1 || batch < 1) throw Error("random_problem: n and batch must be at least 1");
-        LoopProblem p = random_problem(n, batch, seed, first_sample);
-        py::dict d;
-        d["W"] = owned_matrix(std::move(p.W));
-        d["x"] = owned_matrix(std::move(p.x));
-        d["bias"] = owned_array(std::vector<double>(p.bias.data(), p.bias.data() + p.bias.size()), {n});
-        d["z0"] = owned_matrix(std::move(p.z0));
-        return d;
+        return problem_arrays(random_problem(n, batch, seed, first_sample));
       },
       py::arg("n"), py::arg("batch"), py::arg("seed"), py::arg("first_sample") = 0);
   m.def(
       "read_run_input",
       [](const std::string& path) {
         RunInput in = read_run_input(path);
-        py::dict d;
-        const int n = static_cast<int>(in.problem.bias.size());
-        d["W"] = owned_matrix(std::move(in.problem.W));
-        d["x"] = owned_matrix(std::move(in.problem.x));
-        d["bias"] = owned_array(std::vector<double>(in.problem.bias.data(), in.problem.bias.data() + n), {n});
-        d["z0"] = owned_matrix(std::move(in.problem.z0));
+        py::dict d = problem_arrays(std::move(in.problem));
         d["alpha"] = in.alpha;
         d["beta"] = in.beta;
         d["gamma"] = in.gamma;

@@ -142,20 +142,13 @@ py::dict check(const ir::Program& p, const py::dict& inputs, int seeds, const Pr
 }
 
 py::object estimate(const ir::Program& p, const py::object& iterations, std::int64_t seq_len, const std::vector<std::string>& set) {
-  const std::string recorded = p.target.hardware_path.empty() ? p.target.hardware : p.target.hardware_path;
-  std::string hw_path = resolve_hardware_path(recorded);
-  std::vector<std::string> overrides = p.target.overrides;
-  overrides.insert(overrides.end(), set.begin(), set.end());
-  const Hardware hw = load_hardware(hw_path, overrides);
+  const EstimateTarget t = estimate_target(p, p.graph.name, "", set);
   ProgramEstimateOptions po;
   if (!iterations.is_none()) po.iterations = iterations.cast<double>();
   if (seq_len < 1) throw Error("estimate: seq_len must be at least 1");
   po.seq_len = seq_len;
-  std::string how = "program " + p.graph.name + ", compiled for " + p.target.hardware + " (passes: ";
-  for (std::size_t i = 0; i < p.passes.size(); ++i) how += (i ? ", " : "") + p.passes[i];
-  how += ")";
-  const ProgramEstimate e = estimate_program(p, hw, po);
-  return to_python(program_estimate_json(e, hw, hw_path, overrides, how));
+  const ProgramEstimate e = estimate_program(p, t.hw, po);
+  return to_python(program_estimate_json(e, t.hw, t.path, t.overrides, t.source));
 }
 
 }  // namespace

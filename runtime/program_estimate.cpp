@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <set>
 
@@ -356,6 +357,22 @@ ProgramEstimate estimate_program(const Program& p, const Hardware& hw, const Pro
                       "token (a weight-stationary mapping needs " + std::to_string(e.cores) + " modules: --set architecture.modules=" +
                       std::to_string(e.cores) + ")");
   return e;
+}
+
+EstimateTarget estimate_target(const ir::Program& p, const std::string& program_name, const std::string& hw_given,
+                               const std::vector<std::string>& set) {
+  EstimateTarget t;
+  const std::string recorded = p.target.hardware_path.empty() ? p.target.hardware : p.target.hardware_path;
+  t.path = resolve_hardware_path(hw_given.empty() ? recorded : hw_given);
+  // a program compiled elsewhere: its recorded file may not exist here, its bundled name may
+  if (hw_given.empty() && !std::filesystem::exists(t.path)) t.path = resolve_hardware_path(p.target.hardware);
+  t.overrides = p.target.overrides;
+  t.overrides.insert(t.overrides.end(), set.begin(), set.end());
+  t.hw = load_hardware(t.path, t.overrides);
+  t.source = "program " + program_name + ", compiled for " + p.target.hardware + " (passes: ";
+  for (std::size_t i = 0; i < p.passes.size(); ++i) t.source += (i ? ", " : "") + p.passes[i];
+  t.source += ")";
+  return t;
 }
 
 Program compile_for_estimate(const Graph& g, const Hardware& hw, const std::string& hw_path,

@@ -12,6 +12,7 @@
 
 #include "compiler/program.hpp"
 #include "sim/energy.hpp"
+#include "sim/hardware.hpp"
 
 namespace aoc {
 
@@ -75,6 +76,18 @@ struct ProgramEstimate {
 // (same name, channels and modules: else an error saying to recompile). Throws aoc::Error, e.g.
 // naming timing.digital_gmac_per_s when the program has digital work and the file lacks it.
 ProgramEstimate estimate_program(const ir::Program& p, const Hardware& hw, const ProgramEstimateOptions& o = {});
+
+// The machine a compiled program is estimated on: the file it was compiled for (`hw_given` instead
+// when not empty; the recorded file, else its bundled name when the file is not here) with its
+// compile-time overrides, then `set`. `source` says what is estimated, for the report.
+struct EstimateTarget {
+  Hardware hw;
+  std::string path;
+  std::vector<std::string> overrides;
+  std::string source;
+};
+EstimateTarget estimate_target(const ir::Program& p, const std::string& program_name, const std::string& hw_given,
+                               const std::vector<std::string>& set);
 
 // A graph compiled for `hw` in memory, shapes only: the pipeline without quantize (for estimates
 // of a graph JSON; `aoc compile` writes a program file).

@@ -225,7 +225,7 @@ std::vector<Figure> parameter_plots(const Data& d) {
   const std::vector<double> Y = d.metric_values(y);
   for (std::size_t k : var) {
     const std::string xname = d.r.header.params[k].name;
-    Figure f{headline(d) == "energy" ? "Energy per token against " + xname + ", every point"
+    Figure f{y == "energy" ? "Energy per token against " + xname + ", every point"
                                      : (y == "accuracy" ? "Accuracy" : "Agreement") + std::string(" against ") + xname + ", every point"};
     const std::vector<double> X = d.param_values(k);
     std::vector<double> xs, ys;
@@ -288,7 +288,6 @@ Figure sensitivity_plot(const Data& d) {
   }
   svg::Frame fr;
   fr.x = svg::Axis{"Spearman rank correlation", "", -1, 1};
-  fr.y.label = "";
   const double rows = static_cast<double>(var.size());
   fr.y.lo = -0.5, fr.y.hi = rows - 0.5;
   for (std::size_t r = 0; r < var.size(); ++r) fr.y.categories.push_back({static_cast<double>(var.size() - 1 - r), d.r.header.params[var[r]].name});

@@ -208,24 +208,20 @@ void put_numbers(H5::Group& g, const std::string& name, const std::vector<T>& v,
   if (n) d.write(v.data(), mem);
 }
 
-// A parameter column is numbers when every value is a number (booleans as 0 and 1), else text.
-bool numeric(const Results& r, std::size_t k) {
-  for (const Row& row : r.rows)
-    if (!row.params[k].is_number() && !row.params[k].is_boolean()) return false;
-  return true;
-}
-
 double number_of(const json& v) { return v.is_boolean() ? (v.get<bool>() ? 1.0 : 0.0) : v.get<double>(); }
 
-// A numeric column's type in the file, so that readers get back what the scenario gave: "bool" (every
-// value true or false: int8 0/1), "integer" (every value a whole JSON number: int64), else "float".
-std::string numeric_type(const Results& r, std::size_t k) {
-  bool all_bool = true, all_int = true;
+// A parameter column's type in the file, so that readers get back what the scenario gave: "bool"
+// (every value true or false: int8 0/1), "integer" (every value a whole JSON number: int64), "float"
+// (numbers, booleans among them as 0 and 1), else "text".
+std::string column_type(const Results& r, std::size_t k) {
+  bool all_bool = !r.rows.empty(), all_int = !r.rows.empty();
   for (const Row& row : r.rows) {
-    all_bool = all_bool && row.params[k].is_boolean();
-    all_int = all_int && row.params[k].is_number_integer();
+    const json& v = row.params[k];
+    if (!v.is_number() && !v.is_boolean()) return "text";
+    all_bool = all_bool && v.is_boolean();
+    all_int = all_int && v.is_number_integer();
   }
-  return r.rows.empty() ? "float" : all_bool ? "bool" : all_int ? "integer" : "float";
+  return all_bool ? "bool" : all_int ? "integer" : "float";
 }
 
 std::string text_of(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
@@ -267,7 +263,7 @@ void write_results_h5(const std::string& path, const Results& r) {
     for (std::size_t k = 0; k < h.params.size(); ++k) {
       const ParamColumn& c = h.params[k];
       names.push_back(c.name);
-      const std::string type = numeric(r, k) ? numeric_type(r, k) : "text";
+      const std::string type = column_type(r, k);
       if (type == "bool" || type == "integer") {
         std::vector<std::int64_t> v;
         for (const Row& row : r.rows) v.push_back(type == "bool" ? row.params[k].get<bool>() : row.params[k].get<std::int64_t>());

@@ -407,19 +407,26 @@ bool physical_section(const std::string& s) {
 
 }  // namespace
 
-Hardware load_hardware(const std::string& path, const std::vector<std::string>& overrides) {
-  const Reader r(path);
+namespace {
+
+// The file parsed, its overrides applied, not yet validated.
+json overridden_document(const Reader& r, const std::string& path, const std::vector<std::string>& overrides) {
   json doc = jsonr::parse_text<json>(read_text(path), path);
   r.object(doc, "");
   for (const auto& o : overrides) apply_override(r, doc, o);
-  return read_document(r, path, doc);
+  return doc;
+}
+
+}  // namespace
+
+Hardware load_hardware(const std::string& path, const std::vector<std::string>& overrides) {
+  const Reader r(path);
+  return read_document(r, path, overridden_document(r, path, overrides));
 }
 
 json hardware_document(const std::string& path, const std::vector<std::string>& overrides) {
   const Reader r(path);
-  json doc = jsonr::parse_text<json>(read_text(path), path);
-  r.object(doc, "");
-  for (const auto& o : overrides) apply_override(r, doc, o);
+  json doc = overridden_document(r, path, overrides);
   read_document(r, path, doc);  // validated as a load would
   return doc;
 }

@@ -1,7 +1,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "compiler/graph_json.hpp"
@@ -289,16 +288,8 @@ int run_program(const Opts& o) {
     how = "graph " + o.program + " compiled here for " + hw.name + " (shapes only, no quantize)";
   } else {
     p = ir::read_program_h5(o.program);
-    const std::string recorded = p.target.hardware_path.empty() ? p.target.hardware : p.target.hardware_path;
-    hw_path = resolve_hardware_path(o.hw_given ? o.hw : recorded);
-    // a program compiled elsewhere: its recorded file may not exist here, its bundled name may
-    if (!o.hw_given && !std::filesystem::exists(hw_path)) hw_path = resolve_hardware_path(p.target.hardware);
-    overrides = p.target.overrides;
-    overrides.insert(overrides.end(), o.set.begin(), o.set.end());
-    hw = load_hardware(hw_path, overrides);
-    how = "program " + o.program + ", compiled for " + p.target.hardware + " (passes: ";
-    for (std::size_t i = 0; i < p.passes.size(); ++i) how += (i ? ", " : "") + p.passes[i];
-    how += ")";
+    EstimateTarget t = estimate_target(p, o.program, o.hw_given ? o.hw : "", o.set);
+    hw = std::move(t.hw), hw_path = std::move(t.path), overrides = std::move(t.overrides), how = std::move(t.source);
   }
   ProgramEstimateOptions po;
   if (o.iterations >= 0) po.iterations = o.iterations;

@@ -2,9 +2,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "compiler/program_h5.hpp"
 #include "runtime/cli/commands.hpp"
@@ -147,6 +145,7 @@ void run(const Opts& o, const CLI::App* c) {
   const LoopRunResult r = run_loop(hw, cfg, p, ro);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
+  const std::string hash = loop_config_hash(o, hw, cfg, view_of(p));
   RunOutputMeta m;
   m.quantized = o.quantize;
   m.trace = o.trace;
@@ -156,7 +155,7 @@ void run(const Opts& o, const CLI::App* c) {
             {"input", o.input},
             {"hardware", hw.name},
             {"hardware_file", hw.path},
-            {"config_hash", loop_config_hash(o, hw, cfg, view_of(p))},
+            {"config_hash", hash},
             {"mode", o.mode},
             {"alpha", numbers_text(cfg.alpha, "none")},
             {"beta", numbers_text(cfg.beta, "none (the mode's gain)")},
@@ -169,36 +168,29 @@ void run(const Opts& o, const CLI::App* c) {
 
   const SolveResult& s = r.solve;
   const int B = static_cast<int>(s.z.rows());
+  const IterationSummary it = summarize(s.iterations, s.converged);
+  const std::string digest = run_output_digest(r, m), fixed_points = digest_hex(s.z.data(), sizeof(double) * s.z.size());
   if (o.json) {
-    const auto [lo, hi] = std::minmax_element(s.iterations.begin(), s.iterations.end());
-    double mean = 0;
-    for (int i : s.iterations) mean += i / static_cast<double>(B);
     emit_json(nlohmann::ordered_json{{"tool", "aoc run"}, {"version", AOC_VERSION}, {"input", o.input}, {"output", o.output},
                                      {"hardware", hw.name}, {"samples", B}, {"n", p.W.rows()}, {"mode", o.mode}, {"rule", o.rule},
                                      {"precision", o.precision}, {"quantize", o.quantize}, {"noise", o.noise}, {"seed", o.seed},
                                      {"set", o.set}, {"threads", o.threads},
-                                     {"converged", std::count(s.converged.begin(), s.converged.end(), 1)},
-                                     {"iterations", {{"mean", mean}, {"min", *lo}, {"max", *hi}}}, {"steps", s.steps},
-                                     {"output_digest", run_output_digest(r, m)},
-                                     {"fixed_point_digest", digest_hex(s.z.data(), sizeof(double) * s.z.size())},
-                                     {"config_hash", loop_config_hash(o, hw, cfg, view_of(p))}, {"seconds", secs}}
+                                     {"converged", it.converged},
+                                     {"iterations", {{"mean", it.mean}, {"min", it.min}, {"max", it.max}}}, {"steps", s.steps},
+                                     {"output_digest", digest}, {"fixed_point_digest", fixed_points}, {"config_hash", hash},
+                                     {"seconds", secs}}
                   .dump(1),
               "");
     return;
   }
-  const int conv = static_cast<int>(std::count(s.converged.begin(), s.converged.end(), 1));
-  const auto [imin, imax] = std::minmax_element(s.iterations.begin(), s.iterations.end());
-  double imean = 0;
-  for (int i : s.iterations) imean += i / static_cast<double>(B);
   std::printf("run: %s: %d samples, N = %d; %s (%d channels), mode %s, alpha %s\n", o.input.c_str(), B,
               static_cast<int>(p.W.rows()), hw.name.c_str(), hw.channels, o.mode.c_str(), numbers_text(cfg.alpha, "none").c_str());
   std::printf("     %s stop rule (tol %.0e, max %d), %s, quantize %s, noise %s, seed %llu, %d thread(s)\n", o.rule.c_str(),
               o.tol, o.max_iter, o.precision.c_str(), o.quantize ? "on" : "off", o.noise ? "on" : "off",
               static_cast<unsigned long long>(o.seed), o.threads);
-  std::printf("%d of %d samples converged; iterations per sample: mean %.1f, min %d, max %d; %d steps run; %.3g ms\n", conv,
-              B, imean, *imin, *imax, s.steps, secs * 1e3);
-  std::printf("digest of the output arrays %s (fixed points %s)\nwrote %s\n", run_output_digest(r, m).c_str(),
-              digest_hex(s.z.data(), sizeof(double) * s.z.size()).c_str(), o.output.c_str());
+  std::printf("%lld of %d samples converged; iterations per sample: mean %.1f, min %d, max %d; %d steps run; %.3g ms\n", it.converged,
+              B, it.mean, it.min, it.max, s.steps, secs * 1e3);
+  std::printf("digest of the output arrays %s (fixed points %s)\nwrote %s\n", digest.c_str(), fixed_points.c_str(), o.output.c_str());
 }
 
 }  // namespace

@@ -100,6 +100,8 @@ def test_one_sample_may_be_given_as_a_vector():
     (dict(x=np.zeros((4, 40))), "x: expected shape"),
     (dict(bias=np.zeros(3)), "bias: expected shape"),
     (dict(x=np.full((2, 48), np.nan)), "x: contains NaN"),
+    (dict(W=np.array([["a"]])), "W: not an array of numbers"),
+    (dict(bias="x"), "bias: not an array of numbers"),
     (dict(mode="bogus"), "mode: expected one of default, all-off, ideal"),
     (dict(hw="no-such-machine"), "no such hardware file"),
     (dict(set={"noise.thermal_sigma": -1}), "noise.thermal_sigma"),
