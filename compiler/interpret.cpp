@@ -329,6 +329,7 @@ class Interp {
     st.op = op.name.empty() ? op.outputs[0] : op.name;
     st.iterations = sr.iterations;
     st.converged = sr.converged;
+    st.shape = {static_cast<std::size_t>(S)};
     Tensor result = make(zshape);
     for (std::int64_t r = 0; r < S; ++r)
       for (std::int64_t j = 0; j < N; ++j) result.data[r * N + j] = sr.z(r, j);
@@ -409,7 +410,7 @@ InterpretResult run_sequential(const Graph& g, const Env& inputs, Interp& run, b
     if (t == 0)
       for (const auto& st : run.stats) {
         const size_t n = st.iterations.size() * static_cast<size_t>(L);
-        fps.push_back({st.op, std::vector<int>(n, 0), std::vector<std::uint8_t>(n, 0)});
+        fps.push_back({st.op, std::vector<int>(n, 0), std::vector<std::uint8_t>(n, 0), {st.iterations.size(), static_cast<size_t>(L)}});
       }
     if (run.stats.size() != fps.size()) throw Error("interpret: sequential mode: token " + std::to_string(t) + " ran another set of FixedPoints");
     for (size_t k = 0; k < fps.size(); ++k)

@@ -63,6 +63,7 @@ struct FixedPointStats {
   std::string op;  // the op's name (its first output's name when it has none)
   std::vector<int> iterations;
   std::vector<std::uint8_t> converged;
+  std::vector<std::size_t> shape;  // of iterations and converged: [B], or [B, L] in sequential mode
 };
 
 struct InterpretResult {

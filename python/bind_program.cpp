@@ -81,9 +81,10 @@ py::dict run_result(ProgramResult&& r, const ProgramSettings& s, const std::stri
   for (ir::FixedPointStats& f : r.fixed_points) {
     py::dict one;
     one["op"] = f.op;
-    const auto n = static_cast<py::ssize_t>(f.iterations.size());
-    one["iterations"] = owned_array(std::move(f.iterations), {n});
-    one["converged"] = bool_array(f.converged);
+    // [B], or [B, L] in sequential mode (one solve per sample and token)
+    const std::vector<py::ssize_t> shape(f.shape.begin(), f.shape.end());
+    one["iterations"] = owned_array(std::move(f.iterations), shape);
+    one["converged"] = bool_array(f.converged).attr("reshape")(py::tuple(py::cast(shape)));
     fps.append(one);
   }
   d["fixed_points"] = fps;

@@ -74,8 +74,8 @@ void write_program_output(const std::string& path, const ir::Program&, const Pro
   for (const auto& [name, t] : r.values)
     arrays.push_back({name, std::vector<std::size_t>(t.shape.begin(), t.shape.end()), t.data, false});
   for (const auto& fp : r.fixed_points) {
-    arrays.push_back({fp.op + ".iterations", {fp.iterations.size()}, std::vector<double>(fp.iterations.begin(), fp.iterations.end()), true});
-    arrays.push_back({fp.op + ".converged", {fp.converged.size()}, std::vector<double>(fp.converged.begin(), fp.converged.end()), true});
+    arrays.push_back({fp.op + ".iterations", fp.shape, std::vector<double>(fp.iterations.begin(), fp.iterations.end()), true});
+    arrays.push_back({fp.op + ".converged", fp.shape, std::vector<double>(fp.converged.begin(), fp.converged.end()), true});
   }
   std::string bytes;
   for (const auto& a : arrays) bytes.append(reinterpret_cast<const char*>(a.values.data()), sizeof(double) * a.values.size());

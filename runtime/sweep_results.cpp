@@ -390,11 +390,16 @@ void write_results_csv(const std::string& path, const Results& r) {
     out += s;
   };
   for (const auto& p : r.header.params) cell(quote(p.name));
-  // A metric named like a parameter (iterations) is "metric.NAME" here.
-  for (const auto& m : r.header.metrics)
-    cell(quote(std::any_of(r.header.params.begin(), r.header.params.end(), [&](const ParamColumn& p) { return p.name == m.name; })
-                   ? "metric." + m.name
-                   : m.name));
+  // A metric named like a parameter (iterations) is "metric.NAME" here; a metric with a unit says
+  // it, "energy [J]", as the HDF5 file's unit attribute does (dimensionless ones, unit "1", do not).
+  for (const auto& m : r.header.metrics) {
+    std::string name =
+        std::any_of(r.header.params.begin(), r.header.params.end(), [&](const ParamColumn& p) { return p.name == m.name; })
+            ? "metric." + m.name
+            : m.name;
+    if (!m.unit.empty() && m.unit != "1") name += " [" + m.unit + "]";
+    cell(quote(name));
+  }
   out += '\n';
   for (const Row& row : r.rows) {
     out += std::to_string(row.index);

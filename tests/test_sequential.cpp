@@ -153,7 +153,7 @@ TEST_CASE("sequential: Delay gives the previous token, zeros first, in both mode
   CHECK_THROWS_WITH(verify(g, nullptr), Catch::Contains("state") && Catch::Contains("rank"));
 }
 
-TEST_CASE("sequential: per-token FixedPoint stats are sample-major, one solve per token") {
+TEST_CASE("sequential: per-token FixedPoint stats are sample-major, one solve per token, shaped B x L") {
   // z = a z + c per element, relative tol 1e-3: a = 0.5 takes 10 steps, a = 0.25 takes 6
   Graph g;
   g.inputs = {decl("c", {2, 2, 1}, {"B", "L"}), decl("a", {2, 2, 1}, {"B", "L"})};
@@ -171,6 +171,7 @@ TEST_CASE("sequential: per-token FixedPoint stats are sample-major, one solve pe
   CHECK(r.fixed_points[0].op == "fp");
   CHECK(r.fixed_points[0].iterations == std::vector<int>{10, 6, 6, 10});  // b0 t0, b0 t1, b1 t0, b1 t1
   CHECK(r.fixed_points[0].converged == std::vector<std::uint8_t>{1, 1, 1, 1});
+  CHECK(r.fixed_points[0].shape == std::vector<std::size_t>{2, 2});
   const Tensor& z = r.values.at("zstar");
   CHECK(z.shape == std::vector<std::int64_t>{2, 2, 1});
   CHECK(z.data[0] == Approx(2 - std::pow(2.0, -9)));

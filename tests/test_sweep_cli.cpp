@@ -122,6 +122,26 @@ TEST_CASE("sweep cli: a sweep killed midway (SIGKILL) and resumed gives the rows
   CHECK(done.out.find("all 80 points were done before") != std::string::npos);
 }
 
+TEST_CASE("sweep cli: the CSV header carries each metric's unit, none for dimensionless ones") {
+  const std::string s = write_scenario(
+      "units.json", {{"format", "aoc-sweep"}, {"version", 1}, {"name", "units"}, {"workload", {{"graph", kRoot + "/models/graphs/tiny-deq.json"}}},
+                     {"hardware", "aoc-16"}, {"sampling", {{"method", "grid"}}}, {"fixed", {{"iterations", 10}}},
+                     {"parameters", {{"timing.loop_period_ns", {{"values", {20, 40}}}}}}});
+  const std::string out = (dir() / "units.h5").string(), csv = (dir() / "units.csv").string();
+  const Run r = run_aoc("sweep " + s + " -o " + out + " --csv " + csv + " --quiet");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  std::ifstream in(csv);
+  std::string header;
+  std::getline(in, header);
+  INFO(header);
+  CHECK(header.rfind("index,seed,status,error,", 0) == 0);
+  CHECK(header.find(",timing.loop_period_ns,") != std::string::npos);
+  CHECK(header.find(",energy [J],") != std::string::npos);
+  CHECK(header.find(",latency [s]") != std::string::npos);
+  CHECK(header.find("[1]") == std::string::npos);
+}
+
 TEST_CASE("sweep cli: a failing point records its error and the others complete, and pareto lists the front") {
   const std::string s = write_scenario(
       "fail.json", {{"format", "aoc-sweep"}, {"version", 1}, {"name", "fail"}, {"workload", {{"graph", kRoot + "/models/graphs/tiny-deq.json"}}},

@@ -226,7 +226,7 @@ def _program_run(self, inputs, backend="sim", *, quantize=False, noise=False, id
     quantize (SLM codes and every DAC/ADC), noise, ideal_optics, precision ("f32", "f64"), light_map,
     set (run-time overrides: noise.*, timing.*, converter bits), seed. sequence: "simultaneous" or
     "sequential". Returns a Result: outputs {name: float64 array}, fixed_points [{op, iterations,
-    converged}], counters (DAC/ADC conversions and clips), precision."""
+    converged}] (shape [B], or [B, L] sequential), counters (DAC/ADC conversions and clips), precision."""
     s = _program_settings(quantize, noise, ideal_optics, precision, light_map, set, seed, threads, sequence, trace)
     r = Result(self._run(_inputs(inputs), backend, s, int(first_sample)))
     r["fixed_points"] = [Result(f) for f in r["fixed_points"]]

@@ -106,3 +106,14 @@ def test_an_unknown_backend_is_an_error_listing_them(cli_program):
     d, tokens = cli_program
     with pytest.raises(aoc.Error, match="sim"):
         aoc.load_program(d / "m.aocp.h5").run(tokens, backend="tpu")
+
+
+def test_sequential_runs_give_iterations_per_sample_and_token_shaped_b_by_l(cli_program, cli):
+    d, tokens = cli_program
+    cli("run", d / "m.aocp.h5", "--inputs", d / "tok.h5", "--backend", "cpu", "--sequence", "sequential", "-o", d / "seq.h5")
+    r = aoc.load_program(d / "m.aocp.h5").run(tokens, backend="cpu", sequence="sequential")
+    fp = r.fixed_points[0]
+    assert fp.iterations.shape == (2, 6) and fp.converged.shape == (2, 6)
+    with h5py.File(d / "seq.h5") as f:
+        assert f[fp.op + ".iterations"].shape == (2, 6) and f[fp.op + ".converged"].shape == (2, 6)
+        assert np.array_equal(f[fp.op + ".iterations"][...], fp.iterations)
