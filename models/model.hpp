@@ -57,6 +57,9 @@ class SequenceModel {
   virtual ir::WeightStore weights() const = 0;
 
   void set_hardware_aware(const HardwareAware& h) { hw_ = h; }
+  // The hardware-aware noise counter: a training checkpoint stores it so a resumed run draws on.
+  std::uint64_t noise_draws() const { return draws_; }
+  void set_noise_draws(std::uint64_t d) { draws_ = d; }
 
  protected:
   HardwareAware hw_;

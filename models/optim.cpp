@@ -30,6 +30,33 @@ void AdamW::step(const std::vector<Param*>& params, double lr) {
   }
 }
 
+AdamW::Saved AdamW::save(const std::vector<Param*>& params) const {
+  Saved s;
+  s.steps = steps_;
+  for (const Param* p : params) {
+    const auto it = state_.find(p);
+    const bool has = it != state_.end() && it->second.m.size() == p->value.size();
+    s.m.push_back(has ? it->second.m : Mat::Zero(p->value.rows(), p->value.cols()));
+    s.v.push_back(has ? it->second.v : Mat::Zero(p->value.rows(), p->value.cols()));
+    s.t.push_back(has ? it->second.t : 0);
+  }
+  return s;
+}
+
+void AdamW::restore(const std::vector<Param*>& params, const Saved& s) {
+  if (s.m.size() != params.size() || s.v.size() != params.size() || s.t.size() != params.size())
+    throw Error("AdamW::restore: moments of " + std::to_string(s.m.size()) + " params, the model has " + std::to_string(params.size()));
+  state_.clear();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const Param* p = params[i];
+    if (s.m[i].rows() != p->value.rows() || s.m[i].cols() != p->value.cols() || s.v[i].rows() != p->value.rows() ||
+        s.v[i].cols() != p->value.cols())
+      throw Error("AdamW::restore: moments of '" + p->name + "' are " + shape_of(s.m[i]) + ", the param " + shape_of(p->value));
+    state_[p] = {s.m[i], s.v[i], s.t[i]};
+  }
+  steps_ = s.steps;
+}
+
 double clip_grad_norm(const std::vector<Param*>& params, double max_norm) {
   double sq = 0.0;
   for (const Param* p : params) sq += p->grad.squaredNorm();

@@ -17,6 +17,16 @@ struct AdamW {
   void step(const std::vector<Param*>& params, double lr);
   long long steps() const { return steps_; }  // calls to step()
 
+  // The moments of each param (in the order of `params`) and the step counts: what a training
+  // checkpoint stores; restore() puts them back, so the next step() is the one an unbroken run takes.
+  struct Saved {
+    std::vector<Mat> m, v;
+    std::vector<long long> t;
+    long long steps = 0;
+  };
+  Saved save(const std::vector<Param*>& params) const;
+  void restore(const std::vector<Param*>& params, const Saved& s);
+
  private:
   struct Moments {
     Mat m, v;

@@ -48,12 +48,16 @@ std::pair<Mat, int> solve(SequenceModel& m, const Mat& u, int B, int L, int max_
 
 }  // namespace
 
-void train(SequenceModel& m, const TrainOptions& o, const std::function<void(const TrainStep&)>& log) {
+void train(SequenceModel& m, const TrainOptions& o, const std::function<void(const TrainStep&)>& log, TrainState* state) {
   const tasks::Task task = tasks::parse_task(o.task);
   if (task.vocab != m.vocab())
     throw Error("train: task " + o.task + " has " + std::to_string(task.vocab) + " tokens, the model " + std::to_string(m.vocab()));
   if (o.steps < 1 || o.batch < 1 || o.length < 1) throw Error("train: steps, batch and length must be at least 1");
-  ad::AdamW opt;
+  TrainState fresh;
+  TrainState& st = state ? *state : fresh;
+  if (st.step < 0 || st.step > o.steps)
+    throw Error("train: resuming at step " + std::to_string(st.step) + " of " + std::to_string(o.steps));
+  ad::AdamW& opt = st.opt;
   opt.beta2 = o.beta2;
   opt.weight_decay = o.weight_decay;
   const std::vector<ad::Param*> params = m.params();
@@ -64,7 +68,7 @@ void train(SequenceModel& m, const TrainOptions& o, const std::function<void(con
   const ScopedThreads one(1);
   const auto t0 = std::chrono::steady_clock::now();
   m.set_hardware_aware(o.hardware);
-  for (int step = 0; step < o.steps; ++step) {
+  for (int step = st.step; step < o.steps; ++step) {
     const tasks::SeqBatch data = tasks::sample(task, o.batch, L, o.seed, static_cast<std::uint64_t>(step));
     for (ad::Param* p : params) p->zero_grad();
     Tape t;
@@ -93,6 +97,7 @@ void train(SequenceModel& m, const TrainOptions& o, const std::function<void(con
     const double norm = ad::clip_grad_norm(params, o.clip);
     const double lr = ad::warmup_cosine(step, o.steps, o.warmup, o.lr);
     opt.step(params, lr);
+    st.step = step + 1;
     if (log)
       log({step, t.value(loss)(0, 0), lr, norm, solve_steps,
            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});

@@ -17,6 +17,7 @@
 
 #include "compiler/interpret.hpp"
 #include "models/model.hpp"
+#include "models/optim.hpp"
 
 namespace aoc::models {
 
@@ -42,8 +43,19 @@ struct TrainStep {
   double seconds = 0;        // since the start
 };
 
-// Trains in place; `log` (if given) sees every step.
-void train(SequenceModel& m, const TrainOptions& o, const std::function<void(const TrainStep&)>& log = {});
+// Where a run stands: the next step and the optimizer's moments (with the model's weights and its
+// noise counter, what a checkpoint holds: runtime/train_checkpoint.hpp). A run from a restored state
+// takes the steps an unbroken run takes, bit for bit (the data and the learning rate are keyed by
+// the step).
+struct TrainState {
+  int step = 0;
+  ad::AdamW opt;
+};
+
+// Trains in place from `state` (from step 0 with fresh moments when null); `log` (if given) sees
+// every step, after the optimizer's update, with `state` already at the next step.
+void train(SequenceModel& m, const TrainOptions& o, const std::function<void(const TrainStep&)>& log = {},
+           TrainState* state = nullptr);
 
 struct EvalOptions {
   std::string task = "parity";

@@ -12,6 +12,7 @@
 #include "models/train.hpp"
 #include "sim/error.hpp"
 #include "sim/files.hpp"
+#include "sim/json_reader.hpp"
 #include "tests/graph_support.hpp"
 #include "tests/support.hpp"
 
@@ -173,6 +174,60 @@ TEST_CASE("cli: aoc train writes a model folder the importer reads, and names a 
   const Run bad = run_aoc("train " + scen + " -o " + out);
   CHECK(bad.status != 0);
   CHECK_THAT(bad.out, Catch::Contains("tiny.json: model.d_modle: unknown key"));
+}
+
+TEST_CASE("cli: aoc train stopped and resumed from its checkpoint gives the weights of an unbroken run, bit for bit") {
+  const auto dir = temp_dir() / "train-resume";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string scen = (dir / "tiny.json").string();
+  // 6 steps, 2 in the unrolled phase: the stop at step 3 falls in the solve phase
+  aoc::write_file_atomic(scen, R"({"format": "aoc-train", "version": 1, "name": "tiny", "task": "parity",
+    "model": {"implicit": true, "d_model": 8, "d_state": 2, "expand": 2, "headdim": 8},
+    "train": {"length": 8, "batch": 4, "steps": 6, "bounded_fraction": 0.34}, "eval": {"lengths": [8], "batch": 4}})");
+  const std::string whole = (dir / "whole").string(), parts = (dir / "parts").string();
+  REQUIRE(run_aoc("train " + scen + " -o " + whole + " --quiet").status == 0);
+  const Run stop = run_aoc("train " + scen + " -o " + parts + " --stop-after 3");
+  INFO(stop.out);
+  REQUIRE(stop.status == 0);
+  CHECK_THAT(stop.out, Catch::Contains("stopped after step 3 of 6"));
+  CHECK(std::filesystem::exists(dir / "parts" / "checkpoint.h5"));
+  CHECK(!std::filesystem::exists(dir / "parts" / "weights.h5"));
+  const Run again = run_aoc("train " + scen + " -o " + parts);
+  CHECK(again.status != 0);
+  CHECK_THAT(again.out, Catch::Contains("checkpoint.h5: the checkpoint of an unfinished run; --resume continues it"));
+  const Run resumed = run_aoc("train " + scen + " -o " + parts + " --resume");
+  INFO(resumed.out);
+  REQUIRE(resumed.status == 0);
+  CHECK_THAT(resumed.out, Catch::Contains("resumed from") && Catch::Contains("at step 3 of 6"));
+  CHECK(!std::filesystem::exists(dir / "parts" / "checkpoint.h5"));
+  const ir::WeightStore a = ir::read_weights_h5((dir / "whole" / "weights.h5").string()),
+                        b = ir::read_weights_h5((dir / "parts" / "weights.h5").string());
+  REQUIRE(a.size() == b.size());
+  for (const auto& [name, t] : a) {
+    INFO(name);
+    CHECK(b.at(name).data == t.data);
+  }
+  const auto curve = [](const std::filesystem::path& p) { return aoc::jsonr::parse_file(p.string()).at("loss_curve"); };
+  CHECK(curve(dir / "whole" / "train.json") == curve(dir / "parts" / "train.json"));
+}
+
+TEST_CASE("cli: aoc train refuses to resume another scenario's checkpoint or a folder without one") {
+  const auto dir = temp_dir() / "train-resume-bad";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string scen = (dir / "tiny.json").string(), out = (dir / "m").string();
+  const std::string body = R"("model": {"implicit": true, "d_model": 8, "d_state": 2, "expand": 2, "headdim": 8},
+    "eval": {"lengths": [8], "batch": 4}, "train": {"length": 8, "batch": 4, "steps": )";
+  aoc::write_file_atomic(scen, R"({"format": "aoc-train", "version": 1, "name": "tiny", "task": "parity", )" + body + "4}}");
+  const Run none = run_aoc("train " + scen + " -o " + out + " --resume");
+  CHECK(none.status != 0);
+  CHECK_THAT(none.out, Catch::Contains("no checkpoint to continue"));
+  REQUIRE(run_aoc("train " + scen + " -o " + out + " --stop-after 2").status == 0);
+  aoc::write_file_atomic(scen, R"({"format": "aoc-train", "version": 1, "name": "tiny", "task": "parity", )" + body + "5}}");
+  const Run other = run_aoc("train " + scen + " -o " + out + " --resume");
+  CHECK(other.status != 0);
+  CHECK_THAT(other.out, Catch::Contains("checkpoint.h5: a checkpoint of another scenario"));
 }
 
 TEST_CASE("models: hardware-aware training sees quantized weights and fresh noise, and passes the gradient through") {

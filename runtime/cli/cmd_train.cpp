@@ -1,6 +1,7 @@
 // aoc train SCENARIO.json -o DIR: trains a state-tracking model (models/train.hpp) and writes it as
 // a model directory: config.json (the importer's format), weights.h5, train.json (the scenario, the
-// loss curve, the evaluations, seed, version and config hash). docs/models.md.
+// loss curve, the evaluations, seed, version and config hash). docs/models.md. While it trains it
+// keeps DIR/checkpoint.h5 (runtime/train_checkpoint.hpp); --resume continues a killed run from it.
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -13,6 +14,7 @@
 #include "models/train_scenario.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/output.hpp"
+#include "runtime/train_checkpoint.hpp"
 #include "sim/error.hpp"
 #include "sim/json_reader.hpp"
 
@@ -22,8 +24,31 @@ namespace {
 
 struct Opts {
   std::string scenario, output;
-  int threads = 1;
-  bool quiet = false;
+  int threads = 1, checkpoint_every = 0, stop_after = 0;
+  bool quiet = false, resume = false;
+};
+
+// Time left from the current phase's recent steps: the unrolled phase's steps are several times
+// faster than the solve phase's, so a mean over the whole run says too little early on; before the
+// solve phase has run a step, its time is not guessed.
+struct TimeLeft {
+  std::vector<double> at;  // the run's seconds after each step of the current phase
+  int phase = -1;
+  std::string update(int step, int steps, int bounded, double seconds) {
+    const int ph = step < bounded ? 0 : 1;
+    if (ph != phase) at.clear(), phase = ph;
+    at.push_back(seconds);
+    const std::size_t w = std::min<std::size_t>(at.size() - 1, 50);
+    if (w == 0) return "";
+    const double per = (at.back() - at[at.size() - 1 - w]) / static_cast<double>(w);
+    char buf[160];
+    if (ph == 0)
+      std::snprintf(buf, sizeof buf, ", ~%.0f s left in the unrolled phase, then %d solve steps (slower)", per * (bounded - step - 1),
+                    steps - bounded);
+    else
+      std::snprintf(buf, sizeof buf, ", ~%.0f s left (%.3g s a step), then the evaluations", per * (steps - step - 1), per);
+    return buf;
+  }
 };
 
 int run(const Opts& o) {
@@ -35,21 +60,61 @@ int run(const Opts& o) {
               m.implicit() ? "implicit" : "explicit", (std::to_string(m.width()) + "-wide").c_str(),
               s.kind == "aoc-ssm" ? "AOC-native SSM" : "Mamba2", static_cast<long long>(m.parameter_count()), s.train.task.c_str(),
               s.train.length, s.train.batch, s.train.steps);
+  const std::string scenario_text = jsonr::parse_file(o.scenario).dump();
+  const std::string config_hash = digest_hex(scenario_text.data(), scenario_text.size());
+  const std::string checkpoint = (std::filesystem::path(o.output) / "checkpoint.h5").string();
   const auto start = std::chrono::steady_clock::now();
   const std::clock_t cpu_start = std::clock();  // process CPU time: what the run costs on an unloaded machine
-  double train_seconds = 0;
+  // Seconds of the run's earlier processes (a resumed run adds them up).
+  double before_train = 0, before_total = 0, before_cpu = 0, train_seconds = 0;
   nlohmann::ordered_json curve = nlohmann::ordered_json::array();
+  models::TrainState state;
+  if (o.resume) {
+    if (!std::filesystem::exists(checkpoint)) throw Error("train: --resume: " + checkpoint + ": no checkpoint to continue (train without --resume)");
+    const nlohmann::ordered_json log = read_train_checkpoint(checkpoint, m, state, config_hash);
+    curve = log.at("loss_curve");
+    before_train = log.at("train_seconds").get<double>(), before_total = log.at("total_seconds").get<double>();
+    before_cpu = log.at("cpu_seconds").get<double>();
+    std::printf("  resumed from %s at step %d of %d (%.0f s of training before)\n", checkpoint.c_str(), state.step, s.train.steps,
+                before_train);
+  } else if (std::filesystem::exists(checkpoint)) {
+    throw Error("train: " + checkpoint + ": the checkpoint of an unfinished run; --resume continues it (delete it to start afresh)");
+  }
+  const auto log_so_far = [&](double seconds) {
+    return nlohmann::ordered_json{{"loss_curve", curve},
+                                  {"train_seconds", before_train + seconds},
+                                  {"total_seconds", before_total + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()},
+                                  {"cpu_seconds", before_cpu + static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC}};
+  };
+  std::filesystem::create_directories(o.output);
   const int every = std::max(1, s.train.steps / 20);
-  models::train(m, s.train, [&](const models::TrainStep& st) {
-    curve.push_back({st.step, st.loss, st.solve_iterations});
-    train_seconds = st.seconds;
-    if (!o.quiet && (st.step % every == 0 || st.step + 1 == s.train.steps)) {
-      const double left = st.seconds / (st.step + 1) * (s.train.steps - st.step - 1);
-      std::printf("  step %5d/%d  loss %.4g  lr %.3g  |grad| %.3g  solve %2d  %.0f s, ~%.0f s left\n", st.step + 1, s.train.steps, st.loss,
-                  st.lr, st.grad_norm, st.solve_iterations, st.seconds, left);
-      std::fflush(stdout);
-    }
-  });
+  const int save_every = o.checkpoint_every > 0 ? o.checkpoint_every : every;
+  const int bounded = static_cast<int>(std::lround(s.train.bounded_fraction * s.train.steps));
+  TimeLeft left;
+  struct Stop {};
+  try {
+    models::train(
+      m, s.train,
+      [&](const models::TrainStep& st) {
+        curve.push_back({st.step, st.loss, st.solve_iterations});
+        train_seconds = st.seconds;
+        const std::string eta = left.update(st.step, s.train.steps, bounded, st.seconds);
+        if (!o.quiet && (st.step % every == 0 || st.step + 1 == s.train.steps)) {
+          std::printf("  step %5d/%d  loss %.4g  lr %.3g  |grad| %.3g  solve %2d  %.0f s%s\n", st.step + 1, s.train.steps, st.loss, st.lr,
+                      st.grad_norm, st.solve_iterations, before_train + st.seconds, eta.c_str());
+          std::fflush(stdout);
+        }
+        const bool stop = o.stop_after > 0 && state.step == o.stop_after && state.step < s.train.steps;
+        if ((state.step % save_every == 0 || stop) && state.step < s.train.steps)
+          write_train_checkpoint(checkpoint, m, state, config_hash, log_so_far(st.seconds));
+        if (stop) throw Stop{};
+      },
+      &state);
+  } catch (const Stop&) {
+    std::printf("stopped after step %d of %d: %s holds the run; aoc train %s -o %s --resume goes on\n", o.stop_after, s.train.steps,
+                checkpoint.c_str(), o.scenario.c_str(), o.output.c_str());
+    return 0;
+  }
   nlohmann::ordered_json evals = nlohmann::ordered_json::array();
   for (const std::string& mode : s.eval_modes)
     for (int L : s.eval_lengths) {
@@ -72,19 +137,18 @@ int run(const Opts& o) {
       if (!std::isfinite(t.data[i]))
         throw Error("train: weight '" + name + "' diverged to NaN or inf during training (element " + std::to_string(i) +
                     "): nothing written; lower train.lr or train.clip in " + o.scenario);
-  std::filesystem::create_directories(o.output);
   const std::string cfg = m.config().dump(1) + "\n";
-  const std::string scenario_text = jsonr::parse_file(o.scenario).dump();
+  const nlohmann::ordered_json so_far = log_so_far(train_seconds);
   nlohmann::ordered_json log{{"tool", "aoc train"}, {"version", AOC_VERSION}, {"scenario", jsonr::parse_file(o.scenario)},
-                             {"config_hash", digest_hex(scenario_text.data(), scenario_text.size())},
+                             {"config_hash", config_hash},
                              {"model_seed", s.model_seed}, {"data_seed", s.train.seed}, {"parameters", m.parameter_count()},
-                             {"train_seconds", train_seconds},
-                             {"total_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()},
-                             {"cpu_seconds", static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC},
+                             {"train_seconds", so_far["train_seconds"]}, {"total_seconds", so_far["total_seconds"]},
+                             {"cpu_seconds", so_far["cpu_seconds"]}, {"resumed", o.resume},
                              {"loss_curve_columns", {"step", "loss", "solve_iterations"}}, {"loss_curve", curve}, {"eval", evals}};
   ir::write_weights_h5((std::filesystem::path(o.output) / "weights.h5").string(), weights);
   write_file_atomic((std::filesystem::path(o.output) / "config.json").string(), cfg);
   write_file_atomic((std::filesystem::path(o.output) / "train.json").string(), log.dump(1) + "\n");
+  std::filesystem::remove(checkpoint);  // the model is whole: nothing left to resume
   std::printf("wrote %s/{config.json, weights.h5, train.json}\n", o.output.c_str());
   return 0;
 }
@@ -98,6 +162,11 @@ void add_train(CLI::App& app) {
   c->add_option("-o,--output", o.output, "the model folder to write")->required();
   c->add_option("--threads", o.threads, "threads for the evaluation (training runs on one: its weights do not depend on the machine)")->check(CLI::PositiveNumber)->capture_default_str();
   c->add_flag("--quiet", o.quiet, "no progress lines");
+  c->add_flag("--resume", o.resume, "continue the run DIR/checkpoint.h5 holds (a killed run): the same weights as an unbroken run");
+  c->add_option("--stop-after", o.stop_after, "stop after this step with a checkpoint (jobs in time slices); --resume goes on")
+      ->check(CLI::PositiveNumber);
+  c->add_option("--checkpoint-every", o.checkpoint_every, "steps between checkpoints (DIR/checkpoint.h5; default: every 5 % of the steps)")
+      ->check(CLI::PositiveNumber);
   c->footer(
       "The model folder is what aoc import reads (config.json) with its weights (weights.h5):\n"
       "  aoc import DIR/config.json --shapes-only -o g.json && aoc compile g.json --weights DIR/weights.h5 ...\n"
