@@ -90,7 +90,11 @@ bool bits_like(const std::string& n) { return n.find("bits") != std::string::npo
 struct Figure {
   explicit Figure(std::string t = "") : title(std::move(t)) {}
   std::string title, svg, note, caption, table;
+  std::string dominant;  // a stacked chart's component of more than 90 %, which hides the others
 };
+
+// A stacked chart, and where one component dominates it, the chart of the others beside it.
+std::vector<Figure> breakdown_plots(const Data& d, const std::string& prefix, const std::string& what, const std::string& unit);
 
 // Keeps an accuracy-like axis within [0, 1], where the data are.
 void clamp_fraction(svg::Axis& a, const std::vector<double>& v) {
@@ -343,6 +347,17 @@ std::string points_table(const Data& d, const std::vector<std::size_t>& rows, co
   return t;
 }
 
+// Every point's parameters and metrics, so that nothing in the plots is only in a tooltip: open
+// where the sweep is small, a click away where it is long.
+std::string every_point(const Data& d) {
+  std::vector<std::size_t> rows(d.r.rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = i;
+  constexpr std::size_t kOpen = 60, kCap = 5000;
+  return "<h2>Every point</h2>\n<details" + std::string(rows.size() <= kOpen ? " open" : "") + "><summary>" + std::to_string(rows.size()) +
+         " points: their parameters and metrics (a failed point has none)</summary>\n" + points_table(d, rows, {}, kCap) +
+         "</details>\n";
+}
+
 // Every point of two metrics, and the Pareto front (sweep::pareto_front, as `aoc pareto`) drawn as
 // the staircase that bounds the region no point reaches.
 Figure pareto_plot(const Data& d, const std::string& xn, const std::string& yn, const std::string& title) {
@@ -387,9 +402,11 @@ Figure pareto_plot(const Data& d, const std::string& xn, const std::string& yn, 
 }
 
 // The per-token energy (or latency) of each point by component, stacked. Many points: an even
-// spread of them by total, so the chart stays readable.
-Figure breakdown_plot(const Data& d, const std::string& prefix, const std::string& what, const std::string& unit) {
-  Figure f{what + " per token by component"};
+// spread of them by total, so the chart stays readable. `without`: a component left out (the one
+// that dominates, so the second chart shows the small ones).
+Figure breakdown_plot(const Data& d, const std::string& prefix, const std::string& what, const std::string& unit,
+                      const std::string& without = "") {
+  Figure f{what + " per token by component" + (without.empty() ? "" : ", without " + without)};
   std::vector<std::string> parts;
   std::vector<std::vector<double>> cols;
   for (const auto& m : d.r.header.metrics) {
@@ -398,6 +415,7 @@ Figure breakdown_plot(const Data& d, const std::string& prefix, const std::strin
     if (std::none_of(v.begin(), v.end(), [](double x) { return std::isfinite(x) && x > 0; })) continue;  // a line no point uses
     std::string p = m.name.substr(prefix.size());
     std::replace(p.begin(), p.end(), '_', ' ');
+    if (p == without) continue;
     parts.push_back(p), cols.push_back(std::move(v));
   }
   if (parts.empty()) {
@@ -424,11 +442,25 @@ Figure breakdown_plot(const Data& d, const std::string& prefix, const std::strin
     for (std::size_t b = 0; b < kBars; ++b) rows.push_back(by_total[b * (by_total.size() - 1) / (kBars - 1)].second);
     f.caption = std::to_string(kBars) + " of the " + std::to_string(by_total.size()) + " points, evenly spread from the lowest total to the highest. ";
   }
-  std::vector<std::string> bars, tips;
+  // Bars named by the values of the varied parameters ("4096 / 400") where the names stay short,
+  // else by point number (the table "Every point" below gives its values).
+  const std::vector<std::size_t> varied = d.varied();
+  std::vector<std::string> bars, tips, named;
+  std::string xlabel;
+  for (std::size_t k : varied) xlabel += (xlabel.empty() ? "" : " / ") + d.r.header.params[k].name;
+  for (std::size_t i : rows) {
+    std::string b;
+    for (std::size_t k : varied) b += (b.empty() ? "" : "/") + d.value_text(d.r.rows[i].params[k]);
+    named.push_back(b);
+  }
+  const bool by_value = !varied.empty() && varied.size() <= 3 &&
+                        std::all_of(named.begin(), named.end(), [](const std::string& b) { return b.size() <= 14; });
+  if (!by_value) xlabel = "point (its values: the table of every point)";
   std::vector<std::vector<double>> value(parts.size());
   double lo = INFINITY, hi = 0;
-  for (std::size_t i : rows) {
-    bars.push_back("#" + std::to_string(d.r.rows[i].index));
+  for (std::size_t n = 0; n < rows.size(); ++n) {
+    const std::size_t i = rows[n];
+    bars.push_back(by_value ? named[n] : "#" + std::to_string(d.r.rows[i].index));
     tips.push_back(d.point_text(i));
     double t = 0;
     for (std::size_t k = 0; k < parts.size(); ++k) {
@@ -440,7 +472,7 @@ Figure breakdown_plot(const Data& d, const std::string& prefix, const std::strin
   // Totals over decades would leave the small bars flat: shares then, the totals in the tooltips.
   const bool shares = hi > 20 * lo;
   f.svg = svg::stacked_bars(f.title + (shares ? " (shares)" : ""), bars, parts, value, what == "Energy" ? "energy per token" : "latency per token",
-                            unit, shares, tips);
+                            unit, shares, tips, xlabel);
   f.caption += shares ? "The totals span more than a factor of 20, so each bar shows the shares; hover a bar for its values."
                       : "Hover a bar for its values.";
   // The mix in words: a small part is invisible next to a dominant one.
@@ -454,10 +486,17 @@ Figure breakdown_plot(const Data& d, const std::string& prefix, const std::strin
     share.push_back({sum / static_cast<double>(rows.size()), parts[k]});
   }
   std::sort(share.rbegin(), share.rend());
+  if (share.size() > 2 && share[0].first > 0.9) f.dominant = share[0].second;
   f.caption += " Mean shares over these points:";
   for (std::size_t k = 0; k < share.size() && k < 4; ++k) f.caption += (k ? ", " : " ") + share[k].second + " " + num(100 * share[k].first) + " %";
   f.caption += ".";
   if (what == "Latency") f.caption += " The lines are serial: their sum is the latency per token.";
+  return f;
+}
+
+std::vector<Figure> breakdown_plots(const Data& d, const std::string& prefix, const std::string& what, const std::string& unit) {
+  std::vector<Figure> f{breakdown_plot(d, prefix, what, unit)};
+  if (!f[0].dominant.empty()) f.push_back(breakdown_plot(d, prefix, what, unit, f[0].dominant));
   return f;
 }
 
@@ -561,7 +600,7 @@ table{border-collapse:collapse;font-size:12px;margin:4px 0}th,td{border:1px soli
 th{background:#f2f2f2}.head{display:flex;flex-wrap:wrap;gap:36px}h2.first{margin-top:0}table.facts th{width:120px}td.err{color:#a00;font-family:monospace}h2.failed{color:#a00}
 .grid{display:flex;flex-wrap:wrap;gap:18px;align-items:flex-start}figure{margin:0;border:1px solid #ddd;padding:10px;flex:1 1 520px;max-width:720px}
 svg.plot{width:100%;height:auto}figcaption{font-size:12px;color:#555;margin-top:4px}p.note{color:#777;font-style:italic;font-size:13px}
-h3{font-size:14px;margin:0 0 6px}svg text{fill:#222}
+h3{font-size:14px;margin:0 0 6px}svg text{fill:#222}ul.notes{font-size:13px;color:#555}summary{cursor:pointer;font-size:13px}
 )";
 
 // The headless-browser test reads these body attributes from the rendered DOM (chromium --dump-dom):
@@ -601,29 +640,33 @@ Page render(const sweep::Results& r, const std::string& source) {
       d.metric("energy") ? metric_plot(d, "energy", "Energy per token") : Figure{},
       pareto_plot(d, "energy", "latency", "Energy against latency per token"),
       d.metric("accuracy") ? pareto_plot(d, "energy", "accuracy", "Accuracy against energy per token") : Figure{},
-      breakdown_plot(d, "energy.", "Energy", "J"),
-      breakdown_plot(d, "latency.", "Latency", "s"),
       iterations_plot(d),
       sensitivity_plot(d)};
+  for (const char* what : {"Energy", "Latency"})  // after the plots of the headline metrics, with their small parts
+    for (Figure& f : breakdown_plots(d, what[0] == 'E' ? "energy." : "latency.", what, what[0] == 'E' ? "J" : "s"))
+      figures.insert(figures.end() - 2, std::move(f));
   for (Figure& f : parameter_plots(d)) figures.push_back(std::move(f));
   Page p;
-  std::string body, tables;
+  std::string body, tables, notes;
   for (const Figure& f : figures) {
     if (f.title.empty()) continue;
     if (!f.svg.empty()) {
       p.plots.push_back(f.title);
       body += "<figure>\n" + f.svg + "<figcaption>" + esc(f.caption) + "</figcaption>\n</figure>\n";
-    } else {
+    } else {  // a plot that cannot be drawn: one line below the plots, not an empty panel among them
       p.notes.push_back(f.title + ": " + f.note);
-      body += "<figure class=\"absent\"><h3>" + esc(f.title) + "</h3><p class=\"note\">" + esc(f.note) + "</p></figure>\n";
+      notes += "<li><b>" + esc(f.title) + "</b>: " + esc(f.note) + "</li>\n";
     }
     if (!f.table.empty()) tables += "<h3>" + esc(f.title) + ": the Pareto points</h3>\n" + f.table;
   }
   p.html = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>aoc sweep report: " + esc(r.header.name) +
            "</title>\n<script>window.aocErrors = 0; window.addEventListener('error', function () { window.aocErrors++; });</script>\n<style>" +
            kStyle + "</style>\n</head>\n<body data-plots=\"" + std::to_string(p.plots.size()) + "\">\n" + header_html(d, scenario) +
-           "<h2>Plots</h2>\n<div class=\"grid\">\n" + body + "</div>\n" + (tables.empty() ? "" : "<h2>Pareto points</h2>\n" + tables) +
-           "<p class=\"note\">Written by aoc report (aoc " AOC_VERSION ") from " + esc(source) + ". Hover a mark for its point.</p>\n" +
+           "<h2>Plots</h2>\n<div class=\"grid\">\n" + body + "</div>\n" +
+           (notes.empty() ? "" : "<h2>Not plotted</h2>\n<ul class=\"notes\">\n" + notes + "</ul>\n") +
+           (tables.empty() ? "" : "<h2>Pareto points</h2>\n" + tables) + every_point(d) +
+           "<p class=\"note\">Written by aoc report (aoc " AOC_VERSION ") from " + esc(source) +
+           ". Every mark's point is in the table above (hovering a mark shows it too).</p>\n" +
            kCheckScript + "</body>\n</html>\n";
   return p;
 }

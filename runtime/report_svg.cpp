@@ -236,7 +236,7 @@ const std::string& color(std::size_t i) {
 
 std::string stacked_bars(const std::string& title, const std::vector<std::string>& bars, const std::vector<std::string>& parts,
                          const std::vector<std::vector<double>>& value, const std::string& ylabel, const std::string& unit, bool shares,
-                         const std::vector<std::string>& tips) {
+                         const std::vector<std::string>& tips, const std::string& xlabel) {
   const std::size_t n = bars.size();
   std::vector<double> total(n, 0.0);
   for (const auto& p : value)
@@ -244,7 +244,7 @@ std::string stacked_bars(const std::string& title, const std::vector<std::string
   Frame f;
   f.width = 700;
   for (std::size_t b = 0; b < n; ++b) f.x.categories.push_back({static_cast<double>(b), bars[b]});
-  f.x.lo = -0.5, f.x.hi = static_cast<double>(n) - 0.5, f.x.label = "point";
+  f.x.lo = -0.5, f.x.hi = static_cast<double>(n) - 0.5, f.x.label = xlabel;
   if (n > 8) f.bottom = 70;
   f.y = shares ? fit({0.0, 1.0}, "share of " + ylabel, "") : fit({0.0, *std::max_element(total.begin(), total.end())}, ylabel, unit);
   std::string s = open(f, title);

@@ -58,9 +58,10 @@ const std::string& color(std::size_t i);
 
 // Whole charts. Stacked bars: one bar per name, parts[k] stacked in order, value[k][bar] >= 0.
 // `shares`: each bar scaled to 1 (when the totals span decades, so small bars still show their mix).
+// `xlabel` says what the bar names are.
 std::string stacked_bars(const std::string& title, const std::vector<std::string>& bars, const std::vector<std::string>& parts,
                          const std::vector<std::vector<double>>& value, const std::string& ylabel, const std::string& unit, bool shares,
-                         const std::vector<std::string>& tips = {});
+                         const std::vector<std::string>& tips = {}, const std::string& xlabel = "point");
 
 // A histogram of one or more series over shared bins (the first filled, the others outlined).
 std::string histogram(const std::string& title, const std::vector<std::pair<std::string, std::vector<double>>>& series,

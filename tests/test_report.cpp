@@ -3,6 +3,7 @@
 // axes' scales and ticks, and one-line errors. The browser's view of it: tests/report_render.sh.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -122,12 +123,14 @@ TEST_CASE("report: a grid over two parameters gets no per-parameter panels and n
 TEST_CASE("report: a model sweep gets every plot, the header, the failed point and the Pareto points") {
   const sweep::Results r = model_results();
   const report::Page p = report::render(r, "results.h5");
-  REQUIRE(p.plots.size() == 7);
+  REQUIRE(p.plots.size() == 8);
   CHECK(p.notes.empty());
+  // the SLMs' static power is 98 % of the energy: a second chart shows the other components
+  CHECK(std::find(p.plots.begin(), p.plots.end(), "Energy per token by component, without slm static") != p.plots.end());
   CHECK(p.plots[0] == "Accuracy against noise_scale and converters.slm_bits");
   CHECK(p.plots[1] == "Energy per token against noise_scale and converters.slm_bits");
-  CHECK(count(p.html, "<svg class=\"plot\"") == 7);
-  CHECK(p.html.find("data-plots=\"7\"") != std::string::npos);
+  CHECK(count(p.html, "<svg class=\"plot\"") == 8);
+  CHECK(p.html.find("data-plots=\"8\"") != std::string::npos);
   // header
   for (const char* s : {"0123456789abcdef", "aoc 0.1.0", "model &lt;test&gt;", "a &amp; b", "12 in the scenario; 12 rows: 11 ok, 1 failed",
                         "models/trained/parity-implicit"})
@@ -150,6 +153,27 @@ TEST_CASE("report: a model sweep gets every plot, the header, the failed point a
   CHECK(p.html.find("Energy against latency per token: the Pareto points") != std::string::npos);
   CHECK(p.html.find("Pareto front (" + std::to_string(front.size()) + ")") != std::string::npos);
   CHECK(p.html.find("<tr><td>" + std::to_string(r.rows[front[0]].index) + "</td>") != std::string::npos);
+}
+
+TEST_CASE("report: every point is in a table, and the component bars are named by the varied parameters' values") {
+  const sweep::Results r = model_results();
+  const report::Page p = report::render(r, "results.h5");
+  const std::size_t table = p.html.find("<h2>Every point</h2>");
+  REQUIRE(table != std::string::npos);
+  CHECK(p.html.find("<details open><summary>12 points", table) != std::string::npos);  // a small sweep: open
+  for (const auto& w : r.rows) CHECK(p.html.find("<tr><td>" + std::to_string(w.index) + "</td>", table) != std::string::npos);
+  // bars named "bits/noise", the axis says so
+  CHECK(p.html.find(">9/10</text>") != std::string::npos);
+  CHECK(p.html.find("converters.slm_bits / noise_scale") != std::string::npos);
+  CHECK(p.html.find(">#3</text>") == std::string::npos);
+}
+
+TEST_CASE("report: a plot that cannot be drawn is one line under the plots, not an empty panel") {
+  const report::Page e = report::render(estimate_results(), "e.h5");
+  REQUIRE(!e.notes.empty());
+  CHECK(e.html.find("<h2>Not plotted</h2>") != std::string::npos);
+  CHECK(e.html.find("figure class=\"absent\"") == std::string::npos);
+  CHECK(e.html.find("<details><summary>") != std::string::npos);  // 200 points: the table a click away
 }
 
 TEST_CASE("report: plots whose columns are absent are notes, and a sweep whose points all failed still renders") {
@@ -191,7 +215,7 @@ TEST_CASE("report: many points are drawn as a sample of bars and as points, not 
     r.rows.push_back(w);
   }
   const report::Page p = report::render(r, "m.h5");
-  CHECK(p.plots.size() == 8);  // the seven, and the sensitivity of a random sweep
+  CHECK(p.plots.size() == 9);  // the eight, and the sensitivity of a random sweep
   CHECK(p.html.find("30 of the 500 points, evenly spread") != std::string::npos);
   CHECK(p.html.find("(shares)") != std::string::npos);  // totals over decades
   CHECK(p.html.find("<polyline points=\"") != std::string::npos);  // the Pareto staircase, at least
@@ -267,5 +291,5 @@ TEST_CASE("report: written atomically, and a file that is not sweep results is a
   CHECK(missing.out == "aoc: error: " + (dir / "none.h5").string() + ": no such file\n");
   const test::Run ok = test::run_aoc("report " + h5 + " -o " + html);
   CHECK(ok.status == 0);
-  CHECK(ok.out.find("7 plots") != std::string::npos);
+  CHECK(ok.out.find("8 plots") != std::string::npos);
 }
