@@ -409,14 +409,16 @@ Figure breakdown_plot(const Data& d, const std::string& prefix, const std::strin
   Figure f{what + " per token by component" + (without.empty() ? "" : ", without " + without)};
   std::vector<std::string> parts;
   std::vector<std::vector<double>> cols;
+  std::vector<std::size_t> hue;  // the colour of each part: its place among all parts, in both charts
+  std::size_t used = 0;
   for (const auto& m : d.r.header.metrics) {
     if (m.name.rfind(prefix, 0) != 0) continue;
     std::vector<double> v = d.metric_values(m.name);
     if (std::none_of(v.begin(), v.end(), [](double x) { return std::isfinite(x) && x > 0; })) continue;  // a line no point uses
     std::string p = m.name.substr(prefix.size());
     std::replace(p.begin(), p.end(), '_', ' ');
-    if (p == without) continue;
-    parts.push_back(p), cols.push_back(std::move(v));
+    if (p != without) parts.push_back(p), cols.push_back(std::move(v)), hue.push_back(used);
+    ++used;
   }
   if (parts.empty()) {
     f.note = "No per-component " + what + " columns (" + prefix + "*): add the \"breakdown\" metric group to the scenario.";
@@ -472,7 +474,7 @@ Figure breakdown_plot(const Data& d, const std::string& prefix, const std::strin
   // Totals over decades would leave the small bars flat: shares then, the totals in the tooltips.
   const bool shares = hi > 20 * lo;
   f.svg = svg::stacked_bars(f.title + (shares ? " (shares)" : ""), bars, parts, value, what == "Energy" ? "energy per token" : "latency per token",
-                            unit, shares, tips, xlabel);
+                            unit, shares, tips, xlabel, hue);
   f.caption += shares ? "The totals span more than a factor of 20, so each bar shows the shares; hover a bar for its values."
                       : "Hover a bar for its values.";
   // The mix in words: a small part is invisible next to a dominant one.

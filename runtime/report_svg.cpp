@@ -236,7 +236,8 @@ const std::string& color(std::size_t i) {
 
 std::string stacked_bars(const std::string& title, const std::vector<std::string>& bars, const std::vector<std::string>& parts,
                          const std::vector<std::vector<double>>& value, const std::string& ylabel, const std::string& unit, bool shares,
-                         const std::vector<std::string>& tips, const std::string& xlabel) {
+                         const std::vector<std::string>& tips, const std::string& xlabel, const std::vector<std::size_t>& hue) {
+  const auto colour = [&](std::size_t k) { return color((k < hue.size() ? hue[k] : k) + 7); };
   const std::size_t n = bars.size();
   std::vector<double> total(n, 0.0);
   for (const auto& p : value)
@@ -256,12 +257,12 @@ std::string stacked_bars(const std::string& title, const std::vector<std::string
       if (v <= 0) continue;
       const std::string tip = (b < tips.size() ? tips[b] + "\n" : bars[b] + ": ") + parts[k] + " " + num(value[k][b], unit) + " (" +
                               fmt("%.1f", total[b] > 0 ? 100 * value[k][b] / total[b] : 0) + " % of " + num(total[b], unit) + ")";
-      s += rect(f, b - 0.36, b + 0.36, base, base + v, color(k + 7), tip);
+      s += rect(f, b - 0.36, b + 0.36, base, base + v, colour(k), tip);
       base += v;
     }
   }
   std::vector<std::pair<std::string, std::string>> items;
-  for (std::size_t k = parts.size(); k-- > 0;) items.push_back({color(k + 7), parts[k]});  // top of the stack first
+  for (std::size_t k = parts.size(); k-- > 0;) items.push_back({colour(k), parts[k]});  // top of the stack first
   return s + legend(f, items) + close();
 }
 

@@ -58,10 +58,12 @@ const std::string& color(std::size_t i);
 
 // Whole charts. Stacked bars: one bar per name, parts[k] stacked in order, value[k][bar] >= 0.
 // `shares`: each bar scaled to 1 (when the totals span decades, so small bars still show their mix).
-// `xlabel` says what the bar names are.
+// `xlabel` says what the bar names are; `hue[k]`, part k's colour index (default k), keeps a part's
+// colour when another chart leaves some parts out.
 std::string stacked_bars(const std::string& title, const std::vector<std::string>& bars, const std::vector<std::string>& parts,
                          const std::vector<std::vector<double>>& value, const std::string& ylabel, const std::string& unit, bool shares,
-                         const std::vector<std::string>& tips = {}, const std::string& xlabel = "point");
+                         const std::vector<std::string>& tips = {}, const std::string& xlabel = "point",
+                         const std::vector<std::size_t>& hue = {});
 
 // A histogram of one or more series over shared bins (the first filled, the others outlined).
 std::string histogram(const std::string& title, const std::vector<std::pair<std::string, std::vector<double>>>& series,
