@@ -64,7 +64,7 @@ EOF
 }
 
 start=$(date +%s)
-check parity tests/data/sweeps/report-parity.json 7
-check cores scenarios/sweeps/mamba2-1.3b-cores.json 4
+check parity tests/data/sweeps/report-parity.json 9
+check cores scenarios/sweeps/mamba2-1.3b-cores.json 5
 grep -q 'absent Accuracy' "$T/cores.txt" || { echo "FAIL: cores: the accuracy plot is not noted as absent"; cat "$T/cores.txt"; exit 1; }
 echo "report renders in chromium: $(($(date +%s) - start)) s"

@@ -86,6 +86,7 @@ int run(const Opts& o) {
                                   {"total_seconds", before_total + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()},
                                   {"cpu_seconds", before_cpu + static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC}};
   };
+  const bool had_folder = std::filesystem::exists(o.output);
   std::filesystem::create_directories(o.output);
   const int every = std::max(1, s.train.steps / 20);
   const int save_every = o.checkpoint_every > 0 ? o.checkpoint_every : every;
@@ -110,6 +111,15 @@ int run(const Opts& o) {
         if (stop) throw Stop{};
       },
       &state);
+  } catch (const Error&) {
+    // A run that diverged is nothing to resume: a fresh run leaves nothing behind (a resumed one
+    // keeps its last checkpoint, written while the loss was still finite).
+    if (!o.resume) {
+      std::error_code ec;
+      std::filesystem::remove(checkpoint, ec);
+      if (!had_folder) std::filesystem::remove(o.output, ec);  // only if empty
+    }
+    throw;
   } catch (const Stop&) {
     std::printf("stopped after step %d of %d: %s holds the run; aoc train %s -o %s --resume goes on\n", o.stop_after, s.train.steps,
                 checkpoint.c_str(), o.scenario.c_str(), o.output.c_str());

@@ -153,7 +153,8 @@ def read_run(path):
         its = [k for k in f.keys() if k.endswith(".iterations")]
         if len(names) != 1 or len(its) != 1:
             raise AocError(f"{path}: expected one logits dataset and one .iterations, found {sorted(f.keys())}")
-        return f[names[0]][...].astype(np.float64), f[its[0]][...].astype(np.int64)
+        # iterations: [B], or [B, L] in sequential mode; the comparison reads them sample-major
+        return f[names[0]][...].astype(np.float64), f[its[0]][...].astype(np.int64).reshape(-1)
 
 
 def compare(ref, ref_steps, got, got_iters, mode):
