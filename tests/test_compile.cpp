@@ -471,6 +471,16 @@ TEST_CASE("cli: aoc hw list names every bundled machine with its channels and mo
   CHECK_THAT(r.out, Catch::Contains("2048       25"));
 }
 
+TEST_CASE("cli: aoc list names the bundled machines, trained models, scenarios and published configs") {
+  const Run r = run_aoc("list");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  for (const char* s : {"aoc-48 ", "parity-implicit ", "s3-implicit-long-solve ", "parity-implicit.json", "demo.json",
+                        "mamba2-1.3b-analytic.json", "mamba2-130m-implicit", "sweep scenarios: aoc sweep FILE"})
+    CHECK_THAT(r.out, Catch::Contains(s));
+  CHECK_THAT(r.out, Catch::Contains("parity   ") && Catch::Contains("1.000 at L 32"));  // the model's task and accuracy
+}
+
 TEST_CASE("cli: aoc run of a program with an input missing names the file and the dataset") {
   CliModel m;
   REQUIRE(run_aoc("compile " + m.graph + " --weights " + m.weights + " -o " + m.prog).status == 0);

@@ -19,6 +19,10 @@ void add_task(CLI::App& app);
 void add_sweep(CLI::App& app);
 void add_pareto(CLI::App& app);
 void add_report(CLI::App& app);
+void add_list(CLI::App& app);
+
+// The bundled machines, one line each (aoc hw list, aoc list).
+void print_machines();
 
 // The process exit status a subcommand asks for (0 unless it sets it: e.g. verify-dt on a failure).
 int& exit_status();

@@ -84,6 +84,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer(
       "Examples:\n"
+      "  aoc list                           what is bundled: machines, trained models, scenarios\n"
       "  aoc hw show aoc-48                 what the 48-variable machine's description holds\n"
       "  aoc verify-dt                      reproduce the twin's golden cases\n"
       "  aoc loop --hw aoc-48 --batch 64    a fixed-point run on seeded random weights\n"
@@ -109,6 +110,7 @@ int main(int argc, char** argv) {
   aoc::cli::add_estimate(app);
   aoc::cli::add_sweep(app);
   aoc::cli::add_pareto(app);
+  aoc::cli::add_list(app);
   aoc::cli::add_report(app);
   try {
     // An unknown command word: say so in one line, with the closest command.
