@@ -15,6 +15,10 @@ echo "$out" | grep -q "in $moved/share/aoc/scenarios/hardware" || { echo "aoc hw
 "$moved/bin/aoc" verify-dt | tail -1
 shown=$("$moved/bin/aoc" hw show aoc-48)  # captured first: grep -q closing the pipe early would fail the run under pipefail
 echo "$shown" | grep -q "^file  *$moved/share/aoc/scenarios/hardware/aoc-48.json" || { echo "hw show: not the installed file:"; echo "$shown" | head -4; exit 1; }
+listed=$("$moved/bin/aoc" list)  # the installed trained models and scenarios, from the installed tree
+for want in "($moved/share/aoc/models/trained)" "parity-implicit " "($moved/share/aoc/scenarios/sweeps)" "demo.json"; do
+  case "$listed" in *"$want"*) ;; *) echo "list: '$want' missing:"; echo "$listed" | head -20; exit 1 ;; esac
+done
 if [ -d "$moved/lib/python3/dist-packages/aoc" ]; then
   PYTHONPATH="$moved/lib/python3/dist-packages" /usr/bin/python3 -c "
 import aoc, sys

@@ -180,7 +180,9 @@ void add_train(CLI::App& app) {
   c->footer(
       "The model folder is what aoc import reads (config.json) with its weights (weights.h5):\n"
       "  aoc import DIR/config.json --shapes-only -o g.json && aoc compile g.json --weights DIR/weights.h5 ...\n"
-      "Example:\n  aoc train scenarios/train/parity-implicit.json -o models/trained/parity-implicit");
+      "A killed run goes on from DIR/checkpoint.h5 with --resume, to the unbroken run's weights.\n"
+      "Examples:\n  aoc train scenarios/train/parity-implicit.json -o models/trained/parity-implicit\n"
+      "  aoc train scenarios/train/parity-implicit.json -o models/trained/parity-implicit --resume");
   c->callback([] { exit_status() = run(o); });
 }
 
