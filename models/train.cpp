@@ -105,6 +105,34 @@ void train(SequenceModel& m, const TrainOptions& o, const std::function<void(con
   m.set_hardware_aware({});
 }
 
+PositionScores score_positions(const std::vector<std::int64_t>& guesses, const std::vector<int>& targets, int B, int L) {
+  const std::size_t n = static_cast<std::size_t>(B) * static_cast<std::size_t>(L);
+  if (B < 1 || L < 1 || guesses.size() != n || targets.size() != n)
+    throw Error("score_positions: " + std::to_string(guesses.size()) + " guesses and " + std::to_string(targets.size()) + " labels for " +
+                std::to_string(B) + " sequences of " + std::to_string(L));
+  PositionScores s;
+  long long right = 0, right10 = 0, n10 = 0, last = 0, whole = 0, with_error = 0;
+  double first_sum = 0;
+  for (int b = 0; b < B; ++b) {
+    int first = -1;
+    for (int t = 0; t < L; ++t) {
+      const std::size_t row = static_cast<std::size_t>(b) * L + t;
+      const bool ok = guesses[row] == targets[row];
+      right += ok;
+      if (t >= L - 10) right10 += ok, ++n10;
+      if (t == L - 1) last += ok;
+      if (!ok && first < 0) first = t;
+    }
+    if (first < 0) ++whole;
+    else ++with_error, first_sum += first;
+  }
+  s.accuracy = static_cast<double>(right) / static_cast<double>(n);
+  s.last10 = static_cast<double>(right10) / static_cast<double>(n10);
+  s.last = static_cast<double>(last) / B, s.whole = static_cast<double>(whole) / B;
+  if (with_error) s.first_error = first_sum / static_cast<double>(with_error);
+  return s;
+}
+
 EvalResult evaluate(const SequenceModel& m, const EvalOptions& o) {
   const tasks::Task task = tasks::parse_task(o.task);
   const tasks::SeqBatch data = tasks::sample(task, o.batch, o.length, o.seed, 0);
@@ -116,14 +144,8 @@ EvalResult evaluate(const SequenceModel& m, const EvalOptions& o) {
   const ir::Tensor& logits = r.values.at("logits");
   const std::vector<std::int64_t> guesses = ir::argmax_last(logits);
   EvalResult e;
-  e.accuracy = ir::label_accuracy(logits, data.targets_tensor());
-  long long right10 = 0, n10 = 0;  // the last 10 positions of each sequence
-  for (int b = 0; b < o.batch; ++b)
-    for (int t = std::max(0, o.length - 10); t < o.length; ++t) {
-      const std::size_t row = static_cast<std::size_t>(b) * o.length + t;
-      right10 += guesses[row] == data.targets[row], ++n10;
-    }
-  e.last10 = n10 ? static_cast<double>(right10) / n10 : 0;
+  const PositionScores s = score_positions(guesses, data.targets, o.batch, o.length);
+  e.accuracy = s.accuracy, e.last10 = s.last10, e.last = s.last, e.whole = s.whole, e.first_error = s.first_error;
   for (const auto& fp : r.fixed_points)
     for (std::size_t i = 0; i < fp.iterations.size(); ++i) e.mean_iterations += fp.iterations[i], ++e.solves, e.converged += fp.converged[i];
   if (e.solves) e.mean_iterations /= static_cast<double>(e.solves);

@@ -65,9 +65,23 @@ struct EvalOptions {
   int threads = 1;
 };
 
+// How well a batch of B sequences of L decisions went (row b * L + t: sequence b, position t).
+// State tracking is judged at the end: the all-position mean hides a model that loses the state
+// late (its early positions are easy), so the last position and whole sequences are counted too.
+struct PositionScores {
+  double accuracy = 0;       // over every position
+  double last = 0;           // at the last position of each sequence
+  double last10 = 0;         // over the last 10 positions of each sequence (the reference's metric)
+  double whole = 0;          // the fraction of sequences with every position right
+  double first_error = -1;   // the mean position (0-based) of the first wrong decision, over the
+                             // sequences that have one; -1 when none has
+};
+PositionScores score_positions(const std::vector<std::int64_t>& guesses, const std::vector<int>& targets, int B, int L);
+
 struct EvalResult {
   double accuracy = 0;        // per position, argmax of the logits = the label
   double last10 = 0;          // over the last 10 positions of each sequence (the reference's metric)
+  double last = 0, whole = 0, first_error = -1;  // PositionScores
   double mean_iterations = 0; // per token (sequential) or per sequence (simultaneous); 0 for explicit
   long long solves = 0, converged = 0;
 };

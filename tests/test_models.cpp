@@ -153,6 +153,22 @@ TEST_CASE("models: training gives the same weights bit for bit whatever OpenMP's
   }
 }
 
+TEST_CASE("models: position scores count the last position, whole sequences and the first error apart from the mean") {
+  // 3 sequences of 4: all right; wrong at positions 2 and 3; wrong at the last position only
+  const std::vector<int> targets{0, 1, 1, 0, 1, 1, 0, 0, 0, 0, 0, 1};
+  const std::vector<std::int64_t> guesses{0, 1, 1, 0, 1, 1, 1, 1, 0, 0, 0, 0};
+  const PositionScores s = score_positions(guesses, targets, 3, 4);
+  CHECK(s.accuracy == Approx(9.0 / 12));
+  CHECK(s.last == Approx(1.0 / 3));
+  CHECK(s.last10 == Approx(9.0 / 12));  // L < 10: every position
+  CHECK(s.whole == Approx(1.0 / 3));
+  CHECK(s.first_error == Approx((2.0 + 3.0) / 2));
+  const PositionScores all = score_positions(std::vector<std::int64_t>(targets.begin(), targets.end()), targets, 3, 4);
+  CHECK(all.whole == 1.0);
+  CHECK(all.first_error == -1.0);
+  CHECK_THROWS_WITH(score_positions(guesses, targets, 2, 4), Catch::Contains("12 guesses and 12 labels for 2 sequences of 4"));
+}
+
 TEST_CASE("cli: aoc train writes a model folder the importer reads, and names a bad scenario field") {
   const auto dir = temp_dir() / "train-cli";
   std::filesystem::create_directories(dir);
@@ -164,7 +180,8 @@ TEST_CASE("cli: aoc train writes a model folder the importer reads, and names a 
   const Run r = run_aoc("train " + scen + " -o " + out);
   INFO(r.out);
   REQUIRE(r.status == 0);
-  CHECK_THAT(r.out, Catch::Contains("eval sequential L    8: accuracy"));
+  CHECK_THAT(r.out, Catch::Contains("eval sequential L    8: last position "));
+  CHECK_THAT(r.out, Catch::Contains(", whole sequences "));
   CHECK(std::filesystem::exists(dir / "model" / "weights.h5"));
   CHECK(std::filesystem::exists(dir / "model" / "train.json"));
   const Run imp = run_aoc("import " + out + "/config.json --shapes-only -o " + (dir / "g.json").string());

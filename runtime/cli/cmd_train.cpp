@@ -134,11 +134,14 @@ int run(const Opts& o) {
       const auto t0 = std::chrono::steady_clock::now();
       const models::EvalResult e = models::evaluate(m, eo);
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::printf("  eval %s L %4d: accuracy %.4f (last 10: %.4f), iterations %.2f per %s, %lld of %lld converged, %.1f s\n",
-                  mode.c_str(), L, e.accuracy, e.last10, e.mean_iterations, mode == "sequential" ? "token" : "sequence", e.converged,
-                  e.solves, secs);
+      // the last position first: state tracking is judged at the end of the sequence
+      std::printf("  eval %s L %4d: last position %.4f, every position %.4f (last 10: %.4f), whole sequences %.4f, iterations %.2f per %s, "
+                  "%lld of %lld converged, %.1f s\n",
+                  mode.c_str(), L, e.last, e.accuracy, e.last10, e.whole, e.mean_iterations, mode == "sequential" ? "token" : "sequence",
+                  e.converged, e.solves, secs);
       evals.push_back({{"mode", mode}, {"length", L}, {"batch", s.eval_batch}, {"seed", s.eval_seed}, {"seconds", secs}, {"accuracy", e.accuracy},
-                       {"last10", e.last10}, {"mean_iterations", e.mean_iterations}, {"solves", e.solves}, {"converged", e.converged}});
+                       {"last10", e.last10}, {"last", e.last}, {"whole_sequences", e.whole}, {"first_error", e.first_error},
+                       {"mean_iterations", e.mean_iterations}, {"solves", e.solves}, {"converged", e.converged}});
     }
   // Diverged weights (a learning rate too large) are not a model: nothing is written.
   const ir::WeightStore weights = m.weights();
