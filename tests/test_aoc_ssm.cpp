@@ -176,6 +176,19 @@ TEST_CASE("cli: aoc task writes tokens and labels, and aoc check --labels scores
   CHECK(ref >= 0.0);
   CHECK(ref <= 1.0);
   CHECK(j["accuracy"]["mean"].get<double>() == Approx(ref));  // the ideal lowering decides as the reference
+  // the last position's accuracy: each sequence's decision at t = 7 against its label, from the reference's logits
+  REQUIRE(test::run_aoc("run " + path("p.h5") + " --inputs " + path("tok.h5") + " --backend cpu --sequence sequential -o " + path("ref.h5")).status == 0);
+  const ir::WeightStore out = ir::read_weights_h5(path("ref.h5"));
+  const ir::Tensor* logits = nullptr;
+  for (const auto& [name, t] : out)
+    if (name.rfind("logits", 0) == 0) logits = &t;
+  REQUIRE(logits != nullptr);
+  const std::vector<std::int64_t> guess = ir::argmax_last(*logits);
+  REQUIRE(guess.size() == 32);
+  double right = 0;
+  for (int b = 0; b < 4; ++b) right += guess[b * 8 + 7] == static_cast<std::int64_t>(labels.at("labels").data[b * 8 + 7]);
+  CHECK(j["reference_accuracy_last"].get<double>() == Approx(right / 4));
+  CHECK(j["accuracy_last"]["mean"].get<double>() == Approx(right / 4));
   const auto bad = test::run_aoc("check " + path("p.h5") + " --inputs " + path("tok.h5") + " --labels " + path("tok.h5") + " --ideal");
   CHECK(bad.status != 0);
   CHECK_THAT(bad.out, Catch::Contains("tok.h5: /labels: missing"));
