@@ -61,7 +61,7 @@ void train(SequenceModel& m, const TrainOptions& o, const std::function<void(con
   opt.beta2 = o.beta2;
   opt.weight_decay = o.weight_decay;
   const std::vector<ad::Param*> params = m.params();
-  const int bounded = static_cast<int>(std::lround(o.bounded_fraction * o.steps));
+  const int bounded = bounded_steps(o);
   const int L = o.length;
   // One thread for the tape's Eigen products: with more, Eigen blocks their sums differently, and the
   // weights would depend on the machine's core count (they are small: a second thread only spins).
@@ -111,27 +111,31 @@ PositionScores score_positions(const std::vector<std::int64_t>& guesses, const s
     throw Error("score_positions: " + std::to_string(guesses.size()) + " guesses and " + std::to_string(targets.size()) + " labels for " +
                 std::to_string(B) + " sequences of " + std::to_string(L));
   PositionScores s;
-  long long right = 0, right10 = 0, n10 = 0, last = 0, whole = 0, with_error = 0;
+  long long right = 0, counted = 0, right10 = 0, n10 = 0, last = 0, sequences = 0, whole = 0, with_error = 0;
   double first_sum = 0;
   for (int b = 0; b < B; ++b) {
-    int first = -1;
+    int first = -1, labelled = 0;
+    bool last_ok = false;
     for (int t = 0; t < L; ++t) {
       const std::size_t row = static_cast<std::size_t>(b) * L + t;
+      if (targets[row] < 0) continue;  // a position without a label
       const bool ok = guesses[row] == targets[row];
-      right += ok;
+      right += ok, ++counted, ++labelled, last_ok = ok;
       if (t >= L - 10) right10 += ok, ++n10;
-      if (t == L - 1) last += ok;
       if (!ok && first < 0) first = t;
     }
+    if (!labelled) continue;
+    ++sequences, last += last_ok;
     if (first < 0) ++whole;
     else ++with_error, first_sum += first;
   }
-  s.accuracy = static_cast<double>(right) / static_cast<double>(n);
-  s.last10 = static_cast<double>(right10) / static_cast<double>(n10);
-  s.last = static_cast<double>(last) / B, s.whole = static_cast<double>(whole) / B;
+  const auto frac = [](long long a, long long b) { return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0; };
+  s.accuracy = frac(right, counted), s.last10 = frac(right10, n10), s.last = frac(last, sequences), s.whole = frac(whole, sequences);
   if (with_error) s.first_error = first_sum / static_cast<double>(with_error);
   return s;
 }
+
+int bounded_steps(const TrainOptions& o) { return static_cast<int>(std::lround(o.bounded_fraction * o.steps)); }
 
 EvalResult evaluate(const SequenceModel& m, const EvalOptions& o) {
   const tasks::Task task = tasks::parse_task(o.task);

@@ -65,7 +65,11 @@ struct EvalOptions {
   int threads = 1;
 };
 
-// How well a batch of B sequences of L decisions went (row b * L + t: sequence b, position t).
+// The steps of the unrolled phase (bounded_fraction of them, rounded); the solve phase follows.
+int bounded_steps(const TrainOptions& o);
+
+// How well a batch of B sequences of L decisions went (row b * L + t: sequence b, position t; a
+// negative target: no label there, the position is skipped, "last" is the last labelled one).
 // State tracking is judged at the end: the all-position mean hides a model that loses the state
 // late (its early positions are easy), so the last position and whole sequences are counted too.
 struct PositionScores {

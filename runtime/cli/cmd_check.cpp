@@ -13,6 +13,7 @@
 #include "compiler/graph_json.hpp"
 #include "compiler/program_h5.hpp"
 #include "compiler/verify.hpp"
+#include "models/train.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/program_flags.hpp"
 #include "runtime/output.hpp"
@@ -46,19 +47,10 @@ LabelScore accuracy(const ir::Program& p, const ProgramResult& r, const ir::Tens
   try {
     const ir::Tensor& y = r.values.at(p.graph.outputs.at(0));
     LabelScore s;
-    s.all = s.last = ir::label_accuracy(y, *labels);  // checks the labels against the outputs
-    if (labels->shape.size() < 2 || labels->shape[0] < 1) return s;
-    const std::vector<std::int64_t> guess = ir::argmax_last(y);
-    const std::size_t B = static_cast<std::size_t>(labels->shape[0]), L = labels->data.size() / B;
-    long long right = 0, counted = 0;
-    for (std::size_t b = 0; b < B; ++b)
-      for (std::size_t t = L; t-- > 0;) {
-        const double l = labels->data[b * L + t];
-        if (l < 0) continue;  // a skipped position
-        ++counted, right += guess[b * L + t] == static_cast<std::int64_t>(l);
-        break;
-      }
-    s.last = counted ? static_cast<double>(right) / static_cast<double>(counted) : 0.0;
+    s.all = s.last = ir::label_accuracy(y, *labels);  // checks the labels (integers, a class or negative) against the outputs
+    if (labels->shape.size() < 2 || labels->shape[0] < 1 || labels->data.empty()) return s;
+    const int B = static_cast<int>(labels->shape[0]), L = static_cast<int>(labels->data.size() / labels->shape[0]);
+    s.last = models::score_positions(ir::argmax_last(y), std::vector<int>(labels->data.begin(), labels->data.end()), B, L).last;
     return s;
   } catch (const Error& e) {
     throw Error(file + ": /" + e.what());  // "labels.h5: /labels: 12 labels for 8 positions"

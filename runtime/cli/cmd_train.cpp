@@ -72,6 +72,9 @@ int run(const Opts& o) {
   if (o.resume) {
     if (!std::filesystem::exists(checkpoint)) throw Error("train: --resume: " + checkpoint + ": no checkpoint to continue (train without --resume)");
     const nlohmann::ordered_json log = read_train_checkpoint(checkpoint, m, state, config_hash);
+    if (state.step < 1 || state.step >= s.train.steps)
+      throw Error(checkpoint + ": attribute state: step " + std::to_string(state.step) + " is not a step inside this scenario's " +
+                  std::to_string(s.train.steps));
     curve = log.at("loss_curve");
     before_train = log.at("train_seconds").get<double>(), before_total = log.at("total_seconds").get<double>();
     before_cpu = log.at("cpu_seconds").get<double>();
@@ -90,7 +93,7 @@ int run(const Opts& o) {
   std::filesystem::create_directories(o.output);
   const int every = std::max(1, s.train.steps / 20);
   const int save_every = o.checkpoint_every > 0 ? o.checkpoint_every : every;
-  const int bounded = static_cast<int>(std::lround(s.train.bounded_fraction * s.train.steps));
+  const int bounded = models::bounded_steps(s.train);
   TimeLeft left;
   struct Stop {};
   try {
@@ -105,9 +108,9 @@ int run(const Opts& o) {
                       st.grad_norm, st.solve_iterations, before_train + st.seconds, eta.c_str());
           std::fflush(stdout);
         }
-        const bool stop = o.stop_after > 0 && state.step == o.stop_after && state.step < s.train.steps;
-        if ((state.step % save_every == 0 || stop) && state.step < s.train.steps)
-          write_train_checkpoint(checkpoint, m, state, config_hash, log_so_far(st.seconds));
+        if (state.step == s.train.steps) return;  // the model folder follows: no checkpoint
+        const bool stop = state.step == o.stop_after;
+        if (state.step % save_every == 0 || stop) write_train_checkpoint(checkpoint, m, state, config_hash, log_so_far(st.seconds));
         if (stop) throw Stop{};
       },
       &state);
