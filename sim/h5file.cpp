@@ -210,6 +210,9 @@ std::vector<std::string> read_strings(const H5::H5Location& o, const std::string
   const hid_t mem = H5Tcopy(H5T_C_S1);
   H5Tset_size(mem, size);
   H5Tset_cset(mem, H5Tget_cset(ids.type));
+  // NULLPAD: the file's bytes as they are. The default (NULLTERM) keeps room for a terminator and
+  // so dropped the last character of a string that fills its size (h5py's fixed-length strings).
+  H5Tset_strpad(mem, H5T_STR_NULLPAD);
   try {
     read_into(o, ids.attribute, mem, buf.data(), where);
   } catch (...) {

@@ -92,6 +92,17 @@ TEST_CASE("h5 reader: fixed-length strings read with their padding dropped") {
   CHECK(h5_string(open_h5_read(path).openDataSet("fixed"), "fixed") == "abc");
 }
 
+TEST_CASE("h5 reader: a fixed-length string that fills its size reads whole, as h5py writes it") {
+  const std::string path = file("full.h5");
+  {
+    H5::H5File f(path, H5F_ACC_TRUNC);
+    H5::StrType full(H5::PredType::C_S1, 5);  // NULLPAD, no room for a terminator: h5py's numpy.bytes_
+    full.setStrpad(H5T_STR_NULLPAD);
+    f.createAttribute("state", full, H5::DataSpace(H5S_SCALAR)).write(full, std::string("{\"a\"}"));
+  }
+  CHECK(h5_string(open_h5_read(path).openAttribute("state"), "state") == "{\"a\"}");
+}
+
 TEST_CASE("h5 reader: variable-length strings are refused, naming the object (HDF5 crashes on damaged ones)") {
   const std::string path = file("variable.h5");
   {
