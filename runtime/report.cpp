@@ -641,13 +641,15 @@ Page render(const sweep::Results& r, const std::string& source) {
       accuracy_plot(d),
       d.metric("energy") ? metric_plot(d, "energy", "Energy per token") : Figure{},
       pareto_plot(d, "energy", "latency", "Energy against latency per token"),
-      d.metric("accuracy") ? pareto_plot(d, "energy", "accuracy", "Accuracy against energy per token") : Figure{},
-      iterations_plot(d),
-      sensitivity_plot(d)};
-  for (const char* what : {"Energy", "Latency"})  // after the plots of the headline metrics, with their small parts
-    for (Figure& f : breakdown_plots(d, what[0] == 'E' ? "energy." : "latency.", what, what[0] == 'E' ? "J" : "s"))
-      figures.insert(figures.end() - 2, std::move(f));
-  for (Figure& f : parameter_plots(d)) figures.push_back(std::move(f));
+      d.metric("accuracy") ? pareto_plot(d, "energy", "accuracy", "Accuracy against energy per token") : Figure{}};
+  const auto append = [&](std::vector<Figure>&& more) {
+    for (Figure& f : more) figures.push_back(std::move(f));
+  };
+  append(breakdown_plots(d, "energy.", "Energy", "J"));
+  append(breakdown_plots(d, "latency.", "Latency", "s"));
+  figures.push_back(iterations_plot(d));
+  figures.push_back(sensitivity_plot(d));
+  append(parameter_plots(d));
   Page p;
   std::string body, tables, notes;
   for (const Figure& f : figures) {
