@@ -11,6 +11,7 @@
 #include <random>
 #include <sstream>
 
+#include "sim/isa.hpp"
 #include "sim/core.hpp"
 #include "sim/reference.hpp"
 
@@ -193,6 +194,7 @@ nlohmann::json bench_json(const BenchOptions& opt, const std::vector<BenchRow>& 
   nlohmann::json j;
   j["tool"] = "aoc bench";
   j["version"] = AOC_VERSION;
+  j["instruction_sets"] = isa::describe();
   j["hardware"] = opt.hardware;
   j["precision"] = opt.f64 ? "f64" : "f32";
   j["threads"] = opt.threads;
@@ -219,8 +221,10 @@ nlohmann::json bench_json(const BenchOptions& opt, const std::vector<BenchRow>& 
 std::string bench_table(const BenchOptions& opt, const std::vector<BenchRow>& rows) {
   std::ostringstream o;
   char line[256];
-  std::snprintf(line, sizeof line, "%s, %s, %d thread(s), %d iterations per run; sample-iterations/s (best, median)\n\n",
+  std::snprintf(line, sizeof line, "%s, %s, %d thread(s), %d iterations per run; sample-iterations/s (best, median)\n",
                 opt.hardware.c_str(), opt.f64 ? "f64" : "f32", opt.threads, opt.iterations);
+  o << line;
+  std::snprintf(line, sizeof line, "instruction sets: %s\n\n", isa::describe().c_str());
   o << line;
   std::snprintf(line, sizeof line, "%-14s %6s %11s %11s %9s %10s %9s\n", "cell", "batch", "best", "median", "/matmul", "twin", "x twin");
   o << line;

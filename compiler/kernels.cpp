@@ -1,47 +1,32 @@
 #include "compiler/kernels.hpp"
 
 #include <algorithm>
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
 #include <limits>
 #include <map>
 #include <numeric>
 #include <set>
 #include <sstream>
 
+#include "sim/isa.hpp"
 #include "sim/json_reader.hpp"
 
 namespace aoc::ir::kernels {
 
-// acc[l] = fmadd over n in order of (C[n], h_l[n], acc[l]) for 8 lanes of states h_l = rows + l N (a
-// selective-scan readout: one chain per lane, the Einsum's order). With AVX2 and FMA, 4 lanes a
-// vector through in-register 4 x 4 transposes of the rows (the chains' values are the same);
-// otherwise lane by lane.
-void readout8(const double* rows, std::int64_t N, const double* C, double* acc) {
-  std::int64_t n = 0;
-#if defined(__AVX2__) && defined(__FMA__)
-  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();  // lanes 0..3, 4..7
-  auto step4 = [&](const double* r, __m256d a) {  // 4 lanes' rows r, r + N, .. at n .. n + 3
-    const __m256d r0 = _mm256_loadu_pd(r + n), r1 = _mm256_loadu_pd(r + N + n), r2 = _mm256_loadu_pd(r + 2 * N + n),
-                  r3 = _mm256_loadu_pd(r + 3 * N + n);
-    const __m256d t0 = _mm256_unpacklo_pd(r0, r1), t1 = _mm256_unpackhi_pd(r0, r1), t2 = _mm256_unpacklo_pd(r2, r3),
-                  t3 = _mm256_unpackhi_pd(r2, r3);
-    const __m256d c0 = _mm256_permute2f128_pd(t0, t2, 0x20), c1 = _mm256_permute2f128_pd(t1, t3, 0x20),
-                  c2 = _mm256_permute2f128_pd(t0, t2, 0x31), c3 = _mm256_permute2f128_pd(t1, t3, 0x31);
-    a = _mm256_fmadd_pd(_mm256_set1_pd(C[n]), c0, a);
-    a = _mm256_fmadd_pd(_mm256_set1_pd(C[n + 1]), c1, a);
-    a = _mm256_fmadd_pd(_mm256_set1_pd(C[n + 2]), c2, a);
-    return _mm256_fmadd_pd(_mm256_set1_pd(C[n + 3]), c3, a);
-  };
-  for (; n + 4 <= N; n += 4) lo = step4(rows, lo), hi = step4(rows + 4 * N, hi);
-  _mm256_storeu_pd(acc, lo), _mm256_storeu_pd(acc + 4, hi);
-#else
-  std::fill_n(acc, 8, 0.0);
-#endif
-  for (; n < N; ++n)
-    for (int l = 0; l < 8; ++l) acc[l] = fmadd(C[n], rows[l * N + n], acc[l]);
+// The products' copies, one per instruction set (compiler/products.cpp), and the dispatch to them.
+#define AOC_DECLARE(ns)                                                                                   \
+  namespace ns {                                                                                          \
+  void readout8(const double*, std::int64_t, const double*, double*);                                   \
+  void dot_rows(const double*, std::int64_t, const double*, std::int64_t, std::int64_t, double*, int);  \
+  double dot8(const double*, const double*, std::int64_t);                                              \
+  }
+AOC_ISA_FOR_EACH(AOC_DECLARE)
+#undef AOC_DECLARE
+
+void readout8(const double* rows, std::int64_t N, const double* C, double* acc) { AOC_ISA_DISPATCH(readout8(rows, N, C, acc)) }
+void dot_rows(const double* x, std::int64_t rows, const double* W, std::int64_t out, std::int64_t in, double* y, int threads) {
+  AOC_ISA_DISPATCH(dot_rows(x, rows, W, out, in, y, threads))
 }
+double dot8(const double* a, const double* b, std::int64_t n) { AOC_ISA_DISPATCH(dot8(a, b, n)) }
 
 Tensor make(Dims shape, double fill) {
   Tensor t;

@@ -23,16 +23,11 @@ inline std::int64_t numel(const Dims& s) {
 
 [[noreturn]] inline void fail(const std::string& where, const std::string& msg) { throw Error(where + ": " + msg); }
 
-// c + a b with one rounding where the target has FMA, two everywhere where it has not: one rule for
-// every sum of products below, whatever the compiler would contract in a given loop shape (the
-// fused selective-scan step relies on computing exactly what Einsum and Scan compute).
-inline double fmadd(double a, double b, double c) {
-#if defined(__FMA__)
-  return std::fma(a, b, c);
-#else
-  return a * b + c;
-#endif
-}
+// c + a b with one rounding: one rule for every sum of products below, whatever the compiler would
+// contract in a given loop shape (the fused selective-scan step relies on computing exactly what
+// Einsum and Scan compute), and on every instruction set (an instruction where the target has FMA,
+// the C library's exact fma where it has not: the same bits, slower).
+inline double fmadd(double a, double b, double c) { return std::fma(a, b, c); }
 
 // acc[l] = fmadd over n in order of (C[n], h_l[n], acc[l]) for 8 lanes of states h_l = rows + l N (a
 // selective-scan readout: one chain per lane, the Einsum's order).
@@ -41,7 +36,7 @@ void readout8(const double* rows, std::int64_t N, const double* C, double* acc);
 // The reference's products (compiler/products.cpp): y[r out + o] = the dot product of x's row r
 // (x: rows x in) and W's row o (W: out x in, row-major), each element in one fixed order: eight
 // lanes (lane l: the terms j = l mod 8, by fmadd in order of j), then ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)).
-// The same bits for any batch, thread count or vector width (AVX-512, AVX2, none).
+// The same bits for any batch, thread count or instruction set (sim/isa.hpp).
 void dot_rows(const double* x, std::int64_t rows, const double* W, std::int64_t out, std::int64_t in, double* y, int threads);
 double dot8(const double* a, const double* b, std::int64_t n);  // one dot product in that order
 

@@ -5,15 +5,20 @@
 // The order: eight lanes, lane l summing the terms j = l, l + 8, ... with one fmadd each, in order of
 // j; then ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)). Padding lanes past the end add nothing:
 // a lane starts at +0 and fmadd never makes -0 from +0, so adding 0 x 0 leaves it as it was.
+//
+// This file is one copy of them for the x86-64 level it is compiled for: CMake builds it once per
+// level with -march=LEVEL and AOC_ISA_NS naming the namespace (aoc_isa_kernels; compiler/kernels.cpp
+// dispatches). Every copy gives the same bits: the lanes' chains are fused multiply-adds in every
+// copy (the C library's exact fma where the level has no FMA instruction).
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
-#include "compiler/kernels.hpp"
-
-namespace aoc::ir::kernels {
+namespace aoc::ir::kernels::AOC_ISA_NS {
 
 namespace {
 
@@ -61,7 +66,7 @@ struct Lanes {
     return a;
   }
   void fma(const Vec& a, const Vec& b) {
-    for (int l = 0; l < 8; ++l) v[l] = fmadd(a.v[l], b.v[l], v[l]);
+    for (int l = 0; l < 8; ++l) v[l] = std::fma(a.v[l], b.v[l], v[l]);
   }
   void store(double* l) const { std::memcpy(l, v, sizeof v); }
 };
@@ -157,4 +162,33 @@ void dot_rows(const double* x, std::int64_t rows, const double* W, std::int64_t 
   }
 }
 
-}  // namespace aoc::ir::kernels
+// acc[l] = fmadd over n in order of (C[n], h_l[n], acc[l]) for 8 lanes of states h_l = rows + l N (a
+// selective-scan readout: one chain per lane, the Einsum's order). With AVX2 and FMA, 4 lanes a
+// vector through in-register 4 x 4 transposes of the rows (the chains' values are the same);
+// otherwise lane by lane.
+void readout8(const double* rows, std::int64_t N, const double* C, double* acc) {
+  std::int64_t n = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();  // lanes 0..3, 4..7
+  auto step4 = [&](const double* r, __m256d a) {  // 4 lanes' rows r, r + N, .. at n .. n + 3
+    const __m256d r0 = _mm256_loadu_pd(r + n), r1 = _mm256_loadu_pd(r + N + n), r2 = _mm256_loadu_pd(r + 2 * N + n),
+                  r3 = _mm256_loadu_pd(r + 3 * N + n);
+    const __m256d t0 = _mm256_unpacklo_pd(r0, r1), t1 = _mm256_unpackhi_pd(r0, r1), t2 = _mm256_unpacklo_pd(r2, r3),
+                  t3 = _mm256_unpackhi_pd(r2, r3);
+    const __m256d c0 = _mm256_permute2f128_pd(t0, t2, 0x20), c1 = _mm256_permute2f128_pd(t1, t3, 0x20),
+                  c2 = _mm256_permute2f128_pd(t0, t2, 0x31), c3 = _mm256_permute2f128_pd(t1, t3, 0x31);
+    a = _mm256_fmadd_pd(_mm256_set1_pd(C[n]), c0, a);
+    a = _mm256_fmadd_pd(_mm256_set1_pd(C[n + 1]), c1, a);
+    a = _mm256_fmadd_pd(_mm256_set1_pd(C[n + 2]), c2, a);
+    return _mm256_fmadd_pd(_mm256_set1_pd(C[n + 3]), c3, a);
+  };
+  for (; n + 4 <= N; n += 4) lo = step4(rows, lo), hi = step4(rows + 4 * N, hi);
+  _mm256_storeu_pd(acc, lo), _mm256_storeu_pd(acc + 4, hi);
+#else
+  std::fill_n(acc, 8, 0.0);
+#endif
+  for (; n < N; ++n)
+    for (int l = 0; l < 8; ++l) acc[l] = std::fma(C[n], rows[l * N + n], acc[l]);
+}
+
+}  // namespace aoc::ir::kernels::AOC_ISA_NS

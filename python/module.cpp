@@ -9,6 +9,7 @@
 #include "runtime/sweep_run.hpp"
 #include "sim/error.hpp"
 #include "sim/hardware.hpp"
+#include "sim/isa.hpp"
 
 namespace aoc::python {
 
@@ -58,6 +59,8 @@ PYBIND11_MODULE(_aoc, m) {
   m.doc() = "aoc's C++ core (use the package aoc: docs/python.md)";
   m.attr("__version__") = AOC_VERSION;
   py::register_exception<Error>(m, "Error", PyExc_ValueError);
+  isa::kernels();  // a bad AOC_ISA fails the import, before any thread runs a kernel
+  m.attr("instruction_sets") = isa::describe();
 
   m.def("bundled_machines", &bundled_machines, "The bundled machines' names (scenarios/hardware/*.json)");
   m.def("resolve_hardware_path", &resolve_hardware_path, py::arg("name_or_path"));

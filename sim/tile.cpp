@@ -11,6 +11,7 @@
 
 #include "sim/error.hpp"
 #include "sim/noise.hpp"
+#include "sim/simd.hpp"
 
 namespace aoc {
 
@@ -453,8 +454,7 @@ void OpticalTile<T>::light(const T* L, int rows, int p0, int p1, T* light) const
       const int width = std::min(P, ldl_ - q * P);
       const size_t at = static_cast<size_t>(path) * ldi_ * ldl_ + static_cast<size_t>(q) * P * ldi_;
       auto product = [&](const auto* panel) {
-        kern::gemm(L + path * ldi_, 2 * ldi_, ldi_, panel, width, 0, width, rows, kern::Epilogue<T>{},
-                   light + static_cast<size_t>(path) * rows * ldl_ + q * P, ldl_);
+        kern::product(L + path * ldi_, 2 * ldi_, ldi_, panel, width, 0, width, rows, light + static_cast<size_t>(path) * rows * ldl_ + q * P, ldl_);
       };
       if constexpr (std::is_same_v<T, float>) {
         if (half_map_) {
@@ -496,11 +496,12 @@ void OpticalTile<T>::sense_columns(const T* L, const T* light, int rows, const S
 // ld_out + 2), so that the band is one loop over the detectors that the compiler vectorises.
 template <class T>
 void OpticalTile<T>::detect(const T* L, const T* light, int rows, const kern::Epilogue<T>& e, int j0, int j1, T* out, T* g) const {
-  using V = typename kern::Vec<T>::type;
-  constexpr int W = kern::kVecLanes<T>;
-  const int je = std::min(ldo_, (j1 + W - 1) / W * W);  // whole vectors: the coefficients are zero beyond M, so are those outputs
+  using V = typename kern::simd::Vec<T>::type;
+  constexpr int W = kern::simd::kVecLanes<T>;
+  // whole 64-byte vectors (the products' unit): the coefficients are zero beyond M, so are those outputs
+  const int je = std::min(ldo_, padded<T>(j1));
   const bool dense = !Q_.empty();
-  if (dense) kern::gemm(L, 2 * ldi_, 2 * ldi_, Q_.data(), ldo_, j0, je, rows, kern::Epilogue<T>{}, out, ldo_);
+  if (dense) kern::product(L, 2 * ldi_, 2 * ldi_, Q_.data(), ldo_, j0, je, rows, out, ldo_);
   const size_t lg = static_cast<size_t>(ldo_) + 2;
   T* by_detector[4] = {g + 1, g + 1 + lg, g + 1 + 2 * lg, g + 1 + 3 * lg};  // LED+ light, LED- light, LED+ drive, LED- drive
   T *gp = by_detector[0], *gn = by_detector[1], *dp = by_detector[2], *dn = by_detector[3];
@@ -509,7 +510,7 @@ void OpticalTile<T>::detect(const T* L, const T* light, int rows, const kern::Ep
   const int i0 = std::max({-1, -q0_, j0 - 1}), i1 = std::min({M_ + 1, K_ - q0_, j1 + 1});  // the detectors whose LED is in the tile
   kern::Epilogue<T> ec = e;
   ec.c = c_.data();
-  using kern::load;
+  using kern::simd::load;
   for (int r = 0; r < rows; ++r) {
     const T* lp = light + static_cast<size_t>(r) * ldl_ + h0_;  // lp[j]: detector j's light
     const T* ln = lp + static_cast<size_t>(rows) * ldl_;
@@ -528,7 +529,7 @@ void OpticalTile<T>::detect(const T* L, const T* light, int rows, const kern::Ep
       V v = dense ? load(o + j) : V{};
       for (int x = 0; x < (dense ? 2 : 4); ++x)  // FactoredChain::band's rows 3x .. 3x + 2: d = -1, 0, 1
         for (int d = -1; d <= 1; ++d) v += load(band_.data() + static_cast<size_t>(3 * x + 1 + d) * ldo_ + j) * load(by_detector[x] + j + d);
-      kern::finish<T>(v, ec, static_cast<size_t>(r) * ldo_, j, o);
+      kern::simd::finish<T>(v, ec, static_cast<size_t>(r) * ldo_, j, o);
     }
   }
 }

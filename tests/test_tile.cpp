@@ -10,6 +10,7 @@
 
 #include "compiler/passes.hpp"
 #include "runtime/backend.hpp"
+#include "sim/isa.hpp"
 #include "sim/tile.hpp"
 #include "tests/graph_support.hpp"
 #include "tests/support.hpp"
@@ -330,25 +331,32 @@ TEST_CASE("tile: reads depend only on slot and iteration, not on the rows read w
   CHECK(part == all.bottomRows(9));
 }
 
-TEST_CASE("kern: each output column is the same sum whatever range of columns a product covers") {
-  // every vector count from 1 to 17 (the register tiles' shapes and their remainders), one row and
-  // a block of four, against the whole product
+TEST_CASE("kern: each output column is the same sum whatever range of columns a product covers, in every instruction set's copy") {
+  // every count of 64-byte units from 1 to 13 (the register tiles' shapes and their remainders at
+  // each vector width), one row and a block of four, against the whole product
   const int Kf = 130, ld = 208;
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1, 1);
   AlignedVector<float> L(static_cast<size_t>(4) * Kf), F(static_cast<size_t>(Kf) * ld), whole(static_cast<size_t>(4) * ld), part(whole.size());
   for (float& f : F) f = u(rng);
   for (float& l : L) l = u(rng);
-  constexpr int W = kern::kVecLanes<float>;
-  for (int rows : {1, 4}) {
-    kern::gemm(L.data(), Kf, Kf, F.data(), ld, 0, ld, rows, kern::Epilogue<float>{}, whole.data(), ld);
-    for (int j0 : {0, W, 5 * W})
-      for (int j1 = j0 + W; j1 <= ld; j1 += W) {
-        kern::gemm(L.data(), Kf, Kf, F.data(), ld, j0, j1, rows, kern::Epilogue<float>{}, part.data(), ld);
-        for (int r = 0; r < rows; ++r)
-          for (int j = j0; j < j1; ++j) REQUIRE(part[static_cast<size_t>(r) * ld + j] == whole[static_cast<size_t>(r) * ld + j]);
-      }
+  constexpr int W = kLanes<float>;
+  const isa::Level was = isa::kernels();
+  for (isa::Level level : isa::compiled()) {
+    if (!isa::runs(level)) continue;
+    isa::use(level);
+    INFO(isa::name(level));
+    for (int rows : {1, 4}) {
+      kern::product(L.data(), Kf, Kf, F.data(), ld, 0, ld, rows, whole.data(), ld);
+      for (int j0 : {0, W, 5 * W})
+        for (int j1 = j0 + W; j1 <= ld; j1 += W) {
+          kern::product(L.data(), Kf, Kf, F.data(), ld, j0, j1, rows, part.data(), ld);
+          for (int r = 0; r < rows; ++r)
+            for (int j = j0; j < j1; ++j) REQUIRE(part[static_cast<size_t>(r) * ld + j] == whole[static_cast<size_t>(r) * ld + j]);
+        }
+    }
   }
+  isa::use(was);
 }
 
 TEST_CASE("tile: a read in steps (emit, then light per range of panels, then sense per range of columns) is the whole read bit for bit, every source on") {

@@ -13,6 +13,7 @@
 #include "runtime/cli/commands.hpp"
 #include "runtime/output.hpp"
 #include "sim/error.hpp"
+#include "sim/isa.hpp"
 #include "sim/json_reader.hpp"
 
 namespace aoc::cli {
@@ -73,7 +74,8 @@ int main(int argc, char** argv) {
       "Simulates the optical fixed-point loop z' = alpha*z + beta*W f(z) + x + b of the 16- and\n"
       "48-variable machines with their measured calibration (Microsoft's digital twin), fast; adds\n"
       "noise, converters and timing, estimates energy and latency, and imports implicit models."};
-  app.set_version_flag("--version", "aoc " AOC_VERSION);
+  // The version and the instruction sets the kernels run on (sim/isa.hpp; AOC_ISA picks a lower one).
+  app.set_version_flag("--version", [] { return std::string("aoc " AOC_VERSION "\n") + aoc::isa::describe(); });
   app.add_option("--max-memory", aoc::cli::memory_limit_gib(),
                  "GiB a run may allocate (default: the machine's memory; 0: no limit); beyond it the run stops with one line. "
                  "Before the command (aoc --max-memory 200 run ...) or as AOC_MAX_MEMORY")
@@ -113,6 +115,8 @@ int main(int argc, char** argv) {
   aoc::cli::add_list(app);
   aoc::cli::add_report(app);
   try {
+    // The kernels' instruction set, before any thread runs one: a bad AOC_ISA is one line here.
+    aoc::isa::kernels();
     // An unknown command word: say so in one line, with the closest command.
     if (argc > 1 && argv[1][0] != '-') {
       std::vector<std::string> names;
