@@ -69,7 +69,7 @@ void write_example_inputs(const std::string& path, const ir::Program& p, std::in
   ir::write_weights_h5(path, example_inputs(p, batch, length, seed));
 }
 
-void write_program_output(const std::string& path, const ir::Program&, const ProgramResult& r, const ProgramRunMeta& m) {
+std::string write_program_output(const std::string& path, const ir::Program&, const ProgramResult& r, const ProgramRunMeta& m) {
   std::vector<H5Array> arrays;
   for (const auto& [name, t] : r.values)
     arrays.push_back({name, std::vector<std::size_t>(t.shape.begin(), t.shape.end()), t.data, false});
@@ -79,15 +79,17 @@ void write_program_output(const std::string& path, const ir::Program&, const Pro
   }
   std::string bytes;
   for (const auto& a : arrays) bytes.append(reinterpret_cast<const char*>(a.values.data()), sizeof(double) * a.values.size());
+  const std::string digest = digest_hex(bytes.data(), bytes.size());
   const H5Text text{{"tool", "aoc run"},        {"version", AOC_VERSION},  {"program", m.program},
                     {"config_hash", m.program_digest}, {"backend", m.backend}, {"mode", m.mode},
                     {"inputs", m.inputs},      {"precision", m.precision}, {"set", set_text(m.set)},
-                    {"compile_set", set_text(m.compile_set)}, {"output_digest", digest_hex(bytes.data(), bytes.size())}};
+                    {"compile_set", set_text(m.compile_set)}, {"output_digest", digest}};
   const H5Attrs nums{{"seed", {static_cast<double>(m.seed)}}, {"first_sample", {static_cast<double>(m.first_sample)}}, {"noise", {m.noise ? 1.0 : 0.0}}, {"quantize", {m.quantize ? 1.0 : 0.0}},
                      {"optics", {m.optics ? 1.0 : 0.0}}, {"trace", {m.trace ? 1.0 : 0.0}},
                      {"dac_conversions", {static_cast<double>(r.counters.dac)}},
                      {"adc_conversions", {static_cast<double>(r.counters.adc)}}};
   write_h5_arrays(path, arrays, nums, text);
+  return digest;
 }
 
 std::string set_text(const std::vector<std::string>& set) {

@@ -35,7 +35,7 @@ struct ProgramRunMeta {
 // Overrides as one text: "noise.thermal_sigma=0.5 timing.settle_ns=100" ("" for none).
 std::string set_text(const std::vector<std::string>& set);
 
-void write_program_output(const std::string& path, const ir::Program& p, const ProgramResult& r, const ProgramRunMeta& m);
+std::string write_program_output(const std::string& path, const ir::Program& p, const ProgramResult& r, const ProgramRunMeta& m);  // its output_digest
 
 // The mean, p99, min and max of the iterations of fixed-point solves, over samples (and tokens).
 struct IterationSummary {

@@ -87,8 +87,8 @@ std::optional<Level> parse(std::string_view s) {
 }
 
 const char* build_target() {
-#if defined(AOC_PORTABLE)
-  return "x86-64";
+#if defined(AOC_ARCH)
+  return AOC_ARCH;
 #else
   return "native";
 #endif

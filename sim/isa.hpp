@@ -2,8 +2,8 @@
 // sim/kernels.hpp; the reference's dot products, compiler/products.cpp) are compiled once per x86-64
 // level in every build, each copy in a namespace of its own, and chosen when the process starts:
 // the best level the CPU runs, or the one AOC_ISA names (a lower one: to compare, or to match
-// another machine). Every level gives the same bits (docs/reliability.md, "Instruction sets"); the
-// rest of the code is compiled for the build's target (native, or x86-64 with AOC_PORTABLE=ON).
+// another machine). Every level gives the same bits (docs/architecture.md, "Instruction sets"); the
+// rest of the code is compiled for the build's target (AOC_ARCH: native, or x86-64-v3 portable).
 #pragma once
 #include <optional>
 #include <string>
@@ -22,7 +22,7 @@ std::optional<Level> parse(std::string_view s);
 bool runs(Level l);             // this CPU runs level l's copy
 // Switches the kernels to level l (tests compare the copies); an error where the CPU cannot run it.
 void use(Level l);
-const char* build_target();     // what the rest of the binary was compiled for: "native" or "x86-64"
+const char* build_target();     // what the rest of the binary was compiled for (AOC_ARCH): "native", "x86-64-v3", ...
 std::string describe();         // one line: the kernels' level, the copies, the build's target
 
 }  // namespace aoc::isa

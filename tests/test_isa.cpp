@@ -2,6 +2,7 @@
 // same bits, and the choice of copy is the user's to name.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "sim/error.hpp"
 #include "sim/isa.hpp"
 #include "sim/kernels.hpp"
+#include "tests/support.hpp"
 
 using namespace aoc;
 
@@ -110,4 +112,19 @@ TEST_CASE("isa: a level this binary does not have is unknown, and one the CPU ca
   CHECK_FALSE(isa::parse("").has_value());
   for (isa::Level level : isa::compiled())
     if (!isa::runs(level)) CHECK_THROWS_AS(isa::use(level), Error);
+}
+
+TEST_CASE("isa: AOC_ISA chooses the copy aoc runs, and names one it cannot run in one line") {
+  ::setenv("AOC_ISA", "x86-64", 1);
+  const test::Run low = test::run_aoc("--version");
+  ::setenv("AOC_ISA", "avx9", 1);
+  const test::Run bad = test::run_aoc("--version");
+  ::unsetenv("AOC_ISA");
+  INFO(low.out);
+  CHECK(low.status == 0);
+  CHECK(low.out.find("kernels x86-64 (of ") != std::string::npos);
+  INFO(bad.out);
+  CHECK(bad.status == 1);
+  CHECK(bad.out == "aoc: error: AOC_ISA: unknown instruction set 'avx9' (this binary has " + std::string(isa::name(isa::compiled().front())) +
+                       (isa::compiled().size() > 1 ? ", x86-64-v3, x86-64-v4)\n" : ")\n"));
 }

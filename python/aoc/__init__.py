@@ -21,10 +21,10 @@ import tempfile as _tempfile
 import numpy as _np
 
 from . import _aoc
-from ._aoc import Error, Graph, Program, __version__
+from ._aoc import Error, Graph, Program, __version__, instruction_sets
 
-__all__ = ["Error", "Graph", "Hardware", "Program", "Result", "__version__", "import_config", "load_graph", "load_program",
-           "machines", "random_problem", "read_results", "solve", "sweep"]
+__all__ = ["Error", "Graph", "Hardware", "Program", "Result", "__version__", "import_config", "instruction_sets", "load_graph",
+           "load_program", "machines", "random_problem", "read_results", "solve", "sweep"]
 
 
 class Result(dict):

@@ -75,7 +75,7 @@ void run_program(const Opts& o, const CLI::App* c) {
   m.seed = f.seed, m.first_sample = o.first_sample, m.noise = sim && f.noise, m.quantize = sim && f.quantize, m.optics = sim && !f.ideal_optics, m.trace = f.trace;
   m.precision = sim ? precision_text(f.precision, r) : o.backend == "cuda-f32" ? "f32" : "f64";
   m.set = f.set, m.compile_set = p.target.overrides;
-  write_program_output(o.output, p, r, m);
+  const std::string digest = write_program_output(o.output, p, r, m);
   const IterationSummary it = summarize(r);
   if (o.json) {
     nlohmann::ordered_json j{{"tool", "aoc run"},       {"version", AOC_VERSION}, {"program", o.input},  {"inputs", f.inputs},
@@ -83,7 +83,7 @@ void run_program(const Opts& o, const CLI::App* c) {
                              {"quantize", m.quantize},  {"noise", m.noise},       {"optics", m.optics},  {"seed", f.seed},
                              {"set", f.set},            {"threads", f.threads},   {"solves", it.solves}, {"converged", it.converged},
                              {"iterations", {{"mean", it.mean}, {"p99", it.p99}, {"min", it.min}, {"max", it.max}}},
-                             {"seconds", secs}};
+                             {"output_digest", digest}, {"seconds", secs}};
     if (sim)
       j["conversions"] = {{"dac", r.counters.dac}, {"dac_clipped", r.counters.dac_clipped}, {"adc", r.counters.adc}, {"adc_clipped", r.counters.adc_clipped}},
       j["programming_seconds"] = r.programming_seconds;

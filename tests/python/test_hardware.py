@@ -1,4 +1,6 @@
 """aoc.machines and aoc.Hardware: the bundled machines, overrides, sections."""
+import os
+
 import pytest
 
 import aoc
@@ -48,3 +50,16 @@ def test_bad_machines_and_overrides_are_one_line_errors(machine, set, message):
     with pytest.raises(aoc.Error, match=message) as e:
         aoc.Hardware(machine, set=set)
     assert "\n" not in str(e.value)
+
+
+def test_instruction_sets_name_the_kernel_copy_and_aoc_isa_chooses_it():
+    import subprocess
+    import sys
+    assert aoc.instruction_sets.startswith("kernels x86-64")
+    env = dict(os.environ, AOC_ISA="x86-64")
+    out = subprocess.run([sys.executable, "-c", "import aoc; print(aoc.instruction_sets)"], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("kernels x86-64 (of ")
+    env["AOC_ISA"] = "avx9"
+    bad = subprocess.run([sys.executable, "-c", "import aoc"], env=env, capture_output=True, text=True)
+    assert bad.returncode != 0 and "AOC_ISA: unknown instruction set 'avx9'" in bad.stderr
