@@ -22,7 +22,7 @@ int inversions(const std::vector<int>& p) {
 }
 
 constexpr int kMaxModulus = 1024;
-constexpr const char* kValidNames = "parity, count:M (2 <= M <= 1024), s3, a5, a5xm, each with an optional :p=P";
+constexpr const char* kValidNames = "parity, count:M (2 <= M <= 1024), s3, a5, s5, a5xm, each with an optional :p=P";
 
 [[noreturn]] void fail(const std::string& spec, const std::string& what) {
   throw Error("task \"" + spec + "\": " + what);
@@ -88,6 +88,8 @@ Table s3_group() { return permutation_group("S3", permutations(3, false)); }
 
 Table a5_group() { return permutation_group("A5", permutations(5, true)); }
 
+Table s5_group() { return permutation_group("S5", permutations(5, false)); }
+
 Table aperiodic_monoid() {
   enum { E, A, B, X };
   // rows: left factor, columns: right factor
@@ -115,6 +117,7 @@ Task parse_task(const std::string& spec) {
   if (name == "parity") task.group = cyclic_group(2);
   else if (name == "s3") task.group = s3_group();
   else if (name == "a5") task.group = a5_group();
+  else if (name == "s5") task.group = s5_group();
   else if (name == "a5xm") task.group = a5_group(), task.monoid = aperiodic_monoid();
   else if (!is_count) fail(spec, "unknown task \"" + name + "\"; valid: " + kValidNames);
 
@@ -155,10 +158,27 @@ void prefix_products(const Task& task, const int* x, int* y, int L) {
   for (int t = 0; t < L; ++t) y[t] = t == 0 ? x[0] : task.mul(y[t - 1], x[t]);
 }
 
-SeqBatch sample(const Task& task, int B, int L, std::uint64_t seed, std::uint64_t index) {
+const char* split_name(Split s) {
+  switch (s) {
+    case Split::Train: return "train";
+    case Split::Eval: return "eval";
+    case Split::Test: return "test";
+    case Split::Calibration: return "calibration";
+  }
+  return "?";
+}
+
+Split parse_split(const std::string& name) {
+  for (Split s : {Split::Train, Split::Eval, Split::Test, Split::Calibration})
+    if (name == split_name(s)) return s;
+  throw Error("unknown split \"" + name + "\"; valid: train, eval, test, calibration");
+}
+
+SeqBatch sample(const Task& task, int B, int L, std::uint64_t seed, std::uint64_t index, Split split) {
   if (B < 1 || L < 1)
     throw Error("task " + task.name + ": a batch needs B >= 1 and L >= 1, got B = " + std::to_string(B) +
                 ", L = " + std::to_string(L));
+  if (index >> 32) throw Error("task " + task.name + ": batch index " + std::to_string(index) + " is beyond 2^32 - 1");
   using G = r123::Philox4x32;
   const G::key_type key = {{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32) ^ 0x5441534Bu}};
   const auto uniform_index = [](std::uint32_t word, int n) {
@@ -169,7 +189,7 @@ SeqBatch sample(const Task& task, int B, int L, std::uint64_t seed, std::uint64_
   for (int b = 0; b < B; ++b) {
     int* x = out.tokens.data() + static_cast<size_t>(b) * L;
     for (int t = 0; t < L; ++t) {
-      const G::ctr_type ctr = {{static_cast<std::uint32_t>(index), static_cast<std::uint32_t>(index >> 32),
+      const G::ctr_type ctr = {{static_cast<std::uint32_t>(index), static_cast<std::uint32_t>(split),
                                 static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(t)}};
       const G::ctr_type r = G()(ctr, key);
       int g = uniform_index(r[0], task.group.n);

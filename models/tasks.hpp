@@ -26,16 +26,21 @@
 //     count:M       Z_M (2 <= M <= 1024), label = running sum mod M; also count:m=M
 //     s3            S3 word problem (6 tokens)
 //     a5            A5 word problem (60 tokens)
+//     s5            S5 word problem (120 tokens: all permutations of 5 points, lexicographic)
 //     a5xm          A5 × M, vocabulary 240: the released generator
 // each with an optional ":p=P", P in [0, 1]: the probability that a token's group component is
 // replaced by the identity (so 1-P is the fraction of "hard" tokens); for a5xm the monoid
 // component is always uniform, as in the reference. Fields are ':'-separated: "count:5:p=0.5".
 //
-// Sampling. sample(task, B, L, seed, index) is batch `index` of the stream for `seed`, a pure
-// function of its arguments. Each position draws one Philox4x32-10 block (Random123) with
+// Sampling. sample(task, B, L, seed, index, split) is batch `index` (< 2^32) of the stream of `split`
+// for `seed`, a pure function of its arguments. Each position draws one Philox4x32-10 block
+// (Random123) with
 //     key     = (seed low 32 bits, seed high 32 bits ^ 0x5441534B "TASK")
-//     counter = (index low 32 bits, index high 32 bits, sample b, position t)
-// (the tag keeps the stream apart from sim/noise's for the same seed). Word 0 picks g uniform in
+//     counter = (index, split, sample b, position t)
+// (the tag keeps the stream apart from sim/noise's for the same seed). The splits are the uses of
+// the data: train 0 (the trainer's batch at each step), eval 1 (its evaluation), test 2 (aoc task's
+// default: what tables score), calibration 3 (converter ranges); a counter word apart, no two
+// splits share a block whatever the seeds, so scored data never was trained or calibrated on. Word 0 picks g uniform in
 // G, words 1-2 form a 53-bit uniform u in [0, 1) and g becomes the identity when u < p, word 3
 // picks m uniform in M. A uniform index in [0, n) is (word · n) >> 32 (bias below n / 2^32).
 // So sample b of a batch does not depend on B, nor position t on L: a longer or wider batch for
@@ -66,6 +71,7 @@ Table permutation_group(const std::string& name, const std::vector<std::vector<i
 Table cyclic_group(int m);  // Z_m, named "Z<m>"
 Table s3_group();           // S3, 6 elements (order above)
 Table a5_group();           // A5, 60 elements (order above)
+Table s5_group();           // S5, 120 elements (all permutations of 5 points, lexicographic)
 Table aperiodic_monoid();   // M = {E, A, B, X}
 Table trivial_monoid();     // {E}
 
@@ -106,7 +112,12 @@ struct SeqBatch {
   }
 };
 
-// Batch `index` of the stream for `seed` (see the header comment); B >= 1, L >= 1.
-SeqBatch sample(const Task& task, int B, int L, std::uint64_t seed, std::uint64_t index);
+// The uses of task data, each its own stream (see the header comment).
+enum class Split : std::uint32_t { Train = 0, Eval = 1, Test = 2, Calibration = 3 };
+const char* split_name(Split s);
+Split parse_split(const std::string& name);  // "train", "eval", "test", "calibration"; aoc::Error otherwise
+
+// Batch `index` of `split`'s stream for `seed` (see the header comment); B >= 1, L >= 1, index < 2^32.
+SeqBatch sample(const Task& task, int B, int L, std::uint64_t seed, std::uint64_t index, Split split);
 
 }  // namespace aoc::tasks

@@ -69,7 +69,7 @@ void train(SequenceModel& m, const TrainOptions& o, const std::function<void(con
   const auto t0 = std::chrono::steady_clock::now();
   m.set_hardware_aware(o.hardware);
   for (int step = st.step; step < o.steps; ++step) {
-    const tasks::SeqBatch data = tasks::sample(task, o.batch, L, o.seed, static_cast<std::uint64_t>(step));
+    const tasks::SeqBatch data = tasks::sample(task, o.batch, L, o.seed, static_cast<std::uint64_t>(step), tasks::Split::Train);
     for (ad::Param* p : params) p->zero_grad();
     Tape t;
     const Var e = m.embed(t, data.tokens);
@@ -111,6 +111,7 @@ PositionScores score_positions(const std::vector<std::int64_t>& guesses, const s
     throw Error("score_positions: " + std::to_string(guesses.size()) + " guesses and " + std::to_string(targets.size()) + " labels for " +
                 std::to_string(B) + " sequences of " + std::to_string(L));
   PositionScores s;
+  std::vector<long long> right_at(static_cast<std::size_t>(L), 0), labelled_at(static_cast<std::size_t>(L), 0);
   long long right = 0, counted = 0, right10 = 0, n10 = 0, last = 0, sequences = 0, whole = 0, with_error = 0;
   double first_sum = 0;
   for (int b = 0; b < B; ++b) {
@@ -121,6 +122,7 @@ PositionScores score_positions(const std::vector<std::int64_t>& guesses, const s
       if (targets[row] < 0) continue;  // a position without a label
       const bool ok = guesses[row] == targets[row];
       right += ok, ++counted, ++labelled, last_ok = ok;
+      right_at[t] += ok, ++labelled_at[t];
       if (t >= L - 10) right10 += ok, ++n10;
       if (!ok && first < 0) first = t;
     }
@@ -132,6 +134,9 @@ PositionScores score_positions(const std::vector<std::int64_t>& guesses, const s
   const auto frac = [](long long a, long long b) { return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0; };
   s.accuracy = frac(right, counted), s.last10 = frac(right10, n10), s.last = frac(last, sequences), s.whole = frac(whole, sequences);
   if (with_error) s.first_error = first_sum / static_cast<double>(with_error);
+  s.per_position.resize(static_cast<std::size_t>(L));
+  for (int t = 0; t < L; ++t)
+    s.per_position[t] = labelled_at[t] ? frac(right_at[t], labelled_at[t]) : std::numeric_limits<double>::quiet_NaN();
   return s;
 }
 
@@ -139,7 +144,7 @@ int bounded_steps(const TrainOptions& o) { return static_cast<int>(std::lround(o
 
 EvalResult evaluate(const SequenceModel& m, const EvalOptions& o) {
   const tasks::Task task = tasks::parse_task(o.task);
-  const tasks::SeqBatch data = tasks::sample(task, o.batch, o.length, o.seed, 0);
+  const tasks::SeqBatch data = tasks::sample(task, o.batch, o.length, o.seed, 0, tasks::Split::Eval);
   const ir::Imported g = m.export_graph();
   ir::InterpretOptions io;
   io.mode = o.mode;

@@ -79,6 +79,7 @@ struct PositionScores {
   double whole = 0;          // the fraction of sequences with every position right
   double first_error = -1;   // the mean position (0-based) of the first wrong decision, over the
                              // sequences that have one; -1 when none has
+  std::vector<double> per_position;  // L: the accuracy at each position over the sequences labelled there (NaN: none)
 };
 PositionScores score_positions(const std::vector<std::int64_t>& guesses, const std::vector<int>& targets, int B, int L);
 

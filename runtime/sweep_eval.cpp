@@ -71,6 +71,7 @@ class Once {
 struct Compiled {
   ir::Program program;
   std::map<std::string, ir::Tensor> inputs;  // runs only
+  std::map<std::string, ir::Tensor> calibration;  // a task model's converter calibration data (else the inputs)
   ir::Tensor labels;                          // a model's task targets [B, L] (empty: no task)
   ProgramResult reference;                    // the digital reference on the inputs
 };
@@ -153,16 +154,18 @@ struct Evaluator::Impl {
       p.target = target;
       if (w.kind == Workload::Kind::Model) {
         if (p.graph.inputs.size() != 1) throw Error(w.path + ": a model with one input (the tokens) is expected");
-        const tasks::SeqBatch data = tasks::sample(*task, batch, length, w.data_seed, 0);
+        // scored on the test split; the converters calibrated on the calibration split, never on what is scored
+        const tasks::SeqBatch data = tasks::sample(*task, batch, length, w.data_seed, 0, tasks::Split::Test);
         c.inputs[p.graph.inputs[0].name] = data.tokens_tensor();
         c.labels = data.targets_tensor();
+        c.calibration[p.graph.inputs[0].name] = tasks::sample(*task, batch, length, w.data_seed, 0, tasks::Split::Calibration).tokens_tensor();
       } else {
         c.inputs = read_program_inputs(w.inputs, p);
       }
       ir::PassOptions po;
       po.quantize = hw.converters.has_value();
       // As `aoc compile --calibrate`: the converters' ranges from the exact reference on the inputs.
-      if (w.calibrate) po.calibrate = [&](ir::Program& q) { return calibrate_converters(q, c.inputs); };
+      if (w.calibrate) po.calibrate = [&](ir::Program& q) { return calibrate_converters(q, c.calibration.empty() ? c.inputs : c.calibration); };
       ir::run_pipeline(p, po);
       BackendOptions ro;
       ro.noise = ro.quantize = ro.optics = false;

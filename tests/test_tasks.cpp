@@ -83,12 +83,14 @@ std::string error_of(const std::string& spec) {
 
 }  // namespace
 
-TEST_CASE("tasks: Z_m, S3 and A5 satisfy the group axioms") {
+TEST_CASE("tasks: Z_m, S3, A5 and S5 satisfy the group axioms") {
   for (int m : {1, 2, 5, 7}) check_group(cyclic_group(m));
   check_group(s3_group());
   check_group(a5_group());
+  check_group(s5_group());
   CHECK(s3_group().n == 6);
   CHECK(a5_group().n == 60);
+  CHECK(s5_group().n == 120);
   // S3 and A5 are not abelian, Z_m is
   const Table s3 = s3_group(), a5 = a5_group();
   CHECK(s3(1, 2) != s3(2, 1));
@@ -160,7 +162,7 @@ TEST_CASE("tasks: labels are the prefix products of the tokens") {
   for (const std::string spec : {"parity", "count:5", "s3", "a5:p=0.5", "a5xm:p=0.5"}) {
     INFO(spec);
     const Task task = parse_task(spec);
-    const SeqBatch batch = sample(task, 3, L, 17, 4);
+    const SeqBatch batch = sample(task, 3, L, 17, 4, Split::Train);
     REQUIRE(batch.tokens.size() == static_cast<size_t>(3 * L));
     REQUIRE(batch.targets.size() == batch.tokens.size());
     for (int b = 0; b < 3; ++b) {
@@ -193,21 +195,21 @@ TEST_CASE("tasks: labels are the prefix products of the tokens") {
 
 TEST_CASE("tasks: a batch is a pure function of seed and index and sample b does not depend on B") {
   const Task task = parse_task("a5xm:p=0.5");
-  const SeqBatch a = sample(task, 8, 32, 123, 7);
-  const SeqBatch again = sample(task, 8, 32, 123, 7);
+  const SeqBatch a = sample(task, 8, 32, 123, 7, Split::Train);
+  const SeqBatch again = sample(task, 8, 32, 123, 7, Split::Train);
   CHECK(a.B == 8);
   CHECK(a.L == 32);
   CHECK(a.tokens == again.tokens);
   CHECK(a.targets == again.targets);
-  CHECK(sample(task, 8, 32, 123, 8).tokens != a.tokens);
-  CHECK(sample(task, 8, 32, 124, 7).tokens != a.tokens);
-  CHECK(sample(task, 8, 32, 123, 7 + (1ULL << 32)).tokens != a.tokens);  // the index's high word counts
+  CHECK(sample(task, 8, 32, 123, 8, Split::Train).tokens != a.tokens);
+  CHECK(sample(task, 8, 32, 124, 7, Split::Train).tokens != a.tokens);
+  CHECK(sample(task, 8, 32, 123, 7, Split::Test).tokens != a.tokens);  // another split, another stream
   // the first 3 samples of a batch of 8 are the batch of 3
-  const SeqBatch narrow = sample(task, 3, 32, 123, 7);
+  const SeqBatch narrow = sample(task, 3, 32, 123, 7, Split::Train);
   CHECK(std::equal(narrow.tokens.begin(), narrow.tokens.end(), a.tokens.begin()));
   CHECK(std::equal(narrow.targets.begin(), narrow.targets.end(), a.targets.begin()));
   // and a shorter sequence is a prefix of the longer one
-  const SeqBatch shorter = sample(task, 8, 10, 123, 7);
+  const SeqBatch shorter = sample(task, 8, 10, 123, 7, Split::Train);
   for (int b = 0; b < 8; ++b)
     for (int t = 0; t < 10; ++t) {
       REQUIRE(shorter.tokens[b * 10 + t] == a.tokens[b * 32 + t]);
@@ -215,19 +217,48 @@ TEST_CASE("tasks: a batch is a pure function of seed and index and sample b does
     }
   // samples within a batch differ
   CHECK(!std::equal(a.tokens.begin(), a.tokens.begin() + 32, a.tokens.begin() + 32));
-  CHECK_THROWS_AS(sample(task, 0, 32, 1, 0), Error);
-  CHECK_THROWS_AS(sample(task, 4, 0, 1, 0), Error);
+  CHECK_THROWS_AS(sample(task, 0, 32, 1, 0, Split::Train), Error);
+  CHECK_THROWS_AS(sample(task, 4, 0, 1, 0, Split::Train), Error);
+}
+
+TEST_CASE("tasks: S5 labels are the permutation of the tokens applied in order, and A5 sits in it as the even ones") {
+  const auto s5p = permutations(5, false);
+  const Task s5 = parse_task("s5");
+  CHECK(s5.vocab == 120);
+  const SeqBatch b = sample(s5, 2, 30, 11, 0, Split::Test);
+  for (int r = 0; r < 2; ++r)
+    for (int t = 1; t <= 30; ++t) {
+      const auto state = apply_in_order(s5p, b.tokens.data() + r * 30, t);
+      REQUIRE(b.targets[r * 30 + t - 1] == static_cast<int>(std::find(s5p.begin(), s5p.end(), state) - s5p.begin()));
+    }
+  const auto a5p = permutations(5, true);
+  for (const auto& p : a5p) CHECK(std::find(s5p.begin(), s5p.end(), p) != s5p.end());
+}
+
+TEST_CASE("tasks: each split is its own stream and the train split is the trainer's") {
+  const Task task = parse_task("s3");
+  const SeqBatch train = sample(task, 16, 64, 5, 0, Split::Train);
+  std::set<std::vector<int>> seen{train.tokens};
+  for (Split s : {Split::Eval, Split::Test, Split::Calibration}) {
+    INFO(split_name(s));
+    CHECK(seen.insert(sample(task, 16, 64, 5, 0, s).tokens).second);
+    CHECK(parse_split(split_name(s)) == s);
+  }
+  // a split's batch 1 is not another split's batch 0 either: the split is a counter word of its own
+  CHECK(sample(task, 16, 64, 5, 1, Split::Train).tokens != sample(task, 16, 64, 5, 0, Split::Eval).tokens);
+  CHECK_THROWS_WITH(parse_split("validation"), "unknown split \"validation\"; valid: train, eval, test, calibration");
+  CHECK_THROWS_AS(sample(task, 1, 1, 5, 1ULL << 32, Split::Train), Error);
 }
 
 TEST_CASE("tasks: p = 1 gives only identity group components and constant labels") {
   for (const std::string spec : {"parity:p=1", "count:5:p=1", "s3:p=1", "a5:p=1"}) {
     INFO(spec);
-    const SeqBatch b = sample(parse_task(spec), 4, 50, 3, 0);
+    const SeqBatch b = sample(parse_task(spec), 4, 50, 3, 0, Split::Train);
     CHECK(std::all_of(b.tokens.begin(), b.tokens.end(), [](int v) { return v == 0; }));
     CHECK(std::all_of(b.targets.begin(), b.targets.end(), [](int v) { return v == 0; }));
   }
   // a5xm: the group component is the identity; the monoid component stays uniform
-  const SeqBatch b = sample(parse_task("a5xm:p=1"), 4, 50, 3, 0);
+  const SeqBatch b = sample(parse_task("a5xm:p=1"), 4, 50, 3, 0, Split::Train);
   std::set<int> monoid;
   for (size_t i = 0; i < b.tokens.size(); ++i) {
     REQUIRE(b.tokens[i] / 4 == 0);
@@ -240,7 +271,7 @@ TEST_CASE("tasks: p = 1 gives only identity group components and constant labels
 TEST_CASE("tasks: p = 0.9 leaves about 10 percent hard tokens") {
   // hard = group component not the identity: probability (1 - p) (1 - 1/|G|); bound 5 sigma
   const auto hard_fraction_ok = [](const std::string& spec, int monoid_n, double want) {
-    const SeqBatch b = sample(parse_task(spec), 64, 256, 99, 1);
+    const SeqBatch b = sample(parse_task(spec), 64, 256, 99, 1, Split::Train);
     const double n = static_cast<double>(b.tokens.size());
     double hard = 0;
     for (int v : b.tokens) hard += v / monoid_n != 0;
@@ -253,7 +284,7 @@ TEST_CASE("tasks: p = 0.9 leaves about 10 percent hard tokens") {
   CHECK(hard_fraction_ok("s3:p=0.5", 1, 0.5 * 5 / 6));
   CHECK(hard_fraction_ok("a5", 1, 59.0 / 60));
   // p = 0: every element about equally often (s3, 6 classes, 5 sigma each)
-  const SeqBatch b = sample(parse_task("s3"), 64, 256, 5, 0);
+  const SeqBatch b = sample(parse_task("s3"), 64, 256, 5, 0, Split::Train);
   std::vector<double> counts(6);
   for (int v : b.tokens) counts[v] += 1;
   const double n = static_cast<double>(b.tokens.size()), sigma = std::sqrt(n * (1.0 / 6) * (5.0 / 6));
@@ -294,8 +325,8 @@ TEST_CASE("tasks: spec strings parse to the documented tasks") {
 }
 
 TEST_CASE("tasks: bad spec strings give one line errors naming the valid choices") {
-  const std::string unknown = error_of("s5");
-  CHECK_THAT(unknown, Catch::Contains("unknown task \"s5\"") && Catch::Contains("parity") &&
+  const std::string unknown = error_of("s7");
+  CHECK_THAT(unknown, Catch::Contains("unknown task \"s7\"") && Catch::Contains("parity") &&
                           Catch::Contains("count:M") && Catch::Contains("a5xm") && Catch::Contains(":p=P"));
   CHECK_THAT(error_of(""), Catch::Contains("unknown task"));
   CHECK_THAT(error_of("s3:q=1"), Catch::Contains("unknown parameter \"q=1\" for s3; valid: p=P"));
@@ -310,7 +341,7 @@ TEST_CASE("tasks: bad spec strings give one line errors naming the valid choices
   CHECK_THAT(error_of("count:5000"), Catch::Contains("the modulus must be"));
   CHECK_THAT(error_of("count:2.5"), Catch::Contains("the modulus must be"));
   CHECK_THAT(error_of("count:5:7"), Catch::Contains("the modulus is given twice"));
-  for (const std::string spec : {"s5", "s3:q=1", "count", "a5xm:p=-1"}) {
+  for (const std::string spec : {"s7", "s3:q=1", "count", "a5xm:p=-1"}) {
     const std::string e = error_of(spec);
     CHECK_THAT(e, Catch::StartsWith("task \"" + spec + "\": "));
     CHECK(e.find('\n') == std::string::npos);

@@ -37,20 +37,24 @@ struct Opts : ProgramFlags {
 };
 
 // With labels: the fraction of positions whose argmax (of the program's first output) is the label,
-// and the same at each sequence's last labelled position (labels [B, L, ...]: state tracking is
-// judged at the end, where the mean over positions hides a state lost late; rank 1: the same).
+// the same at each sequence's last labelled position, the fraction of sequences right at every
+// position, and the accuracy at each position (labels [B, L, ...]: state tracking is judged at the
+// end, where the mean over positions hides a state lost late; rank 1: one position).
 struct LabelScore {
-  double all = 0, last = 0;
+  double all = 0, last = 0, whole = 0;
+  std::vector<double> per_position;
 };
 LabelScore accuracy(const ir::Program& p, const ProgramResult& r, const ir::Tensor* labels, const std::string& file) {
   if (!labels) return {};
   try {
     const ir::Tensor& y = r.values.at(p.graph.outputs.at(0));
     LabelScore s;
-    s.all = s.last = ir::label_accuracy(y, *labels);  // checks the labels (integers, a class or negative) against the outputs
+    s.all = s.last = s.whole = ir::label_accuracy(y, *labels);  // checks the labels (integers, a class or negative) against the outputs
+    s.per_position = {s.all};
     if (labels->shape.size() < 2 || labels->shape[0] < 1 || labels->data.empty()) return s;
     const int B = static_cast<int>(labels->shape[0]), L = static_cast<int>(labels->data.size() / labels->shape[0]);
-    s.last = models::score_positions(ir::argmax_last(y), std::vector<int>(labels->data.begin(), labels->data.end()), B, L).last;
+    const models::PositionScores ps = models::score_positions(ir::argmax_last(y), std::vector<int>(labels->data.begin(), labels->data.end()), B, L);
+    s.last = ps.last, s.whole = ps.whole, s.per_position = ps.per_position;
     return s;
   } catch (const Error& e) {
     throw Error(file + ": /" + e.what());  // "labels.h5: /labels: 12 labels for 8 positions"
@@ -87,7 +91,8 @@ BackendList parse_backends(const std::string& text) {
 struct Checked {
   std::string name;
   bool physics = false;  // the sim backend: --quantize, --noise, the optics, --set, --precision and the seeds apply
-  Stat abs, rel, arg, codes, fails, iters, differ, acc, acc_last;  // acc: against --labels; acc_last: at the last position
+  Stat abs, rel, arg, codes, fails, iters, differ, acc, acc_last, acc_whole;  // against --labels: every position, the last, whole sequences
+  std::vector<double> per_position;                                           // against --labels: the mean over the runs at each position
   Stat ce;                                                 // next-token cross-entropy (a language model on /tokens)
   std::string precision;  // as the runs record it
 };
@@ -143,7 +148,7 @@ int run(Opts o, const CLI::App* c) {
     Checked ch;
     ch.name = dut->name();
     ch.physics = ch.name == "sim";
-    std::vector<double> acc, acc_last, ce;
+    std::vector<double> acc, acc_last, acc_whole, ce;
     RunCounters clips;  // over the runs, for the clipping warning
     BackendOptions bo = backend_options(o);
     if (!ch.physics) bo.noise = false, bo.quantize = false, bo.optics = false;
@@ -155,14 +160,17 @@ int run(Opts o, const CLI::App* c) {
         },
         [&](int, const ProgramResult& r) {
           const LabelScore a = accuracy(p, r, labels, o.labels);
-          acc.push_back(a.all), acc_last.push_back(a.last);
+          acc.push_back(a.all), acc_last.push_back(a.last), acc_whole.push_back(a.whole);
+          if (ch.per_position.empty()) ch.per_position.assign(a.per_position.size(), 0.0);
+          for (std::size_t t = 0; t < a.per_position.size(); ++t) ch.per_position[t] += a.per_position[t];
           clips.dac += r.counters.dac, clips.dac_clipped += r.counters.dac_clipped;
           clips.adc += r.counters.adc, clips.adc_clipped += r.counters.adc_clipped;
           if (ref_ce) ce.push_back(cross_entropy(r).value_or(std::numeric_limits<double>::quiet_NaN()));
           ch.precision = ch.physics ? precision_text(o.precision, r) : ch.name == "cuda-f32" ? "f32" : "f64";
         });
     ch.abs = st.abs, ch.rel = st.rel, ch.arg = st.argmax, ch.codes = st.codes, ch.fails = st.failures, ch.iters = st.iterations,
-    ch.differ = st.iterations_differ, ch.acc = stat(acc), ch.acc_last = stat(acc_last);
+    ch.differ = st.iterations_differ, ch.acc = stat(acc), ch.acc_last = stat(acc_last), ch.acc_whole = stat(acc_whole);
+    for (double& a : ch.per_position) a /= static_cast<double>(acc.size());
     if (ref_ce) ch.ce = stat(ce);
     // Clipped conversions are the usual cause of a bad check: converters at the machine's volts
     // where the model's values are larger. Say how many, and what fixes it.
@@ -203,7 +211,9 @@ int run(Opts o, const CLI::App* c) {
       j["reference_iterations_mean"] = ref_it.mean, j["reference_convergence_failures"] = ref_it.solves - ref_it.converged;
       if (labels) {
         j["labels"] = o.labels, j["accuracy_last"] = band(ch.acc_last), j["accuracy"] = band(ch.acc);
+        j["accuracy_whole_sequences"] = band(ch.acc_whole), j["accuracy_per_position"] = ch.per_position;
         j["reference_accuracy_last"] = ref_accuracy.last, j["reference_accuracy"] = ref_accuracy.all;
+        j["reference_accuracy_whole_sequences"] = ref_accuracy.whole, j["reference_accuracy_per_position"] = ref_accuracy.per_position;
       }
       if (ref_ce) {
         j["cross_entropy_nats"] = band(ch.ce), j["perplexity"] = band({std::exp(ch.ce.mean), 0, std::exp(ch.ce.min), std::exp(ch.ce.max)});
