@@ -47,11 +47,21 @@ void write_train_checkpoint(const std::string& path, models::SequenceModel& m, c
     arrays.push_back(array_of("adam_m." + params[i]->name, s.m[i]));
     arrays.push_back(array_of("adam_v." + params[i]->name, s.v[i]));
   }
+  // The loss curve grows with the run: a dataset (an attribute holds at most 64 KiB), the rest of the
+  // log in the state attribute.
+  nlohmann::ordered_json rest = log;
+  if (const auto c = rest.find("loss_curve"); c != rest.end()) {
+    H5Array curve{"log.loss_curve", {c->size(), 3}, {}, false};
+    for (const auto& row : *c)
+      for (const auto& v : row) curve.values.push_back(v.get<double>());
+    arrays.push_back(std::move(curve));
+    rest.erase(c);
+  }
   const nlohmann::ordered_json j{{"format", kFormat},         {"version", 1},
                                  {"tool_version", AOC_VERSION}, {"config_hash", config_hash},
                                  {"step", state.step},        {"adam_t", s.t},
                                  {"adam_steps", s.steps},     {"noise_draws", std::to_string(m.noise_draws())},
-                                 {"log", log}};
+                                 {"log", rest}};
   write_h5_arrays(path, arrays, {}, {{"state", j.dump()}});
 }
 
@@ -83,7 +93,19 @@ nlohmann::ordered_json read_train_checkpoint(const std::string& path, models::Se
     state.opt.restore(params, s);
     state.step = j.at("step").get<int>();
     m.set_noise_draws(std::stoull(j.at("noise_draws").get<std::string>()));
-    return j.at("log");
+    nlohmann::ordered_json log = j.at("log");
+    // rows of (step, loss, solve iterations): whole numbers but the loss
+    const H5Array curve = read_h5_array(path, "log.loss_curve");
+    if (curve.shape.size() != 2 || curve.shape[1] != 3) throw Error(path + ": /log.loss_curve: not rows of (step, loss, solve iterations)");
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    for (std::size_t r = 0; r < curve.shape[0]; ++r) {
+      const double* v = curve.values.data() + 3 * r;
+      if (!std::isfinite(v[1]) || v[0] != std::floor(v[0]) || v[2] != std::floor(v[2]) || std::fabs(v[0]) > 1e9 || std::fabs(v[2]) > 1e9)
+        throw Error(path + ": /log.loss_curve: row " + std::to_string(r) + " is not (step, loss, solve iterations)");
+      rows.push_back({static_cast<long long>(v[0]), v[1], static_cast<long long>(v[2])});
+    }
+    log["loss_curve"] = std::move(rows);
+    return log;
   } catch (const nlohmann::json::exception& e) {
     throw Error(jsonr::one_line(path + ": attribute state: " + e.what()));
   } catch (const std::logic_error& e) {  // stoull

@@ -229,6 +229,28 @@ TEST_CASE("cli: aoc train stopped and resumed from its checkpoint gives the weig
   CHECK(curve(dir / "whole" / "train.json") == curve(dir / "parts" / "train.json"));
 }
 
+TEST_CASE("cli: aoc train checkpoints a run whose loss curve is longer than an HDF5 attribute holds, and resumes it") {
+  // 3000 steps: the curve's JSON is over 64 KiB, the most an attribute holds (it is a dataset)
+  const auto dir = temp_dir() / "train-long";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string scen = (dir / "long.json").string();
+  aoc::write_file_atomic(scen, R"({"format": "aoc-train", "version": 1, "name": "long", "task": "parity",
+    "model": {"implicit": false, "d_model": 8, "d_state": 2, "expand": 2, "headdim": 8},
+    "train": {"length": 4, "batch": 2, "steps": 3000}, "eval": {"lengths": [4], "batch": 2}})");
+  const std::string out = (dir / "m").string();
+  const Run stop = run_aoc("train " + scen + " -o " + out + " --stop-after 2999 --quiet");
+  INFO(stop.out);
+  REQUIRE(stop.status == 0);
+  const Run resumed = run_aoc("train " + scen + " -o " + out + " --resume --quiet");
+  INFO(resumed.out);
+  REQUIRE(resumed.status == 0);
+  const auto curve = aoc::jsonr::parse_file((dir / "m" / "train.json").string()).at("loss_curve");
+  REQUIRE(curve.size() == 3000);
+  CHECK(curve[2998][0] == 2998);
+  CHECK(curve[2999][0] == 2999);
+}
+
 TEST_CASE("cli: aoc train refuses to resume another scenario's checkpoint or a folder without one") {
   const auto dir = temp_dir() / "train-resume-bad";
   std::filesystem::remove_all(dir);
