@@ -25,6 +25,10 @@ struct Mamba2Config {
   bool llama = false;  // model_type implicit_llama3: attention + SwiGLU MLP blocks
   std::int64_t d_model = 0, n_layer = 0, vocab = 0;
   std::int64_t d_state = 0, expand = 0, headdim = 0, d_conv = 4;  // Mamba2
+  // The scan's transition per head: "exp", exp(delta A) in (0, 1) as published; "tanh" (aoc's
+  // block_cfg.transition), tanh(delta A + A_bias) in (-1, 1): a transition that can be negative,
+  // which a diagonal SSM needs to track parity (Grazzi et al., ICLR 2025).
+  std::string transition = "exp";
   std::int64_t n_head = 0, d_inner = 0;                           // Llama (d_inner: the MLP's nominal width)
   double tol = 0, damping = 1;
   std::string rule = "released";  // the FixedPoint's stop rule: the released code's, or aoc's own (aoc_rule)
@@ -101,6 +105,7 @@ Mamba2Config parse(const std::string& path) {
     c.expand = integer(bc, f, "expand", 1, 64);
     c.headdim = integer(bc, f, "headdim", 1, 1 << 16);
     if (r.find(bc, "d_conv")) c.d_conv = integer(bc, f, "d_conv", 1, 64);
+    if (const jsonr::json* t = r.find(bc, "transition")) c.transition = r.choice(*t, f + ".transition", {"exp", "tanh"});
     if (r.find(bc, "ngroups") && integer(bc, f, "ngroups", 1, 1 << 16) != 1)
       r.fail(f + ".ngroups", "only ngroups 1 is supported");
     if ((c.expand * c.d_model) % c.headdim != 0)
@@ -192,7 +197,12 @@ std::string mamba2_block(std::vector<Op>& ops, const Mamba2Config& c, int i, con
   ops.push_back(mk(OpKind::Add, v + "dt_bias", {v + "dt", w + "dt_bias"}, {v + "dt_b"}));
   ops.push_back(mk(OpKind::Softplus, v + "delta", {v + "dt_b"}, {v + "delta"}));
   ops.push_back(mk(OpKind::Mul, v + "delta_A", {v + "delta", w + "A"}, {v + "dA"}));
-  ops.push_back(mk(OpKind::Exp, v + "decay", {v + "dA"}, {v + "a"}));
+  if (c.transition == "tanh") {
+    ops.push_back(mk(OpKind::Add, v + "A_bias", {v + "dA", w + "A_bias"}, {v + "dA_b"}));
+    ops.push_back(mk(OpKind::Tanh, v + "decay", {v + "dA_b"}, {v + "a"}));
+  } else {
+    ops.push_back(mk(OpKind::Exp, v + "decay", {v + "dA"}, {v + "a"}));
+  }
   ops.push_back(mk(OpKind::Reshape, v + "heads", {v + "x"}, {v + "xh"},
                    {{"shape", std::vector<std::int64_t>{0, 0, H, c.headdim}}}));
   ops.push_back(mk(OpKind::Einsum, v + "state_input", {v + "delta", v + "B", v + "xh"}, {v + "dBx"},
@@ -278,6 +288,7 @@ Imported import_config(const std::string& config_path, const ImportOptions& opti
     g.weights.push_back(fixed(w + "conv_b", {conv_dim}));
     g.weights.push_back(fixed(w + "dt_bias", {H}));
     g.weights.push_back(fixed(w + "A", {H}));
+    if (c.transition == "tanh") g.weights.push_back(fixed(w + "A_bias", {H}));
     g.weights.push_back(fixed(w + "D", {H}));
     g.weights.push_back(fixed(w + "gate_norm", {di}));
     g.weights.push_back(fixed(w + "out_proj", {D, di}));
@@ -396,6 +407,8 @@ Imported import_config(const std::string& config_path, const ImportOptions& opti
       }
     } else if (ends_with(n, ".A")) {
       for (auto& x : t.data) x = -uni(1.0, 16.0);  // A = -exp(A_log), A_log = log U[1, 16]
+    } else if (ends_with(n, ".A_bias")) {
+      std::fill(t.data.begin(), t.data.end(), 2.0);  // transitions tanh(delta A + 2): near 1 at small delta, as exp's
     } else if (ends_with(n, ".D")) std::fill(t.data.begin(), t.data.end(), 1.0);
     else throw Error("import: internal: no init for weight " + n);
     if (options.weight_sink) {

@@ -26,6 +26,7 @@ nlohmann::ordered_json Mamba2Spec::config() const {
                           {"rms_norm", true},
                           {"do_weight_norm", false},
                           {"block_cfg", {{"d_state", d_state}, {"expand", expand}, {"headdim", headdim}, {"d_conv", d_conv}}}};
+  if (transition != "exp") c["backbone_config"]["block_cfg"]["transition"] = transition;
   c["vocab_size"] = vocab;
   c["pad_vocab"] = false;
   c["tie_embeddings"] = true;
@@ -55,6 +56,7 @@ Mamba2Spec Mamba2Spec::from_config(const std::string& path) {
   s.expand = integer(bc, "backbone_config.block_cfg", "expand");
   s.headdim = integer(bc, "backbone_config.block_cfg", "headdim");
   if (r.find(bc, "d_conv")) s.d_conv = integer(bc, "backbone_config.block_cfg", "d_conv");
+  if (const jsonr::json* t = r.find(bc, "transition")) s.transition = r.choice(*t, "backbone_config.block_cfg.transition", {"exp", "tanh"});
   if (s.implicit) {
     const jsonr::json& sol = r.need(r.need(j, "", "deq_params"), "deq_params", "solver");
     s.tol = r.number(r.need(sol, "deq_params.solver", "f_tol"), "deq_params.solver.f_tol", jsonr::kPositive);
@@ -178,7 +180,8 @@ Var Mamba2Model::block(Tape& t, Var z, const Var* u, int L) {
   const Var x = t.slice_cols(xbc_s, 0, di), Bm = t.slice_cols(xbc_s, di, N), Cm = t.slice_cols(xbc_s, di + N, N);
   const Var delta = t.softplus(t.add(dt, w(t, l + "dt_bias")));
   const Var A = t.neg(t.exp(w(t, l + "A_log")));
-  const Var a = t.exp(t.mul(delta, A));
+  const Var dA = t.mul(delta, A);
+  const Var a = spec_.transition == "tanh" ? t.tanh(t.add(dA, w(t, l + "A_bias"))) : t.exp(dA);
   // h_t = a_t h_{t-1} + delta[h] x[h,p] B[n]; y[h,p] = sum_n C[n] h[h,p,n] + D[h] x[h,p]
   const Var yc = t.ssd(delta, a, x, Bm, Cm, L);
   const Var Dx = t.mul(x, t.matmul(w(t, l + "D"), t.constant(hp_rep_)));

@@ -20,6 +20,7 @@ struct Mamba2Spec {
   int vocab = 2;  // tokens and classes (the head is the tied embedding)
   int d_model = 32, d_state = 8, expand = 2, headdim = 16, d_conv = 4;
   bool implicit = true;
+  std::string transition = "exp";  // the scan's transition: exp(delta A) in (0, 1), or tanh(delta A + A_bias) in (-1, 1)
   // The FixedPoint of the exported graph (evaluation): the reference's sequential rule, per sample.
   double tol = 0.05, damping = 0.8;
   int max_iter = 200;

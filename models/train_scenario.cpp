@@ -44,7 +44,7 @@ TrainScenario read_train_scenario(const std::string& path) {
     number(m, "model", "tol", jsonr::kPositive, s.aoc.tol);
     number(m, "model", "damping", {0, 1, false, true}, s.aoc.damping);
   } else {
-    r.only_keys(m, "model", {"kind", "implicit", "d_model", "d_state", "expand", "headdim", "d_conv", "seed", "tol", "damping", "max_iter"});
+    r.only_keys(m, "model", {"kind", "implicit", "d_model", "d_state", "expand", "headdim", "d_conv", "transition", "seed", "tol", "damping", "max_iter"});
     s.spec.implicit = r.boolean(r.need(m, "model", "implicit"), "model.implicit");
   }
   integer(m, "model", "d_model", 1, 4096, s.spec.d_model);
@@ -52,6 +52,7 @@ TrainScenario read_train_scenario(const std::string& path) {
   integer(m, "model", "expand", 1, 16, s.spec.expand);
   integer(m, "model", "headdim", 1, 4096, s.spec.headdim);
   integer(m, "model", "d_conv", 1, 64, s.spec.d_conv);
+  if (const jsonr::json* tr = r.find(m, "transition")) s.spec.transition = r.choice(*tr, "model.transition", {"exp", "tanh"});
   integer(m, "model", "max_iter", 1, 100000, s.spec.max_iter);
   number(m, "model", "tol", jsonr::kPositive, s.spec.tol);
   number(m, "model", "damping", {0, 1, false, true}, s.spec.damping);

@@ -80,6 +80,24 @@ TEST_CASE("models: the explicit Mamba2 on the tape computes the interpreter's lo
   CHECK(max_diff(as_tensor(t.value(logits)), ir::interpret(g.graph, g.weights, {{"tokens", tokens_tensor()}}).values.at("logits")) < 1e-10);
 }
 
+TEST_CASE("models: the explicit Mamba2 with tanh transitions on the tape computes the interpreter's logits, and its transitions can be negative") {
+  Mamba2Spec s = tiny(false);
+  s.transition = "tanh";
+  Mamba2Model m(s, 4);
+  // a bias of -3 makes every transition tanh(delta A - 3) < 0: the graph must read the trained bias
+  for (ad::Param* p : m.params())
+    if (p->name == "layer0.A_bias") p->value.setConstant(-3.0);
+  ad::Tape t;
+  const ad::Var logits = m.head(t, m.explicit_forward(t, m.embed(t, kTokens), 5));
+  const ir::Imported g = m.export_graph();
+  ir::InterpretOptions io;
+  io.trace = true;
+  const ir::InterpretResult r = ir::interpret(g.graph, g.weights, {{"tokens", tokens_tensor()}}, io);
+  CHECK(max_diff(as_tensor(t.value(logits)), r.values.at("logits")) < 1e-10);
+  for (double a : r.values.at("l0.a").data) CHECK((a < 0 && a > -1));
+  CHECK(m.spec().config()["backbone_config"]["block_cfg"]["transition"] == "tanh");
+}
+
 TEST_CASE("models: the gradients of the implicit model's loss are finite differences'") {
   Mamba2Spec s = tiny(true, 2);
   s.d_model = 4, s.d_state = 2, s.headdim = 4;
@@ -100,17 +118,38 @@ TEST_CASE("models: the gradients of the implicit model's loss are finite differe
   }
 }
 
+TEST_CASE("models: the gradients through tanh transitions are finite differences'") {
+  Mamba2Spec s = tiny(false, 2);
+  s.d_model = 4, s.d_state = 2, s.headdim = 4, s.transition = "tanh";
+  Mamba2Model m(s, 5);
+  const std::vector<int> tokens = {1, 0, 1, 1, 0, 1}, targets = {1, 1, 0, 1, 1, 0};
+  const auto loss = [&](ad::Tape& t) { return t.cross_entropy(m.head(t, m.explicit_forward(t, m.embed(t, tokens), 3)), targets); };
+  // The embedding's init has std 0.01 and goes straight into an RMSNorm, where a step of 1e-4 is a
+  // 1 % change: central differences are off by up to 3e-3 there (with the exp transition too); a
+  // wrong backward shows up at O(1).
+  for (ad::Param* p : m.params()) {
+    INFO(p->name);
+    CHECK(ad::grad_check(loss, {p}, 1e-4) < 1e-2);
+  }
+}
+
 TEST_CASE("models: the exported weights and config give the same model back") {
-  Mamba2Model m(tiny(true), 6);
-  const auto dir = temp_dir() / "model-roundtrip";
-  std::filesystem::create_directories(dir);
-  const std::string cfg = (dir / "config.json").string(), w = (dir / "weights.h5").string();
-  aoc::write_file_atomic(cfg, m.spec().config().dump(1));
-  ir::write_weights_h5(w, m.weights());
-  const Mamba2Model back(Mamba2Spec::from_config(cfg), ir::read_weights_h5(w));
-  const ir::Imported a = m.export_graph(), b = back.export_graph();
-  CHECK(ir::write_graph(a.graph) == ir::write_graph(b.graph));
-  for (const auto& [name, t] : a.weights) CHECK(b.weights.at(name).data == t.data);
+  for (const std::string transition : {"exp", "tanh"}) {
+    INFO(transition);
+    Mamba2Spec s = tiny(true);
+    s.transition = transition;
+    Mamba2Model m(s, 6);
+    const auto dir = temp_dir() / "model-roundtrip";
+    std::filesystem::create_directories(dir);
+    const std::string cfg = (dir / "config.json").string(), w = (dir / "weights.h5").string();
+    aoc::write_file_atomic(cfg, m.spec().config().dump(1));
+    ir::write_weights_h5(w, m.weights());
+    const Mamba2Model back(Mamba2Spec::from_config(cfg), ir::read_weights_h5(w));
+    CHECK(back.spec().transition == transition);
+    const ir::Imported a = m.export_graph(), b = back.export_graph();
+    CHECK(ir::write_graph(a.graph) == ir::write_graph(b.graph));
+    for (const auto& [name, t] : a.weights) CHECK(b.weights.at(name).data == t.data);
+  }
 }
 
 TEST_CASE("models: a tiny implicit model learns parity and keeps it at four times the length") {
