@@ -47,6 +47,15 @@ ir::Tensor as_tensor(const ad::Mat& m) {
   return t;
 }
 
+// A fresh folder under the tests' temporary one, holding scenario.json with the given text.
+std::filesystem::path scenario_folder(const std::string& name, const std::string& scenario) {
+  const auto dir = temp_dir() / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  aoc::write_file_atomic((dir / "scenario.json").string(), scenario);
+  return dir;
+}
+
 // The exported graph with its FixedPoint set to `steps` undamped steps.
 ir::Imported fixed_steps(const Mamba2Model& m, int steps) {
   ir::Imported g = m.export_graph();
@@ -233,14 +242,11 @@ TEST_CASE("cli: aoc train writes a model folder the importer reads, and names a 
 }
 
 TEST_CASE("cli: aoc train stopped and resumed from its checkpoint gives the weights of an unbroken run, bit for bit") {
-  const auto dir = temp_dir() / "train-resume";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  const std::string scen = (dir / "tiny.json").string();
   // 6 steps, 2 in the unrolled phase: the stop at step 3 falls in the solve phase
-  aoc::write_file_atomic(scen, R"({"format": "aoc-train", "version": 1, "name": "tiny", "task": "parity",
+  const auto dir = scenario_folder("train-resume", R"({"format": "aoc-train", "version": 1, "name": "tiny", "task": "parity",
     "model": {"implicit": true, "d_model": 8, "d_state": 2, "expand": 2, "headdim": 8},
     "train": {"length": 8, "batch": 4, "steps": 6, "bounded_fraction": 0.34}, "eval": {"lengths": [8], "batch": 4}})");
+  const std::string scen = (dir / "scenario.json").string();
   const std::string whole = (dir / "whole").string(), parts = (dir / "parts").string();
   REQUIRE(run_aoc("train " + scen + " -o " + whole + " --quiet").status == 0);
   const Run stop = run_aoc("train " + scen + " -o " + parts + " --stop-after 3");
@@ -270,13 +276,10 @@ TEST_CASE("cli: aoc train stopped and resumed from its checkpoint gives the weig
 
 TEST_CASE("cli: aoc train checkpoints a run whose loss curve is longer than an HDF5 attribute holds, and resumes it") {
   // 3000 steps: the curve's JSON is over 64 KiB, the most an attribute holds (it is a dataset)
-  const auto dir = temp_dir() / "train-long";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  const std::string scen = (dir / "long.json").string();
-  aoc::write_file_atomic(scen, R"({"format": "aoc-train", "version": 1, "name": "long", "task": "parity",
+  const auto dir = scenario_folder("train-long", R"({"format": "aoc-train", "version": 1, "name": "long", "task": "parity",
     "model": {"implicit": false, "d_model": 8, "d_state": 2, "expand": 2, "headdim": 8},
     "train": {"length": 4, "batch": 2, "steps": 3000}, "eval": {"lengths": [4], "batch": 2}})");
+  const std::string scen = (dir / "scenario.json").string();
   const std::string out = (dir / "m").string();
   const Run stop = run_aoc("train " + scen + " -o " + out + " --stop-after 2999 --quiet");
   INFO(stop.out);
