@@ -54,3 +54,21 @@ def print_or_write(print_tables, path, name):
     with open(path + ".tmp", "w") as f:
         f.write(head + begin + out.getvalue() + end + tail)
     os.replace(path + ".tmp", path)
+
+
+def model_kind(sc):
+    """A trained model's scenario in words: its kind and width, and what differs from the defaults
+    (the training solve, the transition, hardware-aware training)."""
+    m, t = sc["model"], sc["train"]
+    if m.get("kind") == "aoc-ssm":
+        kind = f"AOC-native implicit SSM, {m.get('d_model', 16)} variables"
+    else:
+        kind = ("implicit" if m["implicit"] else "explicit") + f" Mamba2, d_model {m.get('d_model', 32)}"
+        if m.get("transition", "exp") != "exp":
+            kind += f", {m['transition']} transitions (can be negative)"
+    if m.get("kind") == "aoc-ssm" or m.get("implicit"):
+        if (t.get("solve_max", 16), t.get("solve_tol", 0.05)) != (16, 0.05):
+            kind += f", training solve <= {t.get('solve_max', 16)} steps at tol {t.get('solve_tol', 0.05)}"
+    if "hardware_aware" in t:
+        kind += ", hardware-aware"
+    return kind
