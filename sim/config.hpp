@@ -1,6 +1,7 @@
 // How one optical iteration is configured: the twin's switches plus the loop coefficients.
 // Hardware facts live in Hardware; this is what a user or a compiled program chooses per run.
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -8,7 +9,9 @@
 
 namespace aoc {
 
-enum class Nonlinearity { Twin, Tanh };  // the electronics' fitted sigmoid, or an exact tanh
+// The electronics' fitted sigmoid, an exact tanh, or the optimiser's comparator (Ising): sign(z) on
+// a binary variable's channel (CoreConfig::binary), the state itself on a continuous one.
+enum class Nonlinearity { Twin, Tanh, Ising };
 enum class LedModel { Twin, Linear };    // the fitted microLED cubics, or drive = signal
 // How the photocurrent is scaled back to a state: the twin's normalise_matrix=True (s/N with s =
 // beta or scale), its normalise_matrix=False (max|W|), or an exact gain beta (effective W' = beta*W).
@@ -42,6 +45,14 @@ struct CoreConfig {
   // sim/physics_spec.hpp) and an annealing schedule that replaces alpha.
   double step_fraction = 1.0;
   AlphaSchedule alpha_schedule;
+  // The optimisation sampler (runtime/optimize.hpp): which channels are binary under
+  // Nonlinearity::Ising (1 binary, 0 continuous; empty: every channel binary), and the inelastic
+  // walls that clip the state to [-wall, wall] after every step.
+  std::vector<std::uint8_t> binary;
+  std::optional<double> wall;
+  // The comparator's output level: t = level sign(z) on a binary channel, level z on a continuous
+  // one (1 for the ideal loop; the electronics' swing for the machine, runtime/optimize.cpp).
+  double ising_level = 1.0;
 
   // The twin's AOCCell.from_parameters defaults for this machine (alpha from create_default_aoc_model).
   static CoreConfig twin_defaults(const Hardware& hw);

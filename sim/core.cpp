@@ -6,6 +6,7 @@
 
 #include "sim/error.hpp"
 #include "sim/fastmath.hpp"
+#include "sim/stages.hpp"
 
 namespace aoc {
 
@@ -39,6 +40,8 @@ void OpticalCore<T>::load_weights(const Eigen::Ref<const MatrixXdR>& W, const Ei
   alpha_.assign(ld_, T(0));
   bias_.assign(ld_, T(0));
   for (int j = 0; j < n_; ++j) alpha_[j] = static_cast<T>(coeff_at(cfg_.alpha, j, 0.0)), bias_[j] = static_cast<T>(bias(j));
+  binary_.assign(ld_, T(0));
+  for (int j = 0; j < n_; ++j) binary_[j] = is_binary_channel(cfg_, j) ? T(1) : T(0);
   has_gamma_ = cfg_.gamma.has_value();
   gamma_ = static_cast<T>(cfg_.gamma.value_or(0.0));
 }
@@ -114,7 +117,17 @@ void nonlinearity(const Hardware& hw_, const CoreConfig& cfg_, const double* z, 
 template <class T>
 void OpticalCore<T>::step_rows(const T* z, const T* inj, const T* zprev, T* out, int rows, T* scratch, const T* alpha,
                                const StepContext& ctx, int row0) const {
-  nonlinearity(hw_, cfg_, z, scratch, rows * ld_);
+  if (cfg_.nonlinearity == Nonlinearity::Ising) {
+    // the comparator: its level times sign(z) on a binary channel, times z on a continuous one
+    const T level = static_cast<T>(cfg_.ising_level);
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < ld_; ++j) {
+        const T v = z[static_cast<size_t>(r) * ld_ + j];
+        scratch[static_cast<size_t>(r) * ld_ + j] = level * (binary_[j] != T(0) ? static_cast<T>((v > T(0)) - (v < T(0))) : v);
+      }
+  } else {
+    nonlinearity(hw_, cfg_, z, scratch, rows * ld_);
+  }
   kern::Epilogue<T> e;
   e.alpha = alpha;
   e.z = z;
@@ -124,6 +137,10 @@ void OpticalCore<T>::step_rows(const T* z, const T* inj, const T* zprev, T* out,
   e.has_gamma = has_gamma_;
   e.kappa = static_cast<T>(cfg_.step_fraction);
   tile_->read(scratch, rows, ctx, row0, e, out, scratch + static_cast<size_t>(kTileRows) * ld_);
+  if (cfg_.wall) {
+    const T w = static_cast<T>(*cfg_.wall);
+    for (int i = 0; i < rows * ld_; ++i) out[i] = std::min(std::max(out[i], -w), w);
+  }
 }
 
 template <class T>

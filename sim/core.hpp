@@ -59,7 +59,7 @@ class OpticalCore {
   CoreConfig cfg_;
   int n_ = 0, ld_ = 0;
   std::unique_ptr<OpticalTile<T>> tile_;  // reads hw_
-  AlignedVector<T> alpha_, bias_;  // ld each
+  AlignedVector<T> alpha_, bias_, binary_;  // ld each (binary_: 1 on a binary channel under Nonlinearity::Ising)
   T gamma_ = 0;
   bool has_gamma_ = false;
 };

@@ -75,6 +75,15 @@ std::vector<std::pair<std::string, const MatrixXdR*>> StepStages::named() const 
           {"step_output", &step_output}};
 }
 
+double electronics_nonlinearity(const Hardware& hw, const CoreConfig& cfg, int channel, double z) {
+  switch (cfg.nonlinearity) {
+    case Nonlinearity::Tanh: return std::tanh(z);
+    case Nonlinearity::Ising: return cfg.ising_level * (is_binary_channel(cfg, channel) ? (z > 0) - (z < 0) : z);
+    case Nonlinearity::Twin: break;
+  }
+  return twin_sigmoid(hw.tanh, z);
+}
+
 double twin_sigmoid(const std::array<double, 6>& k, double z) {
   const double u = k[0] * z + k[1];
   return k[3] * u / std::pow(1.0 + std::pow(std::abs(u), k[2]), 1.0 / k[2]) + k[4] + k[5] * z;
@@ -287,9 +296,9 @@ StepStages twin_step_stages(const Hardware& hw, const CoreConfig& cfg, const Mat
     throw Error("step: z, x (and z_prev) must all be B x " + std::to_string(N));
   StepStages s;
   // 1. electronics nonlinearity
-  s.after_tanh = z.unaryExpr([&](double v) {
-    return cfg.nonlinearity == Nonlinearity::Tanh ? std::tanh(v) : twin_sigmoid(hw.tanh, v);
-  });
+  s.after_tanh = z;
+  for (Eigen::Index r = 0; r < z.rows(); ++r)
+    for (int j = 0; j < N; ++j) s.after_tanh(r, j) = electronics_nonlinearity(hw, cfg, j, z(r, j));
   // 2. microLED drive of the two optical paths
   if (cfg.led == LedModel::Twin) {
     s.after_led_pos = s.after_tanh.unaryExpr([&](double t) { return cubic(hw.led_pos, t); });
@@ -310,6 +319,8 @@ StepStages twin_step_stages(const Hardware& hw, const CoreConfig& cfg, const Mat
     if (z_prev) g += *cfg.gamma * (z - *z_prev);
     else g += *cfg.gamma * z;
   }
+  // 15. the optimiser's walls
+  if (cfg.wall) g = g.cwiseMax(-*cfg.wall).cwiseMin(*cfg.wall);
   s.step_output = g;
   return s;
 }

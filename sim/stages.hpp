@@ -73,6 +73,12 @@ bool drives_leak_densely(const Hardware& hw, const CoreConfig& cfg);
 
 // Elementwise pieces shared with the fast core.
 double twin_sigmoid(const std::array<double, 6>& c, double z);
+// The loop's nonlinearity on one channel's state, as the configuration chooses it (the one scalar
+// definition; OpticalCore's vector loops give the same values).
+double electronics_nonlinearity(const Hardware& hw, const CoreConfig& cfg, int channel, double z);
+inline bool is_binary_channel(const CoreConfig& cfg, int channel) {
+  return cfg.binary.empty() || (channel < static_cast<int>(cfg.binary.size()) && cfg.binary[static_cast<size_t>(channel)] != 0);
+}
 double cubic(const std::array<double, 4>& p, double t);
 
 }  // namespace aoc

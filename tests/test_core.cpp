@@ -113,6 +113,27 @@ TEST_CASE("core: the fast core agrees with the staged twin iteration on the 48-v
   check_core_matches_stages(hw48(), CoreConfig::twin_defaults(hw48()), 48, 101);
 }
 
+TEST_CASE("core: the optimiser's comparator and walls agree with the staged twin iteration on mixed binary and continuous channels") {
+  CoreConfig cfg = CoreConfig::twin_defaults(hw48());
+  cfg.nonlinearity = Nonlinearity::Ising;
+  cfg.ising_level = 0.2;
+  cfg.binary.assign(48, 1);
+  for (int j = 0; j < 48; j += 3) cfg.binary[static_cast<size_t>(j)] = 0;  // every third channel continuous
+  cfg.wall = 1.0;
+  cfg.gamma = 0.9;
+  check_core_matches_stages(hw48(), cfg, 48, 105, true);
+}
+
+TEST_CASE("core: the walls keep every state of a step within them") {
+  CoreConfig cfg = CoreConfig::twin_defaults(hw48());
+  cfg.nonlinearity = Nonlinearity::Ising;
+  cfg.wall = 0.5;
+  const Problem p = make_problem(48, 9, 106);
+  const MatrixXdR out = core_step<double>(hw48(), cfg, p);
+  CHECK(out.cwiseAbs().maxCoeff() <= 0.5);
+  CHECK(out.cwiseAbs().maxCoeff() == 0.5);  // the step reaches them: they clip something
+}
+
 TEST_CASE("core: the fast core agrees with the staged twin iteration on the 48-variable machine with PBS crosstalk on") {
   CoreConfig cfg = CoreConfig::twin_defaults(hw48());
   cfg.switches.pbs_crosstalk = true;

@@ -20,6 +20,8 @@ void add_sweep(CLI::App& app);
 void add_pareto(CLI::App& app);
 void add_report(CLI::App& app);
 void add_list(CLI::App& app);
+void add_problem(CLI::App& app);
+void add_optimize(CLI::App& app);
 
 // The bundled machines, one line each (aoc hw list, aoc list).
 void print_machines();

@@ -13,5 +13,8 @@ namespace aoc::cli {
 
 // The settings (runtime/loop_settings.hpp) as flags; --alpha sets LoopSettings::alpha when given.
 void add_loop_flags(CLI::App* c, LoopSettings& f, const char* seed_help);
+// The part that says which machine runs and how (machine, overrides, mode, precision, converters,
+// noise, bandwidth, seed, threads), for commands that run their own loop (aoc optimize).
+void add_machine_flags(CLI::App* c, LoopSettings& f, const char* seed_help);
 
 }  // namespace aoc::cli

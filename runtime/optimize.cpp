@@ -1,0 +1,271 @@
+#include "runtime/optimize.hpp"
+
+#include <Eigen/Eigenvalues>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "runtime/loop_run.hpp"
+#include "sim/energy.hpp"
+#include "sim/error.hpp"
+#include "sim/json_reader.hpp"
+#include "sim/noise.hpp"
+#include "sim/tile.hpp"
+
+namespace aoc {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Philox streams of the sampler and the baselines (Source::Optimize, counter word a; the problem
+// generators use 1-4).
+enum Stream : std::uint32_t { kInitial = 10, kSearch = 11, kAnnealing = 12 };
+
+double uniform01(std::uint32_t w) { return (static_cast<double>(w) + 0.5) * 0x1.0p-32; }
+
+constexpr int kCompensationRounds = 12;
+
+// The state a sample leaves the machine with: binaries by their sign (0 reads as +1), continuous
+// variables as read, inside the walls.
+Eigen::VectorXd decode(const IsingProblem& p, const double* readout) {
+  Eigen::VectorXd s(p.n());
+  for (int j = 0; j < p.n(); ++j) {
+    const double v = readout[j];
+    s(j) = p.binary[static_cast<size_t>(j)] ? (v < 0 ? -1.0 : 1.0) : std::clamp(v, -1.0, 1.0);
+  }
+  return s;
+}
+
+}  // namespace
+
+DriveCalibration drive_calibration(const Hardware& hw, const CoreConfig& cfg) {
+  DriveCalibration c;
+  if (cfg.nonlinearity == Nonlinearity::Ising) throw Error("drive calibration: give the machine's own nonlinearity, whose swing the comparator has");
+  if (cfg.nonlinearity == Nonlinearity::Tanh && cfg.led == LedModel::Linear) return c;  // the ideal loop: t = sign(z) exactly
+  // the electronics driven to the walls: their swing, and what the LEDs make of it
+  const double hi = electronics_nonlinearity(hw, cfg, 0, 1.0), lo = electronics_nonlinearity(hw, cfg, 0, -1.0);
+  c.level = 0.5 * (hi - lo);
+  if (cfg.led == LedModel::Twin) {
+    const double pos_hi = cubic(hw.led_pos, c.level), pos_lo = cubic(hw.led_pos, -c.level);
+    const double neg_hi = cubic(hw.led_neg, c.level), neg_lo = cubic(hw.led_neg, -c.level);
+    c.slope = 0.25 * ((pos_hi - pos_lo) + (neg_hi - neg_lo));
+  } else {
+    c.slope = c.level;
+  }
+  if (!(c.slope > 0)) throw Error(hw.path + ": the LEDs' response to the comparator's swing is not positive: the machine cannot run the sampler");
+  return c;
+}
+
+Programming program_couplings(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& J, const DriveCalibration& cal) {
+  Programming prog;
+  prog.W = J;
+  prog.offset = Eigen::VectorXd::Zero(J.rows());
+  if (cfg.led != LedModel::Twin) return prog;  // the ideal chain is the product itself
+  CoreConfig unit = cfg;
+  unit.gain = GainMode::Explicit;
+  unit.beta = {1.0 / cal.slope};  // the gain at which J s comes out at the scale of J
+  const int n = static_cast<int>(J.rows());
+  // The machine's product of drives level*s through the programmed W, scaled by the LEDs' slope:
+  // s' Jeff + offset. Each row of Jeff is what one drive's sign changes; the offset is what every
+  // drive adds whatever its sign (the LEDs' common mode) and the chain's constant.
+  const auto measure = [&](const MatrixXdR& W, MatrixXdR& Jeff, Eigen::VectorXd& offset) {
+    const FactoredChain ch = factor_optical_chain(hw, unit, W);
+    const MatrixXdR F = ch.folded();  // 2n x n: [LED+ | LED-] F + c
+    const double dp = 0.5 * (cubic(hw.led_pos, cal.level) - cubic(hw.led_pos, -cal.level)),
+                 dn = 0.5 * (cubic(hw.led_neg, cal.level) - cubic(hw.led_neg, -cal.level));
+    const double mp = 0.5 * (cubic(hw.led_pos, cal.level) + cubic(hw.led_pos, -cal.level)),
+                 mn = 0.5 * (cubic(hw.led_neg, cal.level) + cubic(hw.led_neg, -cal.level));
+    Jeff = dp * F.topRows(n) + dn * F.bottomRows(n);
+    offset = (mp * F.topRows(n) + mn * F.bottomRows(n)).colwise().sum().transpose() + ch.c;
+  };
+  MatrixXdR Jeff;
+  measure(prog.W, Jeff, prog.offset);
+  // A weight the chain passes at under a tenth (a dark SLM pixel) stays as it is: raising it would
+  // only raise max |W|, which every other transmission is divided by.
+  const auto dead = (Jeff.array().abs() < 0.1 * J.array().abs()).eval();
+  prog.dead = static_cast<int>(dead.count());
+  for (int k = 0; k < kCompensationRounds; ++k) {
+    prog.W.array() += dead.select(0.0, (J - Jeff).array());  // the distortion is mild: each round takes most of what is left
+    measure(prog.W, Jeff, prog.offset);
+  }
+  prog.residual = (Jeff - J).cwiseAbs().maxCoeff() / std::max(1e-300, J.cwiseAbs().maxCoeff());
+  return prog;
+}
+
+double coupling_scale(const MatrixXdR& J) {
+  const Eigen::SelfAdjointEigenSolver<MatrixXdR> es(J, Eigen::EigenvaluesOnly);
+  const double lo = es.eigenvalues().minCoeff(), hi = es.eigenvalues().maxCoeff();
+  const double lambda = (lo < 0) != (hi < 0) ? hi : 0.5 * (std::abs(lo) + std::abs(hi));
+  return lambda <= 0.1 ? 1.0 : lambda;
+}
+
+Success success_of(const Eigen::VectorXd& energies, double target) {
+  Success s;
+  s.samples = static_cast<int>(energies.size());
+  const double tol = 1e-9 * std::max(1.0, std::abs(target));
+  for (double e : energies) s.hits += e <= target + tol;
+  s.p = s.samples ? static_cast<double>(s.hits) / s.samples : 0;
+  s.repeats99 = s.p >= 0.99 ? 1.0 : s.p <= 0 ? std::numeric_limits<double>::infinity() : std::log(0.01) / std::log1p(-s.p);
+  return s;
+}
+
+SampleSet run_sampler(const IsingProblem& p, const Hardware& hw, const LoopSettings& loop, const SamplerParams& sp, double dt, int count,
+                      int iterations, int first_sample) {
+  const int n = p.n();
+  if (n > hw.channels)
+    throw Error(hw.path + ": the problem's " + std::to_string(n) + " variables do not fit the machine's " + std::to_string(hw.channels) +
+                " channels (one module; tiling over modules is not modelled for the optimiser)");
+  if (count < 1 || iterations < 1) throw Error("optimize: samples and iterations must be at least 1");
+  CoreConfig cfg = loop_config(loop, hw);
+  const DriveCalibration cal = drive_calibration(hw, cfg);
+  cfg.nonlinearity = Nonlinearity::Ising;
+  cfg.ising_level = cal.level;
+  cfg.binary = p.binary;
+  cfg.wall = 1.0;
+  cfg.gain = GainMode::Explicit;
+  cfg.beta = {dt * sp.g / cal.slope};
+  cfg.gamma = sp.m;
+  cfg.alpha = {1.0 - dt * sp.a};
+  cfg.alpha_schedule = {AlphaSchedule::Kind::Linear, 1.0 - dt * sp.a, 1.0, iterations};
+  LoopRunOptions o = run_options(loop);
+  o.solver = SolverOptions::fixed(iterations);
+  o.solver.first_sample = first_sample;
+  LoopProblem lp;
+  const Programming prog = program_couplings(hw, cfg, p.J, cal);
+
+  lp.W = prog.W;
+  lp.bias = dt * sp.g * (p.h - prog.offset);
+  lp.x = MatrixXdR::Zero(count, n);
+  lp.z0.resize(count, n);
+  const double r = 1.0 / std::sqrt(static_cast<double>(n));
+  std::vector<std::uint32_t> w(static_cast<size_t>(n));
+  for (int b = 0; b < count; ++b) {
+    noise::philox_words(loop.seed, noise::Source::Optimize, kInitial, static_cast<std::uint32_t>(first_sample + b), 0, n, w.data());
+    for (int j = 0; j < n; ++j) lp.z0(b, j) = r * (2 * uniform01(w[static_cast<size_t>(j)]) - 1);
+  }
+  const auto t0 = Clock::now();
+  const LoopRunResult res = run_loop(hw, cfg, lp, o);
+  SampleSet set;
+  set.wall_seconds = seconds_since(t0);
+  set.iterations = iterations;
+  set.programming_residual = prog.residual;
+  set.dead_weights = prog.dead;
+  MatrixXdR S(count, n);
+  for (int b = 0; b < count; ++b) S.row(b) = decode(p, res.readout.row(b).data()).transpose();
+  set.energies = ising_energy(p, S);
+  Eigen::Index best = 0;
+  set.best_energy = set.energies.minCoeff(&best);
+  set.best_state = S.row(best).transpose();
+  return set;
+}
+
+SampleSet run_annealing(const IsingProblem& p, int count, int sweeps, std::uint64_t seed, int threads) {
+  if (!p.all_binary()) throw Error("simulated annealing: every variable must be binary");
+  const int n = p.n();
+  // The schedule's ends from the moves' sizes: a flip changes H by 2 |f_i| at most, f = Js + h.
+  double largest = 0, smallest = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < n; ++i) {
+    largest = std::max(largest, 2 * (p.J.row(i).cwiseAbs().sum() + std::abs(p.h(i))));
+    for (int j = 0; j < n; ++j)
+      if (p.J(i, j) != 0) smallest = std::min(smallest, 2 * std::abs(p.J(i, j)));
+    if (p.h(i) != 0) smallest = std::min(smallest, 2 * std::abs(p.h(i)));
+  }
+  if (largest <= 0) largest = smallest = 1;
+  const double beta0 = std::log(2.0) / largest, beta1 = std::log(100.0) / smallest;
+  SampleSet set;
+  set.iterations = sweeps;
+  MatrixXdR S(count, n);
+  const auto t0 = Clock::now();
+#pragma omp parallel for num_threads(std::max(1, threads)) schedule(dynamic)
+  for (int b = 0; b < count; ++b) {
+    std::vector<std::uint32_t> w(static_cast<size_t>(n));
+    Eigen::VectorXd s(n);
+    noise::philox_words(seed, noise::Source::Optimize, kAnnealing, static_cast<std::uint32_t>(b), 0, n, w.data());
+    for (int j = 0; j < n; ++j) s(j) = (w[static_cast<size_t>(j)] & 1u) ? 1.0 : -1.0;
+    Eigen::VectorXd f = p.J * s + p.h;
+    for (int k = 0; k < sweeps; ++k) {
+      const double beta = sweeps > 1 ? beta0 * std::pow(beta1 / beta0, static_cast<double>(k) / (sweeps - 1)) : beta1;
+      // one word per spin and sweep; the counter runs past the initial state's n words
+      noise::philox_words(seed, noise::Source::Optimize, kAnnealing, static_cast<std::uint32_t>(b),
+                          static_cast<std::uint32_t>((k + 1) * n), n, w.data());
+      for (int i = 0; i < n; ++i) {
+        const double dE = 2 * s(i) * f(i);
+        if (dE <= 0 || uniform01(w[static_cast<size_t>(i)]) < std::exp(-beta * dE)) {
+          const double d = -2 * s(i);
+          s(i) = -s(i);
+          f += d * p.J.col(i);
+        }
+      }
+    }
+    S.row(b) = s.transpose();
+  }
+  set.wall_seconds = seconds_since(t0);
+  set.energies = ising_energy(p, S);
+  Eigen::Index best = 0;
+  set.best_energy = set.energies.minCoeff(&best);
+  set.best_state = S.row(best).transpose();
+  return set;
+}
+
+OptimizeResult optimize(const IsingProblem& p, const OptimizeSettings& s, bool progress) {
+  check_settings(s.loop);
+  const Hardware hw = load_machine(s.loop);
+  OptimizeResult r;
+  r.lambda = coupling_scale(p.J);
+  if (s.params) {
+    r.params = *s.params;
+  } else {
+    // AOCoptimizer's search: (a, g, m) uniform in [0.01, 1]^2 x [0.95, 0.99], then a <- a / g and
+    // g <- 1 / (g lambda); each configuration's short samples ranked by their mean energy.
+    if (s.search_configs < 1) throw Error("optimize: --search-configs must be at least 1");
+    double best_mean = std::numeric_limits<double>::infinity();
+    for (int c = 0; c < s.search_configs; ++c) {
+      std::uint32_t w[3];
+      noise::philox_words(s.loop.seed, noise::Source::Optimize, kSearch, static_cast<std::uint32_t>(c), 0, 3, w);
+      const double a0 = 0.01 + 0.99 * uniform01(w[0]), g0 = 0.01 + 0.99 * uniform01(w[1]), m = 0.95 + 0.04 * uniform01(w[2]);
+      const SamplerParams sp{a0 / g0, 1.0 / (g0 * r.lambda), m};
+      // the search's samples are keyed apart from the final run's (first sample past them)
+      const SampleSet set = run_sampler(p, hw, s.loop, sp, s.dt, s.search_samples, s.search_iterations, (c + 1) * 1000000);
+      const double mean = set.energies.mean();
+      r.search.emplace_back(sp, mean);
+      if (mean < best_mean) best_mean = mean, r.params = sp;
+      if (progress) std::fprintf(stderr, "\roptimize: search %d/%d", c + 1, s.search_configs);
+    }
+    if (progress) std::fprintf(stderr, "\n");
+  }
+  if (progress) std::fprintf(stderr, "optimize: %d samples of %d iterations on %s ...\n", s.samples, s.iterations, s.loop.hw.c_str());
+  r.aoc = run_sampler(p, hw, s.loop, r.params, s.dt, s.samples, s.iterations, 0);
+  if (s.sa_sweeps > 0 && p.all_binary()) {
+    if (progress) std::fprintf(stderr, "optimize: simulated annealing, %d samples of %d sweeps ...\n", s.sa_samples, s.sa_sweeps);
+    r.sa = run_annealing(p, s.sa_samples, s.sa_sweeps, s.loop.seed, s.loop.threads);
+  }
+  if (p.best_known) {
+    r.target_energy = energy_of(p, *p.best_known);
+    r.target_source = p.best_known_source;
+  } else {
+    r.target_energy = r.aoc.best_energy;
+    r.target_source = "the best any method found in this run (no known optimum)";
+    if (r.sa && r.sa->best_energy < r.target_energy) r.target_energy = r.sa->best_energy;
+  }
+  r.aoc_success = success_of(r.aoc.energies, r.target_energy);
+  if (r.sa) r.sa_success = success_of(r.sa->energies, r.target_energy);
+  const TimingSpec t = hw.timing.value_or(TimingSpec{});
+  r.loop_period_s = t.loop_period_ns * 1e-9;
+  if (hw.energy) {
+    Workload wl;
+    wl.n = p.n();
+    wl.fixed_points = 1;
+    wl.iterations_per_fixed_point = s.iterations;
+    const EnergyReport e = estimate(hw, wl);
+    r.energy_per_sample_j = e.total_joules.typ;
+    r.energy_source = hw.path + " (energy section; aoc estimate's loop form, n " + std::to_string(p.n()) + ", " + std::to_string(s.iterations) +
+                      " iterations and one readout per sample, the weights programmed once for the run and not counted)";
+  }
+  return r;
+}
+
+}  // namespace aoc

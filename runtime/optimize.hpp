@@ -1,0 +1,111 @@
+// The AOC's second job: combinatorial optimisation. AOCoptimizer.jl's sampler (MIT; its own terms)
+// run as the machine's loop on the one optical core model (sim/core.hpp):
+//   s = sign(x) on binaries, x on continuous variables      Nonlinearity::Ising
+//   x <- x + dt g (J s + h) - dt a(t) x + m (x - x_prev)     alpha(t) = 1 - dt a(t), beta = dt g,
+//   x <- clip(x, -1, 1)                                      W = J, gamma = m, bias = dt g h; walls
+// with a(t) falling linearly to 0 over the iterations and x0 ~ U(+-1/sqrt(n)), each sample its own
+// solve on the machine (its converters, noise and clock when switched on). A short search picks
+// (a, g, m); the best then runs many samples. Metrics as AOCoptimizer and the annealing literature
+// report them: success probability p, operations (loop iterations) to solution with 99 %
+// confidence, the machine time and energy that takes; simulated annealing measured in the same run.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/ising.hpp"
+#include "runtime/loop_settings.hpp"
+
+namespace aoc {
+
+struct SamplerParams {
+  double a = 0, g = 0, m = 0;  // annealing start, gain (J's scale already divided out), momentum
+};
+
+struct OptimizeSettings {
+  LoopSettings loop;           // machine, mode, converters, noise, seed, threads (as aoc run)
+  int samples = 200;           // samples of the final run
+  int iterations = 500;        // loop iterations per sample
+  double dt = 0.5;
+  std::optional<SamplerParams> params;  // given: no search
+  int search_configs = 32;     // (a, g, m) tried in the search
+  int search_samples = 16;     // samples per configuration
+  int search_iterations = 100; // iterations per search sample
+  int sa_sweeps = 200;         // simulated annealing: sweeps per sample (0: no baseline)
+  int sa_samples = 200;
+};
+
+// Energies (and the best of them) of a set of samples, and what they cost.
+struct SampleSet {
+  Eigen::VectorXd energies;       // per sample, H + offset
+  Eigen::VectorXd best_state;     // the lowest-energy sample's state
+  double best_energy = 0;
+  double wall_seconds = 0;        // this process's time for the whole set
+  int iterations = 0;             // per sample: loop iterations (aoc) or sweeps (SA)
+  double programming_residual = 0;  // aoc: max |Jeff - J| / max |J| of what the machine was programmed with
+  int dead_weights = 0;             // aoc: weights the chain does not pass (left uncompensated)
+};
+
+// The success figures against a target energy: p and the repeats for 99 % confidence.
+struct Success {
+  int hits = 0, samples = 0;
+  double p = 0;
+  double repeats99 = 0;  // ln(0.01) / ln(1 - p), 1 when p >= 0.99, infinity when p = 0
+};
+Success success_of(const Eigen::VectorXd& energies, double target_energy);
+
+struct OptimizeResult {
+  SamplerParams params;
+  double lambda = 1;                 // J's scale the gain was divided by
+  std::vector<std::pair<SamplerParams, double>> search;  // each configuration and its mean energy
+  SampleSet aoc;                     // the final run on the machine
+  std::optional<SampleSet> sa;       // simulated annealing in the same run
+  double target_energy = 0;          // the best known, else the best any method found
+  std::string target_source;
+  Success aoc_success;
+  std::optional<Success> sa_success;
+  double loop_period_s = 0;          // the machine's iteration (its timing section)
+  double energy_per_sample_j = 0;    // the energy model's estimate of one sample (typical)
+  std::string energy_source;
+};
+
+// How the sampler's drives come out of the machine's electronics and LEDs: the comparator's swing
+// (the fitted nonlinearity at the walls, +-1) and the LEDs' differential response to it, the
+// product's scale (the gain is divided by it). The ideal loop: level 1, slope 1.
+struct DriveCalibration {
+  double level = 1, slope = 1;
+};
+// cfg: the machine's loop configuration before the comparator replaces its nonlinearity.
+DriveCalibration drive_calibration(const Hardware& hw, const CoreConfig& cfg);
+
+// What the machine is programmed with so that its product of the drives is J s: the machine's
+// chain as measured (sim/tile.hpp's factored chain: fan-in, SLM distortion and darkness, detector
+// gains, crosstalk) turns a programmed W into an effective Jeff(W); W is corrected until Jeff = J
+// (a few rounds), and the chain's offset (the LEDs' common mode, its constant) is taken out of the
+// bias. Weights the chain passes at under a tenth of their value (dark SLM pixels) are left as
+// they are (`dead`). The ideal chain: W = J, no offset. residual: max |Jeff - J| / max |J| after
+// the rounds, over every weight.
+struct Programming {
+  MatrixXdR W;
+  Eigen::VectorXd offset;
+  double residual = 0;
+  int dead = 0;
+};
+Programming program_couplings(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& J, const DriveCalibration& cal);
+
+// J's scale for the gain (AOCoptimizer's normalisation): the largest eigenvalue where the extremes
+// differ in sign, else the mean of their magnitudes; 1 when that is at most 0.1.
+double coupling_scale(const MatrixXdR& J);
+
+// Samples first_sample .. first_sample + count - 1 of the sampler on the machine (each keyed by its
+// index: the same for any batch split or thread count).
+SampleSet run_sampler(const IsingProblem& p, const Hardware& hw, const LoopSettings& loop, const SamplerParams& params, double dt, int count,
+                      int iterations, int first_sample);
+// Simulated annealing (Metropolis single flips, a geometric inverse-temperature schedule from 50 %
+// acceptance of the largest move to 1 % of the smallest), all-binary problems.
+SampleSet run_annealing(const IsingProblem& p, int count, int sweeps, std::uint64_t seed, int threads);
+
+OptimizeResult optimize(const IsingProblem& p, const OptimizeSettings& s, bool progress);
+
+}  // namespace aoc
