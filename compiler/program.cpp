@@ -132,6 +132,7 @@ void check_plan(const Program& prog, const OpticalPlan& p, const std::map<std::s
     for (std::int32_t c : p.codes)
       if (c < -lim || c > lim - 1) bad_plan(p, "SLM code " + std::to_string(c) + " does not fit " + std::to_string(p.slm_bits) + " bits");
     // A code step is the value of one SLM code: positive, or 0 for a tile of zero weights.
+    if (!(std::isfinite(p.sum_range) && p.sum_range >= 0)) bad_plan(p, "partial-sum range " + jsonr::num(p.sum_range) + " is not a finite number >= 0");
     for (std::size_t k = 0; k < p.code_step.size(); ++k)
       if (!(std::isfinite(p.code_step[k]) && p.code_step[k] >= 0))
         bad_plan(p, "tile " + std::to_string(k) + ": code step " + jsonr::num(p.code_step[k]) + " is not a finite number >= 0");

@@ -39,6 +39,10 @@ struct OpticalPlan {
   int slm_bits = 0;                  // 0: the weights are exact (not quantized)
   std::vector<std::int32_t> codes;   // rows * cols signed SLM codes, [out, in] row-major (when quantized and weights exist)
   std::vector<double> code_step;     // per tile: the value of one code step
+  // Where a split matrix's partial sums are added digitally, the range +-sum_range of the ADC that
+  // reads each tile's outputs (aoc compile --calibrate: the largest |partial sum| on the reference,
+  // times the margin); 0: the machine's ADC range.
+  double sum_range = 0;
 
   std::int64_t weights() const { return rows * cols; }
   // Element (r, c) of the [out, in] matrix from the op's weight, whatever its stored layout.

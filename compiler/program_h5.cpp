@@ -97,6 +97,7 @@ void write_program_h5(const std::string& path, const Program& p) {
     for (const Tile& t : pl.tiles) tiles.push_back({t.row0, t.col0, t.rows, t.cols, t.module, t.pass, t.core_row0, t.core_col0});
     plans.push_back({{"op", pl.op}, {"weight", pl.weight}, {"aoc_layout", pl.aoc_layout}, {"rows", pl.rows}, {"cols", pl.cols},
                      {"loop", pl.loop}, {"slm_bits", pl.slm_bits}, {"codes", !pl.codes.empty()}, {"tiles", tiles}});
+    if (pl.sum_range > 0) plans.back()["sum_range"] = pl.sum_range;
   }
   meta["plans"] = plans;
   const std::string graph = write_graph(p.graph);
@@ -167,6 +168,7 @@ Program read_program_h5(const std::string& path) {
       pl.cols = r.integer(r.need(j, F, "cols"), F + ".cols", 1, std::int64_t{1} << 40);
       pl.loop = r.text(r.need(j, F, "loop"), F + ".loop", false);
       pl.slm_bits = static_cast<int>(r.integer(r.need(j, F, "slm_bits"), F + ".slm_bits", 0, 24));
+      if (const auto* v = r.find(j, "sum_range")) pl.sum_range = r.number(*v, F + ".sum_range", jsonr::kNonNegative);
       const jsonr::json& tiles = r.need(j, F, "tiles");
       if (!tiles.is_array()) r.fail(F + ".tiles", "expected an array");
       for (std::size_t i = 0; i < tiles.size(); ++i) {

@@ -76,7 +76,7 @@ std::string print_program(const Program& p, bool all_tiles) {
     s << "plan '" << plan.op << "' @" << plan.weight << " [" << plan.rows << " x " << plan.cols << "] "
       << (plan.loop.empty() ? "top level" : "in loop '" + plan.loop + "'") << ": " << plan.tiles.size() << " tile"
       << (plan.tiles.size() == 1 ? "" : "s") << (plan.slm_bits ? ", SLM " + std::to_string(plan.slm_bits) + " bit" : "")
-      << (plan.codes.empty() ? "" : " (codes)") << "\n";
+      << (plan.codes.empty() ? "" : " (codes)") << (plan.sum_range > 0 ? ", partial sums +-" + jsonr::num(plan.sum_range) : "") << "\n";
     const std::size_t shown = all_tiles ? plan.tiles.size() : std::min<std::size_t>(plan.tiles.size(), 4);
     for (std::size_t i = 0; i < shown; ++i) {
       const Tile& t = plan.tiles[i];
@@ -336,6 +336,7 @@ class TextParser {
       expect(" bit");
     }
     if (accept(" (codes)")) fail("plan '" + p.op + "': its SLM codes are not in the printed form (parse a program printed before quantize, or read its HDF5)");
+    if (accept(", partial sums +-")) p.sum_range = number();
     end_of_line();
     bool found = false;
     walk(g.ops, [&](const Op& o, int) { found = found || (o.name == p.op && o.kind == OpKind::MatMul); });

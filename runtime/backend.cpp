@@ -92,14 +92,37 @@ class CpuHooks : public ir::Hooks {
 // The reference, noting the largest |value| each Convert sees.
 class CalibrationHooks : public CpuHooks {
  public:
-  using CpuHooks::CpuHooks;
+  CalibrationHooks(const ir::Program& p, int threads) : CpuHooks(p, threads), prog_(p) {}
   mutable std::map<std::string, double> largest;
+  mutable std::map<std::string, double> largest_sum;  // per split matrix: the largest |partial sum| of a tile
+
+  // The exact product, and for a matrix split over column blocks the largest partial sum a tile
+  // hands its ADC where the machine adds them digitally.
+  Tensor optical(const ir::Op& op, const Tensor& x, const Tensor& w, const OpContext& ctx) const override {
+    Tensor y = CpuHooks::optical(op, x, w, ctx);
+    const ir::OpticalPlan* plan = prog_.plan(op.name);
+    if (plan->column_blocks() > 1) {
+      const std::int64_t R = static_cast<std::int64_t>(x.data.size()) / plan->cols;
+      double& m = largest_sum[op.name];
+      for (const ir::Tile& t : plan->tiles)
+        for (std::int64_t r = 0; r < R; ++r)
+          for (std::int64_t i = 0; i < t.rows; ++i) {
+            double s = 0;
+            for (std::int64_t c = 0; c < t.cols; ++c) s += x.data[static_cast<std::size_t>(r * plan->cols + t.col0 + c)] * plan->weight_at(w, t.row0 + i, t.col0 + c);
+            m = std::max(m, std::fabs(s));
+          }
+    }
+    return y;
+  }
 
  protected:
   void saw(const ir::Op& op, const Tensor& x) const override {
     double& m = largest[op.name];
     for (double v : x.data) m = std::max(m, std::fabs(v));
   }
+
+ private:
+  const ir::Program& prog_;
 };
 
 // The simulated machine: one programmed OpticalTile (sim/tile.hpp) per tile of every plan, made
@@ -190,7 +213,8 @@ class SimHooks : public ir::Hooks {
     Tensor y = product_result(*plan, x, R);
     const auto& tiles = tiles_.at(op.name);
     const bool sums = digital_sums_.count(op.name) > 0;
-    const UniformConverter adc{p_.target.adc_lo, p_.target.adc_hi, adc_bits_};
+    const UniformConverter adc = plan->sum_range > 0 ? UniformConverter{-plan->sum_range, plan->sum_range, adc_bits_}
+                                                     : UniformConverter{p_.target.adc_lo, p_.target.adc_hi, adc_bits_};
     // Each row is one read in its own slot of the machine's clock: (row, token) in sequential mode,
     // the row (batch x token) at once in simultaneous mode: the same slot for the same sample and
     // token. Rows count from the whole input's first sample (axis 0 is the batch: R / x.shape[0]
@@ -438,6 +462,8 @@ int calibrate_converters(ir::Program& p, const std::map<std::string, ir::Tensor>
     op.attrs["hi"] = margin * it->second;
     ++set;
   });
+  for (ir::OpticalPlan& plan : p.optical)
+    if (const auto it = hooks.largest_sum.find(plan.op); it != hooks.largest_sum.end() && it->second > 0) plan.sum_range = margin * it->second, ++set;
   return set;
 }
 

@@ -86,7 +86,9 @@ ProgramResult run_with_hooks(const ir::Program& p, const std::map<std::string, i
 // Calibration of the converters: runs the program exactly (the cpu backend) on sample inputs and
 // sets every Convert's range (attrs lo, hi) to +-margin x the largest |value| it saw, so that each
 // conversion uses its converter's full range (the gain before a DAC and after an ADC is the
-// compiler's). Returns how many Converts were set; one that saw only zeros keeps its range.
+// compiler's), and every split matrix's partial-sum ADC range (OpticalPlan::sum_range) to +-margin x
+// the largest |partial sum| of one of its tiles. Returns how many ranges were set; one that saw only
+// zeros keeps its range.
 // progress: as BackendOptions::progress (fixed-point steps, bounded by max_iter).
 int calibrate_converters(ir::Program& p, const std::map<std::string, ir::Tensor>& inputs, double margin = 1.0,
                          ir::Mode mode = ir::Mode::Simultaneous, std::function<void(long long, long long)> progress = {});

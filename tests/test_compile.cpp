@@ -359,6 +359,40 @@ TEST_CASE("run: calibrated converter ranges bring the simulator closer to the re
   CHECK(after < before);
 }
 
+TEST_CASE("run: calibration sets each split matrix's partial-sum ADC range from its largest tile sum, kept by the program's files") {
+  Program p = compiled(assisted(small_target()));
+  Program wide = p;
+  calibrate_converters(p, {{"u", kU}}, 1.0);
+  calibrate_converters(wide, {{"u", kU}}, 1.5);
+  int split = 0;
+  for (std::size_t k = 0; k < p.optical.size(); ++k) {
+    if (p.optical[k].column_blocks() < 2) {
+      CHECK(p.optical[k].sum_range == 0);
+      continue;
+    }
+    ++split;
+    CHECK(p.optical[k].sum_range > 0);
+    CHECK(wide.optical[k].sum_range == Approx(1.5 * p.optical[k].sum_range));
+  }
+  REQUIRE(split > 0);  // 10 columns over 8 channels
+  const auto path = (temp_dir() / "sums.aocp.h5").string();
+  write_program_h5(path, p);
+  const Program back = read_program_h5(path);
+  Program exact = compiled(assisted(small_target()), {.quantize = false});  // the printed form has no SLM codes
+  calibrate_converters(exact, {{"u", kU}}, 1.0);
+  const Program printed = parse_program(print_program(exact, true));
+  for (std::size_t k = 0; k < p.optical.size(); ++k) {
+    CHECK(back.optical[k].sum_range == p.optical[k].sum_range);
+    CHECK(printed.optical[k].sum_range == exact.optical[k].sum_range);
+  }
+  // with headroom, the simulator's partial sums of the calibration inputs then fit their ADCs
+  BackendOptions q;
+  q.noise = false, q.quantize = true, q.optics = false;
+  const RunCounters c = run_on("sim", wide, {{"u", kU}}, q).counters;
+  CHECK(c.adc > 0);
+  CHECK(c.adc_clipped == 0);
+}
+
 namespace {
 
 // A tiny implicit Mamba2 imported, compiled for aoc-48 and given seeded inputs, through the CLI.
