@@ -21,9 +21,6 @@ using noise::Source;
 // The generators' Philox streams (Source::Optimize, counter word a); sampler and baselines use 10+.
 enum Stream : std::uint32_t { kSkSigns = 1, kMaxcutEdges = 2, kWishartColumns = 3, kPlanted = 4 };
 
-// Uniform in [0, 1) from one Philox word of (seed, stream, row, column).
-double uniform01(std::uint32_t w) { return (static_cast<double>(w) + 0.5) * 0x1.0p-32; }
-
 std::vector<std::uint32_t> words(std::uint64_t seed, std::uint32_t stream, std::uint32_t row, int n) {
   std::vector<std::uint32_t> w(static_cast<size_t>(std::max(n, 0)));
   if (n > 0) noise::philox_words(seed, Source::Optimize, stream, row, 0, n, w.data());
@@ -364,7 +361,7 @@ IsingProblem generate_maxcut(int n, double density, std::uint64_t seed) {
   for (int i = 0; i < n; ++i) {
     const auto w = words(seed, kMaxcutEdges, static_cast<std::uint32_t>(i), n);
     for (int j = i + 1; j < n; ++j)
-      if (uniform01(w[static_cast<size_t>(j)]) < density) A(i, j) = A(j, i) = 1;
+      if (unit_uniform(w[static_cast<size_t>(j)]) < density) A(i, j) = A(j, i) = 1;
   }
   IsingProblem p = from_maxcut(A);
   p.name = "maxcut-n" + std::to_string(n) + "-d" + jsonr::num(density) + "-seed" + std::to_string(seed);

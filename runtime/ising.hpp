@@ -72,6 +72,9 @@ IsingProblem generate_maxcut(int n, double density, std::uint64_t seed);
 // (s'WW's >= 0 = t'WW't). Hardness peaks near alpha ~ 0.2-0.5 and falls for larger alpha.
 IsingProblem generate_wishart(int n, double alpha, std::uint64_t seed);
 
+// A Philox word (Source::Optimize streams) as a uniform number in (0, 1).
+inline double unit_uniform(std::uint32_t word) { return (static_cast<double>(word) + 0.5) * 0x1.0p-32; }
+
 // Exhaustive ground state of an all-binary problem with n <= 30 (Gray code: one flip per state,
 // the fields updated in O(n)); sets best_known, best_known_source and best_state.
 void solve_exhaustive(IsingProblem& p);

@@ -25,8 +25,6 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 // generators use 1-4).
 enum Stream : std::uint32_t { kInitial = 10, kSearch = 11, kAnnealing = 12 };
 
-double uniform01(std::uint32_t w) { return (static_cast<double>(w) + 0.5) * 0x1.0p-32; }
-
 constexpr int kCompensationRounds = 12;
 
 // The state a sample leaves the machine with: binaries by their sign (0 reads as +1), continuous
@@ -145,7 +143,7 @@ SampleSet run_sampler(const IsingProblem& p, const Hardware& hw, const LoopSetti
   std::vector<std::uint32_t> w(static_cast<size_t>(n));
   for (int b = 0; b < count; ++b) {
     noise::philox_words(loop.seed, noise::Source::Optimize, kInitial, static_cast<std::uint32_t>(first_sample + b), 0, n, w.data());
-    for (int j = 0; j < n; ++j) lp.z0(b, j) = r * (2 * uniform01(w[static_cast<size_t>(j)]) - 1);
+    for (int j = 0; j < n; ++j) lp.z0(b, j) = r * (2 * unit_uniform(w[static_cast<size_t>(j)]) - 1);
   }
   const auto t0 = Clock::now();
   const LoopRunResult res = run_loop(hw, cfg, lp, o);
@@ -194,7 +192,7 @@ SampleSet run_annealing(const IsingProblem& p, int count, int sweeps, std::uint6
                           static_cast<std::uint32_t>((k + 1) * n), n, w.data());
       for (int i = 0; i < n; ++i) {
         const double dE = 2 * s(i) * f(i);
-        if (dE <= 0 || uniform01(w[static_cast<size_t>(i)]) < std::exp(-beta * dE)) {
+        if (dE <= 0 || unit_uniform(w[static_cast<size_t>(i)]) < std::exp(-beta * dE)) {
           const double d = -2 * s(i);
           s(i) = -s(i);
           f += d * p.J.col(i);
@@ -226,7 +224,7 @@ OptimizeResult optimize(const IsingProblem& p, const OptimizeSettings& s, bool p
     for (int c = 0; c < s.search_configs; ++c) {
       std::uint32_t w[3];
       noise::philox_words(s.loop.seed, noise::Source::Optimize, kSearch, static_cast<std::uint32_t>(c), 0, 3, w);
-      const double a0 = 0.01 + 0.99 * uniform01(w[0]), g0 = 0.01 + 0.99 * uniform01(w[1]), m = 0.95 + 0.04 * uniform01(w[2]);
+      const double a0 = 0.01 + 0.99 * unit_uniform(w[0]), g0 = 0.01 + 0.99 * unit_uniform(w[1]), m = 0.95 + 0.04 * unit_uniform(w[2]);
       const SamplerParams sp{a0 / g0, 1.0 / (g0 * r.lambda), m};
       // the search's samples are keyed apart from the final run's (first sample past them)
       const SampleSet set = run_sampler(p, hw, s.loop, sp, s.dt, s.search_samples, s.search_iterations, (c + 1) * 1000000);

@@ -70,8 +70,10 @@ int run(Opts& o) {
               {"programming_residual", r.aoc.programming_residual},
               {"dead_weights", r.aoc.dead_weights},
               {"simulation_wall_s", r.aoc.wall_seconds}};
+  // SA's CPU time per sample: its wall time over the samples, times the threads that shared them
+  const double sa_per_sample = r.sa ? r.sa->wall_seconds / r.sa->energies.size() * std::max(1, o.s.loop.threads) : 0;
   if (r.sa) {
-    const double per_sample = r.sa->wall_seconds / r.sa->energies.size() * std::max(1, o.s.loop.threads);
+    const double per_sample = sa_per_sample;
     j["simulated_annealing"] = {{"samples", r.sa->energies.size()},
                                 {"sweeps", r.sa->iterations},
                                 {"best_objective", objective_of(p, r.sa->best_energy)},
@@ -107,7 +109,7 @@ int run(Opts& o) {
               fmt(objective_of(p, r.aoc.best_energy)).c_str(), r.aoc_success.p, r.aoc_success.samples, fmt(aoc_ops).c_str(),
               (fmt(aoc_ops * r.loop_period_s) + " s").c_str(), r.energy_per_sample_j > 0 ? (fmt(r.energy_per_sample_j * r.aoc_success.repeats99) + " J").c_str() : "-");
   if (r.sa) {
-    const double per_sample = r.sa->wall_seconds / r.sa->energies.size() * std::max(1, o.s.loop.threads);
+    const double per_sample = sa_per_sample;
     std::printf("  %-20s %10s %8.3f %12d %14s %14s %14s\n", ("SA (" + std::to_string(r.sa->iterations) + " sweeps)").c_str(),
                 fmt(objective_of(p, r.sa->best_energy)).c_str(), r.sa_success->p, r.sa_success->samples,
                 fmt(r.sa->iterations * r.sa_success->repeats99).c_str(), (fmt(per_sample * r.sa_success->repeats99) + " s CPU").c_str(), "-");
