@@ -215,7 +215,11 @@ OptimizeResult optimize(const IsingProblem& p, const OptimizeSettings& s, bool p
   OptimizeResult r;
   r.lambda = coupling_scale(p.J);
   if (s.params) {
-    r.params = *s.params;
+    const SamplerParams& q = *s.params;
+    if (!(std::isfinite(q.a) && q.a >= 0) || !(std::isfinite(q.g) && q.g > 0) || !(std::isfinite(q.m) && q.m >= 0 && q.m < 1))
+      throw Error("optimize: --params A G M: need A >= 0, G > 0 and 0 <= M < 1, finite; got " + jsonr::num(q.a) + " " + jsonr::num(q.g) + " " +
+                  jsonr::num(q.m));
+    r.params = q;
   } else {
     // AOCoptimizer's search: (a, g, m) uniform in [0.01, 1]^2 x [0.95, 0.99], then a <- a / g and
     // g <- 1 / (g lambda); each configuration's short samples ranked by their mean energy.

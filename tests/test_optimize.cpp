@@ -238,3 +238,34 @@ TEST_CASE("optimize: a problem larger than the machine is one line naming it") {
   CHECK_THROWS_WITH(run_sampler(generate_sk(49, 1), hw48(), machine("default", false), {1, 1, 0.95}, 0.5, 2, 10, 0),
                     Catch::Contains("the problem's 49 variables do not fit the machine's 48 channels"));
 }
+
+TEST_CASE("cli: aoc problem writes an instance and aoc optimize solves it, with a JSON summary and an HDF5 file") {
+  const auto dir = aoc::test::temp_dir();
+  const std::string inst = (dir / "sk12.json").string(), out = (dir / "sk12.h5").string();
+  const aoc::test::Run made = aoc::test::run_aoc("problem sk --n 12 --seed 2 --exhaustive -o " + inst);
+  INFO(made.out);
+  REQUIRE(made.status == 0);
+  CHECK_THAT(made.out, Catch::Contains("best known") && Catch::Contains("exhaustive search over 2^11 states"));
+  const aoc::test::Run r = aoc::test::run_aoc("optimize " + inst + " --mode ideal --samples 40 --search-configs 4 --sa-samples 20 --json -o " + out);
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  CHECK(j["aoc"]["samples"] == 40);
+  CHECK(j["aoc"]["success"]["p"].get<double>() > 0);
+  CHECK(j["simulated_annealing"]["samples"] == 20);
+  CHECK(j["target_source"] == "exhaustive search over 2^11 states");
+  CHECK(std::filesystem::exists(out));
+}
+
+TEST_CASE("cli: aoc optimize of a bad instance or bad parameters is one line and writes nothing") {
+  const auto dir = aoc::test::temp_dir();
+  const std::string out = (dir / "never.h5").string();
+  const aoc::test::Run bad = aoc::test::run_aoc("optimize " + write_text("broken.json", "{\"format\": \"aoc-ising\", \"version\": 1,") + " -o " + out);
+  CHECK(bad.status != 0);
+  CHECK_THAT(bad.out, Catch::Contains("broken.json: line 1") && Catch::Contains("malformed JSON"));
+  const std::string inst = write_text("g2.txt", "3 2\n1 2 1\n2 3 1\n");
+  const aoc::test::Run nan = aoc::test::run_aoc("optimize " + inst + " --params 0.5 nan 0.9 -o " + out);
+  CHECK(nan.status != 0);
+  CHECK_THAT(nan.out, Catch::Contains("--params A G M"));
+  CHECK_FALSE(std::filesystem::exists(out));
+}

@@ -39,7 +39,10 @@ int run(Opts& o) {
     o.s.params = SamplerParams{o.params[0], o.params[1], o.params[2]};
   }
   IsingProblem p = read_problem(o.problem);
-  if (o.best_known) p.best_known = *o.best_known, p.best_known_source = "given (--best-known)";
+  if (o.best_known) {
+    if (!std::isfinite(*o.best_known)) throw Error("--best-known: must be a finite number");
+    p.best_known = *o.best_known, p.best_known_source = "given (--best-known)";
+  }
   const OptimizeResult r = optimize(p, o.s, !o.quiet && !o.json);
   const double aoc_ops = r.aoc.iterations * r.aoc_success.repeats99;
   nlohmann::ordered_json j{{"tool", "aoc optimize"},
