@@ -23,7 +23,19 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 // Philox streams of the sampler and the baselines (Source::Optimize, counter word a; the problem
 // generators use 1-4).
-enum Stream : std::uint32_t { kInitial = 10, kSearch = 11, kAnnealing = 12 };
+enum Stream : std::uint32_t { kInitial = 10, kSearch = 11, kAnnealing = 12, kBifurcation = 13 };
+
+// The set's energies of the states (rows of S), its best, and the time it took.
+SampleSet sample_set(const IsingProblem& p, const MatrixXdR& S, int iterations, double seconds) {
+  SampleSet set;
+  set.iterations = iterations;
+  set.wall_seconds = seconds;
+  set.energies = ising_energy(p, S);
+  Eigen::Index best = 0;
+  set.best_energy = set.energies.minCoeff(&best);
+  set.best_state = S.row(best).transpose();
+  return set;
+}
 
 constexpr int kCompensationRounds = 12;
 
@@ -147,17 +159,12 @@ SampleSet run_sampler(const IsingProblem& p, const Hardware& hw, const LoopSetti
   }
   const auto t0 = Clock::now();
   const LoopRunResult res = run_loop(hw, cfg, lp, o);
-  SampleSet set;
-  set.wall_seconds = seconds_since(t0);
-  set.iterations = iterations;
-  set.programming_residual = prog.residual;
-  set.dead_weights = prog.dead;
+  const double seconds = seconds_since(t0);
   MatrixXdR S(count, n);
   for (int b = 0; b < count; ++b) S.row(b) = decode(p, res.readout.row(b).data()).transpose();
-  set.energies = ising_energy(p, S);
-  Eigen::Index best = 0;
-  set.best_energy = set.energies.minCoeff(&best);
-  set.best_state = S.row(best).transpose();
+  SampleSet set = sample_set(p, S, iterations, seconds);
+  set.programming_residual = prog.residual;
+  set.dead_weights = prog.dead;
   return set;
 }
 
@@ -174,8 +181,6 @@ SampleSet run_annealing(const IsingProblem& p, int count, int sweeps, std::uint6
   }
   if (largest <= 0) largest = smallest = 1;
   const double beta0 = std::log(2.0) / largest, beta1 = std::log(100.0) / smallest;
-  SampleSet set;
-  set.iterations = sweeps;
   MatrixXdR S(count, n);
   const auto t0 = Clock::now();
 #pragma omp parallel for num_threads(std::max(1, threads)) schedule(dynamic)
@@ -201,12 +206,33 @@ SampleSet run_annealing(const IsingProblem& p, int count, int sweeps, std::uint6
     }
     S.row(b) = s.transpose();
   }
-  set.wall_seconds = seconds_since(t0);
-  set.energies = ising_energy(p, S);
-  Eigen::Index best = 0;
-  set.best_energy = set.energies.minCoeff(&best);
-  set.best_state = S.row(best).transpose();
-  return set;
+  return sample_set(p, S, sweeps, seconds_since(t0));
+}
+
+SampleSet run_bifurcation(const IsingProblem& p, int count, int steps, std::uint64_t seed, int threads) {
+  if (!p.all_binary()) throw Error("simulated bifurcation: every variable must be binary");
+  const int n = p.n();
+  constexpr double a0 = 1.0, dt = 1.25;
+  const double norm = p.J.norm();
+  const double c0 = norm > 0 ? 0.5 * std::sqrt(static_cast<double>(std::max(1, n - 1))) / norm : 1.0;
+  MatrixXdR S(count, n);
+  const auto t0 = Clock::now();
+#pragma omp parallel for num_threads(std::max(1, threads)) schedule(dynamic)
+  for (int b = 0; b < count; ++b) {
+    std::vector<std::uint32_t> w(static_cast<size_t>(2 * n));
+    noise::philox_words(seed, noise::Source::Optimize, kBifurcation, static_cast<std::uint32_t>(b), 0, 2 * n, w.data());
+    Eigen::VectorXd x(n), y(n);
+    for (int j = 0; j < n; ++j) x(j) = 0.2 * (unit_uniform(w[static_cast<size_t>(j)]) - 0.5), y(j) = 0.2 * (unit_uniform(w[static_cast<size_t>(n + j)]) - 0.5);
+    for (int k = 0; k < steps; ++k) {
+      const double a = a0 * k / std::max(1, steps - 1);
+      y += dt * (-(a0 - a) * x + c0 * (p.J * x + p.h));
+      x += dt * a0 * y;
+      for (int j = 0; j < n; ++j)
+        if (std::abs(x(j)) > 1) x(j) = x(j) > 0 ? 1.0 : -1.0, y(j) = 0;
+    }
+    for (int j = 0; j < n; ++j) S(b, j) = x(j) < 0 ? -1.0 : 1.0;
+  }
+  return sample_set(p, S, steps, seconds_since(t0));
 }
 
 OptimizeResult optimize(const IsingProblem& p, const OptimizeSettings& s, bool progress) {
@@ -241,9 +267,15 @@ OptimizeResult optimize(const IsingProblem& p, const OptimizeSettings& s, bool p
   }
   if (progress) std::fprintf(stderr, "optimize: %d samples of %d iterations on %s ...\n", s.samples, s.iterations, s.loop.hw.c_str());
   r.aoc = run_sampler(p, hw, s.loop, r.params, s.dt, s.samples, s.iterations, 0);
-  if (s.sa_sweeps > 0 && p.all_binary()) {
-    if (progress) std::fprintf(stderr, "optimize: simulated annealing, %d samples of %d sweeps ...\n", s.sa_samples, s.sa_sweeps);
-    r.sa = run_annealing(p, s.sa_samples, s.sa_sweeps, s.loop.seed, s.loop.threads);
+  if (p.all_binary()) {
+    if (s.sa_sweeps > 0) {
+      if (progress) std::fprintf(stderr, "optimize: simulated annealing, %d samples of %d sweeps ...\n", s.sa_samples, s.sa_sweeps);
+      r.baselines.push_back({"simulated annealing", "sweeps", run_annealing(p, s.sa_samples, s.sa_sweeps, s.loop.seed, s.loop.threads), {}});
+    }
+    if (s.sb_steps > 0) {
+      if (progress) std::fprintf(stderr, "optimize: simulated bifurcation, %d samples of %d steps ...\n", s.sa_samples, s.sb_steps);
+      r.baselines.push_back({"simulated bifurcation", "steps", run_bifurcation(p, s.sa_samples, s.sb_steps, s.loop.seed, s.loop.threads), {}});
+    }
   }
   if (p.best_known) {
     r.target_energy = energy_of(p, *p.best_known);
@@ -251,10 +283,10 @@ OptimizeResult optimize(const IsingProblem& p, const OptimizeSettings& s, bool p
   } else {
     r.target_energy = r.aoc.best_energy;
     r.target_source = "the best any method found in this run (no known optimum)";
-    if (r.sa && r.sa->best_energy < r.target_energy) r.target_energy = r.sa->best_energy;
+    for (const auto& b : r.baselines) r.target_energy = std::min(r.target_energy, b.set.best_energy);
   }
   r.aoc_success = success_of(r.aoc.energies, r.target_energy);
-  if (r.sa) r.sa_success = success_of(r.sa->energies, r.target_energy);
+  for (auto& b : r.baselines) b.success = success_of(b.set.energies, r.target_energy);
   const TimingSpec t = hw.timing.value_or(TimingSpec{});
   r.loop_period_s = t.loop_period_ns * 1e-9;
   if (hw.energy) {

@@ -33,7 +33,8 @@ struct OptimizeSettings {
   int search_samples = 16;     // samples per configuration
   int search_iterations = 100; // iterations per search sample
   int sa_sweeps = 200;         // simulated annealing: sweeps per sample (0: no baseline)
-  int sa_samples = 200;
+  int sa_samples = 200;        // the baselines' samples (simulated annealing, simulated bifurcation)
+  int sb_steps = 200;          // simulated bifurcation: steps per sample (0: no baseline)
 };
 
 // Energies (and the best of them) of a set of samples, and what they cost.
@@ -60,11 +61,17 @@ struct OptimizeResult {
   double lambda = 1;                 // J's scale the gain was divided by
   std::vector<std::pair<SamplerParams, double>> search;  // each configuration and its mean energy
   SampleSet aoc;                     // the final run on the machine
-  std::optional<SampleSet> sa;       // simulated annealing in the same run
+  // The digital baselines run in the same process (all-binary problems): each one's name, what it
+  // counts (sweeps, steps), its samples and its success.
+  struct Baseline {
+    std::string name, unit;
+    SampleSet set;
+    Success success;
+  };
+  std::vector<Baseline> baselines;
   double target_energy = 0;          // the best known, else the best any method found
   std::string target_source;
   Success aoc_success;
-  std::optional<Success> sa_success;
   double loop_period_s = 0;          // the machine's iteration (its timing section)
   double energy_per_sample_j = 0;    // the energy model's estimate of one sample (typical)
   std::string energy_source;
@@ -105,6 +112,10 @@ SampleSet run_sampler(const IsingProblem& p, const Hardware& hw, const LoopSetti
 // Simulated annealing (Metropolis single flips, a geometric inverse-temperature schedule from 50 %
 // acceptance of the largest move to 1 % of the smallest), all-binary problems.
 SampleSet run_annealing(const IsingProblem& p, int count, int sweeps, std::uint64_t seed, int threads);
+// Ballistic simulated bifurcation (bSB; Goto et al., Sci. Adv. 7, eabe7953, 2021): positions x and
+// momenta y, y += dt (-(a0 - a(t)) x + c0 (J x + h)), x += dt a0 y, walls at |x| = 1 (x held, y
+// zeroed), a(t) rising linearly from 0 to a0 = 1, dt 1.25, c0 = 0.5 sqrt(n - 1) / |J|_F; s = sign(x).
+SampleSet run_bifurcation(const IsingProblem& p, int count, int steps, std::uint64_t seed, int threads);
 
 OptimizeResult optimize(const IsingProblem& p, const OptimizeSettings& s, bool progress);
 

@@ -37,7 +37,7 @@ LoopSettings machine(const std::string& mode, bool converters_and_noise) {
 double planted_p(const IsingProblem& p) {
   OptimizeSettings s;
   s.loop = machine("default", true);
-  s.sa_sweeps = 0;
+  s.sa_sweeps = s.sb_steps = 0;
   const OptimizeResult r = optimize(p, s, false);
   return r.aoc_success.p;
 }
@@ -209,8 +209,33 @@ TEST_CASE("optimize: the ideal loop reaches the optimum of a small spin glass") 
   const OptimizeResult r = optimize(p, s, false);
   CHECK(r.aoc_success.p > 0.2);
   CHECK(objective_of(p, r.aoc.best_energy) == *p.best_known);
-  REQUIRE(r.sa_success);
-  CHECK(r.sa_success->samples == 50);
+  REQUIRE(r.baselines.size() == 2);
+  CHECK(r.baselines[0].name == "simulated annealing");
+  CHECK(r.baselines[0].success.samples == 50);
+  CHECK(r.baselines[1].name == "simulated bifurcation");
+}
+
+TEST_CASE("optimize: the digital baselines find a small spin glass's optimum, the same for any thread count") {
+  IsingProblem p = generate_sk(16, 1);
+  solve_exhaustive(p);
+  const double target = energy_of(p, *p.best_known);
+  const SampleSet sa = run_annealing(p, 40, 100, 1, 1), sb = run_bifurcation(p, 40, 200, 1, 1);
+  CHECK(success_of(sa.energies, target).p > 0.2);
+  CHECK(success_of(sb.energies, target).p > 0);
+  CHECK(run_annealing(p, 40, 100, 1, 2).energies == sa.energies);
+  CHECK(run_bifurcation(p, 40, 200, 1, 2).energies == sb.energies);
+}
+
+TEST_CASE("optimize: a G-set graph in its published format solves on the at-scale machine with its cut") {
+  IsingProblem p = read_problem(std::string(AOC_TEST_DATA) + "/optimize/maxcut20.txt");
+  p.best_known = 39;  // exhaustive search (aoc problem --exhaustive)
+  OptimizeSettings s;
+  s.loop = machine("default", true);
+  s.loop.hw = "aoc-scale";
+  s.sa_sweeps = s.sb_steps = 0;
+  const OptimizeResult r = optimize(p, s, false);
+  CHECK(objective_of(p, r.aoc.best_energy) == 39);
+  CHECK(r.aoc_success.p > 0);
 }
 
 TEST_CASE("optimize: the noisy quantized aoc-48 reaches known optima at 16, 32 and 48 variables") {
@@ -252,7 +277,8 @@ TEST_CASE("cli: aoc problem writes an instance and aoc optimize solves it, with 
   const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
   CHECK(j["aoc"]["samples"] == 40);
   CHECK(j["aoc"]["success"]["p"].get<double>() > 0);
-  CHECK(j["simulated_annealing"]["samples"] == 20);
+  CHECK(j["baselines"][0]["samples"] == 20);
+  CHECK(j["baselines"][1]["name"] == "simulated bifurcation");
   CHECK(j["target_source"] == "exhaustive search over 2^11 states");
   CHECK(std::filesystem::exists(out));
 }

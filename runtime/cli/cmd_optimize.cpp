@@ -73,25 +73,28 @@ int run(Opts& o) {
               {"programming_residual", r.aoc.programming_residual},
               {"dead_weights", r.aoc.dead_weights},
               {"simulation_wall_s", r.aoc.wall_seconds}};
-  // SA's CPU time per sample: its wall time over the samples, times the threads that shared them
-  const double sa_per_sample = r.sa ? r.sa->wall_seconds / r.sa->energies.size() * std::max(1, o.s.loop.threads) : 0;
-  if (r.sa) {
-    const double per_sample = sa_per_sample;
-    j["simulated_annealing"] = {{"samples", r.sa->energies.size()},
-                                {"sweeps", r.sa->iterations},
-                                {"best_objective", objective_of(p, r.sa->best_energy)},
-                                {"success", success_json(*r.sa_success)},
-                                {"cpu_s_per_sample", per_sample},
-                                {"tts99_cpu_s", std::isfinite(r.sa_success->repeats99) ? nlohmann::ordered_json(per_sample * r.sa_success->repeats99) : nullptr},
-                                {"sweeps_to_solution", std::isfinite(r.sa_success->repeats99) ? nlohmann::ordered_json(r.sa->iterations * r.sa_success->repeats99) : nullptr}};
-  }
+  // a baseline's CPU time per sample: its wall time over the samples, times the threads that shared them
+  const auto cpu_per_sample = [&](const OptimizeResult::Baseline& b) {
+    return b.set.wall_seconds / static_cast<double>(b.set.energies.size()) * std::max(1, o.s.loop.threads);
+  };
+  const auto finite_or_null = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); };
+  j["baselines"] = nlohmann::ordered_json::array();
+  for (const auto& b : r.baselines)
+    j["baselines"].push_back({{"name", b.name},
+                              {"samples", b.set.energies.size()},
+                              {b.unit, b.set.iterations},
+                              {"best_objective", objective_of(p, b.set.best_energy)},
+                              {"success", success_json(b.success)},
+                              {"cpu_s_per_sample", cpu_per_sample(b)},
+                              {"tts99_cpu_s", finite_or_null(cpu_per_sample(b) * b.success.repeats99)},
+                              {b.unit + "_to_solution", finite_or_null(b.set.iterations * b.success.repeats99)}});
   if (!o.output.empty()) {
     std::vector<H5Array> arrays{{"aoc_objectives", {static_cast<size_t>(r.aoc.energies.size())}, {}},
                                 {"best_state", {static_cast<size_t>(p.n())}, std::vector<double>(r.aoc.best_state.data(), r.aoc.best_state.data() + p.n())}};
     for (double e : r.aoc.energies) arrays[0].values.push_back(objective_of(p, e));
-    if (r.sa) {
-      arrays.push_back({"sa_objectives", {static_cast<size_t>(r.sa->energies.size())}, {}});
-      for (double e : r.sa->energies) arrays.back().values.push_back(objective_of(p, e));
+    for (const auto& b : r.baselines) {
+      arrays.push_back({b.name == "simulated annealing" ? "sa_objectives" : "sb_objectives", {static_cast<size_t>(b.set.energies.size())}, {}});
+      for (double e : b.set.energies) arrays.back().values.push_back(objective_of(p, e));
     }
     write_h5_arrays(o.output, arrays, {}, {{"summary", j.dump()}, {"version", AOC_VERSION}});
   }
@@ -111,13 +114,11 @@ int run(Opts& o) {
   std::printf("  %-20s %10s %8.3f %12d %14s %14s %14s\n", ("aoc (" + std::to_string(r.aoc.iterations) + " iter)").c_str(),
               fmt(objective_of(p, r.aoc.best_energy)).c_str(), r.aoc_success.p, r.aoc_success.samples, fmt(aoc_ops).c_str(),
               (fmt(aoc_ops * r.loop_period_s) + " s").c_str(), r.energy_per_sample_j > 0 ? (fmt(r.energy_per_sample_j * r.aoc_success.repeats99) + " J").c_str() : "-");
-  if (r.sa) {
-    const double per_sample = sa_per_sample;
-    std::printf("  %-20s %10s %8.3f %12d %14s %14s %14s\n", ("SA (" + std::to_string(r.sa->iterations) + " sweeps)").c_str(),
-                fmt(objective_of(p, r.sa->best_energy)).c_str(), r.sa_success->p, r.sa_success->samples,
-                fmt(r.sa->iterations * r.sa_success->repeats99).c_str(), (fmt(per_sample * r.sa_success->repeats99) + " s CPU").c_str(), "-");
-  }
-  std::printf("  aoc: ops are loop iterations, TTS99 at the machine's %.3g ns per iteration; SA: sweeps, its CPU time on this machine\n",
+  for (const auto& b : r.baselines)
+    std::printf("  %-20s %10s %8.3f %12d %14s %14s %14s\n", ((b.name == "simulated annealing" ? "SA (" : "SB (") + std::to_string(b.set.iterations) + " " + b.unit + ")").c_str(),
+                fmt(objective_of(p, b.set.best_energy)).c_str(), b.success.p, b.success.samples, fmt(b.set.iterations * b.success.repeats99).c_str(),
+                (fmt(cpu_per_sample(b) * b.success.repeats99) + " s CPU").c_str(), "-");
+  std::printf("  aoc: ops are loop iterations, TTS99 at the machine's %.3g ns per iteration; SA: sweeps, SB: steps, their CPU time on this machine\n",
               r.loop_period_s * 1e9);
   if (!o.output.empty()) std::printf("  wrote %s\n", o.output.c_str());
   return 0;
@@ -138,7 +139,8 @@ void add_optimize(CLI::App& app) {
   c->add_option("--search-samples", o.s.search_samples, "samples per configuration")->check(CLI::Range(1, 1 << 16))->capture_default_str();
   c->add_option("--search-iterations", o.s.search_iterations, "iterations per search sample")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   c->add_option("--sa-sweeps", o.s.sa_sweeps, "simulated annealing baseline: sweeps per sample (0: none)")->check(CLI::Range(0, 1 << 24))->capture_default_str();
-  c->add_option("--sa-samples", o.s.sa_samples, "simulated annealing baseline: samples")->check(CLI::Range(1, 1 << 22))->capture_default_str();
+  c->add_option("--sa-samples", o.s.sa_samples, "the baselines' samples (simulated annealing and bifurcation)")->check(CLI::Range(1, 1 << 22))->capture_default_str();
+  c->add_option("--sb-steps", o.s.sb_steps, "simulated bifurcation baseline (ballistic): steps per sample (0: none)")->check(CLI::Range(0, 1 << 24))->capture_default_str();
   c->add_option_function<double>("--best-known", [](double v) { o.best_known = v; },
                                  "the best objective known (e.g. a G-set graph's published cut): p counts samples that reach it");
   c->add_option("-o,--output", o.output, "HDF5 file: every sample's objective (aoc, SA), the best state, the summary (JSON attribute)");
