@@ -235,9 +235,8 @@ SampleSet run_bifurcation(const IsingProblem& p, int count, int steps, std::uint
   return sample_set(p, S, steps, seconds_since(t0));
 }
 
-OptimizeResult optimize(const IsingProblem& p, const OptimizeSettings& s, bool progress) {
+OptimizeResult optimize(const IsingProblem& p, const Hardware& hw, const OptimizeSettings& s, bool progress) {
   check_settings(s.loop);
-  const Hardware hw = load_machine(s.loop);
   OptimizeResult r;
   r.lambda = coupling_scale(p.J);
   if (s.params) {

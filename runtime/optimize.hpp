@@ -117,6 +117,7 @@ SampleSet run_annealing(const IsingProblem& p, int count, int sweeps, std::uint6
 // zeroed), a(t) rising linearly from 0 to a0 = 1, dt 1.25, c0 = 0.5 sqrt(n - 1) / |J|_F; s = sign(x).
 SampleSet run_bifurcation(const IsingProblem& p, int count, int steps, std::uint64_t seed, int threads);
 
-OptimizeResult optimize(const IsingProblem& p, const OptimizeSettings& s, bool progress);
+// On hw (s.loop's machine, loaded with its overrides: load_machine, or a sweep point's).
+OptimizeResult optimize(const IsingProblem& p, const Hardware& hw, const OptimizeSettings& s, bool progress);
 
 }  // namespace aoc

@@ -71,6 +71,7 @@ std::pair<std::string, std::string> axis_name(const Data& d, const std::string& 
   static const std::map<std::string, std::string> words = {
       {"accuracy", "accuracy (fraction of decisions right)"},
       {"agreement", "argmax agreement with the reference"},
+      {"p", "success probability (samples at the known optimum)"},
       {"energy", "energy per token"},
       {"latency", "latency per token"},
       {"iterations", "iterations per solve"},
@@ -111,7 +112,7 @@ svg::Frame frame_of(const Data& d, const std::vector<double>& xs, const std::vec
   const auto [yl, yu] = axis_name(d, yname);
   fr.x = svg::fit(xs, xl, xu);
   fr.y = svg::fit(ys, yl, yu);
-  if (yname == "accuracy" || yname == "agreement") clamp_fraction(fr.y, ys);
+  if (yname == "accuracy" || yname == "agreement" || yname == "p") clamp_fraction(fr.y, ys);
   return fr;
 }
 
@@ -190,6 +191,7 @@ Figure metric_plot(const Data& d, const std::string& y, const std::string& what)
     if (k != xk && k != sk) others.push_back(params[k].name);
   f.caption = y == "accuracy"    ? "Fraction of the task's positions whose decision (argmax) is the label, mean over the noise seeds."
               : y == "agreement" ? "Fraction of positions whose argmax is the exact reference's, mean over the noise seeds."
+              : y == "p"         ? "Fraction of the optimiser's samples that reach the problem's known optimum (docs/optimisation.md)."
                                  : "Typical energy of the machine's energy model per token of the program.";
   if (!others.empty()) {
     f.caption += " Each mark is the mean over the points that differ only in ";
@@ -199,8 +201,10 @@ Figure metric_plot(const Data& d, const std::string& y, const std::string& what)
   return f;
 }
 
-// Accuracy (else agreement with the reference) against noise and weight bits.
+// Accuracy (else agreement with the reference; for an optimisation problem, the success
+// probability) against noise and weight bits.
 Figure accuracy_plot(const Data& d) {
+  if (d.metric("p")) return metric_plot(d, "p", "Success probability");
   const std::string y = d.metric("accuracy") ? "accuracy" : d.metric("agreement") ? "agreement" : "";
   if (y.empty()) {
     Figure f{"Accuracy against noise and weight bits"};

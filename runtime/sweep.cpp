@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "models/tasks.hpp"
+#include "runtime/ising.hpp"
 #include "runtime/output.hpp"
 #include "runtime/program_run.hpp"
 #include "sim/error.hpp"
@@ -73,11 +74,13 @@ bool run_only(const std::string& name) {
 }
 
 // The metric groups and their columns (docs/scenarios.md). `runs`: the group needs a workload
-// that runs on the backends; `task`: one with a task's labels.
+// that runs on the backends; `task`: one with a task's labels; `problem`: an optimisation problem
+// (whose only group is `optimisation`).
 struct Group {
   std::string name;
   bool runs, task;
   std::vector<MetricColumn> columns;
+  bool problem = false;
 };
 
 const char* const kEnergyLines[] = {"led_drive", "photodetector_receiver", "analog_electronics", "slm_static", "slm_reload",
@@ -98,6 +101,10 @@ std::vector<Group> groups(bool runs) {
        {{"tiles", "1", ""}, {"cores", "1", ""}, {"modules_used", "1", ""}, {"passes", "1", ""}, {"weight_reloads", "1", ""},
         {"dac_conversions", "1", ""}, {"adc_conversions", "1", ""}, {"digital_ops", "1", ""}}},
   };
+  g.push_back({"optimisation", true, false,
+               {{"p", "1", "max"}, {"ops_to_solution", "1", "min"}, {"tts99", "s", "min"}, {"energy_to_solution", "J", "min"},
+                {"best_objective", "1", ""}, {"programming_residual", "1", "min"}},
+               true});
   if (runs) g[2].columns.insert(g[2].columns.end(), {{"reference_iterations", "1", "min"}, {"failures", "1", "min"}});
   for (const char* c : kEnergyLines) g[7].columns.push_back({std::string("energy.") + c, "J", ""});
   for (const char* c : kLatencyLines) g[7].columns.push_back({std::string("latency.") + c, "s", ""});
@@ -119,11 +126,30 @@ std::string need_file(const Reader& r, const Scenario& s, const json& j, const s
 
 void read_workload(const Reader& r, const json& j, Scenario& s) {
   r.object(j, "workload");
-  r.only_keys(j, "workload", {"model", "graph", "config", "weights", "inputs", "task", "batch", "length", "data_seed", "sequence",
-                              "calibrate", "quantize", "optics"});
+  r.only_keys(j, "workload", {"model", "graph", "config", "problem", "weights", "inputs", "task", "batch", "length", "data_seed", "sequence",
+                              "calibrate", "quantize", "optics", "samples", "iterations"});
   Workload& w = s.workload;
-  const int kinds = j.contains("model") + j.contains("graph") + j.contains("config");
-  if (kinds != 1) r.fail("workload", "expected one of model (a trained model folder), graph (a graph JSON) or config (an importer config)");
+  const int kinds = j.contains("model") + j.contains("graph") + j.contains("config") + j.contains("problem");
+  if (kinds != 1)
+    r.fail("workload", "expected one of model (a trained model folder), graph (a graph JSON), config (an importer config) or problem (an optimisation instance)");
+  for (const char* k : {"samples", "iterations"})
+    if (j.contains(k) && !j.contains("problem")) r.fail(std::string("workload.") + k, "only for a problem");
+  if (const json* v = r.find(j, "problem")) {
+    w.kind = Workload::Kind::Problem;
+    w.path = need_file(r, s, *v, "workload.problem", "problem file");
+    try {
+      read_problem(w.path);
+    } catch (const Error& e) {
+      r.fail("workload.problem", e.what());
+    }
+    for (const char* k : {"weights", "inputs", "task", "batch", "length", "data_seed", "sequence", "calibrate"})
+      if (j.contains(k)) r.fail(std::string("workload.") + k, "not for a problem");
+    if (const json* n = r.find(j, "samples")) w.samples = static_cast<int>(r.integer(*n, "workload.samples", 1, 1 << 20));
+    if (const json* n = r.find(j, "iterations")) w.iterations = static_cast<int>(r.integer(*n, "workload.iterations", 1, 1 << 24));
+    if (const json* v = r.find(j, "quantize")) w.quantize = r.boolean(*v, "workload.quantize");
+    if (const json* v = r.find(j, "optics")) w.optics = r.boolean(*v, "workload.optics");
+    return;
+  }
   if (const json* m = r.find(j, "model")) {
     w.kind = Workload::Kind::Model;
     w.path = need_file(r, s, *m, "workload.model", "model folder");
@@ -332,7 +358,10 @@ Scenario read_scenario(const std::string& path) {
       }
 
   const std::vector<Group> gs = groups(s.workload.runs());
-  const auto usable = [&](const Group& g) { return (!g.runs || s.workload.runs()) && (!g.task || s.workload.kind == Workload::Kind::Model); };
+  const bool problem = s.workload.kind == Workload::Kind::Problem;
+  const auto usable = [&](const Group& g) {
+    return g.problem == problem && (!g.runs || s.workload.runs()) && (!g.task || s.workload.kind == Workload::Kind::Model);
+  };
   if (const json* m = r.find(j, "metrics")) {
     if (!m->is_array() || m->empty()) r.fail("metrics", "expected a non-empty list of metric names");
     for (std::size_t i = 0; i < m->size(); ++i) {
@@ -341,7 +370,10 @@ Scenario read_scenario(const std::string& path) {
       const std::string name = r.choice((*m)[i], jsonr::elem("metrics", i), names);
       const Group& g = *std::find_if(gs.begin(), gs.end(), [&](const Group& x) { return x.name == name; });
       if (!usable(g))
-        r.fail(jsonr::elem("metrics", i), name + (g.task ? " needs a model with a task" : " needs a workload that runs (a model, or a graph with weights and inputs)"));
+        r.fail(jsonr::elem("metrics", i), name + (g.problem ? " needs an optimisation problem (workload.problem)"
+                                                  : problem   ? " is not for an optimisation problem (its metrics: optimisation)"
+                                                  : g.task    ? " needs a model with a task"
+                                                              : " needs a workload that runs (a model, or a graph with weights and inputs)"));
       if (std::find(s.metrics.begin(), s.metrics.end(), name) != s.metrics.end()) r.fail(jsonr::elem("metrics", i), name + " is listed twice");
       s.metrics.push_back(name);
     }

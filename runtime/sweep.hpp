@@ -32,8 +32,8 @@ struct Param {
 
 // What runs at each point.
 struct Workload {
-  enum class Kind { Model, Graph, Config } kind = Kind::Config;
-  std::string path;                // model folder, graph JSON or importer config (resolved)
+  enum class Kind { Model, Graph, Config, Problem } kind = Kind::Config;
+  std::string path;                // model folder, graph JSON, importer config or optimisation problem (resolved)
   std::string weights, inputs;     // graph: weights (HDF5) and program inputs (HDF5), both optional
   std::string task;                // model: the task spec (models/tasks.hpp)
   int batch = 8, length = 32;      // model: sequences of the task run at each point
@@ -41,7 +41,8 @@ struct Workload {
   ir::Mode mode = ir::Mode::Sequential;
   bool calibrate = true;           // set the converters' ranges on the inputs (aoc compile --calibrate)
   bool quantize = true, optics = true;   // the sim backend's options (optics: the calibrated chain; false: ideal)
-  bool runs() const { return kind == Kind::Model || (kind == Kind::Graph && !weights.empty() && !inputs.empty()); }
+  int samples = 200, iterations = 500;   // problem: the optimiser's samples and loop iterations (runtime/optimize.hpp)
+  bool runs() const { return kind == Kind::Model || kind == Kind::Problem || (kind == Kind::Graph && !weights.empty() && !inputs.empty()); }
 };
 
 enum class Sampling { Grid, Random, Lhs };

@@ -13,6 +13,7 @@
 #include "compiler/passes.hpp"
 #include "models/tasks.hpp"
 #include "runtime/backend.hpp"
+#include "runtime/optimize.hpp"
 #include "runtime/program_check.hpp"
 #include "runtime/program_estimate.hpp"
 #include "runtime/program_run.hpp"
@@ -93,11 +94,14 @@ struct Evaluator::Impl {
   ir::Graph graph;
   ir::WeightStore weights;
   std::optional<tasks::Task> task;
+  IsingProblem problem;  // a problem workload's instance
   mutable Once<Compiled> compiled;
 
   explicit Impl(const Scenario& sc) : s(sc), machine(sc.hardware_path) {
     const Workload& w = s.workload;
-    if (w.kind == Workload::Kind::Graph) {
+    if (w.kind == Workload::Kind::Problem) {
+      problem = read_problem(w.path);
+    } else if (w.kind == Workload::Kind::Graph) {
       graph = ir::read_graph(w.path);
       if (!w.weights.empty()) weights = ir::read_weights_h5(w.weights);
     } else {
@@ -192,6 +196,27 @@ struct Evaluator::Impl {
     return true;
   }
 
+  // An optimisation problem at the point: the sampler's search and final run on the machine with its
+  // overrides and noise (docs/optimisation.md), no baselines.
+  void optimise(const Hardware& hw, const RunParams& rp, bool noisy, std::map<std::string, double>& m) const {
+    const Workload& w = s.workload;
+    OptimizeSettings os;
+    os.loop.hw = s.hardware_path;
+    os.loop.mode = w.optics ? "default" : "ideal";  // the machine as measured, or the exact loop
+    os.loop.quantize = w.quantize;
+    os.loop.noise = noisy;
+    os.loop.seed = rp.seed;
+    os.samples = w.samples, os.iterations = w.iterations;
+    os.sa_sweeps = os.sb_steps = 0;
+    const OptimizeResult r = optimize(problem, hw, os, false);
+    const double ops = r.aoc.iterations * r.aoc_success.repeats99;
+    m["p"] = r.aoc_success.p;
+    m["ops_to_solution"] = ops, m["tts99"] = ops * r.loop_period_s;
+    m["energy_to_solution"] = r.energy_per_sample_j > 0 ? r.energy_per_sample_j * r.aoc_success.repeats99 : kNaN;
+    m["best_objective"] = objective_of(problem, r.aoc.best_energy);
+    m["programming_residual"] = r.aoc.programming_residual;
+  }
+
   // Runs the program on the simulator once per seed, against the reference and the labels.
   double run(const Compiled& c, const Hardware& hw, const RunParams& rp, bool noisy, std::map<std::string, double>& m) const {
     const Workload& w = s.workload;
@@ -251,14 +276,18 @@ Row Evaluator::evaluate(const Point& pt) const {
     const RunParams rp = im.run_params(pt, overrides);
     row.seed = rp.seed;
     Hardware hw = im.machine.load(overrides);
-    if (rp.channels) hw.channels = *rp.channels;  // estimates only: the calibration keeps its size
-    const auto c = im.compile(hw, rp);
-    std::optional<double> measured;
-    if (im.s.workload.runs()) {
-      const bool noisy = im.set_noise(hw, rp);
-      measured = im.run(*c, hw, rp, noisy, m);
+    if (im.s.workload.kind == Workload::Kind::Problem) {
+      im.optimise(hw, rp, im.set_noise(hw, rp), m);
+    } else {
+      if (rp.channels) hw.channels = *rp.channels;  // estimates only: the calibration keeps its size
+      const auto c = im.compile(hw, rp);
+      std::optional<double> measured;
+      if (im.s.workload.runs()) {
+        const bool noisy = im.set_noise(hw, rp);
+        measured = im.run(*c, hw, rp, noisy, m);
+      }
+      im.estimate(*c, hw, rp, measured, m);
     }
-    im.estimate(*c, hw, rp, measured, m);
   } catch (const Error& e) {
     row.status = "error", row.error = e.what();
     return row;

@@ -38,7 +38,7 @@ double planted_p(const IsingProblem& p) {
   OptimizeSettings s;
   s.loop = machine("default", true);
   s.sa_sweeps = s.sb_steps = 0;
-  const OptimizeResult r = optimize(p, s, false);
+  const OptimizeResult r = optimize(p, load_machine(s.loop), s, false);
   return r.aoc_success.p;
 }
 
@@ -206,7 +206,7 @@ TEST_CASE("optimize: the ideal loop reaches the optimum of a small spin glass") 
   s.loop = machine("ideal", false);
   s.sa_sweeps = 50;
   s.sa_samples = 50;
-  const OptimizeResult r = optimize(p, s, false);
+  const OptimizeResult r = optimize(p, load_machine(s.loop), s, false);
   CHECK(r.aoc_success.p > 0.2);
   CHECK(objective_of(p, r.aoc.best_energy) == *p.best_known);
   REQUIRE(r.baselines.size() == 2);
@@ -233,7 +233,7 @@ TEST_CASE("optimize: a G-set graph in its published format solves on the at-scal
   s.loop = machine("default", true);
   s.loop.hw = "aoc-scale";
   s.sa_sweeps = s.sb_steps = 0;
-  const OptimizeResult r = optimize(p, s, false);
+  const OptimizeResult r = optimize(p, load_machine(s.loop), s, false);
   CHECK(objective_of(p, r.aoc.best_energy) == 39);
   CHECK(r.aoc_success.p > 0);
 }

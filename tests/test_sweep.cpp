@@ -243,3 +243,42 @@ TEST_CASE("sweep: the Pareto front keeps the rows no other row beats") {
   CHECK(pareto_front(x, y, true, true) == std::vector<std::size_t>{2, 4, 3});  // x maximised too (ascending x, then row)
   CHECK(pareto_front({}, {}, false, false).empty());
 }
+
+TEST_CASE("sweep: an optimisation problem runs at each point with the optimiser's metrics, as aoc optimize runs it") {
+  const json j = {{"format", "aoc-sweep"},
+                  {"version", 1},
+                  {"name", "opt"},
+                  {"workload", {{"problem", kRoot + "/scenarios/problems/wishart48.json"}, {"samples", 40}, {"iterations", 200}}},
+                  {"hardware", "aoc-48"},
+                  {"sampling", {{"method", "grid"}}},
+                  {"parameters", {{"noise_scale", {{"values", {0, 100}}}}}},
+                  {"metrics", {"optimisation"}}};
+  const Scenario s = read_scenario(scenario_file("opt.json", j));
+  REQUIRE(s.columns.front().name == "p");
+  const Evaluator ev(s);
+  const auto pts = points(s);
+  const Row quiet = ev.evaluate(pts[0]), loud = ev.evaluate(pts[1]);
+  INFO(quiet.error << loud.error);
+  REQUIRE(quiet.status == "ok");
+  REQUIRE(loud.status == "ok");
+  CHECK(quiet.metrics[0] > 0);  // the planted optimum is reached without noise
+  CHECK(loud.metrics[0] < quiet.metrics[0]);
+  CHECK(quiet.metrics[4] == Approx(-23.550037569334364));  // best_objective: the planted ground state
+}
+
+TEST_CASE("sweep: an optimisation problem's scenario takes only the optimiser's metrics and options") {
+  json j = {{"format", "aoc-sweep"},
+            {"version", 1},
+            {"name", "opt"},
+            {"workload", {{"problem", kRoot + "/scenarios/problems/wishart48.json"}}},
+            {"hardware", "aoc-48"},
+            {"sampling", {{"method", "grid"}}},
+            {"parameters", {{"noise_scale", {{"values", {0, 1}}}}}},
+            {"metrics", {"accuracy"}}};
+  CHECK_THAT(error_of([&] { read_scenario(scenario_file("o1.json", j)); }), Catch::Contains("metrics[0]: accuracy is not for an optimisation problem"));
+  j["metrics"] = {"optimisation"};
+  j["workload"]["task"] = "parity";
+  CHECK_THAT(error_of([&] { read_scenario(scenario_file("o2.json", j)); }), Catch::Contains("workload.task: not for a problem"));
+  j["workload"] = {{"graph", kRoot + "/models/graphs/tiny-deq.json"}, {"samples", 3}};
+  CHECK_THAT(error_of([&] { read_scenario(scenario_file("o3.json", j)); }), Catch::Contains("workload.samples: only for a problem"));
+}

@@ -43,7 +43,8 @@ int run(Opts& o) {
     if (!std::isfinite(*o.best_known)) throw Error("--best-known: must be a finite number");
     p.best_known = *o.best_known, p.best_known_source = "given (--best-known)";
   }
-  const OptimizeResult r = optimize(p, o.s, !o.quiet && !o.json);
+  check_settings(o.s.loop);
+  const OptimizeResult r = optimize(p, load_machine(o.s.loop), o.s, !o.quiet && !o.json);
   const double aoc_ops = r.aoc.iterations * r.aoc_success.repeats99;
   nlohmann::ordered_json j{{"tool", "aoc optimize"},
                            {"version", AOC_VERSION},
