@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "runtime/loop_run.hpp"
+#include "runtime/progress.hpp"
 #include "sim/energy.hpp"
 #include "sim/error.hpp"
 #include "sim/json_reader.hpp"
@@ -249,6 +250,8 @@ OptimizeResult optimize(const IsingProblem& p, const Hardware& hw, const Optimiz
     // AOCoptimizer's search: (a, g, m) uniform in [0.01, 1]^2 x [0.95, 0.99], then a <- a / g and
     // g <- 1 / (g lambda); each configuration's short samples ranked by their mean energy.
     if (s.search_configs < 1) throw Error("optimize: --search-configs must be at least 1");
+    Progress meter("configurations", progress);
+    meter.phase("optimize: search");
     double best_mean = std::numeric_limits<double>::infinity();
     for (int c = 0; c < s.search_configs; ++c) {
       std::uint32_t w[3];
@@ -260,19 +263,15 @@ OptimizeResult optimize(const IsingProblem& p, const Hardware& hw, const Optimiz
       const double mean = set.energies.mean();
       r.search.emplace_back(sp, mean);
       if (mean < best_mean) best_mean = mean, r.params = sp;
-      if (progress) std::fprintf(stderr, "\roptimize: search %d/%d", c + 1, s.search_configs);
+      meter.update(c + 1, s.search_configs);
     }
-    if (progress) std::fprintf(stderr, "\n");
   }
-  if (progress) std::fprintf(stderr, "optimize: %d samples of %d iterations on %s ...\n", s.samples, s.iterations, s.loop.hw.c_str());
   r.aoc = run_sampler(p, hw, s.loop, r.params, s.dt, s.samples, s.iterations, 0);
   if (p.all_binary()) {
     if (s.sa_sweeps > 0) {
-      if (progress) std::fprintf(stderr, "optimize: simulated annealing, %d samples of %d sweeps ...\n", s.sa_samples, s.sa_sweeps);
       r.baselines.push_back({"simulated annealing", "sweeps", run_annealing(p, s.sa_samples, s.sa_sweeps, s.loop.seed, s.loop.threads), {}});
     }
     if (s.sb_steps > 0) {
-      if (progress) std::fprintf(stderr, "optimize: simulated bifurcation, %d samples of %d steps ...\n", s.sa_samples, s.sb_steps);
       r.baselines.push_back({"simulated bifurcation", "steps", run_bifurcation(p, s.sa_samples, s.sb_steps, s.loop.seed, s.loop.threads), {}});
     }
   }
