@@ -5,6 +5,8 @@
 
 #include "python/bindings.hpp"
 #include "python/convert.hpp"
+#include "runtime/ising.hpp"
+#include "runtime/optimize.hpp"
 #include "runtime/sweep_results.hpp"
 #include "runtime/sweep_run.hpp"
 #include "sim/error.hpp"
@@ -96,4 +98,62 @@ PYBIND11_MODULE(_aoc, m) {
       py::arg("scenario"), py::arg("output"), py::arg("threads") = 0, py::arg("resume") = false);
   m.def(
       "read_results", [](const std::string& path) { return results_dict(sweep::read_results_h5(path)); }, py::arg("path"));
+
+  // aoc.optimize: a problem file, or J (n x n), h and the binary flags; the settings as aoc optimize's
+  // flags. Returns (the summary aoc optimize --json prints, every sample's objective, the best state).
+  m.def(
+      "optimize",
+      [](const std::string& path, const py::object& J_in, const py::object& h_in, std::vector<std::uint8_t> binary,
+         const OptimizeSettings& s, std::optional<std::vector<double>> params, std::optional<double> best_known) {
+        IsingProblem p;
+        if (!path.empty()) {
+          p = read_problem(path);
+        } else {
+          const ir::Tensor J = array_tensor(J_in, "J");
+          const std::optional<ir::Tensor> h = h_in.is_none() ? std::nullopt : std::optional<ir::Tensor>(array_tensor(h_in, "h"));
+          const std::int64_t n = J.shape.size() == 2 ? J.shape[0] : -1;
+          if (n < 1 || J.shape[1] != n) throw Error("optimize: J must be a square matrix");
+          if (h && static_cast<std::int64_t>(h->data.size()) != n) throw Error("optimize: h must hold " + std::to_string(n) + " values");
+          p.name = "J";
+          p.J = Eigen::Map<const MatrixXdR>(J.data.data(), n, n);
+          p.h = h ? Eigen::VectorXd(Eigen::Map<const Eigen::VectorXd>(h->data.data(), static_cast<Eigen::Index>(h->data.size())))
+                  : Eigen::VectorXd::Zero(n);
+          p.binary = binary.empty() ? std::vector<std::uint8_t>(static_cast<std::size_t>(n), 1) : binary;
+          check_ising(p, "optimize");
+        }
+        if (best_known) {
+          if (!std::isfinite(*best_known)) throw Error("optimize: best_known must be a finite number");
+          p.best_known = *best_known, p.best_known_source = "given (best_known)";
+        }
+        OptimizeSettings o = s;
+        if (params) {
+          if (params->size() != 3) throw Error("optimize: params must be (a, g, m)");
+          o.params = SamplerParams{(*params)[0], (*params)[1], (*params)[2]};
+        }
+        check_settings(o.loop);
+        OptimizeResult r;
+        {
+          py::gil_scoped_release unlocked;
+          r = optimize(p, load_machine(o.loop), o, false);
+        }
+        std::vector<double> objectives;
+        for (double e : r.aoc.energies) objectives.push_back(objective_of(p, e));
+        const auto n = static_cast<py::ssize_t>(objectives.size());
+        std::vector<double> best(r.aoc.best_state.data(), r.aoc.best_state.data() + p.n());
+        return py::make_tuple(to_python(optimize_summary(p, path, o, r)), owned_array(std::move(objectives), {n}),
+                              owned_array(std::move(best), {static_cast<py::ssize_t>(p.n())}));
+      },
+      py::arg("path"), py::arg("J"), py::arg("h"), py::arg("binary"), py::arg("settings"), py::arg("params"), py::arg("best_known"));
+  py::class_<OptimizeSettings>(m, "OptimizeSettings")
+      .def(py::init<>())
+      .def_readwrite("samples", &OptimizeSettings::samples)
+      .def_readwrite("iterations", &OptimizeSettings::iterations)
+      .def_readwrite("dt", &OptimizeSettings::dt)
+      .def_readwrite("search_configs", &OptimizeSettings::search_configs)
+      .def_readwrite("search_samples", &OptimizeSettings::search_samples)
+      .def_readwrite("search_iterations", &OptimizeSettings::search_iterations)
+      .def_readwrite("sa_sweeps", &OptimizeSettings::sa_sweeps)
+      .def_readwrite("sa_samples", &OptimizeSettings::sa_samples)
+      .def_readwrite("sb_steps", &OptimizeSettings::sb_steps)
+      .def_readwrite("loop", &OptimizeSettings::loop);
 }

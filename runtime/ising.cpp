@@ -167,7 +167,7 @@ struct Lines {
   }
 };
 
-constexpr int kMaxVariables = 1 << 16;  // dense J: 32 GB at this size; larger is an error
+constexpr int kMaxVariables = 8192;  // J is kept dense: 512 MB at this size; larger is an error (aoc-scale's module holds 2048)
 
 std::string stem(const std::string& path) { return std::filesystem::path(path).stem().string(); }
 

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "runtime/loop_run.hpp"
+#include "runtime/output.hpp"
 #include "runtime/progress.hpp"
 #include "sim/energy.hpp"
 #include "sim/error.hpp"
@@ -298,6 +299,64 @@ OptimizeResult optimize(const IsingProblem& p, const Hardware& hw, const Optimiz
                       " iterations and one readout per sample, the weights programmed once for the run and not counted)";
   }
   return r;
+}
+
+
+double baseline_cpu_s_per_sample(const OptimizeResult::Baseline& b, int threads) {
+  return b.set.wall_seconds / static_cast<double>(std::max<Eigen::Index>(1, b.set.energies.size())) * std::max(1, threads);
+}
+
+namespace {
+
+nlohmann::ordered_json success_json(const Success& s) {
+  return {{"hits", s.hits}, {"samples", s.samples}, {"p", s.p}, {"repeats_99", std::isfinite(s.repeats99) ? nlohmann::ordered_json(s.repeats99) : nullptr}};
+}
+
+}  // namespace
+
+nlohmann::ordered_json optimize_summary(const IsingProblem& p, const std::string& path, const OptimizeSettings& s, const OptimizeResult& r) {
+  const double aoc_ops = r.aoc.iterations * r.aoc_success.repeats99;
+  nlohmann::ordered_json j{{"tool", "aoc optimize"},
+                           {"version", AOC_VERSION},
+                           {"problem", path},
+                           {"name", p.name},
+                           {"n", p.n()},
+                           {"hw", s.loop.hw},
+                           {"mode", s.loop.mode},
+                           {"quantize", s.loop.quantize},
+                           {"noise", s.loop.noise},
+                           {"seed", s.loop.seed},
+                           {"target_objective", objective_of(p, r.target_energy)},
+                           {"target_source", r.target_source},
+                           {"params", {{"a", r.params.a}, {"g", r.params.g}, {"m", r.params.m}, {"dt", s.dt}, {"lambda", r.lambda}}},
+                           {"search_configs", r.search.size()}};
+  j["aoc"] = {{"samples", r.aoc.energies.size()},
+              {"iterations", r.aoc.iterations},
+              {"best_objective", objective_of(p, r.aoc.best_energy)},
+              {"success", success_json(r.aoc_success)},
+              {"ops_to_solution", std::isfinite(aoc_ops) ? nlohmann::ordered_json(aoc_ops) : nullptr},
+              {"loop_period_s", r.loop_period_s},
+              {"tts99_machine_s", std::isfinite(aoc_ops) ? nlohmann::ordered_json(aoc_ops * r.loop_period_s) : nullptr},
+              {"energy_per_sample_j", r.energy_per_sample_j},
+              {"energy_to_solution_j",
+               std::isfinite(aoc_ops) && r.energy_per_sample_j > 0 ? nlohmann::ordered_json(r.energy_per_sample_j * r.aoc_success.repeats99) : nullptr},
+              {"energy_source", r.energy_source},
+              {"programming_residual", r.aoc.programming_residual},
+              {"dead_weights", r.aoc.dead_weights},
+              {"simulation_wall_s", r.aoc.wall_seconds}};
+  const auto cpu_per_sample = [&](const OptimizeResult::Baseline& b) { return baseline_cpu_s_per_sample(b, s.loop.threads); };
+  const auto finite_or_null = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); };
+  j["baselines"] = nlohmann::ordered_json::array();
+  for (const auto& b : r.baselines)
+    j["baselines"].push_back({{"name", b.name},
+                              {"samples", b.set.energies.size()},
+                              {b.unit, b.set.iterations},
+                              {"best_objective", objective_of(p, b.set.best_energy)},
+                              {"success", success_json(b.success)},
+                              {"cpu_s_per_sample", cpu_per_sample(b)},
+                              {"tts99_cpu_s", finite_or_null(cpu_per_sample(b) * b.success.repeats99)},
+                              {b.unit + "_to_solution", finite_or_null(b.set.iterations * b.success.repeats99)}});
+  return j;
 }
 
 }  // namespace aoc

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/ising.hpp"
 #include "runtime/loop_settings.hpp"
 
@@ -119,5 +121,13 @@ SampleSet run_bifurcation(const IsingProblem& p, int count, int steps, std::uint
 
 // On hw (s.loop's machine, loaded with its overrides: load_machine, or a sweep point's).
 OptimizeResult optimize(const IsingProblem& p, const Hardware& hw, const OptimizeSettings& s, bool progress);
+
+// A baseline's CPU time per sample: its wall time over the samples, times the threads that shared them.
+double baseline_cpu_s_per_sample(const OptimizeResult::Baseline& b, int threads);
+// The run's summary as `aoc optimize --json` prints it (and the Python module returns): the problem
+// (path as given), the machine and switches, the target and its source, the sampler's parameters,
+// aoc's figures (p, ops, machine time and energy to 99 %, with the energy's source) and each
+// baseline's.
+nlohmann::ordered_json optimize_summary(const IsingProblem& p, const std::string& path, const OptimizeSettings& s, const OptimizeResult& r);
 
 }  // namespace aoc

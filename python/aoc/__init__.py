@@ -290,3 +290,33 @@ def sweep(scenario, output=None, *, threads=0, resume=False):
         path = _os.path.join(d, "results.h5")
         _aoc.run_sweep(str(scenario), path, int(threads), False)
         return read_results(path)
+
+
+def optimize(problem, h=None, binary=None, *, hw="aoc-48", set=None, mode="default", quantize=False, noise=False, samples=200,
+             iterations=500, dt=0.5, params=None, search_configs=32, search_samples=16, search_iterations=100, sa_sweeps=200,
+             sa_samples=200, sb_steps=200, best_known=None, seed=1, threads=1):
+    """Solve an optimisation problem on the simulated machine's loop, as ``aoc optimize`` does
+    (docs/optimisation.md). problem: a file (aoc's JSON from ``aoc problem``, a G-set edge list, a
+    .qplib), or J, an n x n symmetric array (minimise -(1/2) s'Js - h's) with the field h and the
+    binary flags (default: every variable binary; 0 marks a continuous one in [-1, 1]). The machine
+    and switches as aoc.solve takes them; params=(a, g, m) skips the search; best_known sets the
+    target p counts samples at. Returns a dict: the summary ``aoc optimize --json`` prints (p, ops,
+    machine time and energy to 99 %, the baselines), plus "objectives" (every sample's) and
+    "best_state" as NumPy arrays."""
+    s, loop = _aoc.OptimizeSettings(), _aoc.LoopSettings()
+    loop.hw, loop.set, loop.mode = _hardware_name(hw), _hardware_set(hw, set), mode
+    loop.quantize, loop.noise, loop.seed, loop.threads = bool(quantize), bool(noise), int(seed), int(threads)
+    s.loop = loop
+    s.samples, s.iterations, s.dt = int(samples), int(iterations), float(dt)
+    s.search_configs, s.search_samples, s.search_iterations = int(search_configs), int(search_samples), int(search_iterations)
+    s.sa_sweeps, s.sa_samples, s.sb_steps = int(sa_sweeps), int(sa_samples), int(sb_steps)
+    if isinstance(problem, (str, _os.PathLike)):
+        path, J = str(problem), None
+    else:
+        path, J = "", _np.ascontiguousarray(problem, dtype=_np.float64)
+        h = None if h is None else _np.ascontiguousarray(h, dtype=_np.float64)
+    flags = [] if binary is None else [int(bool(b)) for b in binary]
+    summary, objectives, best = _aoc.optimize(path, J, h, flags, s, None if params is None else [float(v) for v in params],
+                                              None if best_known is None else float(best_known))
+    summary["objectives"], summary["best_state"] = objectives, best
+    return summary

@@ -90,7 +90,8 @@ def seed_files(work, aoc):
     weights = os.path.join(ROOT, "models/graphs/tiny-deq.h5")
     f = {k: os.path.join(work, v) for k, v in {
         "program": "seed-program.h5", "inputs": "seed-inputs.h5", "loop": "seed-loop.h5", "sweep": "seed-sweep.json",
-        "results": "seed-results.h5", "train": "seed-train.json", "ckpt": "seed-model", "st": "seed-model/model.safetensors"}.items()}
+        "results": "seed-results.h5", "train": "seed-train.json", "ckpt": "seed-model", "st": "seed-model/model.safetensors",
+        "problem": "seed-problem.json", "qplib": "seed-problem.qplib"}.items()}
     if os.path.exists(f["program"]):
         return f
     run = lambda *args: subprocess.run([aoc] + list(args), check=True, capture_output=True)
@@ -105,6 +106,9 @@ def seed_files(work, aoc):
     with open(f["sweep"], "w") as fh:
         json.dump(sweep, fh, indent=1)
     run("sweep", f["sweep"], "-o", f["results"], "--quiet", "--threads", "1")
+    run("problem", "maxcut", "--n", "8", "--seed", "1", "--exhaustive", "-o", f["problem"])
+    with open(f["qplib"], "w") as fh:  # maximise a 4-variable box-constrained quadratic (QCB)
+        fh.write("FUZZ\nQCB\nmaximize\n4\n3\n1 1 -2\n2 1 1.5\n4 3 -1\n0\n1\n2 0.5\n0.25\n1e30\n0\n1\n3 -1\n1\n1\n4 2\n")
     with open(os.path.join(ROOT, "scenarios/train/parity-implicit.json")) as fh:
         train = json.load(fh)
     train["model"]["max_iter"] = 20
@@ -146,6 +150,14 @@ def kinds(work, aoc):
         ("sweep scenario", f["sweep"], json_mutations, lambda p: ["sweep", p, "-o", out + "-sweep.h5", "--quiet", "--threads", "1"]),
         ("sweep results", f["results"], binary_mutations, lambda p: ["pareto", p, "--x", "energy", "--y", "latency"]),
         ("train scenario", f["train"], json_mutations, lambda p: ["train", p, "-o", out + "-model"]),
+    ]
+    small = ["--samples", "4", "--iterations", "10", "--search-configs", "1", "--search-samples", "2", "--search-iterations", "5",
+             "--sa-samples", "2", "--sa-sweeps", "2", "--sb-steps", "2", "--quiet"]
+    k += [
+        ("problem json", f["problem"], json_mutations, lambda p: ["optimize", p, "-o", out + "-opt.h5"] + small),
+        ("edge list", os.path.join(ROOT, "tests/data/optimize/maxcut20.txt"), json_mutations,
+         lambda p: ["optimize", p, "-o", out + "-opt.h5"] + small),
+        ("qplib", f["qplib"], json_mutations, lambda p: ["optimize", p, "--mode", "ideal", "-o", out + "-opt.h5"] + small),
     ]
     if f["st"]:
         k.append(("safetensors", f["st"], binary_mutations,
