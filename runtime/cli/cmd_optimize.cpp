@@ -99,7 +99,7 @@ void add_optimize(CLI::App& app) {
   c->add_option("--sb-steps", o.s.sb_steps, "simulated bifurcation baseline (ballistic): steps per sample (0: none)")->check(CLI::Range(0, 1 << 24))->capture_default_str();
   c->add_option_function<double>("--best-known", [](double v) { o.best_known = v; },
                                  "the best objective known (e.g. a G-set graph's published cut): p counts samples that reach it");
-  c->add_option("-o,--output", o.output, "HDF5 file: every sample's objective (aoc, SA), the best state, the summary (JSON attribute)");
+  c->add_option("-o,--output", o.output, "HDF5 file: every sample's objective (aoc, SA, SB), the best state, the summary (JSON attribute)");
   c->add_flag("--json", o.json, "print the summary as JSON");
   c->add_flag("--quiet", o.quiet, "no progress lines");
   c->footer("The sampler is AOCoptimizer.jl's (docs/optimisation.md): s = sign(x) on binaries, x <- x + dt g (J s + h) - dt a(t) x\n"
