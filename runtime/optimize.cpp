@@ -100,9 +100,23 @@ Programming program_couplings(const Hardware& hw, const CoreConfig& cfg, const M
   // only raise max |W|, which every other transmission is divided by.
   const auto dead = (Jeff.array().abs() < 0.1 * J.array().abs()).eval();
   prog.dead = static_cast<int>(dead.count());
+  // Each round moves W by what is left of J - Jeff (a step of 1: where the distortion is mild, most
+  // of it goes); a round that leaves more error than before is undone and the step halved, so a
+  // chain that does not invert this way (the 16-variable machine's dense beam-splitter leak) keeps
+  // the best W found, at worst J itself.
+  const auto error = [&](const MatrixXdR& E) { return dead.select(0.0, (E - J).array()).matrix().norm(); };
+  double best = error(Jeff), step = 1;
+  MatrixXdR W_try, Jeff_try;
+  Eigen::VectorXd offset_try;
   for (int k = 0; k < kCompensationRounds; ++k) {
-    prog.W.array() += dead.select(0.0, (J - Jeff).array());  // the distortion is mild: each round takes most of what is left
-    measure(prog.W, Jeff, prog.offset);
+    W_try = prog.W;
+    W_try.array() += step * dead.select(0.0, (J - Jeff).array());
+    measure(W_try, Jeff_try, offset_try);
+    if (const double e = error(Jeff_try); e < best) {
+      best = e, prog.W.swap(W_try), Jeff.swap(Jeff_try), prog.offset.swap(offset_try);
+    } else {
+      step *= 0.5;
+    }
   }
   prog.residual = (Jeff - J).cwiseAbs().maxCoeff() / std::max(1e-300, J.cwiseAbs().maxCoeff());
   return prog;
