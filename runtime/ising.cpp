@@ -333,7 +333,8 @@ void write_ising_json(const IsingProblem& p, const std::string& path, const std:
 
 IsingProblem read_problem(const std::string& path) {
   const std::string ext = std::filesystem::path(path).extension().string();
-  IsingProblem p = ext == ".qplib" ? read_qplib(path) : ext == ".json" ? read_ising_json(path) : read_gset(path);
+  if (ext == ".json") return read_ising_json(path);  // it checks the problem before its best state
+  IsingProblem p = ext == ".qplib" ? read_qplib(path) : read_gset(path);
   check_ising(p, path);
   return p;
 }

@@ -64,11 +64,12 @@ DriveCalibration drive_calibration(const Hardware& hw, const CoreConfig& cfg) {
   if (cfg.led == LedModel::Twin) {
     const double pos_hi = cubic(hw.led_pos, c.level), pos_lo = cubic(hw.led_pos, -c.level);
     const double neg_hi = cubic(hw.led_neg, c.level), neg_lo = cubic(hw.led_neg, -c.level);
-    c.slope = 0.25 * ((pos_hi - pos_lo) + (neg_hi - neg_lo));
+    c.pos_swing = 0.5 * (pos_hi - pos_lo), c.neg_swing = 0.5 * (neg_hi - neg_lo);
+    c.pos_common = 0.5 * (pos_hi + pos_lo), c.neg_common = 0.5 * (neg_hi + neg_lo);
   } else {
-    c.slope = c.level;
+    c.pos_swing = c.neg_swing = c.level;
   }
-  if (!(c.slope > 0)) throw Error(hw.path + ": the LEDs' response to the comparator's swing is not positive: the machine cannot run the sampler");
+  if (!(c.slope() > 0)) throw Error(hw.path + ": the LEDs' response to the comparator's swing is not positive: the machine cannot run the sampler");
   return c;
 }
 
@@ -79,7 +80,7 @@ Programming program_couplings(const Hardware& hw, const CoreConfig& cfg, const M
   if (cfg.led != LedModel::Twin) return prog;  // the ideal chain is the product itself
   CoreConfig unit = cfg;
   unit.gain = GainMode::Explicit;
-  unit.beta = {1.0 / cal.slope};  // the gain at which J s comes out at the scale of J
+  unit.beta = {1.0 / cal.slope()};  // the gain at which J s comes out at the scale of J
   const int n = static_cast<int>(J.rows());
   // The machine's product of drives level*s through the programmed W, scaled by the LEDs' slope:
   // s' Jeff + offset. Each row of Jeff is what one drive's sign changes; the offset is what every
@@ -87,12 +88,8 @@ Programming program_couplings(const Hardware& hw, const CoreConfig& cfg, const M
   const auto measure = [&](const MatrixXdR& W, MatrixXdR& Jeff, Eigen::VectorXd& offset) {
     const FactoredChain ch = factor_optical_chain(hw, unit, W);
     const MatrixXdR F = ch.folded();  // 2n x n: [LED+ | LED-] F + c
-    const double dp = 0.5 * (cubic(hw.led_pos, cal.level) - cubic(hw.led_pos, -cal.level)),
-                 dn = 0.5 * (cubic(hw.led_neg, cal.level) - cubic(hw.led_neg, -cal.level));
-    const double mp = 0.5 * (cubic(hw.led_pos, cal.level) + cubic(hw.led_pos, -cal.level)),
-                 mn = 0.5 * (cubic(hw.led_neg, cal.level) + cubic(hw.led_neg, -cal.level));
-    Jeff = dp * F.topRows(n) + dn * F.bottomRows(n);
-    offset = (mp * F.topRows(n) + mn * F.bottomRows(n)).colwise().sum().transpose() + ch.c;
+    Jeff = cal.pos_swing * F.topRows(n) + cal.neg_swing * F.bottomRows(n);
+    offset = (cal.pos_common * F.topRows(n) + cal.neg_common * F.bottomRows(n)).colwise().sum().transpose() + ch.c;
   };
   MatrixXdR Jeff;
   measure(prog.W, Jeff, prog.offset);
@@ -139,21 +136,37 @@ Success success_of(const Eigen::VectorXd& energies, double target) {
   return s;
 }
 
+SamplerMachine prepare_sampler(const IsingProblem& p, const Hardware& hw, const LoopSettings& loop) {
+  if (p.n() > hw.channels)
+    throw Error(hw.path + ": the problem's " + std::to_string(p.n()) + " variables do not fit the machine's " + std::to_string(hw.channels) +
+                " channels (one module; tiling over modules is not modelled for the optimiser)");
+  SamplerMachine m;
+  m.problem = &p, m.hw = &hw, m.loop = loop;
+  m.cfg = loop_config(loop, hw);
+  m.cal = drive_calibration(hw, m.cfg);
+  m.cfg.nonlinearity = Nonlinearity::Ising;
+  m.cfg.ising_level = m.cal.level;
+  m.cfg.binary = p.binary;
+  m.cfg.wall = 1.0;
+  m.cfg.gain = GainMode::Explicit;
+  m.prog = program_couplings(hw, m.cfg, p.J, m.cal);
+  return m;
+}
+
 SampleSet run_sampler(const IsingProblem& p, const Hardware& hw, const LoopSettings& loop, const SamplerParams& sp, double dt, int count,
                       int iterations, int first_sample) {
+  return run_sampler(prepare_sampler(p, hw, loop), sp, dt, count, iterations, first_sample);
+}
+
+SampleSet run_sampler(const SamplerMachine& m, const SamplerParams& sp, double dt, int count, int iterations, int first_sample) {
+  const IsingProblem& p = *m.problem;
+  const Hardware& hw = *m.hw;
+  const LoopSettings& loop = m.loop;
+  const Programming& prog = m.prog;
   const int n = p.n();
-  if (n > hw.channels)
-    throw Error(hw.path + ": the problem's " + std::to_string(n) + " variables do not fit the machine's " + std::to_string(hw.channels) +
-                " channels (one module; tiling over modules is not modelled for the optimiser)");
   if (count < 1 || iterations < 1) throw Error("optimize: samples and iterations must be at least 1");
-  CoreConfig cfg = loop_config(loop, hw);
-  const DriveCalibration cal = drive_calibration(hw, cfg);
-  cfg.nonlinearity = Nonlinearity::Ising;
-  cfg.ising_level = cal.level;
-  cfg.binary = p.binary;
-  cfg.wall = 1.0;
-  cfg.gain = GainMode::Explicit;
-  cfg.beta = {dt * sp.g / cal.slope};
+  CoreConfig cfg = m.cfg;
+  cfg.beta = {dt * sp.g / m.cal.slope()};
   cfg.gamma = sp.m;
   cfg.alpha = {1.0 - dt * sp.a};
   cfg.alpha_schedule = {AlphaSchedule::Kind::Linear, 1.0 - dt * sp.a, 1.0, iterations};
@@ -161,8 +174,6 @@ SampleSet run_sampler(const IsingProblem& p, const Hardware& hw, const LoopSetti
   o.solver = SolverOptions::fixed(iterations);
   o.solver.first_sample = first_sample;
   LoopProblem lp;
-  const Programming prog = program_couplings(hw, cfg, p.J, cal);
-
   lp.W = prog.W;
   lp.bias = dt * sp.g * (p.h - prog.offset);
   lp.x = MatrixXdR::Zero(count, n);
@@ -254,6 +265,7 @@ SampleSet run_bifurcation(const IsingProblem& p, int count, int steps, std::uint
 OptimizeResult optimize(const IsingProblem& p, const Hardware& hw, const OptimizeSettings& s, bool progress) {
   check_settings(s.loop);
   OptimizeResult r;
+  const SamplerMachine machine = prepare_sampler(p, hw, s.loop);
   r.lambda = coupling_scale(p.J);
   if (s.params) {
     const SamplerParams& q = *s.params;
@@ -274,14 +286,14 @@ OptimizeResult optimize(const IsingProblem& p, const Hardware& hw, const Optimiz
       const double a0 = 0.01 + 0.99 * unit_uniform(w[0]), g0 = 0.01 + 0.99 * unit_uniform(w[1]), m = 0.95 + 0.04 * unit_uniform(w[2]);
       const SamplerParams sp{a0 / g0, 1.0 / (g0 * r.lambda), m};
       // the search's samples are keyed apart from the final run's (first sample past them)
-      const SampleSet set = run_sampler(p, hw, s.loop, sp, s.dt, s.search_samples, s.search_iterations, (c + 1) * 1000000);
+      const SampleSet set = run_sampler(machine, sp, s.dt, s.search_samples, s.search_iterations, (c + 1) * 1000000);
       const double mean = set.energies.mean();
       r.search.emplace_back(sp, mean);
       if (mean < best_mean) best_mean = mean, r.params = sp;
       meter.update(c + 1, s.search_configs);
     }
   }
-  r.aoc = run_sampler(p, hw, s.loop, r.params, s.dt, s.samples, s.iterations, 0);
+  r.aoc = run_sampler(machine, r.params, s.dt, s.samples, s.iterations, 0);
   if (p.all_binary()) {
     if (s.sa_sweeps > 0) {
       r.baselines.push_back({"simulated annealing", "sweeps", run_annealing(p, s.sa_samples, s.sa_sweeps, s.loop.seed, s.loop.threads), {}});
@@ -322,14 +334,16 @@ double baseline_cpu_s_per_sample(const OptimizeResult::Baseline& b, int threads)
 
 namespace {
 
+// JSON has no infinity: a figure that is none (p = 0) is null.
+nlohmann::ordered_json finite_or_null(double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); }
+
 nlohmann::ordered_json success_json(const Success& s) {
-  return {{"hits", s.hits}, {"samples", s.samples}, {"p", s.p}, {"repeats_99", std::isfinite(s.repeats99) ? nlohmann::ordered_json(s.repeats99) : nullptr}};
+  return {{"hits", s.hits}, {"samples", s.samples}, {"p", s.p}, {"repeats_99", finite_or_null(s.repeats99)}};
 }
 
 }  // namespace
 
 nlohmann::ordered_json optimize_summary(const IsingProblem& p, const std::string& path, const OptimizeSettings& s, const OptimizeResult& r) {
-  const double aoc_ops = r.aoc.iterations * r.aoc_success.repeats99;
   nlohmann::ordered_json j{{"tool", "aoc optimize"},
                            {"version", AOC_VERSION},
                            {"problem", path},
@@ -348,18 +362,16 @@ nlohmann::ordered_json optimize_summary(const IsingProblem& p, const std::string
               {"iterations", r.aoc.iterations},
               {"best_objective", objective_of(p, r.aoc.best_energy)},
               {"success", success_json(r.aoc_success)},
-              {"ops_to_solution", std::isfinite(aoc_ops) ? nlohmann::ordered_json(aoc_ops) : nullptr},
+              {"ops_to_solution", finite_or_null(r.ops_to_solution())},
               {"loop_period_s", r.loop_period_s},
-              {"tts99_machine_s", std::isfinite(aoc_ops) ? nlohmann::ordered_json(aoc_ops * r.loop_period_s) : nullptr},
+              {"tts99_machine_s", finite_or_null(r.tts99_s())},
               {"energy_per_sample_j", r.energy_per_sample_j},
-              {"energy_to_solution_j",
-               std::isfinite(aoc_ops) && r.energy_per_sample_j > 0 ? nlohmann::ordered_json(r.energy_per_sample_j * r.aoc_success.repeats99) : nullptr},
+              {"energy_to_solution_j", finite_or_null(r.energy_to_solution_j())},
               {"energy_source", r.energy_source},
               {"programming_residual", r.aoc.programming_residual},
               {"dead_weights", r.aoc.dead_weights},
               {"simulation_wall_s", r.aoc.wall_seconds}};
   const auto cpu_per_sample = [&](const OptimizeResult::Baseline& b) { return baseline_cpu_s_per_sample(b, s.loop.threads); };
-  const auto finite_or_null = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); };
   j["baselines"] = nlohmann::ordered_json::array();
   for (const auto& b : r.baselines)
     j["baselines"].push_back({{"name", b.name},

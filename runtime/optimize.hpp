@@ -10,6 +10,7 @@
 // confidence, the machine time and energy that takes; simulated annealing measured in the same run.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -77,13 +78,25 @@ struct OptimizeResult {
   double loop_period_s = 0;          // the machine's iteration (its timing section)
   double energy_per_sample_j = 0;    // the energy model's estimate of one sample (typical)
   std::string energy_source;
+
+  // Loop iterations (optical products) to reach the target with 99 % confidence (infinity at p = 0),
+  // the machine's time for them, and their energy (NaN without an energy model).
+  double ops_to_solution() const { return aoc.iterations * aoc_success.repeats99; }
+  double tts99_s() const { return ops_to_solution() * loop_period_s; }
+  double energy_to_solution_j() const {
+    return energy_per_sample_j > 0 ? energy_per_sample_j * aoc_success.repeats99 : std::numeric_limits<double>::quiet_NaN();
+  }
 };
 
 // How the sampler's drives come out of the machine's electronics and LEDs: the comparator's swing
 // (the fitted nonlinearity at the walls, +-1) and the LEDs' differential response to it, the
 // product's scale (the gain is divided by it). The ideal loop: level 1, slope 1.
 struct DriveCalibration {
-  double level = 1, slope = 1;
+  double level = 1;
+  // Each path's LED: half the difference of its drives at +-level (what a sign changes) and half
+  // their sum (the light a drive adds whatever its sign: the common mode).
+  double pos_swing = 1, neg_swing = 1, pos_common = 0, neg_common = 0;
+  double slope() const { return 0.5 * (pos_swing + neg_swing); }
 };
 // cfg: the machine's loop configuration before the comparator replaces its nonlinearity.
 DriveCalibration drive_calibration(const Hardware& hw, const CoreConfig& cfg);
@@ -107,8 +120,23 @@ Programming program_couplings(const Hardware& hw, const CoreConfig& cfg, const M
 // differ in sign, else the mean of their magnitudes; 1 when that is at most 0.1.
 double coupling_scale(const MatrixXdR& J);
 
+// The machine set up for the sampler on one problem: its loop configuration before the sampler's
+// coefficients, the drives' calibration and the weights programmed for its chain. None of it depends
+// on (a, g, m), so the search's configurations and the final run share one.
+struct SamplerMachine {
+  const IsingProblem* problem = nullptr;
+  const Hardware* hw = nullptr;
+  LoopSettings loop;
+  CoreConfig cfg;
+  DriveCalibration cal;
+  Programming prog;
+};
+SamplerMachine prepare_sampler(const IsingProblem& p, const Hardware& hw, const LoopSettings& loop);
+
 // Samples first_sample .. first_sample + count - 1 of the sampler on the machine (each keyed by its
 // index: the same for any batch split or thread count).
+SampleSet run_sampler(const SamplerMachine& m, const SamplerParams& params, double dt, int count, int iterations, int first_sample);
+// The same on a machine set up for this one run.
 SampleSet run_sampler(const IsingProblem& p, const Hardware& hw, const LoopSettings& loop, const SamplerParams& params, double dt, int count,
                       int iterations, int first_sample);
 // Simulated annealing (Metropolis single flips, a geometric inverse-temperature schedule from 50 %

@@ -209,10 +209,9 @@ struct Evaluator::Impl {
     os.samples = w.samples, os.iterations = w.iterations;
     os.sa_sweeps = os.sb_steps = 0;
     const OptimizeResult r = optimize(problem, hw, os, false);
-    const double ops = r.aoc.iterations * r.aoc_success.repeats99;
     m["p"] = r.aoc_success.p;
-    m["ops_to_solution"] = ops, m["tts99"] = ops * r.loop_period_s;
-    m["energy_to_solution"] = r.energy_per_sample_j > 0 ? r.energy_per_sample_j * r.aoc_success.repeats99 : kNaN;
+    m["ops_to_solution"] = r.ops_to_solution(), m["tts99"] = r.tts99_s();
+    m["energy_to_solution"] = r.energy_to_solution_j();
     m["best_objective"] = objective_of(problem, r.aoc.best_energy);
     m["programming_residual"] = r.aoc.programming_residual;
   }

@@ -42,7 +42,6 @@ int run(Opts& o) {
   check_settings(o.s.loop);
   const OptimizeResult r = optimize(p, load_machine(o.s.loop), o.s, !o.quiet && !o.json);
   const nlohmann::ordered_json j = optimize_summary(p, o.problem, o.s, r);
-  const double aoc_ops = r.aoc.iterations * r.aoc_success.repeats99;
   const auto cpu_per_sample = [&](const OptimizeResult::Baseline& b) { return baseline_cpu_s_per_sample(b, o.s.loop.threads); };
   if (!o.output.empty()) {
     std::vector<H5Array> arrays{{"aoc_objectives", {static_cast<size_t>(r.aoc.energies.size())}, {}},
@@ -68,8 +67,8 @@ int run(Opts& o) {
                 r.aoc.programming_residual, r.aoc.dead_weights);
   std::printf("  %-20s %10s %8s %12s %14s %14s %14s\n", "", "best", "p", "samples", "ops to 99%", "TTS99", "energy to 99%");
   std::printf("  %-20s %10s %8.3f %12d %14s %14s %14s\n", ("aoc (" + std::to_string(r.aoc.iterations) + " iter)").c_str(),
-              fmt(objective_of(p, r.aoc.best_energy)).c_str(), r.aoc_success.p, r.aoc_success.samples, fmt(aoc_ops).c_str(),
-              (fmt(aoc_ops * r.loop_period_s) + " s").c_str(), r.energy_per_sample_j > 0 ? (fmt(r.energy_per_sample_j * r.aoc_success.repeats99) + " J").c_str() : "-");
+              fmt(objective_of(p, r.aoc.best_energy)).c_str(), r.aoc_success.p, r.aoc_success.samples, fmt(r.ops_to_solution()).c_str(),
+              (fmt(r.tts99_s()) + " s").c_str(), r.energy_per_sample_j > 0 ? (fmt(r.energy_to_solution_j()) + " J").c_str() : "-");
   for (const auto& b : r.baselines)
     std::printf("  %-20s %10s %8.3f %12d %14s %14s %14s\n", ((b.name == "simulated annealing" ? "SA (" : "SB (") + std::to_string(b.set.iterations) + " " + b.unit + ")").c_str(),
                 fmt(objective_of(p, b.set.best_energy)).c_str(), b.success.p, b.success.samples, fmt(b.set.iterations * b.success.repeats99).c_str(),
