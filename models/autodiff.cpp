@@ -218,6 +218,13 @@ Var Tape::square(Var a) {
   });
 }
 
+Var Tape::relu(Var a) {
+  Mat out = node(a, "relu").value.array().max(0.0).matrix();
+  return push(std::move(out), {a}, [a](Tape& t, const Mat& g) {
+    t.acc(a, (t.nodes_[a.id].value.array() > 0.0).select(g.array(), 0.0));
+  });
+}
+
 Var Tape::tanh(Var a) {
   Mat out = node(a, "tanh").value.array().tanh().matrix();
   const int self = static_cast<int>(nodes_.size());
@@ -433,11 +440,12 @@ Var Tape::ssd(Var delta, Var a, Var x, Var b, Var c, int L) {
 Var Tape::conv1d_causal(Var x, Var w, int L) {
   const Mat& X = node(x, "conv1d_causal").value;
   const Mat& W = node(w, "conv1d_causal").value;
-  if (W.rows() != X.cols() || W.cols() < 1)
-    fail("conv1d_causal", "x is " + shape_of(X) + ", w is " + shape_of(W) + ": w must be [" + std::to_string(X.cols()) + ", K], K >= 1");
+  if (W.rows() < 1 || W.cols() < 1 || X.cols() % W.rows() != 0)
+    fail("conv1d_causal", "x is " + shape_of(X) + ", w is " + shape_of(W) + ": w must be [C, K], K >= 1, with C dividing " +
+                              std::to_string(X.cols()) + " columns");
   check_blocks("conv1d_causal", X, L);
-  const Eigen::Index B = X.rows() / L, K = W.cols();
-  const Mat Wt = W.transpose();  // [K, C]: tap k as a contiguous row
+  const Eigen::Index B = X.rows() / L, K = W.cols(), reps = X.cols() / W.rows();
+  const Mat Wt = W.transpose().replicate(1, reps);  // [K, cols]: tap k as a contiguous row, per column
   Mat out = Mat::Zero(X.rows(), X.cols());
   for (Eigen::Index b = 0; b < B; ++b)
     for (Eigen::Index k = 0; k < K; ++k) {
@@ -445,9 +453,10 @@ Var Tape::conv1d_causal(Var x, Var w, int L) {
       if (s >= L) continue;
       out.middleRows(b * L + s, L - s).array() += X.middleRows(b * L, L - s).array().rowwise() * Wt.row(k).array();
     }
-  return push(std::move(out), {x, w}, [x, w, L, B, K](Tape& t, const Mat& g) {
+  const Eigen::Index C = W.rows();
+  return push(std::move(out), {x, w}, [x, w, L, B, K, C, reps](Tape& t, const Mat& g) {
     const Mat& X = t.nodes_[x.id].value;
-    const Mat Wt = t.nodes_[w.id].value.transpose();
+    const Mat Wt = t.nodes_[w.id].value.transpose().replicate(1, reps);
     Mat* gx = t.grad_buf(x);
     Mat gwt;
     if (t.needs(w)) gwt = Mat::Zero(K, X.cols());
@@ -459,7 +468,96 @@ Var Tape::conv1d_causal(Var x, Var w, int L) {
         if (gx) gx->middleRows(b * L, L - s).array() += gs.array().rowwise() * Wt.row(k).array();
         if (gwt.size()) gwt.row(k) += (gs.array() * X.middleRows(b * L, L - s).array()).colwise().sum().matrix();
       }
-    if (gwt.size()) t.acc(w, gwt.transpose());
+    if (!gwt.size()) return;
+    Mat folded = Mat::Zero(K, C);  // the shared filter's gradient: the sum over positions, in column order
+    for (Eigen::Index r = 0; r < reps; ++r) folded += gwt.middleCols(r * C, C);
+    t.acc(w, folded.transpose());
+  });
+}
+
+namespace {
+
+// One frame's im2col: row i*out_w + j holds the patch at (i, j) in (p, q, c) order. Each (i, j, p)
+// is kw*channels contiguous inputs.
+void im2col(const double* frame, const Tape::Conv2dShape& s, Mat& patches) {
+  const int oh = s.out_h(), ow = s.out_w(), run = s.kw * s.channels;
+  for (int i = 0; i < oh; ++i)
+    for (int j = 0; j < ow; ++j) {
+      double* dst = patches.row(static_cast<Eigen::Index>(i) * ow + j).data();
+      for (int p = 0; p < s.kh; ++p)
+        std::copy_n(frame + (static_cast<std::ptrdiff_t>(i * s.stride + p) * s.width + j * s.stride) * s.channels, run, dst + p * run);
+    }
+}
+
+// The adjoint of im2col: adds each patch's gradient back onto the frame's pixels.
+void col2im_add(const Mat& dpatches, const Tape::Conv2dShape& s, double* frame) {
+  const int oh = s.out_h(), ow = s.out_w(), run = s.kw * s.channels;
+  for (int i = 0; i < oh; ++i)
+    for (int j = 0; j < ow; ++j) {
+      const double* src = dpatches.row(static_cast<Eigen::Index>(i) * ow + j).data();
+      for (int p = 0; p < s.kh; ++p) {
+        double* dst = frame + (static_cast<std::ptrdiff_t>(i * s.stride + p) * s.width + j * s.stride) * s.channels;
+        for (int k = 0; k < run; ++k) dst[k] += src[p * run + k];
+      }
+    }
+}
+
+}  // namespace
+
+Var Tape::conv2d(Var x, Var w, const Conv2dShape& s) {
+  const Mat& X = node(x, "conv2d").value;
+  const Mat& W = node(w, "conv2d").value;
+  const std::string shapes = "x is " + shape_of(X) + ", W is " + shape_of(W) + " for frames " + std::to_string(s.height) + "x" +
+                             std::to_string(s.width) + "x" + std::to_string(s.channels) + ", kernel " + std::to_string(s.kh) + "x" +
+                             std::to_string(s.kw) + ", stride " + std::to_string(s.stride);
+  if (s.height < 1 || s.width < 1 || s.channels < 1 || s.kh < 1 || s.kw < 1 || s.stride < 1 || s.kh > s.height || s.kw > s.width)
+    fail("conv2d", shapes + ": the kernel must fit the frame, every size >= 1");
+  const Eigen::Index K = static_cast<Eigen::Index>(s.kh) * s.kw * s.channels;
+  if (X.cols() != static_cast<Eigen::Index>(s.height) * s.width * s.channels || W.cols() != K || W.rows() < 1)
+    fail("conv2d", shapes + ": x needs height*width*channels columns and W kh*kw*channels");
+  const Eigen::Index P = static_cast<Eigen::Index>(s.out_h()) * s.out_w(), Co = W.rows();
+  Mat out(X.rows(), P * Co);
+  Mat patches(P, K);
+  for (Eigen::Index n = 0; n < X.rows(); ++n) {
+    im2col(X.row(n).data(), s, patches);
+    Eigen::Map<Mat>(out.row(n).data(), P, Co).noalias() = patches * W.transpose();  // a row-major row is [P, Co]
+  }
+  return push(std::move(out), {x, w}, [x, w, s, P, K, Co](Tape& t, const Mat& g) {
+    const Mat& X = t.nodes_[x.id].value;
+    const Mat& W = t.nodes_[w.id].value;
+    Mat* gx = t.grad_buf(x);
+    Mat gw;
+    if (t.needs(w)) gw = Mat::Zero(Co, K);
+    Mat patches(P, K), dpatches;
+    for (Eigen::Index n = 0; n < X.rows(); ++n) {
+      const Eigen::Map<const Mat> gn(g.row(n).data(), P, Co);
+      if (gw.size()) {
+        im2col(X.row(n).data(), s, patches);
+        gw.noalias() += gn.transpose() * patches;
+      }
+      if (gx) {
+        dpatches.noalias() = gn * W;
+        col2im_add(dpatches, s, gx->row(n).data());
+      }
+    }
+    if (gw.size()) t.acc(w, gw);
+  });
+}
+
+Var Tape::add_channels(Var x, Var b) {
+  const Mat& X = node(x, "add_channels").value;
+  const Mat& Bv = node(b, "add_channels").value;
+  if (Bv.rows() != 1 || Bv.cols() < 1 || X.cols() % Bv.cols() != 0)
+    fail("add_channels", "x is " + shape_of(X) + ", b is " + shape_of(Bv) + ": b must be [1, C] with C dividing x's columns");
+  const Eigen::Index reps = X.cols() / Bv.cols(), C = Bv.cols();
+  Mat out = X.rowwise() + Bv.replicate(1, reps).row(0);
+  return push(std::move(out), {x, b}, [x, b, reps, C](Tape& t, const Mat& g) {
+    if (t.needs(x)) t.acc(x, g);
+    if (!t.needs(b)) return;
+    const Mat cols = g.colwise().sum();
+    Mat gb = Mat::Zero(1, C);
+    for (Eigen::Index r = 0; r < reps; ++r) gb += cols.middleCols(r * C, C);
+    t.acc(b, gb);
   });
 }
 
@@ -536,6 +634,35 @@ Var Tape::cross_entropy(Var logits, const std::vector<int>& targets) {
       if (y < 0) continue;
       gz->row(i).array() += s * (Z.row(i).array() - lse(i)).exp();
       (*gz)(i, y) -= s;
+    }
+  });
+}
+
+Var Tape::poisson_nll(Var rate, const Mat& counts, const std::vector<char>& use) {
+  const Mat& R = node(rate, "poisson_nll").value;
+  if (counts.rows() != R.rows() || counts.cols() != R.cols() || static_cast<Eigen::Index>(use.size()) != R.rows())
+    fail("poisson_nll", "rate is " + shape_of(R) + ", counts " + shape_of(counts) + ", " + std::to_string(use.size()) +
+                            " row flags: counts must match the rate, one flag per row");
+  constexpr double kFloor = 1e-8;
+  double total = 0;
+  Eigen::Index rows = 0;
+  for (Eigen::Index i = 0; i < R.rows(); ++i) {
+    if (!use[static_cast<std::size_t>(i)]) continue;
+    ++rows;
+    for (Eigen::Index j = 0; j < R.cols(); ++j) total += R(i, j) - counts(i, j) * std::log(std::max(R(i, j), kFloor));
+  }
+  const double n = static_cast<double>(rows * R.cols());
+  Mat out(1, 1);
+  out(0, 0) = n > 0 ? total / n : 0.0;
+  return push(std::move(out), {rate}, [rate, counts, use, n](Tape& t, const Mat& g) {
+    Mat* gr = t.grad_buf(rate);
+    if (!gr || n == 0) return;
+    const Mat& R = t.nodes_[rate.id].value;
+    const double s = g(0, 0) / n;
+    for (Eigen::Index i = 0; i < R.rows(); ++i) {
+      if (!use[static_cast<std::size_t>(i)]) continue;
+      for (Eigen::Index j = 0; j < R.cols(); ++j)
+        (*gr)(i, j) += s * (1.0 - (R(i, j) > kFloor ? counts(i, j) / R(i, j) : 0.0));
     }
   });
 }

@@ -67,6 +67,7 @@ class Tape {
   Var exp(Var a);
   Var neg(Var a);
   Var square(Var a);  // (added) a * a
+  Var relu(Var a);    // max(a, 0); the gradient at 0 is 0
 
   // per row: x / sqrt(mean(x^2) + eps) * g, g a row [1, m]
   Var rmsnorm(Var x, Var g, double eps = 1e-5);
@@ -76,7 +77,9 @@ class Tape {
 
   // sequences are laid out as rows b*L + t ([B*L, D]); these act within each block of L rows:
   Var shift_rows(Var x, int L);      // out[b*L+t] = x[b*L+t-1], a zero row at t = 0
-  Var conv1d_causal(Var x, Var w, int L);  // out[t, c] = sum_{k<K} w[c,k] x[t-K+1+k, c]; w [C, K]
+  // out[t, j] = sum_{k<K} w[j % C, k] x[t-K+1+k, j]; w [C, K] with C dividing x's columns (channels
+  // last: one filter per channel, shared over the positions before it)
+  Var conv1d_causal(Var x, Var w, int L);
 
   // Mamba2's selective scan, fused: with H heads of P channels and N states per channel,
   //   h_t[h,p,n] = a_t[h] h_{t-1}[h,p,n] + delta_t[h] x_t[h,p] B_t[n]   (h_{-1} = 0 in each block)
@@ -84,6 +87,20 @@ class Tape {
   // delta, a [BL, H]; x [BL, H*P]; B, C [BL, N] -> y [BL, H*P]. The states stay inside the op (kept
   // for backward only when the tape records): no [BL, H*P*N] value on the tape.
   Var ssd(Var delta, Var a, Var x, Var B, Var C, int L);
+
+  // Frames as rows: each row of x is one frame [height, width, channels], channels last. conv2d is
+  // the valid cross-correlation of each frame with W [out, kh*kw*channels] (a filter's (p, q, c) in
+  // row-major order, the order of an im2col patch): row n of the result is [out_h, out_w, out],
+  // channels last, out[i, j, o] = sum_{p,q,c} W[o, (p*kw + q)*channels + c] x[i*stride + p, j*stride + q, c].
+  // The patches of one frame at a time: memory stays one frame's im2col whatever the batch.
+  struct Conv2dShape {
+    int height = 0, width = 0, channels = 1, kh = 1, kw = 1, stride = 1;
+    int out_h() const { return (height - kh) / stride + 1; }
+    int out_w() const { return (width - kw) / stride + 1; }
+  };
+  Var conv2d(Var x, Var W, const Conv2dShape& s);
+  // b [1, C] with C dividing x's columns: column j gets b[j % C] (a per-channel bias over positions).
+  Var add_channels(Var x, Var b);
 
   Var row_sum(Var x);         // [n, m] -> [n, 1]
   Var mul_col(Var x, Var c);  // x[n,m] ⊙ c[n,1] broadcast over columns
@@ -94,6 +111,10 @@ class Tape {
   // mean over the rows whose target is >= 0 of -log softmax(row)[target]; targets < 0 are masked
   // and not counted (0 when every row is masked)
   Var cross_entropy(Var logits, const std::vector<int>& targets);
+  // Poisson negative log-likelihood of counts y under expected counts r: the mean over the rows with
+  // use[row] != 0 and every column of r - y log r (log y! left out: it does not depend on r); r is
+  // floored at 1e-8 inside the log.
+  Var poisson_nll(Var rate, const Mat& counts, const std::vector<char>& use);
 
   // d scalar = 1; adds into the leaves' Param::grad. The tape must record and `scalar` be [1,1].
   void backward(Var scalar);

@@ -219,6 +219,59 @@ TEST_CASE("ad: shift_rows and conv1d_causal gradients match with B = 2") {
   check_grad([&](Tape& t) { return weighted(t, t.conv1d_causal(t.leaf(x), t.leaf(w4), L)); }, {&x, &w4});
 }
 
+TEST_CASE("ad: conv2d is the direct valid convolution of channels-last frames, at stride 1 and 2") {
+  for (const int stride : {1, 2}) {
+    const Tape::Conv2dShape sh{.height = 6, .width = 5, .channels = 2, .kh = 3, .kw = 2, .stride = stride};
+    const Mat x = uniform(3, 6 * 5 * 2, 90 + stride), W = uniform(4, 3 * 2 * 2, 91);
+    Tape t;
+    const Mat y = t.value(t.conv2d(t.constant(x), t.constant(W), sh));
+    REQUIRE(y.cols() == sh.out_h() * sh.out_w() * 4);
+    CHECK(sh.out_h() == (stride == 1 ? 4 : 2));
+    for (int n = 0; n < 3; ++n)
+      for (int i = 0; i < sh.out_h(); ++i)
+        for (int j = 0; j < sh.out_w(); ++j)
+          for (int o = 0; o < 4; ++o) {
+            double want = 0;
+            for (int p = 0; p < 3; ++p)
+              for (int q = 0; q < 2; ++q)
+                for (int c = 0; c < 2; ++c) want += W(o, (p * 2 + q) * 2 + c) * x(n, ((i * stride + p) * 5 + j * stride + q) * 2 + c);
+            CHECK(y(n, (i * sh.out_w() + j) * 4 + o) == Approx(want).margin(1e-13));
+          }
+  }
+}
+
+TEST_CASE("ad: conv2d, relu and add_channels gradients match, stride 2 included") {
+  const Tape::Conv2dShape sh{.height = 5, .width = 6, .channels = 2, .kh = 3, .kw = 3, .stride = 2};
+  Param x = param("x", 2, 5 * 6 * 2, 92), W = param("W", 3, 3 * 3 * 2, 93), b = param("b", 1, 3, 94);
+  check_grad([&](Tape& t) { return weighted(t, t.relu(t.add_channels(t.conv2d(t.leaf(x), t.leaf(W), sh), t.leaf(b)))); }, {&x, &W, &b});
+}
+
+TEST_CASE("ad: conv1d_causal with fewer filters than columns shares each filter over the positions") {
+  const int B = 2, L = 4, C = 2, reps = 3;
+  Param x = param("x", B * L, C * reps, 95), w = param("w", C, 3, 96);
+  Tape t;
+  Mat wide(C * reps, 3);
+  for (int r = 0; r < reps; ++r) wide.middleRows(r * C, C) = w.value;
+  const Mat shared = t.value(t.conv1d_causal(t.constant(x.value), t.constant(w.value), L));
+  const Mat full = t.value(t.conv1d_causal(t.constant(x.value), t.constant(wide), L));
+  CHECK((shared - full).cwiseAbs().maxCoeff() == 0.0);
+  check_grad([&](Tape& t2) { return weighted(t2, t2.conv1d_causal(t2.leaf(x), t2.leaf(w), L)); }, {&x, &w});
+}
+
+TEST_CASE("ad: poisson_nll is the mean of r - y log r over the used rows, and its gradient matches") {
+  Param r = param("r", 4, 3, 97, 0.2, 2.0);
+  Mat y(4, 3);
+  y << 0, 1, 2, 3, 0, 1, 5, 0, 0, 1, 1, 1;
+  const std::vector<char> use{1, 0, 1, 1};
+  Tape t;
+  double want = 0;
+  for (int i : {0, 2, 3})
+    for (int j = 0; j < 3; ++j) want += r.value(i, j) - y(i, j) * std::log(r.value(i, j));
+  CHECK(t.value(t.poisson_nll(t.constant(r.value), y, use))(0, 0) == Approx(want / 9).epsilon(1e-14));
+  check_grad([&](Tape& t2) { return t2.poisson_nll(t2.leaf(r), y, use); }, {&r});
+  CHECK(r.grad.row(1).norm() == 0.0);
+}
+
 TEST_CASE("ad: ssd gradients match for every operand with B = 2, and with L = 1") {
   const int B = 2, H = 2, P = 3, N = 4;
   for (int L : {3, 1}) {
@@ -445,6 +498,10 @@ TEST_CASE("ad: shape errors are one line naming the op and the shapes") {
       {"ad::conv1d_causal", [&] { t.conv1d_causal(s, t.constant(Mat::Zero(3, 2)), 0); }},
       {"ad::conv1d_causal", [&] { t.conv1d_causal(s, t.constant(Mat::Zero(2, 2)), 5); }},
       {"ad::mul_col", [&] { t.mul_col(a, t.constant(Mat::Zero(3, 1))); }},
+      {"ad::conv2d", [&] { t.conv2d(a, a, Tape::Conv2dShape{.height = 1, .width = 3, .channels = 1, .kh = 2, .kw = 1}); }},
+      {"ad::conv2d", [&] { t.conv2d(a, b, Tape::Conv2dShape{.height = 1, .width = 3, .channels = 1, .kh = 1, .kw = 2}); }},
+      {"ad::add_channels", [&] { t.add_channels(a, t.constant(Mat::Zero(1, 2))); }},
+      {"ad::poisson_nll", [&] { t.poisson_nll(a, Mat::Zero(2, 3), {1}); }},
       {"ad::cross_entropy", [&] { t.cross_entropy(a, {0}); }},
       {"ad::cross_entropy", [&] { t.cross_entropy(a, {0, 3}); }},
       {"ad::backward", [&] { t.backward(a); }},

@@ -22,6 +22,7 @@ void add_report(CLI::App& app);
 void add_list(CLI::App& app);
 void add_problem(CLI::App& app);
 void add_optimize(CLI::App& app);
+void add_retina(CLI::App& app);
 
 // The bundled machines, one line each (aoc hw list, aoc list).
 void print_machines();

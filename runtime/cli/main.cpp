@@ -110,6 +110,7 @@ int main(int argc, char** argv) {
   aoc::cli::add_task(app);
   aoc::cli::add_problem(app);
   aoc::cli::add_optimize(app);
+  aoc::cli::add_retina(app);
   aoc::cli::add_bench(app);
   aoc::cli::add_estimate(app);
   aoc::cli::add_sweep(app);
