@@ -32,7 +32,8 @@ bool is_weight(const Graph& g, const std::string& name) {
 
 bool optical_capable(const Graph& g, const Op& o) {
   return (o.kind == OpKind::Linear && o.inputs.size() == 2 && is_weight(g, o.inputs[1])) ||
-         (o.kind == OpKind::MatMul && o.inputs.size() == 2 && is_weight(g, o.inputs[1]));
+         (o.kind == OpKind::MatMul && o.inputs.size() == 2 && is_weight(g, o.inputs[1])) ||
+         (o.kind == OpKind::Conv2d && o.inputs.size() == 2 && is_weight(g, o.inputs[1]));
 }
 
 std::vector<std::int64_t> argmax_last(const Tensor& t) {

@@ -43,13 +43,17 @@ std::string to_string(const Type& t);  // "f64[B, L, 768]"
 enum class OpKind {
   Linear,        // y = x W^T (+ b): x[..., in], W[out, in], b[out] -> [..., out]  (torch convention)
   MatMul,        // y = a b: a[..., k], b[k, n] -> [..., n]                         (AOC convention)
+  Conv2d,        // x[..., H, W, Cin], W[Cout, kh, kw, Cin] (, b[Cout]) -> [..., Ho, Wo, Cout]; attr stride;
+                 // valid padding; on the optics W is the matrix [Cout, kh*kw*Cin], one product per position
   Add, Sub, Mul, // elementwise with trailing-dimension broadcasting
-  Tanh, Sigmoid, SiLU, Softplus, Exp, Neg,
+  Tanh, Sigmoid, SiLU, Softplus, Exp, Neg, Relu,
   Clip,          // attrs min, max
   RMSNorm,       // x / sqrt(mean(x^2 over the last dim) + eps) * g; attrs eps
   GatedRMSNorm,  // RMSNorm(x * SiLU(gate)) * g (Mamba2's gated norm); attrs eps
   Softmax,       // exp(x) / sum(exp(x)) over the last dim (modern Hopfield layers' retrieval)
-  Conv1dCausal,  // depthwise along axis 1: x[B, L, C], w[C, K] (, b[C]) -> [B, L, C]
+  Conv1dCausal,  // depthwise along axis 1: x[B, L, ..., C], w[C, K] (, b[C]) -> x's shape
+  AvgPool2d, MaxPool2d,  // x[..., H, W, C] -> [..., H/size, W/size, C]; attr size (= the stride)
+  Upsample2d,    // nearest neighbour: x[..., H, W, C] -> [..., H*scale, W*scale, C]; attr scale
   Embedding,     // ids i64[...], table[V, D] -> [..., D]
   Split,         // x -> several results along `axis`, attrs sizes
   Concat,        // several -> one along `axis`
@@ -131,7 +135,8 @@ struct Graph {
 // Whether `name` is one of g's weights.
 bool is_weight(const Graph& g, const std::string& name);
 // An op the optical core can run: a product with a programmed matrix (a weight), no bias: a Linear
-// x W^T or a MatMul a W.
+// x W^T, a MatMul a W, or a Conv2d (its W as the matrix [Cout, kh*kw*Cin], one product per output
+// position).
 bool optical_capable(const Graph& g, const Op& op);
 
 // Dense row-major tensors of doubles (i64 data is stored as exact doubles).

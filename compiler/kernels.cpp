@@ -59,12 +59,12 @@ double softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::l
 
 // ---- the ops ----
 
-Tensor linear(const Tensor& x, const Tensor& W, const Tensor* b, int threads, const std::string& where) {
-  if (x.shape.empty()) fail(where, "x must have at least one dimension, got a scalar");
-  if (W.shape.size() != 2) fail(where, "W must be [out, in], got " + shape_text(W.shape));
-  const std::int64_t in = x.shape.back(), out = W.shape[0];
-  if (W.shape[1] != in) fail(where, "x " + shape_text(x.shape) + " and W " + shape_text(W.shape) + ": in dims differ");
-  if (b && b->shape != Dims{out}) fail(where, "b must be [" + std::to_string(out) + "], got " + shape_text(b->shape));
+namespace {
+
+// y[r, o] = the product of x's row r (x [..., in]) and row o of W's data read as [out, in], plus b[o]:
+// Linear's product, and Conv2d's on its patches.
+Tensor rows_product(const Tensor& x, const Tensor& W, std::int64_t out, const Tensor* b, int threads) {
+  const std::int64_t in = x.shape.back();
   Dims ys = x.shape;
   ys.back() = out;
   Tensor y = make(ys);
@@ -73,6 +73,106 @@ Tensor linear(const Tensor& x, const Tensor& W, const Tensor* b, int threads, co
   if (b)
     for (std::int64_t r = 0; r < rows; ++r)
       for (std::int64_t o = 0; o < out; ++o) y.data[r * out + o] += b->data[o];
+  return y;
+}
+
+// The spatial axes of x[..., H, W, C]: the count of [H, W, C] blocks, and H, W, C.
+struct Spatial {
+  std::int64_t outer, H, W, C;
+};
+Spatial spatial(const Tensor& x, const std::string& role, const std::string& where) {
+  if (x.shape.size() < 3) fail(where, role + " must be [..., H, W, C], got " + shape_text(x.shape));
+  const std::size_t r = x.shape.size();
+  const Spatial s{0, x.shape[r - 3], x.shape[r - 2], x.shape[r - 1]};
+  const std::int64_t block = s.H * s.W * s.C;
+  return {block == 0 ? 0 : numel(x.shape) / block, s.H, s.W, s.C};
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& W, const Tensor* b, int threads, const std::string& where) {
+  if (x.shape.empty()) fail(where, "x must have at least one dimension, got a scalar");
+  if (W.shape.size() != 2) fail(where, "W must be [out, in], got " + shape_text(W.shape));
+  const std::int64_t in = x.shape.back(), out = W.shape[0];
+  if (W.shape[1] != in) fail(where, "x " + shape_text(x.shape) + " and W " + shape_text(W.shape) + ": in dims differ");
+  if (b && b->shape != Dims{out}) fail(where, "b must be [" + std::to_string(out) + "], got " + shape_text(b->shape));
+  return rows_product(x, W, out, b, threads);
+}
+
+Tensor im2col(const Tensor& x, const Tensor& W, std::int64_t stride, const std::string& where) {
+  const Spatial s = spatial(x, "x", where);
+  if (W.shape.size() != 4) fail(where, "W must be [Cout, kh, kw, Cin], got " + shape_text(W.shape));
+  const std::int64_t kh = W.shape[1], kw = W.shape[2];
+  if (W.shape[3] != s.C)
+    fail(where, "W " + shape_text(W.shape) + " has " + std::to_string(W.shape[3]) + " input channels, x " + shape_text(x.shape) + " has " +
+                    std::to_string(s.C));
+  if (stride < 1) fail(where, "stride must be >= 1, got " + std::to_string(stride));
+  if (kh < 1 || kw < 1 || kh > s.H || kw > s.W)
+    fail(where, "the kernel " + std::to_string(kh) + " x " + std::to_string(kw) + " does not fit the input's " + std::to_string(s.H) + " x " +
+                    std::to_string(s.W) + " (valid padding)");
+  const std::int64_t Ho = (s.H - kh) / stride + 1, Wo = (s.W - kw) / stride + 1, K = kh * kw * s.C;
+  Dims ys(x.shape.begin(), x.shape.end() - 3);
+  ys.insert(ys.end(), {Ho, Wo, K});
+  Tensor y = make(ys);
+  const std::int64_t rows = s.outer * Ho * Wo;
+  for_each_index(rows, rows * K, [&](std::int64_t row) {
+    const std::int64_t n = row / (Ho * Wo), i = row / Wo % Ho, j = row % Wo;
+    double* patch = y.data.data() + row * K;
+    for (std::int64_t p = 0; p < kh; ++p) {  // row p of the window: kw * C contiguous values of x
+      const double* from = x.data.data() + ((n * s.H + i * stride + p) * s.W + j * stride) * s.C;
+      std::copy_n(from, kw * s.C, patch + p * kw * s.C);
+    }
+  });
+  return y;
+}
+
+Tensor conv2d(const Tensor& x, const Tensor& W, const Tensor* b, std::int64_t stride, int threads, const std::string& where) {
+  Tensor patches = im2col(x, W, stride, where);
+  const std::int64_t out = W.shape[0];
+  if (b && b->shape != Dims{out}) fail(where, "b must be [" + std::to_string(out) + "], got " + shape_text(b->shape));
+  return rows_product(patches, W, out, b, threads);
+}
+
+Tensor pool2d(const Tensor& x, std::int64_t size, bool max, const std::string& where) {
+  const Spatial s = spatial(x, "x", where);
+  if (size < 1) fail(where, "size must be >= 1, got " + std::to_string(size));
+  if (size > s.H || size > s.W)
+    fail(where, "the window " + std::to_string(size) + " x " + std::to_string(size) + " does not fit the input's " + std::to_string(s.H) +
+                    " x " + std::to_string(s.W));
+  const std::int64_t Ho = s.H / size, Wo = s.W / size;
+  Dims ys(x.shape.begin(), x.shape.end() - 3);
+  ys.insert(ys.end(), {Ho, Wo, s.C});
+  Tensor y = make(ys);
+  const std::int64_t cells = s.outer * Ho * Wo, area = size * size;
+  for_each_index(cells, cells * area * s.C, [&](std::int64_t cell) {
+    const std::int64_t n = cell / (Ho * Wo), i = cell / Wo % Ho, j = cell % Wo;
+    double* out = y.data.data() + cell * s.C;
+    for (std::int64_t c = 0; c < s.C; ++c) {
+      double acc = max ? -std::numeric_limits<double>::infinity() : 0.0;
+      for (std::int64_t p = 0; p < size; ++p)
+        for (std::int64_t q = 0; q < size; ++q) {
+          const double v = x.data[static_cast<std::size_t>(((n * s.H + i * size + p) * s.W + j * size + q) * s.C + c)];
+          acc = max ? (v > acc || std::isnan(v) ? v : acc) : acc + v;  // a NaN in the window is the max
+        }
+      out[c] = max ? acc : acc / static_cast<double>(area);
+    }
+  });
+  return y;
+}
+
+Tensor upsample2d(const Tensor& x, std::int64_t scale, const std::string& where) {
+  const Spatial s = spatial(x, "x", where);
+  if (scale < 1) fail(where, "scale must be >= 1, got " + std::to_string(scale));
+  const std::int64_t Ho = s.H * scale, Wo = s.W * scale;
+  Dims ys(x.shape.begin(), x.shape.end() - 3);
+  ys.insert(ys.end(), {Ho, Wo, s.C});
+  if (checked_elements(ys) < 0) fail(where, "the result " + shape_text(ys) + " has more than 2^50 elements");
+  Tensor y = make(ys);
+  const std::int64_t cells = s.outer * Ho * Wo;
+  for_each_index(cells, cells * s.C, [&](std::int64_t cell) {
+    const std::int64_t n = cell / (Ho * Wo), i = cell / Wo % Ho, j = cell % Wo;
+    std::copy_n(x.data.data() + ((n * s.H + i / scale) * s.W + j / scale) * s.C, s.C, y.data.data() + cell * s.C);
+  });
   return y;
 }
 
@@ -126,27 +226,35 @@ Tensor softmax(const Tensor& x, const std::string& where) {
 
 // Conv1dCausal's operands checked; returns K.
 std::int64_t conv1d_taps(const Tensor& x, const Tensor& w, const Tensor* b, const std::string& where) {
-  if (x.shape.size() != 3) fail(where, "x must be [B, L, C], got " + shape_text(x.shape));
-  const std::int64_t C = x.shape[2];
+  if (x.shape.size() < 3) fail(where, "x must be [B, L, ..., C], got " + shape_text(x.shape));
+  const std::int64_t C = x.shape.back();
   if (w.shape.size() != 2 || w.shape[0] != C)
     fail(where, "w must be [" + std::to_string(C) + ", K] (C from x " + shape_text(x.shape) + "), got " + shape_text(w.shape));
   if (b && b->shape != Dims{C}) fail(where, "b must be [" + std::to_string(C) + "], got " + shape_text(b->shape));
   return w.shape[1];
 }
 
+// Elements of one token of x[B, L, ...] (the positions between L and C times C).
+std::int64_t token_elements(const Tensor& x) {
+  std::int64_t n = 1;
+  for (std::size_t i = 2; i < x.shape.size(); ++i) n *= x.shape[i];
+  return n;
+}
+
 Tensor conv1d_causal(const Tensor& x, const Tensor& w, const Tensor* b, const std::string& where) {
   const std::int64_t K = conv1d_taps(x, w, b, where);
-  const std::int64_t B = x.shape[0], L = x.shape[1], C = x.shape[2];
+  const std::int64_t B = x.shape[0], L = x.shape[1], C = x.shape.back(), N = token_elements(x);
   Tensor y = make(x.shape);
   for (std::int64_t bi = 0; bi < B; ++bi)
     for (std::int64_t t = 0; t < L; ++t)
-      for (std::int64_t c = 0; c < C; ++c) {
+      for (std::int64_t e = 0; e < N; ++e) {  // element e of the token: channel e % C
+        const std::int64_t c = e % C;
         double s = 0;
         for (std::int64_t k = 0; k < K; ++k) {
           const std::int64_t src = t - K + 1 + k;
-          if (src >= 0) s = fmadd(w.data[c * K + k], x.data[(bi * L + src) * C + c], s);
+          if (src >= 0) s = fmadd(w.data[c * K + k], x.data[(bi * L + src) * N + e], s);
         }
-        y.data[(bi * L + t) * C + c] = s + (b ? b->data[c] : 0.0);
+        y.data[(bi * L + t) * N + e] = s + (b ? b->data[c] : 0.0);
       }
   return y;
 }
@@ -549,31 +657,32 @@ void set_state(std::vector<Tensor>& state, T&&... parts) {
 // state = {the op's last K-1 inputs, [B, K-1, C]}: zeros before the first token.
 Tensor conv1d_causal_step(const Tensor& x, const Tensor& w, const Tensor* b, std::vector<Tensor>& state, bool commit,
                           const std::string& where) {
-  if (x.shape.size() != 3 || x.shape[1] != 1) fail(where, "x must be one token [B, 1, C] in sequential mode, got " + shape_text(x.shape));
+  if (x.shape.size() < 3 || x.shape[1] != 1) fail(where, "x must be one token [B, 1, ..., C] in sequential mode, got " + shape_text(x.shape));
   const std::int64_t K = conv1d_taps(x, w, b, where);
   if (K < 1) return conv1d_causal(x, w, b, where);  // no taps, nothing to remember
-  const std::int64_t B = x.shape[0], C = x.shape[2];
+  const std::int64_t B = x.shape[0], C = x.shape.back(), N = token_elements(x);
+  Dims window = x.shape;  // the state: [B, K - 1, ...]
+  window[1] = K - 1;
   const Tensor* past = state.empty() ? nullptr : &state[0];
-  if (past && past->shape != Dims{B, K - 1, C})
+  if (past && past->shape != window)
     fail(where, "x " + shape_text(x.shape) + " differs from the last token's state " + shape_text(past->shape));
   // the kernel's last position over the window [the last K - 1 tokens (zeros before token 0), x]
   Tensor y = make(x.shape);
-  for_each_index(B * C, B * C * K, [&](std::int64_t bc) {
-    const std::int64_t bi = bc / C, c = bc % C;
+  for_each_index(B * N, B * N * K, [&](std::int64_t be) {
+    const std::int64_t bi = be / N, e = be % N, c = e % C;
     double s = 0;
     for (std::int64_t k = 0; k < K; ++k) {
-      const double xv = k == K - 1 ? x.data[bi * C + c] : past ? past->data[(bi * (K - 1) + k) * C + c] : 0.0;
+      const double xv = k == K - 1 ? x.data[bi * N + e] : past ? past->data[(bi * (K - 1) + k) * N + e] : 0.0;
       s = fmadd(w.data[c * K + k], xv, s);
     }
-    y.data[bi * C + c] = s + (b ? b->data[c] : 0.0);
+    y.data[bi * N + e] = s + (b ? b->data[c] : 0.0);
   });
   if (commit) {  // the window's last K - 1 tokens
-    Tensor next = make({B, K - 1, C});
+    Tensor next = make(window);
     for (std::int64_t bi = 0; bi < B; ++bi)
       for (std::int64_t k = 0; k + 1 < K; ++k)
-        for (std::int64_t c = 0; c < C; ++c)
-          next.data[(bi * (K - 1) + k) * C + c] =
-              k + 2 == K ? x.data[bi * C + c] : past ? past->data[(bi * (K - 1) + k + 1) * C + c] : 0.0;
+        for (std::int64_t e = 0; e < N; ++e)
+          next.data[(bi * (K - 1) + k) * N + e] = k + 2 == K ? x.data[bi * N + e] : past ? past->data[(bi * (K - 1) + k + 1) * N + e] : 0.0;
     set_state(state, std::move(next));
   }
   return y;

@@ -116,9 +116,24 @@ Tensor broadcast(const Tensor& a, const Tensor& b, F f, const std::string& where
 }
 
 Tensor linear(const Tensor& x, const Tensor& W, const Tensor* b, int threads, const std::string& where);
+// Conv2d's patches (im2col): x[..., H, W, C] and a kernel W[Cout, kh, kw, C] -> [..., Ho, Wo, kh*kw*C]
+// with Ho = (H - kh) / stride + 1 (valid padding), the patch of output (i, j) in (p, q, c) order:
+// W's row-major order after its first axis, so that the convolution is each patch's product with W
+// read as the matrix [Cout, kh*kw*C] (Linear's product, on the optics one vector per position).
+Tensor im2col(const Tensor& x, const Tensor& W, std::int64_t stride, const std::string& where);
+// y[..., i, j, o] = b[o] + sum_{p,q,c} W[o, p, q, c] x[..., i*stride + p, j*stride + q, c]: im2col's
+// patches through Linear's product (the same sums as the optical reference's).
+Tensor conv2d(const Tensor& x, const Tensor& W, const Tensor* b, std::int64_t stride, int threads, const std::string& where);
+// x[..., H, W, C] -> [..., H / size, W / size, C] (floor): the mean (max: the largest) of each
+// size x size window, stride size.
+Tensor pool2d(const Tensor& x, std::int64_t size, bool max, const std::string& where);
+// Nearest neighbour: x[..., H, W, C] -> [..., H*scale, W*scale, C], y[..., i, j, c] = x[..., i/scale, j/scale, c].
+Tensor upsample2d(const Tensor& x, std::int64_t scale, const std::string& where);
 Tensor matmul(const Tensor& a, const Tensor& b, int threads, const std::string& where);
 Tensor rmsnorm(const Tensor& x, const Tensor& g, double eps, const std::string& where);
 Tensor softmax(const Tensor& x, const std::string& where);  // over the last dim, max-subtracted
+// x[B, L, ..., C], w[C, K] (, b[C]): causal along axis 1, per channel (the last axis), the same taps
+// at every position of the axes between L and C.
 Tensor conv1d_causal(const Tensor& x, const Tensor& w, const Tensor* b, const std::string& where);
 Tensor embedding(const Tensor& ids, const Tensor& table, const std::string& where);
 std::vector<Tensor> split(const Tensor& x, const Dims& sizes, std::int64_t axis_attr, size_t n_out, const std::string& where);

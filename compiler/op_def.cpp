@@ -14,7 +14,7 @@ namespace {
 const std::vector<OpDef>& registry() {
   static const std::vector<OpDef> table = [] {
     std::vector<OpDef> all;
-    for (auto family : {linalg_ops, elementwise_ops, sequence_ops, data_ops, control_ops})
+    for (auto family : {linalg_ops, elementwise_ops, sequence_ops, data_ops, spatial_ops, control_ops})
       for (OpDef& d : family()) all.push_back(std::move(d));
     const auto n = static_cast<std::size_t>(OpKind::FixedPoint) + 1;
     std::vector<OpDef> by_kind;
@@ -211,6 +211,12 @@ std::int64_t InferCtx::norm_axis(std::int64_t axis, std::size_t r) const {
 void last_axis_per_token(const EvalCtx& c, const Op& op, const std::vector<const Tensor*>& in, const std::vector<std::size_t>& seq) {
   if (seq.front() == 0 && in[0]->shape.size() == 2)
     c.fail("acts along the last axis of '" + op.inputs[0] + "', its sequence axis; sequential mode needs per-token ops");
+}
+
+void spatial_per_token(const EvalCtx& c, const Op& op, const std::vector<const Tensor*>& in, const std::vector<std::size_t>& seq) {
+  if (seq.front() == 0 && in[0]->shape.size() < 5)
+    c.fail("acts on the last three axes [H, W, C] of '" + op.inputs[0] + "', " + shape_text(in[0]->shape) +
+           " at one token, of which axis 1 is its sequence axis; sequential mode needs x[B, L, H, W, C]");
 }
 
 void EvalCtx::fail(const std::string& msg) const { throw Error(where + ": " + msg); }

@@ -104,6 +104,9 @@ inline std::vector<Tensor> single(Tensor t) {
   return v;
 }
 void last_axis_per_token(const EvalCtx& c, const Op& op, const std::vector<const Tensor*>& in, const std::vector<std::size_t>& seq);
+// The per_token rule of an op acting on x's last three axes [H, W, C] (operand 0): at rank < 5 one
+// of them is the sequence axis ([B, L, H, W, C] is a token's image per sample).
+void spatial_per_token(const EvalCtx& c, const Op& op, const std::vector<const Tensor*>& in, const std::vector<std::size_t>& seq);
 std::optional<OpKind> op_kind(const std::string& name);  // nullopt: unknown op
 std::vector<std::string> op_names();                     // every op, in OpKind order
 const AttrSpec* attr_spec(OpKind k, const std::string& attr);  // nullptr: not an attribute of k
@@ -134,6 +137,7 @@ std::vector<OpDef> linalg_ops();
 std::vector<OpDef> elementwise_ops();
 std::vector<OpDef> sequence_ops();
 std::vector<OpDef> data_ops();
+std::vector<OpDef> spatial_ops();
 std::vector<OpDef> control_ops();
 
 }  // namespace aoc::ir

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "compiler/verify.hpp"
 #include "sim/error.hpp"
@@ -299,9 +300,7 @@ void pass_tile(Program& p, const PassOptions& options, PassStats& stats) {
       plan.op = o.name;
       plan.weight = o.inputs[1];
       plan.aoc_layout = o.kind == OpKind::MatMul;
-      const Shape& s = weight_decl(p.graph, plan.weight).type.shape;
-      plan.rows = plan.aoc_layout ? s[1].size : s[0].size;
-      plan.cols = plan.aoc_layout ? s[0].size : s[1].size;
+      std::tie(plan.rows, plan.cols) = optical_matrix(o.kind, weight_decl(p.graph, plan.weight).type.shape);
       plan.loop = loop;
       const std::int64_t C = options.tile ? t.channels : std::max<std::int64_t>({plan.rows, plan.cols, 1});
       // An op whose tiles fit the modules of one pass does not straddle two: its tiles then run in

@@ -41,11 +41,23 @@ std::int64_t OpticalPlan::column_blocks() const {
   return static_cast<std::int64_t>(c.size());
 }
 
+std::pair<std::int64_t, std::int64_t> optical_matrix(OpKind k, const Shape& w) {
+  const auto size = [&](std::size_t i) { return i < w.size() ? w[i].size : std::int64_t{0}; };
+  if (k == OpKind::MatMul) return {size(1), size(0)};
+  std::int64_t cols = w.size() > 1 ? 1 : 0;  // Linear: W[1]; Conv2d: kh * kw * Cin
+  for (std::size_t i = 1; i < w.size(); ++i) cols *= w[i].size;
+  return {size(0), cols};
+}
+
 std::int64_t per_token_elements(const Type& t) {
   std::int64_t n = 1;
   for (const Dim& d : t.shape)
     if (d.is_fixed()) n *= d.size;
   return n;
+}
+
+double products_per_token(const OpticalPlan& plan, const Type& result) {
+  return plan.rows == 0 ? 0.0 : static_cast<double>(per_token_elements(result)) / static_cast<double>(plan.rows);
 }
 
 const OpticalPlan* Program::plan(const std::string& op) const {
@@ -95,11 +107,11 @@ std::optional<std::pair<std::size_t, std::size_t>> overlapping_tiles(const std::
   return std::nullopt;
 }
 
-void check_plan(const Program& prog, const OpticalPlan& p, const std::map<std::string, Type>& types) {
+void check_plan(const Program& prog, const OpticalPlan& p, const Op& o, const std::map<std::string, Type>& types) {
   const auto wt = types.find(p.weight);
-  if (wt == types.end() || wt->second.shape.size() != 2) bad_plan(p, "weight '" + p.weight + "' is not a matrix of the graph");
-  const Shape& s = wt->second.shape;
-  const std::int64_t rows = p.aoc_layout ? s[1].size : s[0].size, cols = p.aoc_layout ? s[0].size : s[1].size;
+  if (wt == types.end() || wt->second.shape.size() != (o.kind == OpKind::Conv2d ? 4u : 2u))
+    bad_plan(p, "weight '" + p.weight + "' is not a " + (o.kind == OpKind::Conv2d ? "[Cout, kh, kw, Cin] kernel" : "matrix") + " of the graph");
+  const auto [rows, cols] = optical_matrix(o.kind, wt->second.shape);
   if (rows != p.rows || cols != p.cols)
     bad_plan(p, "is " + std::to_string(p.rows) + " x " + std::to_string(p.cols) + ", its weight " + to_string(wt->second));
   // Tiles cover every element once and fit a core.
@@ -160,7 +172,7 @@ void verify_program(const Program& p) {
     const Op& o = *it->second;
     if (o.inputs[1] != plan.weight) bad_plan(plan, "names weight '" + plan.weight + "', the op multiplies by '" + o.inputs[1] + "'");
     if (plan.aoc_layout != (o.kind == OpKind::MatMul)) bad_plan(plan, "has the wrong weight layout for a " + std::string(op_def(o.kind).name));
-    check_plan(p, plan, types);
+    check_plan(p, plan, o, types);
   }
   // Tiles programmed together share their core block-diagonally: no detector row or LED channel in common.
   std::map<std::pair<int, int>, std::vector<std::pair<const OpticalPlan*, const Tile*>>> cores;

@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compiler/ir.hpp"
@@ -53,8 +54,18 @@ struct OpticalPlan {
   std::int64_t column_blocks() const;
 };
 
+// The matrix [rows = outputs, cols = inputs] an optical op of kind k programs, from its weight's
+// (fixed) shape: Linear W[out, in]; MatMul W[in, out] (the AOC layout); Conv2d W[Cout, kh, kw, Cin],
+// whose row-major data is the matrix [Cout, kh*kw*Cin] (the patch order of kernels::im2col).
+std::pair<std::int64_t, std::int64_t> optical_matrix(OpKind k, const Shape& w);
+
 // Elements of one token of a value: its fixed dims multiplied, every symbol (B, L) taken as 1.
 std::int64_t per_token_elements(const Type& t);
+
+// The vectors one token sends through an optical op's matrix: its result's per-token elements over
+// the matrix's rows. 1 for a Linear on [B, L, in]; Ho x Wo for a Conv2d, one per output position
+// through the same programmed matrix (the weights reused, programmed once).
+double products_per_token(const OpticalPlan& plan, const Type& result);
 
 // The facts of the target machine the program was compiled for (a copy, so that a program is
 // self-describing and can be checked against the hardware it is run or estimated on).

@@ -18,20 +18,20 @@ struct RegionCounts {
 };
 
 // ADC reads of partial sums per token of one optical op: when the machine adds the partial sums of a
-// split matrix digitally, every tile's outputs are converted.
-std::int64_t partial_sum_adc(const Program& p, const Op& o) {
+// split matrix digitally, every tile's outputs are converted, for each product (a Conv2d: each position).
+std::int64_t partial_sum_adc(const Program& p, const Op& o, const std::map<std::string, Type>& types) {
   if (p.target.analog_partial_sums) return 0;
   const OpticalPlan* pl = p.plan(o.name);
   if (!pl) return 0;
   std::int64_t adc = 0;
   for (const Tile& t : pl->tiles) adc += t.rows;
-  return pl->column_blocks() > 1 ? adc : 0;
+  return pl->column_blocks() > 1 ? adc * static_cast<std::int64_t>(products_per_token(*pl, types.at(o.outputs[0]))) : 0;
 }
 
 RegionCounts count(const Program& p, const std::vector<Op>& ops, const std::map<std::string, Type>& types) {
   RegionCounts c;
   for (const Op& o : ops) {
-    c.adc += partial_sum_adc(p, o);
+    c.adc += partial_sum_adc(p, o, types);
     if (o.kind == OpKind::FixedPoint) continue;
     if (o.kind == OpKind::Convert) {
       ++c.placed["convert"];
@@ -83,6 +83,10 @@ ojson mapping_report(const Program& p) {
   int rounds = 0;
   std::set<int> modules;
   std::set<std::pair<int, int>> cores;
+  std::map<std::string, const Op*> optical_ops;
+  walk(p.graph.ops, [&](const Op& o, int) {
+    if (place(o) == Place::Optical) optical_ops[o.name] = &o;
+  });
   ojson plans = ojson::array();
   for (const OpticalPlan& pl : p.optical) {
     int pl_rounds = 0;
@@ -90,8 +94,12 @@ ojson mapping_report(const Program& p) {
     for (const Tile& tl : pl.tiles)
       pl_rounds = std::max(pl_rounds, tl.pass + 1), pl_modules.insert(tl.module), modules.insert(tl.module), cores.insert({tl.module, tl.pass});
     tiles += static_cast<std::int64_t>(pl.tiles.size()), weights += pl.weights(), rounds = std::max(rounds, pl_rounds);
+    // A Conv2d's matrix is programmed once and used for every output position of a token.
+    const auto op = optical_ops.find(pl.op);
+    const double products = op == optical_ops.end() ? 1.0 : products_per_token(pl, types.at(op->second->outputs[0]));
     plans.push_back({{"op", pl.op}, {"loop", pl.loop}, {"rows", pl.rows}, {"cols", pl.cols}, {"tiles", pl.tiles.size()},
-                     {"modules", pl_modules.size()}, {"slm_bits", pl.slm_bits}});
+                     {"modules", pl_modules.size()}, {"slm_bits", pl.slm_bits}, {"products_per_token", products},
+                     {"programmings", pl_rounds}});
   }
   const double core = static_cast<double>(t.channels) * t.channels;
   r["optical"] = {{"ops", p.optical.size()},
@@ -148,6 +156,13 @@ std::string mapping_report_text(const ojson& r) {
                     : "",
                 100.0 * o["utilisation"].get<double>());
   s += buf;
+  for (const auto& pl : r["plans"])
+    if (pl.contains("products_per_token") && pl["products_per_token"].get<double>() > 1) {
+      std::snprintf(buf, sizeof buf, "  weights reused: '%s' [%lld x %lld], %.4g products per token (per iteration in a loop) through its %lld tile(s), programmings %d\n",
+                    pl["op"].get<std::string>().c_str(), pl["rows"].get<long long>(), pl["cols"].get<long long>(),
+                    pl["products_per_token"].get<double>(), pl["tiles"].get<long long>(), pl["programmings"].get<int>());
+      s += buf;
+    }
   return s;
 }
 

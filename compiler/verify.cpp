@@ -187,7 +187,7 @@ class Verifier {
     if (!def.region && o.body) bad("only a FixedPoint op has a body");
     check_attrs(o, def);
     // The optical core only multiplies by a programmed matrix: a weight, not a computed value.
-    if (place(o) == Place::Optical && !optical_capable(g_, o)) bad("only a Linear without bias or a MatMul by a weight can be placed optical");
+    if (place(o) == Place::Optical && !optical_capable(g_, o)) bad("only a Linear without bias, a MatMul or a Conv2d without bias by a weight can be placed optical");
     std::vector<Type> in;
     for (const auto& name : o.inputs) in.push_back(use(s, name));
     const std::string here = where_;

@@ -44,6 +44,10 @@ nlohmann::ordered_json program_estimate_json(const ProgramEstimate& e, const Har
                   {"tiles", e.tiles}, {"modules", e.modules}, {"modules_used", e.modules_used},
                   {"cores", e.cores}, {"modules_weight_stationary", e.cores}, {"passes", e.passes}, {"utilisation", e.utilisation}};
   j["placement"] = e.placement;
+  j["optical_ops"] = nlohmann::ordered_json::array();
+  for (const auto& u : e.optical_ops)
+    j["optical_ops"].push_back({{"op", u.op}, {"rows", u.rows}, {"cols", u.cols}, {"tiles", u.tiles}, {"programmings", u.programmings},
+                                {"products", u.products}, {"products_per_token", u.per_token}});
   j["per_token"] = {{"analog_macs", r.analog_macs}, {"tile_runs", e.tile_runs},
                     {"led_channel_iterations", *w.led_channel_iterations},
                     {"receiver_channel_iterations", *w.receiver_channel_iterations},

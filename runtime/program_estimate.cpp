@@ -169,9 +169,10 @@ class Counter {
 
   void optical(const Op& o, double mult, int depth) {
     const OpticalPlan& pl = plan(o);
-    // Vectors per token: the input's per-token elements over the matrix's columns (1 for [B, L, in]).
-    const double vectors = per_token(type(o.inputs[0])) / static_cast<double>(pl.cols);
+    // Vectors per token: 1 for a Linear on [B, L, in], a Conv2d's output positions.
+    const double vectors = products_per_token(pl, type(o.outputs[0]));
     const double runs = mult * vectors;
+    e_.optical_ops.push_back({pl.op, pl.rows, pl.cols, static_cast<int>(pl.tiles.size()), passes_of(pl), vectors, runs});
     for (const Tile& t : pl.tiles) {
       *w().led_channel_iterations += runs * static_cast<double>(t.cols);
       *w().receiver_channel_iterations += runs * static_cast<double>(t.rows);

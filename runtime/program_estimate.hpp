@@ -39,6 +39,17 @@ struct LoopCount {
   int depth = 0;             // 0: at the top level
 };
 
+// An optical op's use of its matrix per token: a Conv2d sends every output position's patch through
+// the one programmed matrix (products > 1, programmings stay its passes).
+struct OpticalUse {
+  std::string op;
+  std::int64_t rows = 0, cols = 0;
+  int tiles = 0;
+  int programmings = 0;  // the passes its tiles are programmed in (1: programmed once, at load)
+  double products = 0;   // vectors through the matrix per evaluation of the op (a Conv2d: Ho x Wo)
+  double per_token = 0;  // of those, per token (times a loop's evaluations)
+};
+
 // Digital work of one kind of op per token, with the rule that counted it.
 struct DigitalCount {
   double ops = 0;
@@ -66,6 +77,7 @@ struct ProgramEstimate {
   double initial_writes = 0;       // weights programmed once per model load (the pass-0 tiles)
   double utilisation = 0;          // analog MACs / (tile executions x channels^2)
   std::map<std::string, DigitalCount> digital;  // by op kind (and "partial sums")
+  std::vector<OpticalUse> optical_ops;           // per optical op, in program order
   Workload work;                   // per token, explicit counts
   EnergyReport token;              // per token
   EnergyReport load;               // the initial programming, once per model load

@@ -108,7 +108,7 @@ TimingSpec read_timing(const Reader& r, const json& j, Hardware& hw) {
 }
 
 const std::vector<std::string>& analog_capable_functions() {
-  static const std::vector<std::string> f = {"Add", "Sub", "Mul", "Neg", "Tanh", "Sigmoid", "Clip"};
+  static const std::vector<std::string> f = {"Add", "Sub", "Mul", "Neg", "Tanh", "Sigmoid", "Clip", "Relu"};
   return f;
 }
 

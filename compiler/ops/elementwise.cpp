@@ -90,6 +90,8 @@ std::vector<OpDef> elementwise_ops() {
   v.push_back(unary_def(OpKind::Softplus, "Softplus", "log(1 + exp(x))", [](EvalCtx&, const Op&, const V& in) { return single(kernels::unary(*in[0], kernels::softplus)); }));
   v.push_back(unary_def(OpKind::Exp, "Exp", "exp(x)", [](EvalCtx&, const Op&, const V& in) { return single(kernels::unary(*in[0], [](double x) { return std::exp(x); })); }));
   v.push_back(unary_def(OpKind::Neg, "Neg", "-x", [](EvalCtx&, const Op&, const V& in) { return single(kernels::unary(*in[0], [](double x) { return -x; })); }));
+  v.push_back(unary_def(OpKind::Relu, "Relu", "max(x, 0) (NaN stays NaN)",
+                        [](EvalCtx&, const Op&, const V& in) { return single(kernels::unary(*in[0], [](double x) { return x < 0 ? 0.0 : x; })); }));
   v.push_back({.kind = OpKind::Softmax, .name = "Softmax", .summary = "exp(x) / sum(exp(x)) over the last dim", .operands = {"x"},
                .min_inputs = 1, .max_inputs = 1, .outputs = 1, .attrs = {}, .infer = infer_unary,
                .eval = [](EvalCtx& c, const Op&, const V& in) { return single(kernels::softmax(*in[0], c.where)); },

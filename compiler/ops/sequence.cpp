@@ -13,12 +13,13 @@ namespace {
 std::vector<Type> infer_conv(const InferCtx& c, const Op& o, const std::vector<Type>& in) {
   const Type &x = in[0], &w = in[1];
   const std::string xr = c.operand(o, 0, "x"), wr = c.operand(o, 1, "w");
-  c.f64(x, xr), c.f64(w, wr), c.rank(x, xr, 3), c.rank(w, wr, 2);
-  if (!(w.shape[0] == x.shape[2])) c.bad("w " + to_string(w) + " must have x's " + to_string(x.shape[2]) + " channels as rows, x is " + to_string(x));
+  c.f64(x, xr), c.f64(w, wr), c.rank_at_least(x, xr, 3), c.rank(w, wr, 2);
+  const Dim& C = x.shape.back();
+  if (!(w.shape[0] == C)) c.bad("w " + to_string(w) + " must have x's " + to_string(C) + " channels as rows, x is " + to_string(x));
   if (in.size() == 3) {
     const std::string br = c.operand(o, 2, "b");
     c.f64(in[2], br), c.rank(in[2], br, 1);
-    if (!(in[2].shape[0] == x.shape[2])) c.bad("bias b " + to_string(in[2]) + " must have x's " + to_string(x.shape[2]) + " channels");
+    if (!(in[2].shape[0] == C)) c.bad("bias b " + to_string(in[2]) + " must have x's " + to_string(C) + " channels");
   }
   return {x};
 }
@@ -96,7 +97,8 @@ DigitalCost cost_attention(const CostCtx& c, const Op& o) {
 
 std::vector<OpDef> sequence_ops() {
   std::vector<OpDef> v;
-  v.push_back({.kind = OpKind::Conv1dCausal, .name = "Conv1dCausal", .summary = "depthwise causal convolution along axis 1: x[B, L, C], w[C, K] (, b[C]) -> [B, L, C]",
+  v.push_back({.kind = OpKind::Conv1dCausal, .name = "Conv1dCausal", .summary = "depthwise causal convolution along axis 1: x[B, L, ..., C], w[C, K] (, b[C]) -> x's shape; the taps of channel c "
+                          "shared by every position between L and C",
                .operands = {"x", "w", "b"}, .min_inputs = 2, .max_inputs = 3, .outputs = 1, .attrs = {}, .infer = infer_conv, .eval = eval_conv,
                .cost = [](const CostCtx& c, const Op& o) {
                  return DigitalCost{c.dim(c.type(o.inputs[1]).shape[1]) * c.per_token(c.type(o.outputs[0])), "K (kernel width) per element"};

@@ -323,7 +323,14 @@ int run_program(const Opts& o) {
   std::printf("  utilisation %.1f %% (analog MACs / (tile runs x %d^2))\n", 100 * e.utilisation, e.channels);
   std::printf("  ops by placement:");
   for (const auto& [k, v] : e.placement) std::printf(" %s %d;", k.c_str(), v);
-  std::printf("\n\nper token\n");
+  std::printf("\n");
+  // A matrix used for several products per evaluation (a Conv2d's positions) is programmed once.
+  for (const OpticalUse& u : e.optical_ops)
+    if (u.products > 1)
+      std::printf("  weights reused: '%s' [%lld x %lld], %.4g products per evaluation (%.4g per token) through its %d tile%s, programmings %d\n",
+                  u.op.c_str(), static_cast<long long>(u.rows), static_cast<long long>(u.cols), u.products, u.per_token, u.tiles,
+                  u.tiles == 1 ? "" : "s", u.programmings);
+  std::printf("\nper token\n");
   std::printf("  analog MACs %.4g (%.4g tile runs), digital ops %.4g\n", r.analog_macs, e.tile_runs, w.digital_macs);
   std::printf("  conversions: %.4g DAC, %.4g ADC (%.4g of them partial sums)\n", w.dac_conversions, w.adc_conversions, e.partial_sum_adc);
   std::printf("  weight reloads %.4g (%.4g weight writes); initial programming once per model load: %.4g writes, %s, %s\n",
