@@ -77,7 +77,7 @@ struct Dataset {
 
 struct SynthConfig {
   int height = 50, width = 50, cells = 9;
-  int train_frames = 6000, test_frames = 1000, repeats = 5;
+  int train_frames = 30000, test_frames = 1000, repeats = 5;  // 5 min of training movie: fewer spikes (60 s: ~600 per cell) overfit a 2500-pixel filter
   double bin_s = 0.01;
   std::uint64_t seed = 1;
   // Movie

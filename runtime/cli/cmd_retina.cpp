@@ -216,6 +216,7 @@ void add_retina(CLI::App& app) {
   c->footer("Examples:\n  aoc retina data -o retina.h5          the seeded SYNTHETIC retina (naturalscene.h5 layout)\n"
             "  aoc retina score --data retina.h5 --pred pred.h5\nRun 'aoc retina SUBCOMMAND --help' for each one's options; docs/retina.md.");
   add_data(*c);
+  add_retina_train(*c);
   add_score(*c);
 }
 

@@ -23,6 +23,7 @@ void add_list(CLI::App& app);
 void add_problem(CLI::App& app);
 void add_optimize(CLI::App& app);
 void add_retina(CLI::App& app);
+void add_retina_train(CLI::App& retina);  // aoc retina train (cmd_retina_train.cpp), added by add_retina
 
 // The bundled machines, one line each (aoc hw list, aoc list).
 void print_machines();

@@ -1,0 +1,368 @@
+#include "models/retina_model.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "models/optim.hpp"
+#include "sim/error.hpp"
+#include "sim/json_reader.hpp"
+#include "sim/noise.hpp"
+
+namespace aoc::retina {
+
+using ad::Mat;
+using ad::Tape;
+using ad::Var;
+
+namespace {
+
+std::string num(std::int64_t v) { return std::to_string(v); }
+
+std::string shape_json(const std::vector<std::int64_t>& s) {
+  std::string t = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + num(s[i]);
+  return t + "]";
+}
+
+// The first layer's output side (valid convolution, stride 1).
+int side1(const ModelSpec& s, int frame_side) { return frame_side - s.kernel1 + 1; }
+
+// Graph and tape shapes of each weight, in a fixed order (the order of the weights' seeds).
+std::vector<std::pair<std::string, std::vector<std::int64_t>>> weight_shapes(const ModelSpec& s) {
+  if (s.kind == "implicit")
+    return {{"inject", {s.state, std::int64_t(s.height) * s.width}}, {"inject_bias", {s.state}}, {"loop.W", {s.state, s.state}},
+            {"loop.V", {s.state, s.state}}, {"readout", {s.cells, s.state}}, {"readout_bias", {s.cells}}};
+  if (s.kind == "ln")
+    return {{"spatial", {s.cells, std::int64_t(s.height) * s.width}}, {"temporal", {s.cells, s.taps}}, {"bias", {s.cells}}};
+  const std::int64_t h2 = side1(s, s.height) - s.kernel2 + 1, w2 = side1(s, s.width) - s.kernel2 + 1;
+  return {{"conv1", {s.conv1, s.kernel1, s.kernel1, 1}},
+          {"temporal", {s.conv1, s.taps}},
+          {"temporal_bias", {s.conv1}},
+          {"conv2", {s.conv2, s.kernel2, s.kernel2, s.conv1}},
+          {"conv2_bias", {s.conv2}},
+          {"readout", {s.cells, h2 * w2 * s.conv2}},
+          {"readout_bias", {s.cells}}};
+}
+
+// A graph shape as the tape's matrix: a vector is a row [1, n]; else [first, product of the rest].
+std::pair<Eigen::Index, Eigen::Index> tape_shape(const std::vector<std::int64_t>& s) {
+  if (s.size() == 1) return {1, s[0]};
+  std::int64_t cols = 1;
+  for (std::size_t i = 1; i < s.size(); ++i) cols *= s[i];
+  return {s[0], cols};
+}
+
+bool is_bias(const std::string& name) { return name == "bias" || name.ends_with("_bias"); }
+
+// Rows [first, first + n) of a split's movie as [n, H*W] tape rows.
+Mat frames_of(const Split& s, int first, int n) {
+  const Eigen::Index px = static_cast<Eigen::Index>(s.height) * s.width;
+  Mat x(n, px);
+  for (int t = 0; t < n; ++t)
+    for (Eigen::Index i = 0; i < px; ++i) x(t, i) = s.stimulus[static_cast<std::size_t>(first + t) * px + i];
+  return x;
+}
+
+// Frames [first, first + n) of a split as a split of their own (no repeats: scores correlate with the rate).
+Split slice(const Split& s, int first, int n) {
+  Split v;
+  v.frames = n, v.height = s.height, v.width = s.width;
+  const std::size_t px = static_cast<std::size_t>(s.height) * s.width;
+  v.stimulus.assign(s.stimulus.begin() + static_cast<std::ptrdiff_t>(first * px), s.stimulus.begin() + static_cast<std::ptrdiff_t>((first + n) * px));
+  v.counts = s.counts.middleCols(first, n);
+  v.rate = s.rate.middleCols(first, n);
+  return v;
+}
+
+}  // namespace
+
+nlohmann::ordered_json ModelSpec::json() const {
+  nlohmann::ordered_json j{{"kind", kind}, {"height", height}, {"width", width}, {"cells", cells}, {"taps", taps}};
+  if (kind == "cnn") j.update({{"conv1", conv1}, {"kernel1", kernel1}, {"conv2", conv2}, {"kernel2", kernel2}});
+  if (kind == "implicit") j.update({{"state", state}, {"tol", tol}, {"damping", damping}, {"max_iter", max_iter}, {"unroll", unroll}});
+  return j;
+}
+
+ModelSpec ModelSpec::from_json(const nlohmann::json& j, const std::string& where) {
+  const jsonr::Reader r(where);
+  r.object(j, "model");
+  ModelSpec s;
+  s.kind = r.text(r.need(j, "model", "kind"), "model.kind", true);
+  if (s.kind != "ln" && s.kind != "cnn" && s.kind != "implicit") r.fail("model.kind", "expected \"ln\", \"cnn\" or \"implicit\", got \"" + s.kind + "\"");
+  const auto whole = [&](const char* key, int& v) { v = static_cast<int>(r.integer(r.need(j, "model", key), std::string("model.") + key, 1, 1 << 16)); };
+  whole("height", s.height), whole("width", s.width), whole("cells", s.cells), whole("taps", s.taps);
+  if (s.kind == "cnn") whole("conv1", s.conv1), whole("kernel1", s.kernel1), whole("conv2", s.conv2), whole("kernel2", s.kernel2);
+  if (s.kind == "implicit") {
+    whole("state", s.state), whole("max_iter", s.max_iter), whole("unroll", s.unroll);
+    s.tol = r.number(r.need(j, "model", "tol"), "model.tol", jsonr::kPositive);
+    s.damping = r.number(r.need(j, "model", "damping"), "model.damping", {0, 1, false, true});
+  }
+  s.check();
+  return s;
+}
+
+void ModelSpec::check() const {
+  if (kind != "ln" && kind != "cnn" && kind != "implicit") throw Error("retina model: kind \"" + kind + "\" is not a model (ln, cnn, implicit)");
+  for (const auto& [name, v] : {std::pair{"height", height}, {"width", width}, {"cells", cells}, {"taps", taps}, {"conv1", conv1},
+                                {"kernel1", kernel1}, {"conv2", conv2}, {"kernel2", kernel2}, {"state", state}, {"max_iter", max_iter}, {"unroll", unroll}})
+    if (v < 1) throw Error(std::string("retina model: ") + name + " " + num(v) + " must be >= 1");
+  if (kind == "cnn" && (side1(*this, height) - kernel2 + 1 < 1 || side1(*this, width) - kernel2 + 1 < 1))
+    throw Error("retina model: kernels " + num(kernel1) + " and " + num(kernel2) + " do not fit a " + num(height) + "x" + num(width) +
+                " frame (valid convolutions need kernel1 + kernel2 - 1 <= each side)");
+  if (!(tol > 0) || !(damping > 0 && damping <= 1)) throw Error("retina model: tol must be > 0 and damping in (0, 1]");
+}
+
+Model::Model(const ModelSpec& spec, std::uint64_t seed) : spec_(spec) {
+  spec_.check();
+  std::uint32_t k = 0;
+  for (const auto& [name, shape] : weight_shapes(spec_)) {
+    shapes_[name] = shape;
+    const auto [rows, cols] = tape_shape(shape);
+    ad::Param& p = p_[name];
+    p.name = name;
+    p.value = Mat::Zero(rows, cols);
+    p.grad = Mat::Zero(rows, cols);
+    // Biases start at 0 (the readout's is set from the data); filters Gaussian with unit-variance
+    // outputs for unit-variance inputs, the readout small so that the first rates are the means.
+    if (!is_bias(name)) {
+      for (Eigen::Index r = 0; r < rows; ++r)
+        noise::normals(seed, noise::Source::Init, k, static_cast<std::uint32_t>(r), 0, static_cast<int>(cols), p.value.row(r).data());
+      // the loop's matrices small: W tanh(.) + V tanh(.) contracts at the start
+      const double gain = name == "readout" || name == "spatial" ? 0.1 : name.starts_with("loop.") ? 0.3 : 1.0;
+      p.value *= gain / std::sqrt(static_cast<double>(cols));
+    }
+    ++k;
+  }
+}
+
+Model::Model(const ModelSpec& spec, const ir::WeightStore& ws) : spec_(spec) {
+  spec_.check();
+  for (const auto& [name, shape] : weight_shapes(spec_)) {
+    const auto it = ws.find(name);
+    if (it == ws.end()) throw Error("retina model: weight '" + name + "' is missing");
+    if (it->second.shape != shape) throw Error("retina model: weight '" + name + "' must be " + shape_json(shape) + ", got " + shape_json(it->second.shape));
+    shapes_[name] = shape;
+    const auto [rows, cols] = tape_shape(shape);
+    ad::Param& p = p_[name];
+    p.name = name;
+    p.value = Eigen::Map<const Mat>(it->second.data.data(), rows, cols);
+    p.grad = Mat::Zero(rows, cols);
+  }
+}
+
+std::vector<ad::Param*> Model::params() {
+  std::vector<ad::Param*> v;
+  for (auto& [name, p] : p_) v.push_back(&p);
+  return v;
+}
+
+std::int64_t Model::parameter_count() const {
+  std::int64_t n = 0;
+  for (const auto& [name, p] : p_) n += p.value.size();
+  return n;
+}
+
+Var Model::forward(Tape& t, Var x, int L) {
+  const auto w = [&](const char* name) { return t.leaf(p_.at(name)); };
+  const ModelSpec& s = spec_;
+  if (s.kind == "implicit") {
+    const Var u = t.add(t.linear(x, w("inject")), w("inject_bias"));
+    Var z = t.constant(solve(t.value(u), L));
+    for (int k = 0; k < (t.recording() ? s.unroll : 0); ++k) z = loop_step(t, z, u, L);
+    return t.softplus(t.add(t.linear(z, w("readout")), w("readout_bias")));
+  }
+  if (s.kind == "ln") {
+    const Var g = t.conv1d_causal(t.linear(x, w("spatial")), w("temporal"), L);
+    return t.softplus(t.add(g, w("bias")));
+  }
+  const ad::Tape::Conv2dShape c1{s.height, s.width, 1, s.kernel1, s.kernel1, 1};
+  const ad::Tape::Conv2dShape c2{c1.out_h(), c1.out_w(), s.conv1, s.kernel2, s.kernel2, 1};
+  const Var a1 = t.relu(t.add_channels(t.conv1d_causal(t.conv2d(x, w("conv1"), c1), w("temporal"), L), w("temporal_bias")));
+  const Var a2 = t.relu(t.add_channels(t.conv2d(a1, w("conv2"), c2), w("conv2_bias")));
+  return t.softplus(t.add(t.linear(a2, w("readout")), w("readout_bias")));
+}
+
+Var Model::loop_step(Tape& t, Var z, Var u, int L) {
+  const Var f = t.tanh(z);
+  const Var fz = t.add(t.add(t.linear(f, t.leaf(p_.at("loop.W"))), t.linear(t.shift_rows(f, L), t.leaf(p_.at("loop.V")))), u);
+  return spec_.damping == 1 ? fz : t.add(t.scale(z, 1 - spec_.damping), t.scale(fz, spec_.damping));
+}
+
+Mat Model::solve(const Mat& u, int L) const {
+  const Mat& W = p_.at("loop.W").value;
+  const Mat& V = p_.at("loop.V").value;
+  Mat z = Mat::Zero(u.rows(), u.cols()), f(u.rows(), u.cols()), fp(u.rows(), u.cols()), next;
+  for (int k = 0; k < 2000; ++k) {
+    f = z.array().tanh().matrix();
+    fp.setZero();
+    for (Eigen::Index r = 0; r < u.rows(); ++r)
+      if (r % L) fp.row(r) = f.row(r - 1);  // the previous frame's state, none before a block's first
+    next.noalias() = f * W.transpose();
+    next.noalias() += fp * V.transpose();
+    next += u;
+    const double change = (next - z).norm(), size = next.norm();
+    z.swap(next);
+    if (change <= 1e-10 * std::max(size, 1e-30)) break;
+  }
+  return z;
+}
+
+Eigen::MatrixXd Model::predict(const Split& s) {
+  Tape t(false);
+  const Var r = forward(t, t.constant(frames_of(s, 0, s.frames)), s.frames);
+  return t.value(r).transpose();
+}
+
+void Model::set_mean_rates(const Eigen::VectorXd& mean_counts) {
+  ad::Param& b = p_.at(spec_.kind == "ln" ? "bias" : "readout_bias");
+  if (mean_counts.size() != b.value.cols()) throw Error("retina model: " + num(mean_counts.size()) + " mean rates for " + num(b.value.cols()) + " cells");
+  for (Eigen::Index i = 0; i < mean_counts.size(); ++i) {
+    const double m = std::max(mean_counts[i], 1e-3);
+    b.value(0, i) = m > 30 ? m : std::log(std::expm1(m));  // softplus^-1
+  }
+}
+
+std::string Model::graph_json() const {
+  const ModelSpec& s = spec_;
+  std::string weights;
+  for (const auto& [name, shape] : weight_shapes(s)) weights += std::string(weights.empty() ? "" : ",\n    ") + R"({"name": ")" + name + R"(", "shape": )" + shape_json(shape) + "}";
+  const std::string head = R"({"format": "aoc-graph", "version": 1, "name": "retina-)" + s.kind + R"(",
+  "inputs": [{"name": "stimulus", "dtype": "f64", "shape": ["B", "L", )" + num(s.height) + ", " + num(s.width) + R"(, 1]}],
+  "weights": [
+    )" + weights + R"(],
+  "ops": [
+)";
+  std::string ops;
+  if (s.kind == "implicit") {
+    ops = R"(    {"op": "Reshape", "name": "flatten", "in": ["stimulus"], "out": ["x"], "attrs": {"shape": [0, 0, )" + num(std::int64_t(s.height) * s.width) + R"(]}},
+    {"op": "Linear", "name": "inject", "in": ["x", "inject"], "out": ["ux"]},
+    {"op": "Add", "name": "inject_bias", "in": ["ux", "inject_bias"], "out": ["u"]},
+    {"op": "FixedPoint", "name": "loop", "in": ["u"], "out": ["z"],
+     "attrs": {"tol": )" + jsonr::num(s.tol) + R"(, "max_iter": )" + num(s.max_iter) + R"(, "damping": )" + jsonr::num(s.damping) + R"(, "rule": "relative", "like": "u"},
+     "body": {"args": ["zi", "uc"],
+              "ops": [{"op": "Tanh", "name": "f", "in": ["zi"], "out": ["s"]},
+                      {"op": "Linear", "name": "mix", "in": ["s", "loop.W"], "out": ["ws"]},
+                      {"op": "Delay", "name": "state", "in": ["s"], "out": ["sp"]},
+                      {"op": "Linear", "name": "carry", "in": ["sp", "loop.V"], "out": ["vs"]},
+                      {"op": "Add", "name": "sum", "in": ["ws", "vs"], "out": ["a"]},
+                      {"op": "Add", "name": "add_input", "in": ["a", "uc"], "out": ["zn"]}],
+              "results": ["zn"]}},
+    {"op": "Linear", "name": "readout", "in": ["z", "readout"], "out": ["r"]},
+    {"op": "Add", "name": "readout_bias", "in": ["r", "readout_bias"], "out": ["rb"]},
+    {"op": "Softplus", "name": "rate", "in": ["rb"], "out": ["rate"]}
+)";
+  } else if (s.kind == "ln") {
+    ops = R"(    {"op": "Reshape", "name": "flatten", "in": ["stimulus"], "out": ["x"], "attrs": {"shape": [0, 0, )" + num(std::int64_t(s.height) * s.width) + R"(]}},
+    {"op": "Linear", "name": "spatial", "in": ["x", "spatial"], "out": ["s"]},
+    {"op": "Conv1dCausal", "name": "temporal", "in": ["s", "temporal", "bias"], "out": ["g"]},
+    {"op": "Softplus", "name": "rate", "in": ["g"], "out": ["rate"]}
+)";
+  } else {
+    const std::int64_t features = weight_shapes(s).at(5).second[1];
+    ops = R"(    {"op": "Conv2d", "name": "conv1", "in": ["stimulus", "conv1"], "out": ["c1"]},
+    {"op": "Conv1dCausal", "name": "temporal", "in": ["c1", "temporal", "temporal_bias"], "out": ["t1"]},
+    {"op": "Relu", "name": "relu1", "in": ["t1"], "out": ["a1"]},
+    {"op": "Conv2d", "name": "conv2", "in": ["a1", "conv2"], "out": ["c2"]},
+    {"op": "Add", "name": "conv2_bias", "in": ["c2", "conv2_bias"], "out": ["c2b"]},
+    {"op": "Relu", "name": "relu2", "in": ["c2b"], "out": ["a2"]},
+    {"op": "Reshape", "name": "flatten", "in": ["a2"], "out": ["f"], "attrs": {"shape": [0, 0, )" + num(features) + R"(]}},
+    {"op": "Linear", "name": "readout", "in": ["f", "readout"], "out": ["r"]},
+    {"op": "Add", "name": "readout_bias", "in": ["r", "readout_bias"], "out": ["rb"]},
+    {"op": "Softplus", "name": "rate", "in": ["rb"], "out": ["rate"]}
+)";
+  }
+  return head + ops + "  ],\n  \"outputs\": [\"rate\"]\n}\n";
+}
+
+ir::WeightStore Model::weights() const {
+  ir::WeightStore out;
+  for (const auto& [name, p] : p_) {
+    ir::Tensor& t = out[name];
+    t.shape = shapes_.at(name);
+    t.data.assign(p.value.data(), p.value.data() + p.value.size());
+  }
+  return out;
+}
+
+TrainResult train(Model& m, const Dataset& d, const TrainOptions& o, const std::function<void(const EpochRecord&)>& log) {
+  const ModelSpec& s = m.spec();
+  const Split& tr = d.train;
+  if (tr.height != s.height || tr.width != s.width || tr.cells() != s.cells)
+    throw Error("retina train: the model is for " + num(s.height) + "x" + num(s.width) + " frames and " + num(s.cells) + " cells, the data has " +
+                num(tr.height) + "x" + num(tr.width) + " and " + num(tr.cells()));
+  const int warm = s.taps - 1;  // frames a temporal filter needs before its output is whole
+  if (o.chunk <= warm || o.batch < 1 || o.epochs < 1 || !(o.validation > 0 && o.validation < 1))
+    throw Error("retina train: chunk must exceed taps - 1 = " + num(warm) + ", batch and epochs be >= 1, validation in (0, 1)");
+  const int fit = static_cast<int>(std::lround((1 - o.validation) * tr.frames));
+  if (fit < o.chunk || tr.frames - fit <= warm + 1)
+    throw Error("retina train: " + num(tr.frames) + " train frames are too few for chunks of " + num(o.chunk) + " and a validation part longer than " +
+                num(warm + 1) + " frames");
+
+  // Chunks overlap by the warm-up, so every fitted frame after the first warm-up is scored once.
+  std::vector<int> starts;
+  for (int a = 0; a + o.chunk <= fit; a += o.chunk - warm) starts.push_back(a);
+  if (starts.back() + o.chunk < fit) starts.push_back(fit - o.chunk);
+  const int steps_per_epoch = static_cast<int>((starts.size() + o.batch - 1) / o.batch);
+  const long long total = static_cast<long long>(steps_per_epoch) * o.epochs;
+
+  // The validation part starts a warm-up early so that its first scored frame has whole filters.
+  const Split val = slice(tr, fit - warm, tr.frames - fit + warm);
+  m.set_mean_rates(tr.counts.leftCols(fit).rowwise().mean());
+
+  ad::AdamW opt;
+  opt.weight_decay = o.weight_decay;
+  const std::vector<ad::Param*> params = m.params();
+  std::vector<Mat> best;
+  TrainResult result;
+  double best_nll = std::numeric_limits<double>::infinity();
+  const auto start = std::chrono::steady_clock::now();
+  long long step = 0;
+  for (int epoch = 1; epoch <= o.epochs; ++epoch) {
+    // This epoch's order of the chunks: sorted by a seeded normal per chunk.
+    std::vector<double> key(starts.size());
+    noise::normals(o.seed, noise::Source::Init, 0x52455400u, static_cast<std::uint32_t>(epoch), 0, static_cast<int>(key.size()), key.data());
+    std::vector<int> order(starts.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return key[a] < key[b]; });
+    double nll_sum = 0;
+    for (int k = 0; k < steps_per_epoch; ++k, ++step) {
+      const int B = std::min<int>(o.batch, static_cast<int>(order.size()) - k * o.batch), L = o.chunk;
+      Mat x(static_cast<Eigen::Index>(B) * L, static_cast<Eigen::Index>(s.height) * s.width), y(static_cast<Eigen::Index>(B) * L, s.cells);
+      std::vector<char> use(static_cast<std::size_t>(B) * L);
+      for (int b = 0; b < B; ++b) {
+        const int a = starts[order[static_cast<std::size_t>(k * o.batch + b)]];
+        x.middleRows(static_cast<Eigen::Index>(b) * L, L) = frames_of(tr, a, L);
+        y.middleRows(static_cast<Eigen::Index>(b) * L, L) = tr.counts.middleCols(a, L).transpose();
+        for (int t = 0; t < L; ++t) use[static_cast<std::size_t>(b) * L + t] = t >= warm;
+      }
+      for (ad::Param* p : params) p->zero_grad();
+      Tape t;
+      const Var loss = t.poisson_nll(m.forward(t, t.constant(x), L), y, use);
+      t.backward(loss);
+      nll_sum += t.value(loss)(0, 0);
+      ad::clip_grad_norm(params, 5.0);
+      opt.step(params, ad::warmup_cosine(step, total, o.warmup, o.lr));
+    }
+    EpochRecord rec;
+    rec.epoch = epoch;
+    rec.train_nll = nll_sum / steps_per_epoch;
+    const Scores vs = score(val, m.predict(val), warm);
+    rec.val_cc = vs.cc_mean;
+    rec.val_nll = vs.nll_mean;
+    rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    result.epochs.push_back(rec);
+    if (rec.val_nll < best_nll) {
+      best_nll = rec.val_nll, result.best_epoch = epoch;
+      best.clear();
+      for (ad::Param* p : params) best.push_back(p->value);
+    }
+    if (log) log(rec);
+  }
+  for (std::size_t i = 0; i < best.size(); ++i) params[i]->value = best[i];  // none when every epoch's score was NaN
+  return result;
+}
+
+}  // namespace aoc::retina

@@ -1,0 +1,115 @@
+// The retina models (issue: the retina workload; docs/retina.md): trainable predictors of retinal
+// ganglion cells' expected spikes per bin from the movie, trained here by Poisson likelihood and
+// exported as a graph of the compiler's IR, which is what evaluation runs on every backend.
+//
+//   ln   the linear-nonlinear baseline: per cell one spatial filter over the frame (a Linear, [cells,
+//        H*W]) and one causal temporal filter (taps frames), a bias, softplus. Space-time separable
+//        and with one nonlinearity at the end, it cannot express the synthetic cells' rectified
+//        subunits: the gap between it and the CNN is the point of the comparison.
+//   cnn  the retina forward model of the issue (McIntosh et al. 2016, as in Rahmani et al. 2022):
+//        Conv conv1@kernel1 (no bias) - depth-wise causal Conv1D (taps) + bias - ReLU -
+//        Conv conv2@kernel2 + bias - ReLU - Dense cells + bias - softplus.
+//   implicit  the AOC-native model: a latent state of `state` variables found by a fixed point on
+//        the optical core in every frame and carried to the next through the machine's state memory
+//        (the Delay), with an optical front end of `state` spatial filters:
+//          u_t  = U x_t + c                                  (a Linear over the frame, then a bias)
+//          z_t* = fix z: W tanh(z) + V tanh(z*_{t-1}) + u_t   (the loop; damping as the FixedPoint's)
+//          rate = softplus(R z_t* + r)
+//        The temporal filtering is the recurrence's, not a tap line: what the loop holds between
+//        frames is the only memory. Trained on the whole chunk at once: a gradient-free solve (Jacobi
+//        over every frame together, the same fixed point the frame-by-frame solve finds), then
+//        `unroll` steps with gradients from it (a phantom gradient that reaches unroll frames back).
+//
+// Tape layout: frames as rows b*L + t of [B*L, H*W] (one sequence of L frames per block), channels
+// last inside a row, the layout of the graph's [B, L, H, W, C] tensors flattened; the temporal
+// filters see zeros before each block's first frame, as the graph's causal Conv1D does before frame 0.
+// Every optical product in the graph is a bias-free Linear or Conv2d and the biases are Adds, so
+// the compiler places the products on the optics (a product with a bias stays digital).
+#pragma once
+#include <Eigen/Dense>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "compiler/ir.hpp"
+#include "models/autodiff.hpp"
+#include "models/retina_data.hpp"
+
+namespace aoc::retina {
+
+struct ModelSpec {
+  std::string kind = "cnn";  // "ln", "cnn" or "implicit"
+  int height = 50, width = 50, cells = 9;
+  int taps = 40;                        // temporal filter length, frames
+  int conv1 = 4, kernel1 = 21;          // cnn: first (spatial) layer's channels and kernel side
+  int conv2 = 4, kernel2 = 15;          // cnn: second layer's
+  int state = 16;                       // implicit: latent state variables (the loop's width)
+  double tol = 0.01, damping = 1.0;     // implicit: the exported FixedPoint's (relative rule) and z <- (1 - d) z + d f(z)
+  int max_iter = 60;                    // implicit: the exported FixedPoint's bound per frame
+  int unroll = 30;                      // implicit training: steps with gradients after the solve
+  nlohmann::ordered_json json() const;
+  // From a JSON object (a training record's "model"); `where` names it in errors.
+  static ModelSpec from_json(const nlohmann::json& j, const std::string& where);
+  void check() const;  // throws aoc::Error naming the field that does not fit
+};
+
+class Model {
+ public:
+  Model(const ModelSpec& spec, std::uint64_t seed);          // seeded initial weights
+  Model(const ModelSpec& spec, const ir::WeightStore& ws);  // trained weights (graph names and shapes)
+
+  const ModelSpec& spec() const { return spec_; }
+  std::vector<ad::Param*> params();
+  std::int64_t parameter_count() const;
+
+  // Expected spikes per bin [B*L, cells] of frames x [B*L, H*W] (sequences of L frames).
+  ad::Var forward(ad::Tape& t, ad::Var x, int L);
+  // The same, without a tape that records: [cells, frames] of one split's whole movie.
+  Eigen::MatrixXd predict(const Split& s);
+
+  std::string graph_json() const;  // input "stimulus" [B, L, H, W, 1], output "rate" [B, L, cells]
+  ir::WeightStore weights() const;  // by the graph's names and shapes
+
+  // Sets the readout bias so that the initial rate is each cell's mean count per bin (softplus^-1).
+  void set_mean_rates(const Eigen::VectorXd& mean_counts);
+
+ private:
+  ModelSpec spec_;
+  std::map<std::string, ad::Param> p_;  // by the graph's weight names; the tape's 2-D layout
+  std::map<std::string, std::vector<std::int64_t>> shapes_;  // the graph's shapes
+
+  // implicit: the fixed point of every frame of [B*L, state] injections u, solved without a tape
+  // (Jacobi, undamped: the fixed point does not depend on the damping) to a relative change of 1e-10
+  // or 2000 steps.
+  ad::Mat solve(const ad::Mat& u, int L) const;
+  ad::Var loop_step(ad::Tape& t, ad::Var z, ad::Var u, int L);
+};
+
+struct TrainOptions {
+  int epochs = 20;
+  int chunk = 200;        // frames per training sequence (the first taps - 1 of each are not scored)
+  int batch = 8;          // sequences per step
+  double lr = 2e-3, weight_decay = 1e-4, warmup = 0.05;
+  double validation = 0.1;  // the last fraction of the train split, held out to pick the best epoch
+  std::uint64_t seed = 1;   // weights and chunk order
+};
+
+struct EpochRecord {
+  int epoch = 0;
+  double train_nll = 0;              // mean per scored bin over the epoch's steps (log y! left out)
+  double val_nll = 0, val_cc = 0;    // on the held-out frames (score's nll and cc, against the counts' smoothed rate)
+  double seconds = 0;                // since the start
+};
+
+struct TrainResult {
+  std::vector<EpochRecord> epochs;
+  int best_epoch = 0;  // the weights kept: lowest val_nll
+};
+
+// Trains in place; `log` (if given) sees each epoch's record. Deterministic for a given seed.
+TrainResult train(Model& m, const Dataset& d, const TrainOptions& o, const std::function<void(const EpochRecord&)>& log = {});
+
+}  // namespace aoc::retina

@@ -1,0 +1,128 @@
+// aoc retina train --data retina.h5 --model cnn -o DIR: trains a retina model (models/retina_model.hpp)
+// by Poisson likelihood on the file's train split and writes the folder `aoc retina eval` reads:
+// graph.json (the compiler's IR), weights.h5, train.json (the training record: options, data,
+// per-epoch curve, the held-out scores and the test scores of the digital model).
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "compiler/graph_json.hpp"
+#include "models/retina_model.hpp"
+#include "runtime/cli/commands.hpp"
+#include "runtime/output.hpp"
+#include "sim/error.hpp"
+
+namespace aoc::cli {
+
+namespace {
+
+struct TrainOpts {
+  std::string data, output;
+  retina::ModelSpec spec;
+  retina::TrainOptions train;
+  bool quiet = false;
+};
+
+nlohmann::ordered_json scores_json(const retina::Scores& s) {
+  const auto finite = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); };
+  nlohmann::ordered_json cc = nlohmann::ordered_json::array(), fev = cc, nll = cc;
+  for (std::size_t i = 0; i < s.cc.size(); ++i) cc.push_back(finite(s.cc[i])), fev.push_back(finite(s.fev[i])), nll.push_back(finite(s.nll[i]));
+  return {{"cc_mean", finite(s.cc_mean)}, {"fev_mean", finite(s.fev_mean)}, {"nll_mean", finite(s.nll_mean)}, {"cc", cc}, {"fev", fev}, {"nll", nll}};
+}
+
+int run_train(TrainOpts o) {
+  check_outputs({{"-o", o.output}}, {{"--data", o.data}});
+  const retina::Dataset d = retina::read_dataset(o.data);
+  o.spec.height = d.train.height, o.spec.width = d.train.width, o.spec.cells = d.train.cells();
+  o.spec.check();
+  retina::Model m(o.spec, o.train.seed);
+  if (!o.quiet)
+    std::printf("%straining %s (%lld weights) on %s: %d train frames (the last %.0f %% held out), %d cells\n", d.synthetic ? "SYNTHETIC data: " : "",
+                o.spec.kind.c_str(), static_cast<long long>(m.parameter_count()), o.data.c_str(), d.train.frames, 100 * o.train.validation,
+                d.train.cells());
+  std::fflush(stdout);
+  nlohmann::ordered_json curve = nlohmann::ordered_json::array();
+  const retina::TrainResult r = retina::train(m, d, o.train, [&](const retina::EpochRecord& e) {
+    curve.push_back({e.epoch, e.train_nll, e.val_nll, e.val_cc, e.seconds});
+    if (o.quiet) return;
+    std::printf("  epoch %3d/%d  train NLL %.4f  held-out NLL %.4f  CC %.3f  %.0f s\n", e.epoch, o.train.epochs, e.train_nll, e.val_nll, e.val_cc, e.seconds);
+    std::fflush(stdout);
+  });
+  const ir::WeightStore weights = m.weights();
+  for (const auto& [name, t] : weights)
+    for (double v : t.data)
+      if (!std::isfinite(v)) throw Error("retina train: weight '" + name + "' diverged to NaN or inf: nothing written; lower --lr");
+  // The digital model's test scores: what evaluation on the reference backend reproduces.
+  const retina::Scores test = retina::score(d.test, m.predict(d.test), retina::kDefaultSkip);
+  const retina::EpochRecord& best = r.epochs[static_cast<std::size_t>(r.best_epoch - 1)];
+  nlohmann::ordered_json rec{{"tool", "aoc retina train"},
+                             {"version", AOC_VERSION},
+                             {"synthetic", d.synthetic},
+                             {"data", o.data},
+                             {"data_description", d.description},
+                             {"data_digest", file_digest(o.data)},
+                             {"model", o.spec.json()},
+                             {"parameters", m.parameter_count()},
+                             {"train", {{"epochs", o.train.epochs}, {"chunk", o.train.chunk}, {"batch", o.train.batch}, {"lr", o.train.lr},
+                                        {"weight_decay", o.train.weight_decay}, {"warmup", o.train.warmup}, {"validation", o.train.validation},
+                                        {"seed", o.train.seed}, {"loss", "Poisson NLL per scored bin, AdamW, warm-up + cosine"}}},
+                             {"best_epoch", r.best_epoch},
+                             {"held_out", {{"nll", best.val_nll}, {"cc", best.val_cc}}},
+                             {"curve_columns", {"epoch", "train_nll", "held_out_nll", "held_out_cc", "seconds"}},
+                             {"curve", curve},
+                             {"test_digital", scores_json(test)},
+                             {"seconds", r.epochs.back().seconds}};
+  std::filesystem::create_directories(o.output);
+  const std::filesystem::path dir(o.output);
+  write_file_atomic((dir / "graph.json").string(), m.graph_json());
+  ir::write_weights_h5((dir / "weights.h5").string(), weights);
+  write_file_atomic((dir / "train.json").string(), rec.dump(1) + "\n");
+  if (!o.quiet) {
+    std::printf("best epoch %d (held-out NLL %.4f); test on the digital model: CC %.3f, FEV %.3f, NLL %.4f%s\n", r.best_epoch, best.val_nll, test.cc_mean,
+                test.fev_mean, test.nll_mean, d.synthetic ? " (SYNTHETIC data)" : "");
+    std::printf("wrote %s/{graph.json, weights.h5, train.json}\n", o.output.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_retina_train(CLI::App& retina) {
+  static TrainOpts o;
+  auto* c = retina.add_subcommand("train", "Train a retina model (ln, cnn or implicit) on a retina file's train split; write graph.json, weights.h5, train.json");
+  c->add_option("--data", o.data, "the retina file (aoc retina data, or a naturalscene.h5)")->required();
+  c->add_option("-o,--output", o.output, "the model folder to write")->required();
+  c->add_option("--model", o.spec.kind,
+                "ln: linear-nonlinear baseline; cnn: the retina forward model (conv - temporal conv - ReLU - conv - ReLU - dense); "
+                "implicit: the AOC-native model (a fixed-point state on the core carried across frames)")
+      ->check(CLI::IsMember({"ln", "cnn", "implicit"}))
+      ->capture_default_str();
+  c->add_option("--taps", o.spec.taps, "temporal filter length, frames of 10 ms")->check(CLI::Range(1, 1000))->capture_default_str();
+  c->add_option("--conv1", o.spec.conv1, "cnn: first layer's channels")->check(CLI::Range(1, 256))->capture_default_str();
+  c->add_option("--kernel1", o.spec.kernel1, "cnn: first layer's kernel side, pixels")->check(CLI::Range(1, 1024))->capture_default_str();
+  c->add_option("--conv2", o.spec.conv2, "cnn: second layer's channels")->check(CLI::Range(1, 256))->capture_default_str();
+  c->add_option("--kernel2", o.spec.kernel2, "cnn: second layer's kernel side, pixels")->check(CLI::Range(1, 1024))->capture_default_str();
+  c->add_option("--state", o.spec.state, "implicit: latent state variables (the loop's width)")->check(CLI::Range(1, 4096))->capture_default_str();
+  c->add_option("--unroll", o.spec.unroll, "implicit: training steps with gradients after each solve (how far back the gradient reaches)")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  c->add_option("--epochs", o.train.epochs, "passes over the train frames")->check(CLI::Range(1, 100000))->capture_default_str();
+  c->add_option("--chunk", o.train.chunk, "frames per training sequence (the first taps - 1 not scored)")->check(CLI::Range(2, 1 << 20))->capture_default_str();
+  c->add_option("--batch", o.train.batch, "sequences per step")->check(CLI::Range(1, 4096))->capture_default_str();
+  c->add_option("--lr", o.train.lr, "peak learning rate (AdamW, warm-up then cosine)")->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_option("--weight-decay", o.train.weight_decay, "AdamW's decoupled weight decay")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  c->add_option("--validation", o.train.validation, "the last fraction of the train frames held out to pick the best epoch")
+      ->check(CLI::Range(0.01, 0.5))
+      ->capture_default_str();
+  c->add_option("--seed", o.train.seed, "initial weights and the chunks' order")->capture_default_str();
+  c->add_flag("--quiet", o.quiet, "no progress lines");
+  c->footer("Trains by Poisson likelihood; the epoch with the lowest held-out NLL is kept. The test split is not used in training;\n"
+            "train.json records the digital model's test CC/FEV/NLL, what aoc retina eval reproduces on the reference backend.\n"
+            "Examples:\n  aoc retina data -o retina.h5\n  aoc retina train --data retina.h5 --model ln -o ln\n"
+            "  aoc retina train --data retina.h5 --model cnn -o cnn --epochs 30\n  aoc retina eval --model cnn --data retina.h5 --hw aoc-48 --backend sim --noise");
+  c->callback([] { exit_status() = run_train(o); });
+}
+
+}  // namespace aoc::cli

