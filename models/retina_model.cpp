@@ -1,5 +1,6 @@
 #include "models/retina_model.hpp"
 
+#include <Eigen/SVD>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -33,7 +34,8 @@ int side1(const ModelSpec& s, int frame_side) { return frame_side - s.kernel1 + 
 // Graph and tape shapes of each weight, in a fixed order (the order of the weights' seeds).
 std::vector<std::pair<std::string, std::vector<std::int64_t>>> weight_shapes(const ModelSpec& s) {
   if (s.kind == "implicit")
-    return {{"inject", {s.state, std::int64_t(s.height) * s.width}}, {"inject_bias", {s.state}}, {"loop.W", {s.state, s.state}},
+    return {{"spatial", {s.filters, std::int64_t(s.height) * s.width}}, {"temporal", {s.filters, s.taps}}, {"inject", {s.state, s.filters}},
+            {"inject_bias", {s.state}}, {"loop.W", {s.state, s.state}},
             {"loop.V", {s.state, s.state}}, {"readout", {s.cells, s.state}}, {"readout_bias", {s.cells}}};
   if (s.kind == "ln")
     return {{"spatial", {s.cells, std::int64_t(s.height) * s.width}}, {"temporal", {s.cells, s.taps}}, {"bias", {s.cells}}};
@@ -82,7 +84,7 @@ Split slice(const Split& s, int first, int n) {
 nlohmann::ordered_json ModelSpec::json() const {
   nlohmann::ordered_json j{{"kind", kind}, {"height", height}, {"width", width}, {"cells", cells}, {"taps", taps}};
   if (kind == "cnn") j.update({{"conv1", conv1}, {"kernel1", kernel1}, {"conv2", conv2}, {"kernel2", kernel2}});
-  if (kind == "implicit") j.update({{"state", state}, {"tol", tol}, {"damping", damping}, {"max_iter", max_iter}, {"unroll", unroll}});
+  if (kind == "implicit") j.update({{"state", state}, {"filters", filters}, {"tol", tol}, {"damping", damping}, {"max_iter", max_iter}, {"unroll", unroll}});
   return j;
 }
 
@@ -96,7 +98,7 @@ ModelSpec ModelSpec::from_json(const nlohmann::json& j, const std::string& where
   whole("height", s.height), whole("width", s.width), whole("cells", s.cells), whole("taps", s.taps);
   if (s.kind == "cnn") whole("conv1", s.conv1), whole("kernel1", s.kernel1), whole("conv2", s.conv2), whole("kernel2", s.kernel2);
   if (s.kind == "implicit") {
-    whole("state", s.state), whole("max_iter", s.max_iter), whole("unroll", s.unroll);
+    whole("state", s.state), whole("filters", s.filters), whole("max_iter", s.max_iter), whole("unroll", s.unroll);
     s.tol = r.number(r.need(j, "model", "tol"), "model.tol", jsonr::kPositive);
     s.damping = r.number(r.need(j, "model", "damping"), "model.damping", {0, 1, false, true});
   }
@@ -107,7 +109,7 @@ ModelSpec ModelSpec::from_json(const nlohmann::json& j, const std::string& where
 void ModelSpec::check() const {
   if (kind != "ln" && kind != "cnn" && kind != "implicit") throw Error("retina model: kind \"" + kind + "\" is not a model (ln, cnn, implicit)");
   for (const auto& [name, v] : {std::pair{"height", height}, {"width", width}, {"cells", cells}, {"taps", taps}, {"conv1", conv1},
-                                {"kernel1", kernel1}, {"conv2", conv2}, {"kernel2", kernel2}, {"state", state}, {"max_iter", max_iter}, {"unroll", unroll}})
+                                {"kernel1", kernel1}, {"conv2", conv2}, {"kernel2", kernel2}, {"state", state}, {"filters", filters}, {"max_iter", max_iter}, {"unroll", unroll}})
     if (v < 1) throw Error(std::string("retina model: ") + name + " " + num(v) + " must be >= 1");
   if (kind == "cnn" && (side1(*this, height) - kernel2 + 1 < 1 || side1(*this, width) - kernel2 + 1 < 1))
     throw Error("retina model: kernels " + num(kernel1) + " and " + num(kernel2) + " do not fit a " + num(height) + "x" + num(width) +
@@ -169,7 +171,8 @@ Var Model::forward(Tape& t, Var x, int L) {
   const auto w = [&](const char* name) { return t.leaf(p_.at(name)); };
   const ModelSpec& s = spec_;
   if (s.kind == "implicit") {
-    const Var u = t.add(t.linear(x, w("inject")), w("inject_bias"));
+    const Var sx = t.conv1d_causal(t.linear(x, w("spatial")), w("temporal"), L);
+    const Var u = t.add(t.linear(sx, w("inject")), w("inject_bias"));
     Var z = t.constant(solve(t.value(u), L));
     for (int k = 0; k < (t.recording() ? s.unroll : 0); ++k) z = loop_step(t, z, u, L);
     return t.softplus(t.add(t.linear(z, w("readout")), w("readout_bias")));
@@ -225,6 +228,14 @@ void Model::set_mean_rates(const Eigen::VectorXd& mean_counts) {
   }
 }
 
+void Model::keep_contractive() {
+  if (spec_.kind != "implicit") return;
+  Mat& W = p_.at("loop.W").value;
+  Mat& V = p_.at("loop.V").value;
+  const double norm = Eigen::JacobiSVD<Mat>(W).singularValues()(0) + Eigen::JacobiSVD<Mat>(V).singularValues()(0);
+  if (norm > kLoopBound) W *= kLoopBound / norm, V *= kLoopBound / norm;
+}
+
 std::string Model::graph_json() const {
   const ModelSpec& s = spec_;
   std::string weights;
@@ -238,7 +249,9 @@ std::string Model::graph_json() const {
   std::string ops;
   if (s.kind == "implicit") {
     ops = R"(    {"op": "Reshape", "name": "flatten", "in": ["stimulus"], "out": ["x"], "attrs": {"shape": [0, 0, )" + num(std::int64_t(s.height) * s.width) + R"(]}},
-    {"op": "Linear", "name": "inject", "in": ["x", "inject"], "out": ["ux"]},
+    {"op": "Linear", "name": "spatial", "in": ["x", "spatial"], "out": ["sx"]},
+    {"op": "Conv1dCausal", "name": "temporal", "in": ["sx", "temporal"], "out": ["tx"]},
+    {"op": "Linear", "name": "inject", "in": ["tx", "inject"], "out": ["ux"]},
     {"op": "Add", "name": "inject_bias", "in": ["ux", "inject_bias"], "out": ["u"]},
     {"op": "FixedPoint", "name": "loop", "in": ["u"], "out": ["z"],
      "attrs": {"tol": )" + jsonr::num(s.tol) + R"(, "max_iter": )" + num(s.max_iter) + R"(, "damping": )" + jsonr::num(s.damping) + R"(, "rule": "relative", "like": "u"},
@@ -345,6 +358,7 @@ TrainResult train(Model& m, const Dataset& d, const TrainOptions& o, const std::
       nll_sum += t.value(loss)(0, 0);
       ad::clip_grad_norm(params, 5.0);
       opt.step(params, ad::warmup_cosine(step, total, o.warmup, o.lr));
+      m.keep_contractive();
     }
     EpochRecord rec;
     rec.epoch = epoch;

@@ -11,14 +11,17 @@
 //        Conv conv2@kernel2 + bias - ReLU - Dense cells + bias - softplus.
 //   implicit  the AOC-native model: a latent state of `state` variables found by a fixed point on
 //        the optical core in every frame and carried to the next through the machine's state memory
-//        (the Delay), with an optical front end of `state` spatial filters:
-//          u_t  = U x_t + c                                  (a Linear over the frame, then a bias)
-//          z_t* = fix z: W tanh(z) + V tanh(z*_{t-1}) + u_t   (the loop; damping as the FixedPoint's)
+//        (the Delay), fed by a front end of `filters` spatial filters (optical) with causal temporal
+//        filters of `taps` frames (digital):
+//          u_t  = E conv_t(S x) + c                          (Linear, Conv1dCausal, Linear, bias)
+//          z_t* = fix z:  W tanh(z) + V tanh(z*_{t-1}) + u_t  (the loop; damping as the FixedPoint's)
 //          rate = softplus(R z_t* + r)
-//        The temporal filtering is the recurrence's, not a tap line: what the loop holds between
-//        frames is the only memory. Trained on the whole chunk at once: a gradient-free solve (Jacobi
-//        over every frame together, the same fixed point the frame-by-frame solve finds), then
-//        `unroll` steps with gradients from it (a phantom gradient that reaches unroll frames back).
+//        The loop is the model's non-linearity and its memory beyond the taps: the rectified, mixed
+//        subunit-like responses an LN model lacks come from the fixed point (without the taps, the
+//        recurrence as the only memory, it fell far below the LN: docs/retina.md). Trained on the
+//        whole chunk at once: a gradient-free solve (Jacobi over
+//        every frame together, the same fixed point the frame-by-frame solve finds), then `unroll`
+//        steps with gradients from it (a phantom gradient that reaches unroll frames back).
 //
 // Tape layout: frames as rows b*L + t of [B*L, H*W] (one sequence of L frames per block), channels
 // last inside a row, the layout of the graph's [B, L, H, W, C] tensors flattened; the temporal
@@ -46,7 +49,8 @@ struct ModelSpec {
   int taps = 40;                        // temporal filter length, frames
   int conv1 = 4, kernel1 = 21;          // cnn: first (spatial) layer's channels and kernel side
   int conv2 = 4, kernel2 = 15;          // cnn: second layer's
-  int state = 16;                       // implicit: latent state variables (the loop's width)
+  int state = 48;                       // implicit: latent state variables (the loop's width: one aoc-48 core)
+  int filters = 9;                      // implicit: spatial filters of the front end (few: a filter per state overfits)
   double tol = 0.01, damping = 1.0;     // implicit: the exported FixedPoint's (relative rule) and z <- (1 - d) z + d f(z)
   int max_iter = 60;                    // implicit: the exported FixedPoint's bound per frame
   int unroll = 30;                      // implicit training: steps with gradients after the solve
@@ -75,6 +79,12 @@ class Model {
 
   // Sets the readout bias so that the initial rate is each cell's mean count per bin (softplus^-1).
   void set_mean_rates(const Eigen::VectorXd& mean_counts);
+  // implicit: scales the loop's W and V together so that ||W||_2 + ||V||_2 <= kLoopBound (training
+  // calls it after every step). The map z -> W tanh(z) + V tanh(z_prev) + u is then a contraction
+  // over the whole sequence: the fixed point exists, is unique, and every solve (frame by frame on
+  // the machine, all frames at once in training) finds it. No-op for the other kinds.
+  static constexpr double kLoopBound = 0.95;
+  void keep_contractive();
 
  private:
   ModelSpec spec_;

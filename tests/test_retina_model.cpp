@@ -156,3 +156,20 @@ TEST_CASE("retina model: training the implicit model lowers the held-out NLL") {
   const TrainResult r = train(m, data(), o);
   CHECK(r.epochs[static_cast<std::size_t>(r.best_epoch - 1)].val_nll < r.epochs[0].val_nll);
 }
+
+TEST_CASE("retina model: training keeps the implicit loop a contraction") {
+  ModelSpec s = spec("implicit");
+  s.state = 6, s.unroll = 4;
+  Model m(s, 2);
+  TrainOptions o;
+  o.epochs = 2, o.chunk = 60, o.batch = 2, o.lr = 0.2;  // a rate that would blow the loop up
+  train(m, data(), o);
+  const aoc::ir::WeightStore w = m.weights();
+  const auto norm = [&](const char* name) {
+    const auto& t = w.at(name);
+    return Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(t.data.data(), t.shape[0], t.shape[1])
+        .jacobiSvd()
+        .singularValues()(0);
+  };
+  CHECK(norm("loop.W") + norm("loop.V") <= Model::kLoopBound + 1e-12);
+}

@@ -105,6 +105,7 @@ void add_retina_train(CLI::App& retina) {
   c->add_option("--conv2", o.spec.conv2, "cnn: second layer's channels")->check(CLI::Range(1, 256))->capture_default_str();
   c->add_option("--kernel2", o.spec.kernel2, "cnn: second layer's kernel side, pixels")->check(CLI::Range(1, 1024))->capture_default_str();
   c->add_option("--state", o.spec.state, "implicit: latent state variables (the loop's width)")->check(CLI::Range(1, 4096))->capture_default_str();
+  c->add_option("--filters", o.spec.filters, "implicit: spatial filters of the front end, spread over the state")->check(CLI::Range(1, 4096))->capture_default_str();
   c->add_option("--unroll", o.spec.unroll, "implicit: training steps with gradients after each solve (how far back the gradient reaches)")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
