@@ -510,7 +510,8 @@ TEST_CASE("cli: aoc list names the bundled machines, trained models, scenarios a
   INFO(r.out);
   REQUIRE(r.status == 0);
   for (const char* s : {"aoc-48 ", "parity-implicit ", "s3-implicit-long-solve ", "parity-implicit.json", "demo.json",
-                        "mamba2-1.3b-analytic.json", "mamba2-130m-implicit", "sweep scenarios: aoc sweep FILE"})
+                        "mamba2-1.3b-analytic.json", "mamba2-130m-implicit", "sweep scenarios: aoc sweep FILE", "retina models (SYNTHETIC retina)",
+                        "  implicit                 implicit"})
     CHECK_THAT(r.out, Catch::Contains(s));
   CHECK_THAT(r.out, Catch::Contains("parity   ") && Catch::Contains("1.000 at L 32"));  // the model's task and accuracy
 }

@@ -1,4 +1,4 @@
-// aoc list: what is bundled, with where it is: the machines (as aoc hw list), the trained models,
+// aoc list: what is bundled, with where it is: the machines (as aoc hw list), the trained models, the retina models,
 // the training and sweep scenarios, the example graphs and the published models' configs. Read from
 // the data beside the binary (bundled_path), so an installed aoc lists its installed copies.
 #include <algorithm>
@@ -60,6 +60,22 @@ void list_all() {
     }
     const std::string task = j.contains("scenario") ? text(j.at("scenario"), "task") : "";
     std::printf("  %-24s %-8s %10lld  %s\n", d.filename().string().c_str(), task.c_str(), j.value("parameters", 0LL), acc.c_str());
+  }
+  section("retina models (SYNTHETIC retina): aoc retina eval --model DIR --data retina.h5", "models/retina");
+  std::printf("  %-24s %-8s %10s  %s\n", "model", "kind", "parameters", "test CC / FEV of the digital model");
+  for (const fs::path& d : entries("models/retina", true)) {
+    const fs::path log = d / "train.json";
+    if (!fs::exists(log)) continue;
+    const nlohmann::json j = jsonr::parse_file(log.string());
+    std::string scores = "-";
+    if (j.contains("test_digital") && j.at("test_digital").is_object()) {
+      const auto& t = j.at("test_digital");
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.3f / %.3f", t.value("cc_mean", 0.0), t.value("fev_mean", 0.0));
+      scores = buf;
+    }
+    const std::string kind = j.contains("model") ? text(j.at("model"), "kind") : "";
+    std::printf("  %-24s %-8s %10lld  %s\n", d.filename().string().c_str(), kind.c_str(), j.value("parameters", 0LL), scores.c_str());
   }
   section("training scenarios: aoc train FILE -o DIR", "scenarios/train");
   for (const fs::path& f : entries("scenarios/train", false)) {
