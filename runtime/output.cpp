@@ -1,6 +1,7 @@
 #include "runtime/output.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -103,6 +104,19 @@ std::string numbers_text(const std::vector<double>& v, const char* if_empty) {
     t += b;
   }
   return t;
+}
+
+std::string si(double v, const char* unit) {
+  static const char* const prefix[] = {"a", "f", "p", "n", "u", "m", "", "k", "M", "G", "T", "P"};
+  char buf[64];
+  if (v == 0 || !std::isfinite(v)) {
+    std::snprintf(buf, sizeof buf, "%g %s", v, unit);
+    return buf;
+  }
+  int e = static_cast<int>(std::floor(std::log10(std::fabs(v)) / 3));
+  e = std::clamp(e, -6, 5);
+  std::snprintf(buf, sizeof buf, "%.3g %s%s", v / std::pow(10.0, 3 * e), prefix[e + 6], unit);
+  return buf;
 }
 
 }  // namespace aoc

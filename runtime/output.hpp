@@ -19,6 +19,9 @@ std::string file_digest(const std::string& path);
 // Numbers as text, space-separated, every digit kept (%.17g); `if_empty` when there are none.
 std::string numbers_text(const std::vector<double>& v, const char* if_empty = "");
 
+// "1.23 us", "306 ns", "0 J": three significant digits with an SI prefix (u for micro).
+std::string si(double v, const char* unit);
+
 // A file a command reads or writes, by the flag that names it ("-o", "the graph").
 struct NamedPath {
   std::string flag, path;

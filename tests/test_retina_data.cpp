@@ -474,8 +474,9 @@ TEST_CASE("retina data: aoc retina data writes a SYNTHETIC file that aoc retina 
   const auto j = nlohmann::json::parse(s.out);
   CHECK(j["synthetic"] == true);
   CHECK(j["dataset"] == "rate");
-  CHECK(j["cc_mean"].get<double>() == Approx(j["ceiling"]["cc"].get<double>()).epsilon(1e-12));
-  CHECK(j["cells"].size() == 2);
+  CHECK(j["scores"]["cc_mean"].get<double>() == Approx(j["ceiling"]["cc_mean"].get<double>()).epsilon(1e-12));
+  CHECK(j["scores"]["cc"].size() == 2);
+  CHECK(j["types"] == nlohmann::json::array({"ON", "OFF"}));
   const aoc::test::Run bad = aoc::test::run_aoc("retina score --data " + data.string() + " --pred " + data.string() + " --dataset train/stimulus");
   CHECK(bad.status != 0);
   CHECK(bad.out.find("/train/stimulus: shape 300 x 50 x 50 (the test split has 200 frames of 2 cells") != std::string::npos);

@@ -38,20 +38,6 @@ struct Opts {
 
 constexpr int kMeasureBatch = 64;
 
-// "1.23 us", "306 ns", "0 J": three significant digits with an SI prefix.
-std::string si(double v, const char* unit) {
-  static const char* const prefix[] = {"a", "f", "p", "n", "u", "m", "", "k", "M", "G", "T", "P"};
-  char buf[64];
-  if (v == 0 || !std::isfinite(v)) {
-    std::snprintf(buf, sizeof buf, "%g %s", v, unit);
-    return buf;
-  }
-  int e = static_cast<int>(std::floor(std::log10(std::fabs(v)) / 3));
-  e = std::clamp(e, -6, 5);
-  std::snprintf(buf, sizeof buf, "%.3g %s%s", v / std::pow(10.0, 3 * e), prefix[e + 6], unit);
-  return buf;
-}
-
 // The iterations a fixed point takes, measured on the modeled machine (its converters and noise).
 // A sample has settled at the first step its residual is below the readout's tolerance (half an
 // ADC step rms per channel: below it the readout cannot tell the iterates apart). The machine has

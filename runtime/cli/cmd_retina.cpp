@@ -13,6 +13,7 @@
 
 #include "models/retina_data.hpp"
 #include "runtime/cli/commands.hpp"
+#include "runtime/cli/retina_report.hpp"
 #include "runtime/h5io.hpp"
 #include "runtime/output.hpp"
 #include "sim/error.hpp"
@@ -27,13 +28,6 @@ std::vector<double> mean_rates_hz(const retina::Dataset& d) {
   std::vector<double> hz;
   for (int i = 0; i < d.train.cells(); ++i) hz.push_back(d.train.counts.row(i).mean() / d.bin_s);
   return hz;
-}
-
-std::string fixed(double v, int digits) {
-  if (!std::isfinite(v)) return "nan";
-  char b[32];
-  std::snprintf(b, sizeof b, "%.*f", digits, v);
-  return b;
 }
 
 // ---- aoc retina data ----
@@ -162,34 +156,23 @@ int run_score(const ScoreOpts& o) {
   const std::string name = pick_dataset(o.pred, o.dataset);
   const Eigen::MatrixXd pred = read_predictions(o.pred, name, d.test.cells(), d.test.frames);
   const retina::Scores s = retina::score(d.test, pred, o.skip);
-  std::optional<retina::Scores> ceiling;
-  if (d.test.true_rate.size()) ceiling = retina::score(d.test, d.test.true_rate, o.skip);
+  const std::optional<ScoreRow> ceiling = ceiling_row(d.test, o.skip);
   const std::size_t R = d.test.repeats.empty() ? 0 : static_cast<std::size_t>(d.test.repeats[0].rows());
   if (o.json) {
-    nlohmann::ordered_json cells = nlohmann::ordered_json::array();
-    for (std::size_t i = 0; i < s.cc.size(); ++i) {
-      nlohmann::ordered_json c{{"cell", i + 1}, {"cc", s.cc[i]}, {"fev", s.fev[i]}, {"nll", s.nll[i]}};
-      if (!d.polarity.empty()) c["type"] = d.polarity[i] > 0 ? "ON" : "OFF";
-      cells.push_back(c);
-    }
     nlohmann::ordered_json j{{"tool", "aoc retina score"}, {"version", AOC_VERSION}, {"data", o.data},      {"synthetic", d.synthetic},
                              {"description", d.description}, {"pred", o.pred},        {"dataset", name},   {"skip", o.skip},
-                             {"frames", d.test.frames},    {"repeats", R},          {"cc_mean", s.cc_mean}, {"fev_mean", s.fev_mean},
-                             {"nll_mean", s.nll_mean},     {"cells", cells}};
-    if (ceiling) j["ceiling"] = {{"cc", ceiling->cc_mean}, {"fev", ceiling->fev_mean}, {"nll", ceiling->nll_mean}};
+                             {"frames", d.test.frames},    {"repeats", R},          {"scores", scores_json(s)}};
+    if (!d.polarity.empty()) {
+      j["types"] = nlohmann::ordered_json::array();
+      for (int p : d.polarity) j["types"].push_back(p > 0 ? "ON" : "OFF");
+    }
+    if (ceiling) j["ceiling"] = scores_json(ceiling->scores);
     emit_json(j.dump(1), "");
     return 0;
   }
   std::printf("%s%s /%s against %s: test %d frames from %d, %zu repeats%s\n", d.synthetic ? "SYNTHETIC data: " : "", o.pred.c_str(), name.c_str(),
               o.data.c_str(), d.test.frames - o.skip, o.skip, R, R ? "" : " (scored against firing_rate_10ms)");
-  std::printf("cell  type  CC      FEV     NLL/bin\n");
-  for (std::size_t i = 0; i < s.cc.size(); ++i)
-    std::printf("%4zu  %-4s  %-6s  %-6s  %s\n", i + 1, d.polarity.empty() ? "-" : d.polarity[i] > 0 ? "ON" : "OFF", fixed(s.cc[i], 3).c_str(),
-                fixed(s.fev[i], 3).c_str(), fixed(s.nll[i], 4).c_str());
-  std::printf("mean        %-6s  %-6s  %s\n", fixed(s.cc_mean, 3).c_str(), fixed(s.fev_mean, 3).c_str(), fixed(s.nll_mean, 4).c_str());
-  if (ceiling)
-    std::printf("ceiling     %-6s  %-6s  %s   (the generator's true_rate)\n", fixed(ceiling->cc_mean, 3).c_str(), fixed(ceiling->fev_mean, 3).c_str(),
-                fixed(ceiling->nll_mean, 4).c_str());
+  print_scores(d, s, ceiling ? std::vector<ScoreRow>{*ceiling} : std::vector<ScoreRow>{});
   return 0;
 }
 
@@ -211,12 +194,15 @@ void add_score(CLI::App& retina) {
 }  // namespace
 
 void add_retina(CLI::App& app) {
-  auto* c = app.add_subcommand("retina", "The retina workload: SYNTHETIC salamander-like recordings, and scores of predicted firing rates");
+  auto* c = app.add_subcommand("retina", "The retina workload: SYNTHETIC salamander-like recordings, models of them trained and evaluated on the machine, scores");
   c->require_subcommand(1);
   c->footer("Examples:\n  aoc retina data -o retina.h5          the seeded SYNTHETIC retina (naturalscene.h5 layout)\n"
+            "  aoc retina train --data retina.h5 --model cnn -o cnn\n"
+            "  aoc retina eval --model models/retina/cnn --data retina.h5   on the simulated aoc-48\n"
             "  aoc retina score --data retina.h5 --pred pred.h5\nRun 'aoc retina SUBCOMMAND --help' for each one's options; docs/retina.md.");
   add_data(*c);
   add_retina_train(*c);
+  add_retina_eval(*c);
   add_score(*c);
 }
 

@@ -11,6 +11,7 @@
 #include "compiler/graph_json.hpp"
 #include "models/retina_model.hpp"
 #include "runtime/cli/commands.hpp"
+#include "runtime/cli/retina_report.hpp"
 #include "runtime/output.hpp"
 #include "sim/error.hpp"
 
@@ -24,13 +25,6 @@ struct TrainOpts {
   retina::TrainOptions train;
   bool quiet = false;
 };
-
-nlohmann::ordered_json scores_json(const retina::Scores& s) {
-  const auto finite = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); };
-  nlohmann::ordered_json cc = nlohmann::ordered_json::array(), fev = cc, nll = cc;
-  for (std::size_t i = 0; i < s.cc.size(); ++i) cc.push_back(finite(s.cc[i])), fev.push_back(finite(s.fev[i])), nll.push_back(finite(s.nll[i]));
-  return {{"cc_mean", finite(s.cc_mean)}, {"fev_mean", finite(s.fev_mean)}, {"nll_mean", finite(s.nll_mean)}, {"cc", cc}, {"fev", fev}, {"nll", nll}};
-}
 
 int run_train(TrainOpts o) {
   check_outputs({{"-o", o.output}}, {{"--data", o.data}});
@@ -122,7 +116,7 @@ void add_retina_train(CLI::App& retina) {
   c->footer("Trains by Poisson likelihood; the epoch with the lowest held-out NLL is kept. The test split is not used in training;\n"
             "train.json records the digital model's test CC/FEV/NLL, what aoc retina eval reproduces on the reference backend.\n"
             "Examples:\n  aoc retina data -o retina.h5\n  aoc retina train --data retina.h5 --model ln -o ln\n"
-            "  aoc retina train --data retina.h5 --model cnn -o cnn --epochs 30\n  aoc retina eval --model cnn --data retina.h5 --hw aoc-48 --backend sim --noise");
+            "  aoc retina train --data retina.h5 --model cnn -o cnn --epochs 30\n  aoc retina eval --model cnn --data retina.h5 --hw aoc-48");
   c->callback([] { exit_status() = run_train(o); });
 }
 

@@ -1,0 +1,190 @@
+// Evaluation of retina models on a machine (runtime/retina_eval.hpp, aoc retina eval): the compiled
+// graph on the digital reference is the trained model, the simulated machine without its
+// non-idealities is the reference, its noise is seeded, and what does not fit is refused by name.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "compiler/graph_json.hpp"
+#include "models/retina_model.hpp"
+#include "runtime/output.hpp"
+#include "runtime/retina_eval.hpp"
+#include "sim/error.hpp"
+#include "support.hpp"
+
+namespace {
+
+using namespace aoc::retina;
+namespace fs = std::filesystem;
+namespace ir = aoc::ir;
+
+fs::path scratch(const std::string& name) {
+  static const struct Dir {
+    fs::path path = fs::temp_directory_path() / ("aoc-retina-eval-test-" + std::to_string(::getpid()));
+    ~Dir() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  } dir;
+  fs::create_directories(dir.path);
+  return dir.path / name;
+}
+
+// Small frames, few cells: each evaluation below takes well under a second.
+const Dataset& data() {
+  static const Dataset d = [] {
+    SynthConfig c;
+    c.height = c.width = 20, c.cells = 3;
+    c.train_frames = 400, c.test_frames = 160, c.repeats = 3;
+    c.images = 2, c.image_size = 64, c.rf_region = 6;
+    c.seed = 5;
+    return synthesize(c);
+  }();
+  return d;
+}
+
+ModelSpec spec(const std::string& kind) {
+  ModelSpec s;
+  s.kind = kind, s.height = s.width = 20, s.cells = 3, s.taps = 10;
+  s.conv1 = 2, s.kernel1 = 7, s.conv2 = 2, s.kernel2 = 5;
+  s.state = 12, s.filters = 3;
+  s.tol = 1e-9, s.max_iter = 400;  // the graph's solve as tight as predict()'s
+  return s;
+}
+
+// A seeded (untrained) model written as aoc retina train writes its folder.
+aoc::RetinaModelFiles folder(const Model& m, const std::string& name) {
+  const fs::path dir = scratch(name);
+  fs::create_directories(dir);
+  aoc::write_file_atomic((dir / "graph.json").string(), m.graph_json());
+  ir::write_weights_h5((dir / "weights.h5").string(), m.weights());
+  return aoc::read_retina_model(dir.string());
+}
+
+aoc::RetinaEvalSettings cpu() {
+  aoc::RetinaEvalSettings s;
+  s.backend = "cpu";
+  s.skip = 10;
+  return s;
+}
+
+aoc::RetinaEvalSettings machine(bool noise) {
+  aoc::RetinaEvalSettings s;
+  s.backend = "sim";
+  s.skip = 10;
+  s.calibration_frames = 200;
+  s.run.sequence = "sequential";
+  s.run.quantize = s.run.noise = noise;
+  s.run.ideal_optics = !noise;
+  s.run.precision = "f64";
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("retina eval: on the digital reference the compiled LN model is the trained model") {
+  Model m(spec("ln"), 3);
+  const aoc::RetinaEval r = aoc::evaluate_retina(folder(m, "ln"), data(), cpu());
+  CHECK((r.pred - m.predict(data().test)).cwiseAbs().maxCoeff() < 1e-12);
+  const Scores s = score(data().test, m.predict(data().test), 10);
+  CHECK(r.scores.cc_mean == Approx(s.cc_mean).epsilon(1e-12));
+}
+
+TEST_CASE("retina eval: on the digital reference the compiled CNN is the trained model") {
+  Model m(spec("cnn"), 3);
+  const aoc::RetinaEval r = aoc::evaluate_retina(folder(m, "cnn"), data(), cpu());
+  CHECK((r.pred - m.predict(data().test)).cwiseAbs().maxCoeff() < 1e-12);
+}
+
+TEST_CASE("retina eval: the implicit model solved frame by frame is the trained model") {
+  Model m(spec("implicit"), 3);
+  aoc::RetinaEvalSettings s = cpu();
+  s.run.sequence = "sequential";
+  const aoc::RetinaEval r = aoc::evaluate_retina(folder(m, "implicit"), data(), s);
+  CHECK((r.pred - m.predict(data().test)).cwiseAbs().maxCoeff() < 1e-6);
+  REQUIRE(r.iterations.solves == data().test.frames);  // one solve per frame
+  CHECK(r.iterations.converged == r.iterations.solves);
+}
+
+TEST_CASE("retina eval: the simulated machine with ideal optics, no noise and no converters is the reference") {
+  Model m(spec("cnn"), 4);
+  const aoc::RetinaModelFiles f = folder(m, "cnn-sim");
+  const aoc::RetinaEval ref = aoc::evaluate_retina(f, data(), cpu());
+  const aoc::RetinaEval sim = aoc::evaluate_retina(f, data(), machine(false));
+  CHECK((sim.pred - ref.pred).cwiseAbs().maxCoeff() < 1e-9);
+}
+
+TEST_CASE("retina eval: the machine's noise is seeded: a seed repeats its predictions bit for bit, another changes them") {
+  Model m(spec("ln"), 5);
+  const aoc::RetinaModelFiles f = folder(m, "ln-noise");
+  aoc::RetinaEvalSettings s = machine(true);
+  const aoc::RetinaEval a = aoc::evaluate_retina(f, data(), s), b = aoc::evaluate_retina(f, data(), s);
+  s.run.seed = 2;
+  const aoc::RetinaEval c = aoc::evaluate_retina(f, data(), s);
+  CHECK(a.pred == b.pred);
+  CHECK(a.pred != c.pred);
+  CHECK(a.calibrated_ranges > 0);
+  const aoc::RetinaEval ref = aoc::evaluate_retina(f, data(), cpu());
+  CHECK(a.pred != ref.pred);
+}
+
+TEST_CASE("retina eval: the estimate counts a frame as a token, with the fixed point's measured iterations") {
+  Model m(spec("implicit"), 3);
+  aoc::RetinaEvalSettings s = cpu();
+  s.run.sequence = "sequential";
+  const aoc::RetinaEval r = aoc::evaluate_retina(folder(m, "implicit-est"), data(), s);
+  REQUIRE(r.estimate.loops.size() == 1);
+  CHECK(r.estimate.loops[0].iterations == Approx(r.iterations.mean));
+  CHECK_FALSE(r.estimate.loops[0].upper_bound);
+  CHECK(r.estimate.token.total_joules.typ > 0);
+  CHECK(r.estimate.token.total_seconds > 0);
+}
+
+TEST_CASE("retina eval: a model of another frame size is refused naming its graph") {
+  ModelSpec other = spec("ln");
+  other.height = other.width = 16;
+  Model m(other, 3);
+  const aoc::RetinaModelFiles f = folder(m, "ln16");
+  CHECK_THROWS_WITH(aoc::evaluate_retina(f, data(), cpu()), Catch::Contains("graph.json: inputs: stimulus frames are 16x16 px, the data's 20x20"));
+}
+
+TEST_CASE("retina eval: a folder without weights is refused naming the file") {
+  const fs::path dir = scratch("no-weights");
+  fs::create_directories(dir);
+  aoc::write_file_atomic((dir / "graph.json").string(), Model(spec("ln"), 1).graph_json());
+  CHECK_THROWS_WITH(aoc::read_retina_model(dir.string()), Catch::Contains("weights.h5: missing"));
+}
+
+TEST_CASE("retina eval: aoc retina eval writes predictions that aoc retina score scores the same") {
+  const fs::path d = scratch("cli.h5"), pred = scratch("cli-pred.h5"), csv = scratch("cli.csv");
+  aoc::retina::write_dataset(d.string(), data());
+  Model m(spec("ln"), 3);
+  const aoc::RetinaModelFiles f = folder(m, "cli-ln");
+  const aoc::test::Run r = aoc::test::run_aoc("retina eval --model " + f.dir + " --data " + d.string() + " --skip 10 --json --quiet -o " + pred.string() +
+                                              " --csv " + csv.string());
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["synthetic"] == true);
+  CHECK(j["backend"] == "sim");
+  CHECK(j["settings"]["noise"] == true);
+  CHECK(j["per_frame"]["energy_j"]["typ"].get<double>() > 0);
+  const aoc::test::Run s = aoc::test::run_aoc("retina score --data " + d.string() + " --pred " + pred.string() + " --skip 10 --json");
+  INFO(s.out);
+  REQUIRE(s.status == 0);
+  CHECK(nlohmann::json::parse(s.out)["scores"]["cc_mean"].get<double>() == Approx(j["scores"]["cc_mean"].get<double>()).epsilon(1e-12));
+  std::ifstream in(csv);
+  std::string header;
+  std::getline(in, header);
+  CHECK(header == "frame,cell,pred,rate,true_rate");
+}
+
+TEST_CASE("retina eval: the sim's flags are refused on the digital reference") {
+  const aoc::test::Run r = aoc::test::run_aoc("retina eval --model x --data y --backend cpu --noise");
+  CHECK(r.status != 0);
+  CHECK(r.out.find("retina eval: --noise applies only with --backend sim") != std::string::npos);
+}
