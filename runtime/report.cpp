@@ -72,6 +72,7 @@ std::pair<std::string, std::string> axis_name(const Data& d, const std::string& 
       {"accuracy", "accuracy (fraction of decisions right)"},
       {"agreement", "argmax agreement with the reference"},
       {"p", "success probability (samples at the known optimum)"},
+      {"cc", "correlation with the recorded rates (CC)"},
       {"energy", "energy per token"},
       {"latency", "latency per token"},
       {"iterations", "iterations per solve"},
@@ -192,6 +193,7 @@ Figure metric_plot(const Data& d, const std::string& y, const std::string& what)
   f.caption = y == "accuracy"    ? "Fraction of the task's positions whose decision (argmax) is the label, mean over the noise seeds."
               : y == "agreement" ? "Fraction of positions whose argmax is the exact reference's, mean over the noise seeds."
               : y == "p"         ? "Fraction of the optimiser's samples that reach the problem's known optimum (docs/optimisation.md)."
+              : y == "cc"        ? "Correlation of the retina model's predicted rates with the recorded ones, mean over cells (docs/retina.md)."
                                  : "Typical energy of the machine's energy model per token of the program.";
   if (!others.empty()) {
     f.caption += " Each mark is the mean over the points that differ only in ";
@@ -202,9 +204,10 @@ Figure metric_plot(const Data& d, const std::string& y, const std::string& what)
 }
 
 // Accuracy (else agreement with the reference; for an optimisation problem, the success
-// probability) against noise and weight bits.
+// probability; for a retina model, its CC) against noise and weight bits.
 Figure accuracy_plot(const Data& d) {
   if (d.metric("p")) return metric_plot(d, "p", "Success probability");
+  if (d.metric("cc")) return metric_plot(d, "cc", "Correlation with the recorded rates (CC)");
   const std::string y = d.metric("accuracy") ? "accuracy" : d.metric("agreement") ? "agreement" : "";
   if (y.empty()) {
     Figure f{"Accuracy against noise and weight bits"};
@@ -215,9 +218,10 @@ Figure accuracy_plot(const Data& d) {
   return metric_plot(d, y, y == "accuracy" ? "Accuracy" : "Agreement with the reference");
 }
 
-// The headline metric: accuracy, else agreement with the reference, else energy per token ("": none).
+// The headline metric: accuracy, else agreement with the reference, else a retina model's CC, else
+// energy per token ("": none).
 std::string headline(const Data& d) {
-  for (const char* m : {"accuracy", "agreement", "energy"})
+  for (const char* m : {"accuracy", "agreement", "cc", "energy"})
     if (d.metric(m)) return m;
   return "";
 }
@@ -288,7 +292,7 @@ Figure sensitivity_plot(const Data& d) {
   if (d.r.header.sampling == "grid") return {};
   const std::vector<std::size_t> var = d.varied();
   std::vector<std::string> metrics;
-  for (const char* m : {"accuracy", "agreement", "energy", "latency"})
+  for (const char* m : {"accuracy", "agreement", "cc", "energy", "latency"})
     if (d.metric(m) && !(std::string(m) == "agreement" && d.metric("accuracy"))) metrics.push_back(m);
   if (var.empty() || metrics.empty()) {
     f.note = var.empty() ? "No parameter varies between the points." : "The results hold no accuracy, energy or latency.";
@@ -548,7 +552,7 @@ std::string header_html(const Data& d, const json& scenario) {
     s += "<p class=\"desc\">" + esc(scenario.at("description").get<std::string>()) + "</p>\n";
   std::string workload = h.workload;
   if (scenario.contains("workload") && scenario.at("workload").is_object())
-    for (const char* key : {"model", "graph", "config"})
+    for (const char* key : {"model", "graph", "config", "problem", "retina"})
       if (scenario.at("workload").contains(key) && scenario.at("workload").at(key).is_string())
         workload += ": " + scenario.at("workload").at(key).get<std::string>();
   const std::vector<std::pair<std::string, std::string>> facts = {

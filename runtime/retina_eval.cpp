@@ -54,6 +54,11 @@ ir::Tensor retina_stimulus_tensor(const retina::Split& s, int frames) {
 
 RetinaEval evaluate_retina(const RetinaModelFiles& m, const retina::Dataset& d, const RetinaEvalSettings& s,
                            std::function<void(long long, long long)> progress) {
+  return evaluate_retina(m, d, load_hardware(resolve_hardware_path(s.hw), s.set), s, std::move(progress));
+}
+
+RetinaEval evaluate_retina(const RetinaModelFiles& m, const retina::Dataset& d, const Hardware& hw, const RetinaEvalSettings& s,
+                           std::function<void(long long, long long)> progress) {
   const std::string graph_file = (fs::path(m.dir) / "graph.json").string();
   const ir::Shape& in = m.graph.inputs[0].type.shape;
   if (in[2].size != d.test.height || in[3].size != d.test.width)
@@ -65,8 +70,7 @@ RetinaEval evaluate_retina(const RetinaModelFiles& m, const retina::Dataset& d, 
   if (s.calibration_frames < 0) throw Error("calibration_frames: " + num(s.calibration_frames) + " is negative");
 
   RetinaEval r;
-  const std::string hw_path = resolve_hardware_path(s.hw);
-  r.hw = load_hardware(hw_path, s.set);
+  r.hw = hw;
   BackendOptions bo = backend_options(s.run);
   ir::Program& p = r.program;
   p.graph = m.graph;

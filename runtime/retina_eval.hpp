@@ -52,8 +52,13 @@ struct RetinaEval {
   double seconds = 0;             // the run
 };
 
-// The model evaluated on `d`'s test split. The model's frame size and cells must be the data's
-// (else an aoc::Error naming the model file and the sizes). `progress` as BackendOptions::progress.
+// The model evaluated on `d`'s test split on `hw` (loaded with its overrides: s.hw and s.set name
+// them for the program's target; a sweep's point passes its machine). The model's frame size and
+// cells must be the data's (else an aoc::Error naming the model file and the sizes). `progress` as
+// BackendOptions::progress.
+RetinaEval evaluate_retina(const RetinaModelFiles& m, const retina::Dataset& d, const Hardware& hw, const RetinaEvalSettings& s,
+                           std::function<void(long long, long long)> progress = {});
+// The same on s.hw with s.set loaded here.
 RetinaEval evaluate_retina(const RetinaModelFiles& m, const retina::Dataset& d, const RetinaEvalSettings& s,
                            std::function<void(long long, long long)> progress = {});
 

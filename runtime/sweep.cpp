@@ -81,6 +81,7 @@ struct Group {
   bool runs, task;
   std::vector<MetricColumn> columns;
   bool problem = false;
+  bool retina = false;  // a retina model's scores (workload.retina)
 };
 
 const char* const kEnergyLines[] = {"led_drive", "photodetector_receiver", "analog_electronics", "slm_static", "slm_reload",
@@ -105,6 +106,7 @@ std::vector<Group> groups(bool runs) {
                {{"p", "1", "max"}, {"ops_to_solution", "1", "min"}, {"tts99", "s", "min"}, {"energy_to_solution", "J", "min"},
                 {"best_objective", "1", ""}, {"programming_residual", "1", "min"}},
                true});
+  g.push_back({"retina", true, false, {{"cc", "1", "max"}, {"fev", "1", "max"}, {"nll", "1", "min"}}, false, true});
   if (runs) g[2].columns.insert(g[2].columns.end(), {{"reference_iterations", "1", "min"}, {"failures", "1", "min"}});
   for (const char* c : kEnergyLines) g[7].columns.push_back({std::string("energy.") + c, "J", ""});
   for (const char* c : kLatencyLines) g[7].columns.push_back({std::string("latency.") + c, "s", ""});
@@ -126,12 +128,31 @@ std::string need_file(const Reader& r, const Scenario& s, const json& j, const s
 
 void read_workload(const Reader& r, const json& j, Scenario& s) {
   r.object(j, "workload");
-  r.only_keys(j, "workload", {"model", "graph", "config", "problem", "weights", "inputs", "task", "batch", "length", "data_seed", "sequence",
-                              "calibrate", "quantize", "optics", "samples", "iterations"});
+  r.only_keys(j, "workload", {"model", "graph", "config", "problem", "retina", "weights", "inputs", "task", "batch", "length", "data_seed", "sequence",
+                              "calibrate", "quantize", "optics", "samples", "iterations", "data", "frames"});
   Workload& w = s.workload;
-  const int kinds = j.contains("model") + j.contains("graph") + j.contains("config") + j.contains("problem");
+  const int kinds = j.contains("model") + j.contains("graph") + j.contains("config") + j.contains("problem") + j.contains("retina");
   if (kinds != 1)
-    r.fail("workload", "expected one of model (a trained model folder), graph (a graph JSON), config (an importer config) or problem (an optimisation instance)");
+    r.fail("workload", "expected one of model (a trained model folder), graph (a graph JSON), config (an importer config), problem (an "
+                       "optimisation instance) or retina (a retina model folder)");
+  for (const char* k : {"data", "frames"})
+    if (j.contains(k) && !j.contains("retina")) r.fail(std::string("workload.") + k, "only for a retina model");
+  if (const json* v = r.find(j, "retina")) {
+    w.kind = Workload::Kind::Retina;
+    w.path = need_file(r, s, *v, "workload.retina", "retina model folder");
+    for (const char* f : {"graph.json", "weights.h5"})
+      if (!fs::exists(fs::path(w.path) / f)) r.fail("workload.retina", w.path + ": no " + f + " (a retina model folder holds graph.json and weights.h5)");
+    for (const char* k : {"weights", "inputs", "task", "batch", "length", "data_seed", "samples", "iterations"})
+      if (j.contains(k)) r.fail(std::string("workload.") + k, "not for a retina model");
+    if (const json* d = r.find(j, "data")) w.data = need_file(r, s, *d, "workload.data", "retina file");
+    if (const json* n = r.find(j, "frames")) w.frames = static_cast<int>(r.integer(*n, "workload.frames", 0, 1 << 24));
+    if (const json* v2 = r.find(j, "sequence"))
+      w.mode = r.choice(*v2, "workload.sequence", {"sequential", "simultaneous"}) == "sequential" ? ir::Mode::Sequential : ir::Mode::Simultaneous;
+    if (const json* v2 = r.find(j, "calibrate")) w.calibrate = r.boolean(*v2, "workload.calibrate");
+    if (const json* v2 = r.find(j, "quantize")) w.quantize = r.boolean(*v2, "workload.quantize");
+    if (const json* v2 = r.find(j, "optics")) w.optics = r.boolean(*v2, "workload.optics");
+    return;
+  }
   for (const char* k : {"samples", "iterations"})
     if (j.contains(k) && !j.contains("problem")) r.fail(std::string("workload.") + k, "only for a problem");
   if (const json* v = r.find(j, "problem")) {
@@ -252,6 +273,8 @@ Param read_param(const Reader& r, const json& doc, const Scenario& s, const std:
     r.fail(field, "channels is for estimates only (the calibration is not resized; a workload that runs needs a machine file of that size)");
   else if ((name == "batch" || name == "length") && s.workload.kind != Workload::Kind::Model)
     r.fail(field, name + " is for a model's task");
+  else if ((name == "seeds" || name == "iterations" || name == "seq_len") && s.workload.kind == Workload::Kind::Retina)
+    r.fail(field, name + " is not for a retina model (one noise seed per point; its iterations are measured, a frame is a token)");
   if (fixed) {
     p.values = {spec};
   } else {
@@ -357,9 +380,10 @@ Scenario read_scenario(const std::string& path) {
         r.fail("fixed." + p.name, e.what());
       }
 
-  const std::vector<Group> gs = groups(s.workload.runs());
-  const bool problem = s.workload.kind == Workload::Kind::Problem;
+  const bool problem = s.workload.kind == Workload::Kind::Problem, retina = s.workload.kind == Workload::Kind::Retina;
+  const std::vector<Group> gs = groups(s.workload.runs() && !retina);  // a retina run has no reference to compare iterations with
   const auto usable = [&](const Group& g) {
+    if (g.retina || retina) return g.retina == retina || (!g.runs && !g.problem);  // a retina model: its scores and the estimates
     return g.problem == problem && (!g.runs || s.workload.runs()) && (!g.task || s.workload.kind == Workload::Kind::Model);
   };
   if (const json* m = r.find(j, "metrics")) {
@@ -370,7 +394,9 @@ Scenario read_scenario(const std::string& path) {
       const std::string name = r.choice((*m)[i], jsonr::elem("metrics", i), names);
       const Group& g = *std::find_if(gs.begin(), gs.end(), [&](const Group& x) { return x.name == name; });
       if (!usable(g))
-        r.fail(jsonr::elem("metrics", i), name + (g.problem ? " needs an optimisation problem (workload.problem)"
+        r.fail(jsonr::elem("metrics", i), name + (g.retina ? " needs a retina model (workload.retina)"
+                                                  : retina    ? " is not for a retina model (its metrics: retina and the estimates)"
+                                                  : g.problem ? " needs an optimisation problem (workload.problem)"
                                                   : problem   ? " is not for an optimisation problem (its metrics: optimisation)"
                                                   : g.task    ? " needs a model with a task"
                                                               : " needs a workload that runs (a model, or a graph with weights and inputs)"));
@@ -395,6 +421,9 @@ Scenario read_scenario(const std::string& path) {
   std::string h = s.text + "\n" + file_digest(s.hardware_path);
   const Workload& w = s.workload;
   if (w.kind == Workload::Kind::Model) h += file_digest((fs::path(w.path) / "config.json").string()) + file_digest((fs::path(w.path) / "weights.h5").string());
+  else if (w.kind == Workload::Kind::Retina)
+    h += file_digest((fs::path(w.path) / "graph.json").string()) + file_digest((fs::path(w.path) / "weights.h5").string()) +
+         (w.data.empty() ? std::string(" default synthetic retina ") + AOC_VERSION : file_digest(w.data)) + " frames " + std::to_string(w.frames);
   else h += file_digest(w.path);
   if (!w.weights.empty()) h += file_digest(w.weights) + file_digest(w.inputs);
   // and the settings as resolved, so that a default that changes between versions is a new sweep

@@ -32,8 +32,10 @@ struct Param {
 
 // What runs at each point.
 struct Workload {
-  enum class Kind { Model, Graph, Config, Problem } kind = Kind::Config;
-  std::string path;                // model folder, graph JSON, importer config or optimisation problem (resolved)
+  enum class Kind { Model, Graph, Config, Problem, Retina } kind = Kind::Config;
+  std::string path;                // model folder, graph JSON, importer config, optimisation problem or retina model folder (resolved)
+  std::string data;                // retina: the retina file (empty: the default SYNTHETIC retina, made in memory)
+  int frames = 0;                  // retina: test frames run (0: all)
   std::string weights, inputs;     // graph: weights (HDF5) and program inputs (HDF5), both optional
   std::string task;                // model: the task spec (models/tasks.hpp)
   int batch = 8, length = 32;      // model: sequences of the task run at each point
@@ -42,7 +44,9 @@ struct Workload {
   bool calibrate = true;           // set the converters' ranges on the inputs (aoc compile --calibrate)
   bool quantize = true, optics = true;   // the sim backend's options (optics: the calibrated chain; false: ideal)
   int samples = 200, iterations = 500;   // problem: the optimiser's samples and loop iterations (runtime/optimize.hpp)
-  bool runs() const { return kind == Kind::Model || kind == Kind::Problem || (kind == Kind::Graph && !weights.empty() && !inputs.empty()); }
+  bool runs() const {
+    return kind == Kind::Model || kind == Kind::Problem || kind == Kind::Retina || (kind == Kind::Graph && !weights.empty() && !inputs.empty());
+  }
 };
 
 enum class Sampling { Grid, Random, Lhs };

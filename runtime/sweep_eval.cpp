@@ -17,6 +17,7 @@
 #include "runtime/program_check.hpp"
 #include "runtime/program_estimate.hpp"
 #include "runtime/program_run.hpp"
+#include "runtime/retina_eval.hpp"
 #include "sim/error.hpp"
 #include "sim/hardware.hpp"
 #include "sim/json_reader.hpp"
@@ -95,12 +96,17 @@ struct Evaluator::Impl {
   ir::WeightStore weights;
   std::optional<tasks::Task> task;
   IsingProblem problem;  // a problem workload's instance
+  std::optional<RetinaModelFiles> retina_model;  // a retina workload's model and data
+  std::optional<retina::Dataset> retina_data;
   mutable Once<Compiled> compiled;
 
   explicit Impl(const Scenario& sc) : s(sc), machine(sc.hardware_path) {
     const Workload& w = s.workload;
     if (w.kind == Workload::Kind::Problem) {
       problem = read_problem(w.path);
+    } else if (w.kind == Workload::Kind::Retina) {
+      retina_model = read_retina_model(w.path);
+      retina_data = w.data.empty() ? retina::synthesize(retina::SynthConfig{}) : retina::read_dataset(w.data);
     } else if (w.kind == Workload::Kind::Graph) {
       graph = ir::read_graph(w.path);
       if (!w.weights.empty()) weights = ir::read_weights_h5(w.weights);
@@ -246,8 +252,30 @@ struct Evaluator::Impl {
     eo.seq_len = rp.seq_len;
     eo.photons_per_sample = rp.photons;
     const ProgramEstimate e = estimate_program(c.program, hw, eo);
-    const EnergyReport& r = e.token;
     if (!measured) m["iterations"] = e.loops.empty() ? 0.0 : e.loops[0].iterations;
+    estimate_metrics(e, m);
+  }
+
+  // A retina model on the point's machine: its scores on the test movie, its measured iterations
+  // and its estimate per frame (a frame is a token).
+  void retina_point(const Hardware& hw, const RunParams& rp, bool noisy, std::map<std::string, double>& m) const {
+    const Workload& w = s.workload;
+    RetinaEvalSettings st;
+    st.hw = s.hardware;
+    st.backend = "sim";
+    st.run.sequence = w.mode == ir::Mode::Sequential ? "sequential" : "simultaneous";
+    st.run.quantize = w.quantize, st.run.noise = noisy, st.run.ideal_optics = !w.optics;
+    st.run.seed = rp.seed;
+    st.calibration_frames = w.calibrate ? st.calibration_frames : 0;
+    st.frames = w.frames;
+    const RetinaEval r = evaluate_retina(*retina_model, *retina_data, hw, st);
+    m["cc"] = r.scores.cc_mean, m["fev"] = r.scores.fev_mean, m["nll"] = r.scores.nll_mean;
+    m["iterations"] = r.iterations.solves ? r.iterations.mean : 0.0;
+    estimate_metrics(r.estimate, m);
+  }
+
+  static void estimate_metrics(const ProgramEstimate& e, std::map<std::string, double>& m) {
+    const EnergyReport& r = e.token;
     m["energy"] = r.total_joules.typ, m["energy_min"] = r.total_joules.min, m["energy_max"] = r.total_joules.max;
     m["latency"] = r.total_seconds;
     m["tops_per_w"] = r.tops_per_watt.typ, m["tops_per_w_min"] = r.tops_per_watt.min, m["tops_per_w_max"] = r.tops_per_watt.max;
@@ -277,6 +305,9 @@ Row Evaluator::evaluate(const Point& pt) const {
     Hardware hw = im.machine.load(overrides);
     if (im.s.workload.kind == Workload::Kind::Problem) {
       im.optimise(hw, rp, im.set_noise(hw, rp), m);
+    } else if (im.s.workload.kind == Workload::Kind::Retina) {
+      const bool noisy = im.set_noise(hw, rp);
+      im.retina_point(hw, rp, noisy, m);
     } else {
       if (rp.channels) hw.channels = *rp.channels;  // estimates only: the calibration keeps its size
       const auto c = im.compile(hw, rp);

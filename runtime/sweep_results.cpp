@@ -33,7 +33,9 @@ Header header_of(const Scenario& s) {
   h.config_hash = s.config_hash;
   h.tool_version = AOC_VERSION;
   h.sampling = s.sampling == Sampling::Grid ? "grid" : s.sampling == Sampling::Random ? "random" : "lhs";
-  h.workload = s.workload.kind == Workload::Kind::Model ? "model" : s.workload.kind == Workload::Kind::Graph ? "graph" : "config";
+  using K = Workload::Kind;
+  const K k = s.workload.kind;
+  h.workload = k == K::Model ? "model" : k == K::Graph ? "graph" : k == K::Problem ? "problem" : k == K::Retina ? "retina" : "config";
   h.hardware = s.hardware;
   h.scenario_json = s.text;
   h.seed = s.seed;

@@ -9,7 +9,9 @@
 #include <set>
 
 #include "compiler/graph_json.hpp"
+#include "models/retina_data.hpp"
 #include "runtime/program_estimate.hpp"
+#include "runtime/retina_eval.hpp"
 #include "runtime/sweep.hpp"
 #include "runtime/sweep_eval.hpp"
 #include "runtime/sweep_results.hpp"
@@ -281,4 +283,68 @@ TEST_CASE("sweep: an optimisation problem's scenario takes only the optimiser's 
   CHECK_THAT(error_of([&] { read_scenario(scenario_file("o2.json", j)); }), Catch::Contains("workload.task: not for a problem"));
   j["workload"] = {{"graph", kRoot + "/models/graphs/tiny-deq.json"}, {"samples", 3}};
   CHECK_THAT(error_of([&] { read_scenario(scenario_file("o3.json", j)); }), Catch::Contains("workload.samples: only for a problem"));
+}
+
+namespace {
+
+// A small SYNTHETIC retina of the shipped retina models' size (50 x 50, 9 cells), written once.
+std::string small_retina_file() {
+  static const std::string path = [] {
+    retina::SynthConfig c;
+    c.train_frames = 1000, c.test_frames = 240, c.repeats = 3;
+    const auto p = (test::temp_dir() / "sweep-retina.h5").string();
+    retina::write_dataset(p, retina::synthesize(c));
+    return p;
+  }();
+  return path;
+}
+
+json retina_scenario(const json& parameters) {
+  return {{"format", "aoc-sweep"},
+          {"version", 1},
+          {"name", "retina"},
+          {"workload", {{"retina", kRoot + "/models/retina/implicit"}, {"data", small_retina_file()}, {"optics", false}}},
+          {"hardware", "aoc-48"},
+          {"sampling", {{"method", "grid"}}},
+          {"parameters", parameters},
+          {"metrics", {"retina", "energy"}}};
+}
+
+}  // namespace
+
+TEST_CASE("sweep: a retina point is aoc retina eval on the point's machine") {
+  const Scenario s = read_scenario(scenario_file("retina.json", retina_scenario({{"noise_scale", {{"values", {0, 100}}}}})));
+  REQUIRE(s.columns[0].name == "energy");
+  const auto cc = std::find_if(s.columns.begin(), s.columns.end(), [](const MetricColumn& c) { return c.name == "cc"; }) - s.columns.begin();
+  REQUIRE(cc < static_cast<long>(s.columns.size()));
+  const Evaluator ev(s);
+  const auto pts = points(s);
+  const Row quiet = ev.evaluate(pts[0]), loud = ev.evaluate(pts[1]);
+  INFO(quiet.error << loud.error);
+  REQUIRE(quiet.status == "ok");
+  REQUIRE(loud.status == "ok");
+  RetinaEvalSettings st;
+  st.run.sequence = "sequential";
+  st.run.quantize = true, st.run.noise = false, st.run.ideal_optics = true;
+  const RetinaEval direct = evaluate_retina(read_retina_model(kRoot + "/models/retina/implicit"), retina::read_dataset(small_retina_file()), st);
+  CHECK(quiet.metrics[cc] == direct.scores.cc_mean);
+  CHECK(same(quiet.metrics[cc + 1], direct.scores.fev_mean));
+  CHECK(quiet.metrics[0] == direct.estimate.token.total_joules.typ);
+  CHECK(loud.metrics[cc] < quiet.metrics[cc] - 0.1);  // a hundred times the machine's noise loses the state
+}
+
+TEST_CASE("sweep: a retina workload takes the retina metrics and the estimates, and its options only") {
+  json j = retina_scenario({{"noise_scale", {{"values", {0, 1}}}}});
+  j["metrics"] = {"agreement"};
+  CHECK_THAT(error_of([&] { read_scenario(scenario_file("r1.json", j)); }), Catch::Contains("metrics[0]: agreement is not for a retina model"));
+  j["metrics"] = {"retina"};
+  j["workload"]["task"] = "parity";
+  CHECK_THAT(error_of([&] { read_scenario(scenario_file("r2.json", j)); }), Catch::Contains("workload.task: not for a retina model"));
+  j = tiny_estimate({{"converters.slm_bits", {{"values", {9}}}}});
+  j["metrics"] = {"retina"};
+  CHECK_THAT(error_of([&] { read_scenario(scenario_file("r3.json", j)); }), Catch::Contains("metrics[0]: retina needs a retina model (workload.retina)"));
+  j["workload"]["frames"] = 10;
+  CHECK_THAT(error_of([&] { read_scenario(scenario_file("r4.json", j)); }), Catch::Contains("workload.frames: only for a retina model"));
+  j = retina_scenario({{"seeds", {{"values", {1, 2}}}}});
+  CHECK_THAT(error_of([&] { read_scenario(scenario_file("r5.json", j)); }), Catch::Contains("parameters.seeds: seeds is not for a retina model"));
 }
