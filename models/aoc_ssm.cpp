@@ -30,8 +30,17 @@ std::string graph_json(const AocSsmSpec& s) {
               {"name": "loop.V", "shape": [)" + d + ", " + d + R"(]}, {"name": "head", "shape": [)" + v + ", " + d + R"(]}],
   "ops": [
     {"op": "Embedding", "name": "inject", "in": ["tokens", "embedding"], "out": ["u"]},
-    {"op": "FixedPoint", "name": "loop", "in": ["u"], "out": ["z"],
-     "attrs": {"tol": )" + jsonr::num(s.tol) + R"(, "max_iter": )" + std::to_string(s.max_iter) + R"(, "damping": )" + jsonr::num(s.damping) +
+    )" + aoc_loop_op_json(s.tol, s.max_iter, s.damping) + R"(,
+    {"op": "Linear", "name": "readout", "in": ["z", "head"], "out": ["logits"]}
+  ],
+  "outputs": ["logits"]})";
+}
+
+}  // namespace
+
+std::string aoc_loop_op_json(double tol, int max_iter, double damping) {
+  return R"({"op": "FixedPoint", "name": "loop", "in": ["u"], "out": ["z"],
+     "attrs": {"tol": )" + jsonr::num(tol) + R"(, "max_iter": )" + std::to_string(max_iter) + R"(, "damping": )" + jsonr::num(damping) +
          R"(, "rule": "relative", "like": "u"},
      "body": {"args": ["zi", "uc"],
               "ops": [{"op": "Tanh", "name": "f", "in": ["zi"], "out": ["s"]},
@@ -40,13 +49,8 @@ std::string graph_json(const AocSsmSpec& s) {
                       {"op": "Linear", "name": "carry", "in": ["sp", "loop.V"], "out": ["vs"]},
                       {"op": "Add", "name": "sum", "in": ["ws", "vs"], "out": ["a"]},
                       {"op": "Add", "name": "add_input", "in": ["a", "uc"], "out": ["zn"]}],
-              "results": ["zn"]}},
-    {"op": "Linear", "name": "readout", "in": ["z", "head"], "out": ["logits"]}
-  ],
-  "outputs": ["logits"]})";
+              "results": ["zn"]}})";
 }
-
-}  // namespace
 
 nlohmann::ordered_json AocSsmSpec::config() const {
   return {{"model_type", "aoc_ssm"}, {"vocab_size", vocab}, {"d_model", d_model}, {"tol", tol}, {"damping", damping}, {"max_iter", max_iter}};

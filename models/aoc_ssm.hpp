@@ -57,4 +57,9 @@ class AocSsmModel : public SequenceModel {
   ad::Var w(ad::Tape& t, const std::string& name);
 };
 
+// The loop's FixedPoint op as graph JSON (docs/ir.md): in `u`, out `z`, weights loop.W and loop.V,
+// the relative rule with `like` u, as the machine's loop runs it. The retina's implicit model
+// (models/retina_model.hpp) is the same loop.
+std::string aoc_loop_op_json(double tol, int max_iter, double damping);
+
 }  // namespace aoc::models

@@ -750,4 +750,19 @@ Scores score(const Split& test, const Eigen::MatrixXd& pred, int skip) {
   return s;
 }
 
+Split slice(const Split& s, int first, int n) {
+  if (first < 0 || n < 1 || first + n > s.frames)
+    throw Error("retina: frames " + std::to_string(first) + " .. " + std::to_string(first + n) + " of a split of " + std::to_string(s.frames));
+  Split v;
+  v.frames = n, v.height = s.height, v.width = s.width;
+  const std::size_t px = static_cast<std::size_t>(s.height) * static_cast<std::size_t>(s.width);
+  v.stimulus.assign(s.stimulus.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(first) * px),
+                    s.stimulus.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(first + n) * px));
+  v.counts = s.counts.middleCols(first, n);
+  v.rate = s.rate.middleCols(first, n);
+  if (s.true_rate.size()) v.true_rate = s.true_rate.middleCols(first, n);
+  for (const auto& r : s.repeats) v.repeats.push_back(r.middleCols(first, n));
+  return v;
+}
+
 }  // namespace aoc::retina

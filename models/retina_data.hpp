@@ -143,6 +143,10 @@ Scores score(const Split& test, const Eigen::MatrixXd& pred, int skip);
 // 1e-8: the negative log-likelihood per bin of the counts y under Poisson(pred), log(y!) included.
 double poisson_nll(const Eigen::MatrixXd& counts, const Eigen::MatrixXd& pred, int skip);
 
+// Frames [first, first + n) of a split as a split of their own, every response (repeats, true
+// rate) cut to them; throws aoc::Error when they are not in the split.
+Split slice(const Split& s, int first, int n);
+
 // The smoothing of `rate` (Gaussian, sd 1 bin, truncated at 4 bins, renormalised at the ends), per row.
 Eigen::MatrixXd smooth_rate(const Eigen::MatrixXd& counts);
 

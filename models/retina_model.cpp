@@ -7,6 +7,7 @@
 #include <limits>
 #include <numeric>
 
+#include "models/aoc_ssm.hpp"
 #include "models/optim.hpp"
 #include "sim/error.hpp"
 #include "sim/json_reader.hpp"
@@ -66,17 +67,6 @@ Mat frames_of(const Split& s, int first, int n) {
   for (int t = 0; t < n; ++t)
     for (Eigen::Index i = 0; i < px; ++i) x(t, i) = s.stimulus[static_cast<std::size_t>(first + t) * px + i];
   return x;
-}
-
-// Frames [first, first + n) of a split as a split of their own (no repeats: scores correlate with the rate).
-Split slice(const Split& s, int first, int n) {
-  Split v;
-  v.frames = n, v.height = s.height, v.width = s.width;
-  const std::size_t px = static_cast<std::size_t>(s.height) * s.width;
-  v.stimulus.assign(s.stimulus.begin() + static_cast<std::ptrdiff_t>(first * px), s.stimulus.begin() + static_cast<std::ptrdiff_t>((first + n) * px));
-  v.counts = s.counts.middleCols(first, n);
-  v.rate = s.rate.middleCols(first, n);
-  return v;
 }
 
 }  // namespace
@@ -253,16 +243,7 @@ std::string Model::graph_json() const {
     {"op": "Conv1dCausal", "name": "temporal", "in": ["sx", "temporal"], "out": ["tx"]},
     {"op": "Linear", "name": "inject", "in": ["tx", "inject"], "out": ["ux"]},
     {"op": "Add", "name": "inject_bias", "in": ["ux", "inject_bias"], "out": ["u"]},
-    {"op": "FixedPoint", "name": "loop", "in": ["u"], "out": ["z"],
-     "attrs": {"tol": )" + jsonr::num(s.tol) + R"(, "max_iter": )" + num(s.max_iter) + R"(, "damping": )" + jsonr::num(s.damping) + R"(, "rule": "relative", "like": "u"},
-     "body": {"args": ["zi", "uc"],
-              "ops": [{"op": "Tanh", "name": "f", "in": ["zi"], "out": ["s"]},
-                      {"op": "Linear", "name": "mix", "in": ["s", "loop.W"], "out": ["ws"]},
-                      {"op": "Delay", "name": "state", "in": ["s"], "out": ["sp"]},
-                      {"op": "Linear", "name": "carry", "in": ["sp", "loop.V"], "out": ["vs"]},
-                      {"op": "Add", "name": "sum", "in": ["ws", "vs"], "out": ["a"]},
-                      {"op": "Add", "name": "add_input", "in": ["a", "uc"], "out": ["zn"]}],
-              "results": ["zn"]}},
+    )" + models::aoc_loop_op_json(s.tol, s.max_iter, s.damping) + R"(,
     {"op": "Linear", "name": "readout", "in": ["z", "readout"], "out": ["r"]},
     {"op": "Add", "name": "readout_bias", "in": ["r", "readout_bias"], "out": ["rb"]},
     {"op": "Softplus", "name": "rate", "in": ["rb"], "out": ["rate"]}

@@ -104,14 +104,7 @@ RetinaEval evaluate_retina(const RetinaModelFiles& m, const retina::Dataset& d, 
     for (int c = 0; c < cells; ++c) r.pred(c, t) = rate.data[static_cast<std::size_t>(t) * static_cast<std::size_t>(cells) + static_cast<std::size_t>(c)];
 
   // Score the frames run: the test split cut to them.
-  retina::Split test = d.test;
-  if (frames < d.test.frames) {
-    test.frames = frames;
-    test.counts = test.counts.leftCols(frames).eval();
-    test.rate = test.rate.leftCols(frames).eval();
-    if (test.true_rate.size()) test.true_rate = test.true_rate.leftCols(frames).eval();
-    for (auto& rep : test.repeats) rep = rep.leftCols(frames).eval();
-  }
+  const retina::Split test = frames < d.test.frames ? retina::slice(d.test, 0, frames) : d.test;
   r.scores = retina::score(test, r.pred, s.skip);
 
   ProgramEstimateOptions eo;

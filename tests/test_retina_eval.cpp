@@ -5,7 +5,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +14,7 @@
 #include "runtime/retina_eval.hpp"
 #include "sim/error.hpp"
 #include "support.hpp"
+#include "tests/graph_support.hpp"
 
 namespace {
 
@@ -22,17 +22,7 @@ using namespace aoc::retina;
 namespace fs = std::filesystem;
 namespace ir = aoc::ir;
 
-fs::path scratch(const std::string& name) {
-  static const struct Dir {
-    fs::path path = fs::temp_directory_path() / ("aoc-retina-eval-test-" + std::to_string(::getpid()));
-    ~Dir() {
-      std::error_code ec;
-      fs::remove_all(path, ec);
-    }
-  } dir;
-  fs::create_directories(dir.path);
-  return dir.path / name;
-}
+fs::path scratch(const std::string& name) { return aoc::test::temp_dir() / ("retina-eval-" + name); }
 
 // Small frames, few cells: each evaluation below takes well under a second.
 const Dataset& data() {
@@ -187,4 +177,18 @@ TEST_CASE("retina eval: the sim's flags are refused on the digital reference") {
   const aoc::test::Run r = aoc::test::run_aoc("retina eval --model x --data y --backend cpu --noise");
   CHECK(r.status != 0);
   CHECK(r.out.find("retina eval: --noise applies only with --backend sim") != std::string::npos);
+}
+
+TEST_CASE("retina eval: fewer frames run the movie's first frames and score them alone") {
+  Model m(spec("ln"), 3);
+  const aoc::RetinaModelFiles f = folder(m, "ln-frames");
+  aoc::RetinaEvalSettings s = cpu();
+  const aoc::RetinaEval all = aoc::evaluate_retina(f, data(), s);
+  s.frames = 100;
+  const aoc::RetinaEval head = aoc::evaluate_retina(f, data(), s);
+  REQUIRE(head.pred.cols() == 100);
+  CHECK(head.pred == all.pred.leftCols(100));  // causal filters: the first frames do not see the rest
+  const Split first = slice(data().test, 0, 100);
+  CHECK(first.repeats[0].cols() == 100);
+  CHECK(head.scores.cc_mean == score(first, all.pred.leftCols(100), 10).cc_mean);
 }

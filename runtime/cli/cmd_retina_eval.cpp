@@ -80,14 +80,7 @@ int run_eval(EvalOpts o) {
   meter.phase("eval " + m.graph.name + " (" + o.s.backend + ")");
   const RetinaEval r = evaluate_retina(m, d, o.s, meter.counter(o.f.sequence != "sequential"));
   meter.finish();
-  retina::Split test = d.test;  // the frames run, for the ceiling and the CSV
-  if (r.frames < test.frames) {
-    test.frames = r.frames;
-    test.rate = test.rate.leftCols(r.frames).eval();
-    if (test.true_rate.size()) test.true_rate = test.true_rate.leftCols(r.frames).eval();
-    test.counts = test.counts.leftCols(r.frames).eval();
-    for (auto& rep : test.repeats) rep = rep.leftCols(r.frames).eval();
-  }
+  const retina::Split test = retina::slice(d.test, 0, r.frames);  // the frames run, for the ceiling and the CSV
   const std::optional<ScoreRow> ceiling = ceiling_row(test, o.s.skip);
   const std::optional<ScoreRow> digital = r.frames == d.test.frames && o.s.skip == retina::kDefaultSkip ? digital_row(o.model) : std::nullopt;
   const EnergyReport& e = r.estimate.token;
