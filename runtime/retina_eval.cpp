@@ -57,21 +57,19 @@ RetinaEval evaluate_retina(const RetinaModelFiles& m, const retina::Dataset& d, 
   return evaluate_retina(m, d, load_hardware(resolve_hardware_path(s.hw), s.set), s, std::move(progress));
 }
 
-RetinaEval evaluate_retina(const RetinaModelFiles& m, const retina::Dataset& d, const Hardware& hw, const RetinaEvalSettings& s,
-                           std::function<void(long long, long long)> progress) {
+RetinaMachine compile_retina(const RetinaModelFiles& m, const retina::Dataset& d, const Hardware& hw, const RetinaEvalSettings& s) {
   const std::string graph_file = (fs::path(m.dir) / "graph.json").string();
   const ir::Shape& in = m.graph.inputs[0].type.shape;
   if (in[2].size != d.test.height || in[3].size != d.test.width)
     throw Error(graph_file + ": inputs: stimulus frames are " + num(in[2].size) + "x" + num(in[3].size) + " px, the data's " + num(d.test.height) +
                 "x" + num(d.test.width));
-  const int frames = s.frames ? s.frames : d.test.frames;
-  if (frames < 1 || frames > d.test.frames) throw Error("frames: " + num(s.frames) + " of a test split of " + num(d.test.frames));
-  if (s.skip < 0 || s.skip >= frames) throw Error("skip: " + num(s.skip) + " leaves no frame of " + num(frames) + " to score");
   if (s.calibration_frames < 0) throw Error("calibration_frames: " + num(s.calibration_frames) + " is negative");
-
-  RetinaEval r;
+  RetinaMachine r;
+  r.graph_file = graph_file;
   r.hw = hw;
-  BackendOptions bo = backend_options(s.run);
+  r.backend = s.backend;
+  r.options = backend_options(s.run);
+  r.cells = d.test.cells();
   ir::Program& p = r.program;
   p.graph = m.graph;
   p.weights = m.weights;
@@ -83,25 +81,45 @@ RetinaEval evaluate_retina(const RetinaModelFiles& m, const retina::Dataset& d, 
   if (r.calibration_frames > 0) {
     // The converters' ranges from the exact reference on train frames: never on what is scored.
     cal["stimulus"] = retina_stimulus_tensor(d.train, r.calibration_frames);
-    po.calibrate = [&](ir::Program& q) { return r.calibrated_ranges = calibrate_converters(q, cal, 1.0, bo.mode); };
+    po.calibrate = [&](ir::Program& q) { return r.calibrated_ranges = calibrate_converters(q, cal, 1.0, r.options.mode); };
   }
   ir::run_pipeline(p, po);
+  return r;
+}
 
-  const std::map<std::string, ir::Tensor> inputs{{"stimulus", retina_stimulus_tensor(d.test, frames)}};
+Eigen::MatrixXd run_retina(const RetinaMachine& m, const ir::Tensor& stimulus, std::uint64_t seed, ProgramResult* result,
+                           std::function<void(long long, long long)> progress) {
+  BackendOptions bo = m.options;
+  bo.seed = seed;
   bo.progress = std::move(progress);
-  const auto start = std::chrono::steady_clock::now();
-  r.result = make_backend(s.backend, &r.hw)->run(p, inputs, bo);
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-
-  const ir::Tensor& rate = r.result.values.at("rate");
-  const int cells = d.test.cells();
+  ProgramResult res = make_backend(m.backend, &m.hw)->run(m.program, {{"stimulus", stimulus}}, bo);
+  const ir::Tensor& rate = res.values.at("rate");
+  const std::int64_t frames = stimulus.shape.at(1);
   if (rate.shape.size() != 3 || rate.shape[0] != 1 || rate.shape[1] != frames)
-    throw Error(graph_file + ": outputs: rate is not [B, L, cells] (got rank " + num(static_cast<std::int64_t>(rate.shape.size())) + ")");
-  if (rate.shape[2] != cells) throw Error(graph_file + ": outputs: rate has " + num(rate.shape[2]) + " cells, the data " + num(cells));
+    throw Error(m.graph_file + ": outputs: rate is not [B, L, cells] (got rank " + num(static_cast<std::int64_t>(rate.shape.size())) + ")");
+  if (rate.shape[2] != m.cells) throw Error(m.graph_file + ": outputs: rate has " + num(rate.shape[2]) + " cells, the data " + num(m.cells));
+  Eigen::MatrixXd pred(m.cells, frames);
+  for (std::int64_t t = 0; t < frames; ++t)
+    for (int c = 0; c < m.cells; ++c) pred(c, t) = rate.data[static_cast<std::size_t>(t * m.cells + c)];
+  if (result) *result = std::move(res);
+  return pred;
+}
+
+RetinaEval evaluate_retina(const RetinaModelFiles& m, const retina::Dataset& d, const Hardware& hw, const RetinaEvalSettings& s,
+                           std::function<void(long long, long long)> progress) {
+  const int frames = s.frames ? s.frames : d.test.frames;
+  if (frames < 1 || frames > d.test.frames) throw Error("frames: " + num(s.frames) + " of a test split of " + num(d.test.frames));
+  if (s.skip < 0 || s.skip >= frames) throw Error("skip: " + num(s.skip) + " leaves no frame of " + num(frames) + " to score");
+  const RetinaMachine machine = compile_retina(m, d, hw, s);
+  RetinaEval r;
+  r.hw = machine.hw;
+  r.program = machine.program;
+  r.calibrated_ranges = machine.calibrated_ranges;
+  r.calibration_frames = machine.calibration_frames;
+  const auto start = std::chrono::steady_clock::now();
+  r.pred = run_retina(machine, retina_stimulus_tensor(d.test, frames), s.run.seed, &r.result, std::move(progress));
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   r.frames = frames;
-  r.pred.resize(cells, frames);
-  for (int t = 0; t < frames; ++t)
-    for (int c = 0; c < cells; ++c) r.pred(c, t) = rate.data[static_cast<std::size_t>(t) * static_cast<std::size_t>(cells) + static_cast<std::size_t>(c)];
 
   // Score the frames run: the test split cut to them.
   const retina::Split test = frames < d.test.frames ? retina::slice(d.test, 0, frames) : d.test;
@@ -115,7 +133,7 @@ RetinaEval evaluate_retina(const RetinaModelFiles& m, const retina::Dataset& d, 
                                        s.run.sequence + ")"};
   }
   if (!r.result.fixed_points.empty()) r.iterations = summarize(r.result);
-  r.estimate = estimate_program(p, r.hw, eo);
+  r.estimate = estimate_program(r.program, r.hw, eo);
   return r;
 }
 

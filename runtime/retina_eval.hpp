@@ -62,6 +62,21 @@ RetinaEval evaluate_retina(const RetinaModelFiles& m, const retina::Dataset& d, 
 RetinaEval evaluate_retina(const RetinaModelFiles& m, const retina::Dataset& d, const RetinaEvalSettings& s,
                            std::function<void(long long, long long)> progress = {});
 
+// A model compiled for a machine, its converters calibrated on the train split's first frames:
+// what runs any stimulus (the evaluation, the minimal-stimulus search).
+struct RetinaMachine {
+  Hardware hw;
+  ir::Program program;
+  std::string backend, graph_file;
+  BackendOptions options;  // the run's settings (the seed is given per run)
+  int cells = 0, calibrated_ranges = 0, calibration_frames = 0;
+};
+RetinaMachine compile_retina(const RetinaModelFiles& m, const retina::Dataset& d, const Hardware& hw, const RetinaEvalSettings& s);
+// The expected spikes per bin [cells, frames] of a stimulus [1, frames, H, W, 1] run on the machine
+// with noise seed `seed`; the whole run in *result when given.
+Eigen::MatrixXd run_retina(const RetinaMachine& m, const ir::Tensor& stimulus, std::uint64_t seed, ProgramResult* result = nullptr,
+                           std::function<void(long long, long long)> progress = {});
+
 // A split's first `frames` frames as the graph's input tensor [1, frames, H, W, 1].
 ir::Tensor retina_stimulus_tensor(const retina::Split& s, int frames);
 

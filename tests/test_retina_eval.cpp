@@ -12,6 +12,7 @@
 #include "models/retina_model.hpp"
 #include "runtime/output.hpp"
 #include "runtime/retina_eval.hpp"
+#include "runtime/retina_stimulus.hpp"
 #include "sim/error.hpp"
 #include "support.hpp"
 #include "tests/graph_support.hpp"
@@ -71,6 +72,13 @@ aoc::RetinaEvalSettings machine(bool noise) {
   s.run.quantize = s.run.noise = noise;
   s.run.ideal_optics = !noise;
   s.run.precision = "f64";
+  return s;
+}
+
+// The search's machine: the simulated aoc-48 with its converters, noise and ideal optics.
+aoc::RetinaEvalSettings machine_settings() {
+  aoc::RetinaEvalSettings s = machine(true);
+  s.run.ideal_optics = true;
   return s;
 }
 
@@ -191,4 +199,55 @@ TEST_CASE("retina eval: fewer frames run the movie's first frames and score them
   const Split first = slice(data().test, 0, 100);
   CHECK(first.repeats[0].cols() == 100);
   CHECK(head.scores.cc_mean == score(first, all.pred.leftCols(100), 10).cc_mean);
+}
+
+namespace {
+
+// A seeded model's folder with its training record's spec, as the search reads it.
+aoc::RetinaModelFiles folder_with_spec(const Model& m, const std::string& name) {
+  aoc::RetinaModelFiles f = folder(m, name);
+  aoc::write_file_atomic((fs::path(f.dir) / "train.json").string(), nlohmann::ordered_json{{"model", m.spec().json()}}.dump());
+  return f;
+}
+
+aoc::StimulusSearchSettings search(int steps) {
+  aoc::StimulusSearchSettings s;
+  s.frames = 100, s.block = 4, s.steps = steps, s.lr = 0.1;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("retina stimulus: the search brings the machine's responses closer to the natural movie's than block averages do") {
+  const aoc::RetinaModelFiles f = folder_with_spec(Model(spec("ln"), 3), "ln-stim");
+  Model digital = aoc::read_retina_digital(f);
+  const aoc::RetinaMachine machine = aoc::compile_retina(f, data(), aoc::load_hardware(aoc::resolve_hardware_path("aoc-48")), machine_settings());
+  const aoc::StimulusSearch r = aoc::search_stimulus(machine, digital, data().test, 10, 1, search(30));
+  REQUIRE(r.curve.size() == 31);
+  CHECK(r.coarse.cols() == 25);  // 20 x 20 px in 4 x 4 blocks
+  CHECK(r.final_fresh.mse < 0.5 * r.downsampled.mse);
+  CHECK(r.final_fresh.cc > r.downsampled.cc);
+  // every found frame is made of 4 x 4 blocks of equal pixels
+  for (int y = 0; y < 20; ++y) CHECK(r.stimulus[static_cast<std::size_t>(50 * 400 + y * 20 + 1)] == r.stimulus[static_cast<std::size_t>(50 * 400 + (y / 4) * 4 * 20)]);
+}
+
+TEST_CASE("retina stimulus: the same seed finds the same movie, bit for bit") {
+  const aoc::RetinaModelFiles f = folder_with_spec(Model(spec("ln"), 3), "ln-stim2");
+  Model a = aoc::read_retina_digital(f), b = aoc::read_retina_digital(f);
+  const aoc::RetinaMachine machine = aoc::compile_retina(f, data(), aoc::load_hardware(aoc::resolve_hardware_path("aoc-48")), machine_settings());
+  CHECK(aoc::search_stimulus(machine, a, data().test, 10, 7, search(5)).stimulus == aoc::search_stimulus(machine, b, data().test, 10, 7, search(5)).stimulus);
+}
+
+TEST_CASE("retina stimulus: a block that does not divide the frame is refused") {
+  const aoc::RetinaModelFiles f = folder_with_spec(Model(spec("ln"), 3), "ln-stim3");
+  Model digital = aoc::read_retina_digital(f);
+  const aoc::RetinaMachine machine = aoc::compile_retina(f, data(), aoc::load_hardware(aoc::resolve_hardware_path("aoc-48")), machine_settings());
+  aoc::StimulusSearchSettings s = search(1);
+  s.block = 3;
+  CHECK_THROWS_WITH(aoc::search_stimulus(machine, digital, data().test, 10, 1, s), "block: 3 does not divide the 20x20 frame");
+}
+
+TEST_CASE("retina stimulus: a model folder without its training record is refused naming the file") {
+  const aoc::RetinaModelFiles f = folder(Model(spec("ln"), 3), "ln-no-record");
+  CHECK_THROWS_WITH(aoc::read_retina_digital(f), Catch::Contains("train.json: missing"));
 }

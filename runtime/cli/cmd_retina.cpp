@@ -199,10 +199,12 @@ void add_retina(CLI::App& app) {
   c->footer("Examples:\n  aoc retina data -o retina.h5          the seeded SYNTHETIC retina (naturalscene.h5 layout)\n"
             "  aoc retina train --data retina.h5 --model cnn -o cnn\n"
             "  aoc retina eval --model models/retina/cnn --data retina.h5   on the simulated aoc-48\n"
+            "  aoc retina stimulus --model models/retina/implicit --data retina.h5   a coarse movie with the same responses\n"
             "  aoc retina score --data retina.h5 --pred pred.h5\nRun 'aoc retina SUBCOMMAND --help' for each one's options; docs/retina.md.");
   add_data(*c);
   add_retina_train(*c);
   add_retina_eval(*c);
+  add_retina_stimulus(*c);
   add_score(*c);
 }
 

@@ -2,6 +2,9 @@
 // for a machine and run on the test movie, on the simulated machine (its converters and noise, by
 // default) or the digital reference; scored (CC, FEV, NLL) beside the ceiling and the digital
 // model's scores of its training record, with the energy and latency per frame (runtime/retina_eval.hpp).
+// aoc retina stimulus: the closed-loop search for a coarse movie that elicits the same responses on
+// the machine (runtime/retina_stimulus.hpp).
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +19,7 @@
 #include "runtime/output.hpp"
 #include "runtime/progress.hpp"
 #include "runtime/retina_eval.hpp"
+#include "runtime/retina_stimulus.hpp"
 #include "sim/error.hpp"
 
 namespace aoc::cli {
@@ -70,10 +74,8 @@ void write_csv(const std::string& path, const retina::Split& test, const RetinaE
   write_file_atomic(path, out);
 }
 
-int run_eval(EvalOpts o) {
+int run_eval(const EvalOpts& o) {
   check_outputs({{"-o", o.output}, {"--csv", o.csv}}, {{"--data", o.data}});
-  if (o.s.backend != "sim") o.f.quantize = o.f.noise = false;
-  o.s.run = o.f;
   const RetinaModelFiles m = read_retina_model(o.model);
   const retina::Dataset d = retina::read_dataset(o.data);
   Progress meter(o.f.sequence == "sequential" ? "frames" : "steps", !o.f.quiet);
@@ -156,11 +158,8 @@ int run_eval(EvalOpts o) {
   return 0;
 }
 
-}  // namespace
-
-void add_retina_eval(CLI::App& retina) {
-  static EvalOpts o;
-  auto* c = retina.add_subcommand("eval", "Evaluate a trained retina model on the test movie: on the simulated machine (converters, noise) or the digital reference");
+// The model, the data and the machine it runs on, as eval and stimulus take them.
+void add_machine_flags(CLI::App* c, EvalOpts& o) {
   c->add_option("--model", o.model, "the model folder (aoc retina train -o DIR; models/retina/ln, cnn, implicit)")->required();
   c->add_option("--data", o.data, "the retina file (aoc retina data, or a naturalscene.h5)")->required();
   c->add_option("--hw", o.s.hw, "hardware file or bundled machine (aoc-48, aoc-16, aoc-scale): the graph is compiled for it")->capture_default_str();
@@ -173,8 +172,26 @@ void add_retina_eval(CLI::App& retina) {
   c->add_option("--calibration-frames", o.s.calibration_frames, "train frames (at most the split's) the converters' ranges are calibrated on (0: the compiled defaults)")
       ->check(CLI::Range(0, 1 << 24))
       ->capture_default_str();
+  c->add_option("--skip", o.s.skip, "frames at the start not scored or matched (the filters' warm-up)")->check(CLI::Range(0, 1 << 24))->capture_default_str();
+}
+
+// Flags that do not apply are errors; the settings record the run's flags.
+void check_machine_flags(const CLI::App* c, const std::string& cmd, EvalOpts& o) {
+  refuse_given(c, cmd, {"--inputs"}, "does not apply: the inputs are the --data file's test movie");
+  if (o.s.backend != "sim") {
+    refuse_given(c, cmd, {"--noise", "--quantize", "--ideal-optics", "--precision", "--light-map"}, "applies only with --backend sim");
+    o.f.quantize = o.f.noise = false;
+  }
+  o.s.run = o.f;
+}
+
+}  // namespace
+
+void add_retina_eval(CLI::App& retina) {
+  static EvalOpts o;
+  auto* c = retina.add_subcommand("eval", "Evaluate a trained retina model on the test movie: on the simulated machine (converters, noise) or the digital reference");
+  add_machine_flags(c, o);
   c->add_option("--frames", o.s.frames, "test frames to run, from the first (0: all)")->check(CLI::Range(0, 1 << 24))->capture_default_str();
-  c->add_option("--skip", o.s.skip, "frames not scored at the start (the filters' warm-up)")->check(CLI::Range(0, 1 << 24))->capture_default_str();
   c->add_option("-o,--output", o.output, "write the predictions to this HDF5 file (/rate [1, frames, cells], as aoc run writes)");
   c->add_option("--csv", o.csv, "write frame, cell, predicted and recorded rate (and the true rate of SYNTHETIC data) as CSV, for plots");
   c->add_flag("--json", o.json, "print the evaluation as a JSON record (scores per cell, settings, per-frame energy and latency with sources)");
@@ -185,10 +202,113 @@ void add_retina_eval(CLI::App& retina) {
             "  aoc retina eval --model models/retina/cnn --data retina.h5 --backend cpu  the digital reference\n"
             "  aoc retina eval --model models/retina/implicit --data retina.h5 --hw aoc-scale --json");
   c->callback([c] {
-    refuse_given(c, "retina eval", {"--inputs"}, "does not apply: the inputs are the --data file's test movie");
-    if (o.s.backend != "sim")
-      refuse_given(c, "retina eval", {"--noise", "--quantize", "--ideal-optics", "--precision", "--light-map"}, "applies only with --backend sim");
+    check_machine_flags(c, "retina eval", o);
     exit_status() = run_eval(o);
+  });
+}
+
+namespace {
+
+struct StimulusOpts {
+  EvalOpts e;
+  StimulusSearchSettings search;
+};
+
+nlohmann::ordered_json step_json(const StimulusStep& m) { return {{"step", m.step}, {"cc", m.cc}, {"mse", m.mse}}; }
+
+int run_stimulus(const StimulusOpts& so) {
+  const EvalOpts& o = so.e;
+  check_outputs({{"-o", o.output}, {"--csv", o.csv}}, {{"--data", o.data}});
+  const RetinaModelFiles m = read_retina_model(o.model);
+  retina::Model digital = read_retina_digital(m);
+  const retina::Dataset d = retina::read_dataset(o.data);
+  const Hardware hw = load_hardware(resolve_hardware_path(o.s.hw), o.s.set);
+  const RetinaMachine machine = compile_retina(m, d, hw, o.s);
+  const int coarse = (d.test.height / std::max(1, so.search.block)) * (d.test.width / std::max(1, so.search.block));
+  if (!o.json && !o.f.quiet)
+    std::printf("%sminimal stimulus for %s on %s (%s): test frames %d..%d, matched from frame %d; %d coarse pixels per frame (%dx%d px blocks, %dx fewer than %dx%d)\n",
+                d.synthetic ? "SYNTHETIC data: " : "", m.graph.name.c_str(), hw.name.c_str(), settings_text(o).c_str(), so.search.first,
+                so.search.first + so.search.frames, so.search.first + o.s.skip, coarse, so.search.block, so.search.block,
+                so.search.block * so.search.block, d.test.width, d.test.height);
+  std::fflush(stdout);
+  const auto start = std::chrono::steady_clock::now();
+  const StimulusSearch r = search_stimulus(machine, digital, d.test, o.s.skip, o.f.seed, so.search, [&](const StimulusStep& st) {
+    if (o.json || o.f.quiet) return;
+    if (st.step % 10 == 0 || st.step == so.search.steps) std::printf("  step %3d/%d  CC %.3f  MSE %.3g\n", st.step, so.search.steps, st.cc, st.mse);
+    std::fflush(stdout);
+  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!o.output.empty()) {
+    const auto F = static_cast<std::size_t>(r.frames), H = static_cast<std::size_t>(r.height), W = static_cast<std::size_t>(r.width);
+    H5Array stim{"stimulus", {F, H, W}, std::vector<double>(r.stimulus.begin(), r.stimulus.end()), false};
+    H5Array nat{"natural", {F, H, W}, std::vector<double>(r.natural.begin(), r.natural.end()), false};
+    H5Array co{"coarse", {F, static_cast<std::size_t>(r.coarse_h), static_cast<std::size_t>(r.coarse_w)},
+               std::vector<double>(r.coarse.data(), r.coarse.data() + r.coarse.size()), false};
+    H5Array tg{"target", {static_cast<std::size_t>(r.target.rows()), F}, {}, false};
+    for (Eigen::Index c = 0; c < r.target.rows(); ++c)
+      for (Eigen::Index t = 0; t < r.target.cols(); ++t) tg.values.push_back(r.target(c, t));
+    write_h5_arrays(o.output, {stim, nat, co, tg}, {{"seed", {static_cast<double>(o.f.seed)}}, {"synthetic", {d.synthetic ? 1.0 : 0.0}}, {"first", {static_cast<double>(so.search.first)}}},
+                    {{"tool", "aoc retina stimulus"}, {"version", AOC_VERSION}, {"model", o.model}, {"data", o.data}, {"hardware", hw.name},
+                     {"settings", settings_text(o)}});
+  }
+  if (!o.csv.empty()) {  // frame, y, x, natural, found: for figures
+    std::string out = "frame,y,x,natural,found\n";
+    char b[96];
+    const std::size_t px = static_cast<std::size_t>(r.height) * static_cast<std::size_t>(r.width);
+    for (int t = 0; t < r.frames; ++t)
+      for (int y = 0; y < r.height; ++y)
+        for (int x = 0; x < r.width; ++x) {
+          const std::size_t i = static_cast<std::size_t>(t) * px + static_cast<std::size_t>(y * r.width + x);
+          std::snprintf(b, sizeof b, "%d,%d,%d,%.4g,%.4g\n", so.search.first + t, y, x, r.natural[i], r.stimulus[i]);
+          out += b;
+        }
+    write_file_atomic(o.csv, out);
+  }
+  if (o.json) {
+    nlohmann::ordered_json curve = nlohmann::ordered_json::array();
+    for (const auto& st : r.curve) curve.push_back(step_json(st));
+    nlohmann::ordered_json j{{"tool", "aoc retina stimulus"}, {"version", AOC_VERSION}, {"synthetic", d.synthetic}, {"data", o.data},
+                             {"model", o.model}, {"graph", m.graph.name}, {"hardware", hw.name}, {"set", o.s.set}, {"backend", o.s.backend},
+                             {"settings", {{"sequence", o.f.sequence}, {"quantize", o.f.quantize}, {"noise", o.f.noise}, {"optics", !o.f.ideal_optics},
+                                           {"precision", o.f.precision}, {"seed", o.f.seed}}},
+                             {"search", {{"first", so.search.first}, {"frames", so.search.frames}, {"skip", o.s.skip}, {"block", so.search.block},
+                                         {"steps", so.search.steps}, {"lr", so.search.lr}, {"from_grey", so.search.from_grey}, {"limit", so.search.limit}}},
+                             {"pixels_per_frame", {{"natural", r.height * r.width}, {"coarse", r.coarse_h * r.coarse_w}}},
+                             {"downsampled", step_json(r.downsampled)}, {"final", step_json(r.final_fresh)}, {"curve", curve}, {"output", o.output}, {"seconds", seconds}};
+    emit_json(j.dump(1), "");
+    return 0;
+  }
+  std::printf("found: CC %.3f, MSE %.3g with the target on a fresh noise seed (the block-averaged movie: CC %.3f, MSE %.3g)\n", r.final_fresh.cc,
+              r.final_fresh.mse, r.downsampled.cc, r.downsampled.mse);
+  if (!o.output.empty()) std::printf("wrote %s (/stimulus, /natural [frames, H, W], /coarse, /target [cells, frames])\n", o.output.c_str());
+  if (!o.csv.empty()) std::printf("wrote %s (frame, y, x, natural, found)\n", o.csv.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void add_retina_stimulus(CLI::App& retina) {
+  static StimulusOpts o;
+  auto* c = retina.add_subcommand("stimulus", "Search a coarse movie that elicits the natural movie's responses on the machine (closed loop: forward on the machine, backward on the model)");
+  add_machine_flags(c, o.e);
+  c->add_option("--first", o.search.first, "the test movie's first frame of the stretch")->check(CLI::Range(0, 1 << 24))->capture_default_str();
+  c->add_option("--frames", o.search.frames, "frames of the stretch (the first --skip warm up and are not matched)")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  c->add_option("--block", o.search.block, "coarse pixel side, frame pixels (divides the frame: 50 = 2 x 5 x 5)")->check(CLI::Range(1, 4096))->capture_default_str();
+  c->add_option("--steps", o.search.steps, "search steps (each one run on the machine)")->check(CLI::Range(0, 100000))->capture_default_str();
+  c->add_option("--lr", o.search.lr, "Adam's step on the coarse pixels, contrast units")->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_option("--limit", o.search.limit, "the coarse pixels stay within +-limit (contrast units)")->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_flag("--from-grey", o.search.from_grey, "start from a grey movie instead of the block-averaged one");
+  c->add_option("-o,--output", o.e.output, "write the found movie, the natural stretch, the coarse pixels and the target responses (HDF5)");
+  c->add_option("--csv", o.e.csv, "write frame, y, x, the natural and the found movie's pixel as CSV, for figures");
+  c->add_flag("--json", o.e.json, "print the search as a JSON record (settings, the block-averaged start, each step, the result)");
+  c->footer("The target is the machine's response to the natural stretch; each step runs the coarse movie on the machine (noise seed\n"
+            "--seed + step) and follows the gradient of the response error through the model's digital twin (its train.json spec\n"
+            "and weights). The result is measured on a noise seed no step used. docs/retina.md, \"Minimal stimuli\".\n"
+            "Examples:\n  aoc retina stimulus --model models/retina/implicit --data retina.h5 -o stim.h5\n"
+            "  aoc retina stimulus --model models/retina/implicit --data retina.h5 --block 10 --from-grey --steps 100 --json");
+  c->callback([c] {
+    check_machine_flags(c, "retina stimulus", o.e);
+    exit_status() = run_stimulus(o);
   });
 }
 

@@ -25,6 +25,7 @@ void add_optimize(CLI::App& app);
 void add_retina(CLI::App& app);
 void add_retina_train(CLI::App& retina);  // aoc retina train (cmd_retina_train.cpp), added by add_retina
 void add_retina_eval(CLI::App& retina);   // aoc retina eval (cmd_retina_eval.cpp), added by add_retina
+void add_retina_stimulus(CLI::App& retina);  // aoc retina stimulus (cmd_retina_eval.cpp), added by add_retina
 
 // The bundled machines, one line each (aoc hw list, aoc list).
 void print_machines();
