@@ -50,6 +50,16 @@ ir::Tensor movie_tensor(const Mat& frames, int height, int width) {
 
 }  // namespace
 
+void check_stimulus_settings(const StimulusSearchSettings& s, const retina::Split& test, int skip) {
+  if (s.block < 1 || test.height % s.block || test.width % s.block)
+    throw Error("block: " + std::to_string(s.block) + " does not divide the " + std::to_string(test.height) + "x" + std::to_string(test.width) + " frame");
+  if (s.first < 0 || s.frames <= skip || s.first + s.frames > test.frames)
+    throw Error("frames: the stretch " + std::to_string(s.first) + ".." + std::to_string(s.first + s.frames) + " must lie in the test movie's " +
+                std::to_string(test.frames) + " frames and be longer than the " + std::to_string(skip) + " warm-up frames");
+  if (s.steps < 0) throw Error("steps: negative");
+  if (!(s.lr > 0) || !(s.limit > 0)) throw Error("lr and limit: must be positive");
+}
+
 retina::Model read_retina_digital(const RetinaModelFiles& m) {
   const std::string path = (std::filesystem::path(m.dir) / "train.json").string();
   if (!std::filesystem::is_regular_file(path)) throw Error(path + ": missing (the search needs the model's spec from its training record)");
@@ -67,14 +77,8 @@ retina::Model read_retina_digital(const RetinaModelFiles& m) {
 
 StimulusSearch search_stimulus(const RetinaMachine& machine, retina::Model& digital, const retina::Split& test, int skip, std::uint64_t seed,
                                const StimulusSearchSettings& s, const std::function<void(const StimulusStep&)>& log) {
+  check_stimulus_settings(s, test, skip);
   const int H = test.height, W = test.width;
-  if (s.block < 1 || H % s.block || W % s.block)
-    throw Error("block: " + std::to_string(s.block) + " does not divide the " + std::to_string(H) + "x" + std::to_string(W) + " frame");
-  if (s.first < 0 || s.frames <= skip || s.first + s.frames > test.frames)
-    throw Error("frames: " + std::to_string(s.first) + " .. " + std::to_string(s.first + s.frames) + " of a test movie of " + std::to_string(test.frames) +
-                " frames, more than the " + std::to_string(skip) + " warm-up frames needed");
-  if (s.steps < 0) throw Error("steps: negative");
-  if (!(s.lr > 0) || !(s.limit > 0)) throw Error("lr and limit: must be positive");
 
   StimulusSearch r;
   r.height = H, r.width = W, r.coarse_h = H / s.block, r.coarse_w = W / s.block, r.frames = s.frames, r.skip = skip;

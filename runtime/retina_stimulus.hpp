@@ -52,6 +52,9 @@ struct StimulusSearch {
 StimulusSearch search_stimulus(const RetinaMachine& machine, retina::Model& digital, const retina::Split& test, int skip, std::uint64_t seed,
                                const StimulusSearchSettings& s, const std::function<void(const StimulusStep&)>& log = {});
 
+// The settings checked against the test movie (what search_stimulus checks first).
+void check_stimulus_settings(const StimulusSearchSettings& s, const retina::Split& test, int skip);
+
 // The folder's digital model: its train.json's spec with its weights (throws naming the file).
 retina::Model read_retina_digital(const RetinaModelFiles& m);
 

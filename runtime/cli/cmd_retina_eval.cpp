@@ -222,6 +222,7 @@ int run_stimulus(const StimulusOpts& so) {
   const RetinaModelFiles m = read_retina_model(o.model);
   retina::Model digital = read_retina_digital(m);
   const retina::Dataset d = retina::read_dataset(o.data);
+  check_stimulus_settings(so.search, d.test, o.s.skip);
   const Hardware hw = load_hardware(resolve_hardware_path(o.s.hw), o.s.set);
   const RetinaMachine machine = compile_retina(m, d, hw, o.s);
   const int coarse = (d.test.height / std::max(1, so.search.block)) * (d.test.width / std::max(1, so.search.block));
