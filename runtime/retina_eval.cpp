@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 
 #include "compiler/graph_json.hpp"
 #include "compiler/passes.hpp"
@@ -40,6 +41,12 @@ RetinaModelFiles read_retina_model(const std::string& dir) {
   m.graph = ir::read_graph(graph);
   check_retina_graph(m.graph, graph);
   m.weights = ir::read_weights_h5(weights);
+  const std::string record = (fs::path(dir) / "train.json").string();
+  if (fs::is_regular_file(record)) try {
+      m.record = nlohmann::json::parse(std::ifstream(record));
+    } catch (const std::exception& e) {
+      throw Error(record + ": not JSON: " + e.what());
+    }
   return m;
 }
 
@@ -107,29 +114,30 @@ Eigen::MatrixXd run_retina(const RetinaMachine& m, const ir::Tensor& stimulus, s
 
 RetinaEval evaluate_retina(const RetinaModelFiles& m, const retina::Dataset& d, const Hardware& hw, const RetinaEvalSettings& s,
                            std::function<void(long long, long long)> progress) {
+  return evaluate_retina(compile_retina(m, d, hw, s), d, s, std::move(progress));
+}
+
+RetinaEval evaluate_retina(const RetinaMachine& machine, const retina::Dataset& d, const RetinaEvalSettings& s,
+                           std::function<void(long long, long long)> progress) {
   const int frames = s.frames ? s.frames : d.test.frames;
   if (frames < 1 || frames > d.test.frames) throw Error("frames: " + num(s.frames) + " of a test split of " + num(d.test.frames));
   if (s.skip < 0 || s.skip >= frames) throw Error("skip: " + num(s.skip) + " leaves no frame of " + num(frames) + " to score");
-  const RetinaMachine machine = compile_retina(m, d, hw, s);
   RetinaEval r;
   r.hw = machine.hw;
   r.program = machine.program;
   r.calibrated_ranges = machine.calibrated_ranges;
   r.calibration_frames = machine.calibration_frames;
+  r.test = retina::slice(d.test, 0, frames);
   const auto start = std::chrono::steady_clock::now();
-  r.pred = run_retina(machine, retina_stimulus_tensor(d.test, frames), s.run.seed, &r.result, std::move(progress));
+  r.pred = run_retina(machine, retina_stimulus_tensor(r.test, frames), s.run.seed, &r.result, std::move(progress));
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  r.frames = frames;
-
-  // Score the frames run: the test split cut to them.
-  const retina::Split test = frames < d.test.frames ? retina::slice(d.test, 0, frames) : d.test;
-  r.scores = retina::score(test, r.pred, s.skip);
+  r.scores = retina::score(r.test, r.pred, s.skip);
 
   ProgramEstimateOptions eo;
   eo.seq_len = frames;
   for (const auto& fp : r.result.fixed_points) {
     const IterationSummary it = summarize(fp.iterations, fp.converged);
-    eo.measured[fp.op] = {it.mean, "measured: the mean over " + num(it.solves) + " solves of this evaluation (" + s.backend + " backend, " +
+    eo.measured[fp.op] = {it.mean, "measured: the mean over " + num(it.solves) + " solves of this evaluation (" + machine.backend + " backend, " +
                                        s.run.sequence + ")"};
   }
   if (!r.result.fixed_points.empty()) r.iterations = summarize(r.result);

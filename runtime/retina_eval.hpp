@@ -7,6 +7,7 @@
 #pragma once
 #include <Eigen/Dense>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -34,33 +35,10 @@ struct RetinaModelFiles {
   std::string dir;
   ir::Graph graph;
   ir::WeightStore weights;
+  nlohmann::json record;  // its train.json (null when the folder has none)
 };
 // Throws aoc::Error naming the file and what is wrong (missing, malformed, not a retina graph).
 RetinaModelFiles read_retina_model(const std::string& dir);
-
-struct RetinaEval {
-  Hardware hw;
-  ir::Program program;            // compiled (and calibrated) for hw
-  int calibrated_ranges = 0;
-  int calibration_frames = 0;     // train frames the ranges were set on
-  int frames = 0;                 // test frames run
-  Eigen::MatrixXd pred;           // [cells, frames] expected spikes per bin
-  retina::Scores scores;          // over frames >= skip
-  ProgramResult result;           // the run (fixed-point statistics, conversions)
-  IterationSummary iterations;    // every fixed-point solve (empty without a FixedPoint)
-  ProgramEstimate estimate;       // per frame (a token is a frame), with the measured iterations
-  double seconds = 0;             // the run
-};
-
-// The model evaluated on `d`'s test split on `hw` (loaded with its overrides: s.hw and s.set name
-// them for the program's target; a sweep's point passes its machine). The model's frame size and
-// cells must be the data's (else an aoc::Error naming the model file and the sizes). `progress` as
-// BackendOptions::progress.
-RetinaEval evaluate_retina(const RetinaModelFiles& m, const retina::Dataset& d, const Hardware& hw, const RetinaEvalSettings& s,
-                           std::function<void(long long, long long)> progress = {});
-// The same on s.hw with s.set loaded here.
-RetinaEval evaluate_retina(const RetinaModelFiles& m, const retina::Dataset& d, const RetinaEvalSettings& s,
-                           std::function<void(long long, long long)> progress = {});
 
 // A model compiled for a machine, its converters calibrated on the train split's first frames:
 // what runs any stimulus (the evaluation, the minimal-stimulus search).
@@ -75,6 +53,34 @@ RetinaMachine compile_retina(const RetinaModelFiles& m, const retina::Dataset& d
 // The expected spikes per bin [cells, frames] of a stimulus [1, frames, H, W, 1] run on the machine
 // with noise seed `seed`; the whole run in *result when given.
 Eigen::MatrixXd run_retina(const RetinaMachine& m, const ir::Tensor& stimulus, std::uint64_t seed, ProgramResult* result = nullptr,
+                           std::function<void(long long, long long)> progress = {});
+
+struct RetinaEval {
+  Hardware hw;
+  ir::Program program;            // compiled (and calibrated) for hw
+  int calibrated_ranges = 0;
+  int calibration_frames = 0;     // train frames the ranges were set on
+  retina::Split test;             // the test frames run (the split cut to them)
+  Eigen::MatrixXd pred;           // [cells, frames] expected spikes per bin
+  retina::Scores scores;          // over frames >= skip
+  ProgramResult result;           // the run (fixed-point statistics, conversions)
+  IterationSummary iterations;    // every fixed-point solve (empty without a FixedPoint)
+  ProgramEstimate estimate;       // per frame (a token is a frame), with the measured iterations
+  double seconds = 0;             // the run
+};
+
+// The model evaluated on `d`'s test split on `hw` (loaded with its overrides: s.hw and s.set name
+// them for the program's target; a sweep's point passes its machine). The model's frame size and
+// cells must be the data's (else an aoc::Error naming the model file and the sizes). `progress` as
+// BackendOptions::progress.
+RetinaEval evaluate_retina(const RetinaModelFiles& m, const retina::Dataset& d, const Hardware& hw, const RetinaEvalSettings& s,
+                           std::function<void(long long, long long)> progress = {});
+// The same on a compiled machine (its hardware and run options as they are; s gives the frames,
+// the skip and the noise seed).
+RetinaEval evaluate_retina(const RetinaMachine& machine, const retina::Dataset& d, const RetinaEvalSettings& s,
+                           std::function<void(long long, long long)> progress = {});
+// The same on s.hw with s.set loaded here.
+RetinaEval evaluate_retina(const RetinaModelFiles& m, const retina::Dataset& d, const RetinaEvalSettings& s,
                            std::function<void(long long, long long)> progress = {});
 
 // A split's first `frames` frames as the graph's input tensor [1, frames, H, W, 1].

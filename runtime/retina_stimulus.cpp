@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 
 #include "models/optim.hpp"
 #include "sim/error.hpp"
@@ -62,15 +60,9 @@ void check_stimulus_settings(const StimulusSearchSettings& s, const retina::Spli
 
 retina::Model read_retina_digital(const RetinaModelFiles& m) {
   const std::string path = (std::filesystem::path(m.dir) / "train.json").string();
-  if (!std::filesystem::is_regular_file(path)) throw Error(path + ": missing (the search needs the model's spec from its training record)");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(std::ifstream(path));
-  } catch (const std::exception& e) {
-    throw Error(path + ": not JSON: " + e.what());
-  }
-  if (!j.is_object() || !j.contains("model")) throw Error(path + ": model: missing (the spec aoc retina train records)");
-  retina::ModelSpec spec = retina::ModelSpec::from_json(j["model"], path + ": model");
+  if (m.record.is_null()) throw Error(path + ": missing (the search needs the model's spec from its training record)");
+  if (!m.record.is_object() || !m.record.contains("model")) throw Error(path + ": model: missing (the spec aoc retina train records)");
+  retina::ModelSpec spec = retina::ModelSpec::from_json(m.record["model"], path + ": model");
   spec.check();
   return retina::Model(spec, m.weights);
 }
@@ -86,7 +78,7 @@ StimulusSearch search_stimulus(const RetinaMachine& machine, retina::Model& digi
   const retina::Split stretch = retina::slice(test, s.first, L);
   r.natural = stretch.stimulus;
   const Mat natural = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(stretch.stimulus.data(), L, px).cast<double>();
-  r.target = run_retina(machine, movie_tensor(natural, H, W), seed);
+  r.target = run_retina(machine, retina_stimulus_tensor(stretch, L), seed);
 
   const Mat U = upsampling(H, W, s.block);
   const Mat averaged = natural * U.transpose() / static_cast<double>(s.block * s.block);  // block means

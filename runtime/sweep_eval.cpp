@@ -17,6 +17,7 @@
 #include "runtime/program_check.hpp"
 #include "runtime/program_estimate.hpp"
 #include "runtime/program_run.hpp"
+#include "runtime/program_settings.hpp"
 #include "runtime/retina_eval.hpp"
 #include "sim/error.hpp"
 #include "sim/hardware.hpp"
@@ -99,6 +100,7 @@ struct Evaluator::Impl {
   std::optional<RetinaModelFiles> retina_model;  // a retina workload's model and data
   std::optional<retina::Dataset> retina_data;
   mutable Once<Compiled> compiled;
+  mutable Once<RetinaMachine> retina_machines;  // a retina workload's programs, by compiler target
 
   explicit Impl(const Scenario& sc) : s(sc), machine(sc.hardware_path) {
     const Workload& w = s.workload;
@@ -268,7 +270,14 @@ struct Evaluator::Impl {
     st.run.seed = rp.seed;
     st.calibration_frames = w.calibrate ? st.calibration_frames : 0;
     st.frames = w.frames;
-    const RetinaEval r = evaluate_retina(*retina_model, *retina_data, hw, st);
+    // The compiled, calibrated program is shared by every point with the same compiler target (as a
+    // model's); the point's machine (its noise) and run settings go with it.
+    const auto compiled_machine = retina_machines.get(target_key(ir::target_of(hw, s.hardware, {})),
+                                                      [&] { return compile_retina(*retina_model, *retina_data, hw, st); });
+    RetinaMachine machine = *compiled_machine;
+    machine.hw = hw;
+    machine.options = backend_options(st.run);
+    const RetinaEval r = evaluate_retina(machine, *retina_data, st);
     m["cc"] = r.scores.cc_mean, m["fev"] = r.scores.fev_mean, m["nll"] = r.scores.nll_mean;
     m["iterations"] = r.iterations.solves ? r.iterations.mean : 0.0;
     estimate_metrics(r.estimate, m);

@@ -207,7 +207,7 @@ namespace {
 aoc::RetinaModelFiles folder_with_spec(const Model& m, const std::string& name) {
   aoc::RetinaModelFiles f = folder(m, name);
   aoc::write_file_atomic((fs::path(f.dir) / "train.json").string(), nlohmann::ordered_json{{"model", m.spec().json()}}.dump());
-  return f;
+  return aoc::read_retina_model(f.dir);  // the folder as read with its record
 }
 
 aoc::StimulusSearchSettings search(int steps) {

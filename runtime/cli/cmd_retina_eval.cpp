@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "runtime/backend.hpp"
@@ -34,16 +33,9 @@ struct EvalOpts {
 };
 
 // The digital model's test scores from the folder's train.json, if it has one.
-std::optional<ScoreRow> digital_row(const std::string& dir) {
-  const std::filesystem::path p = std::filesystem::path(dir) / "train.json";
-  if (!std::filesystem::is_regular_file(p)) return std::nullopt;
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(std::ifstream(p));
-  } catch (const std::exception& e) {
-    throw Error(p.string() + ": not JSON: " + e.what());
-  }
-  const auto& t = j.value("test_digital", nlohmann::json::object());
+std::optional<ScoreRow> digital_row(const RetinaModelFiles& m) {
+  if (m.record.is_null()) return std::nullopt;
+  const auto& t = m.record.value("test_digital", nlohmann::json::object());
   const auto num = [&](const char* k) { return t.contains(k) && t[k].is_number() ? t[k].get<double>() : std::nan(""); };
   retina::Scores s;
   s.cc_mean = num("cc_mean"), s.fev_mean = num("fev_mean"), s.nll_mean = num("nll_mean");
@@ -58,14 +50,15 @@ std::string settings_text(const EvalOpts& o) {
   return t;
 }
 
-void write_csv(const std::string& path, const retina::Split& test, const RetinaEval& r) {
+void write_csv(const std::string& path, const RetinaEval& r) {
+  const retina::Split& test = r.test;
   std::string out = "frame,cell,pred,rate";
   const bool truth = test.true_rate.size() > 0;
   if (truth) out += ",true_rate";
   out += "\n";
   char b[128];
   for (int c = 0; c < r.pred.rows(); ++c)
-    for (int t = 0; t < r.frames; ++t) {
+    for (int t = 0; t < r.test.frames; ++t) {
       std::snprintf(b, sizeof b, "%d,%d,%.9g,%.9g", t, c + 1, r.pred(c, t), test.rate(c, t));
       out += b;
       if (truth) std::snprintf(b, sizeof b, ",%.9g", test.true_rate(c, t)), out += b;
@@ -82,23 +75,23 @@ int run_eval(const EvalOpts& o) {
   meter.phase("eval " + m.graph.name + " (" + o.s.backend + ")");
   const RetinaEval r = evaluate_retina(m, d, o.s, meter.counter(o.f.sequence != "sequential"));
   meter.finish();
-  const retina::Split test = retina::slice(d.test, 0, r.frames);  // the frames run, for the ceiling and the CSV
+  const retina::Split& test = r.test;
   const std::optional<ScoreRow> ceiling = ceiling_row(test, o.s.skip);
-  const std::optional<ScoreRow> digital = r.frames == d.test.frames && o.s.skip == retina::kDefaultSkip ? digital_row(o.model) : std::nullopt;
+  const std::optional<ScoreRow> digital = r.test.frames == d.test.frames && o.s.skip == retina::kDefaultSkip ? digital_row(m) : std::nullopt;
   const EnergyReport& e = r.estimate.token;
   const std::string model_digest = file_digest((std::filesystem::path(o.model) / "weights.h5").string());
 
   if (!o.output.empty()) {
     H5Array a;
     a.name = "rate";
-    a.shape = {1, static_cast<std::size_t>(r.frames), static_cast<std::size_t>(r.pred.rows())};
-    for (int t = 0; t < r.frames; ++t)
+    a.shape = {1, static_cast<std::size_t>(r.test.frames), static_cast<std::size_t>(r.pred.rows())};
+    for (int t = 0; t < r.test.frames; ++t)
       for (int c = 0; c < r.pred.rows(); ++c) a.values.push_back(r.pred(c, t));
     write_h5_arrays(o.output, {a}, {{"seed", {static_cast<double>(o.f.seed)}}, {"synthetic", {d.synthetic ? 1.0 : 0.0}}},
                     {{"tool", "aoc retina eval"}, {"version", AOC_VERSION}, {"model", o.model}, {"model_digest", model_digest},
                      {"data", o.data}, {"hardware", r.hw.name}, {"backend", o.s.backend}, {"settings", settings_text(o)}});
   }
-  if (!o.csv.empty()) write_csv(o.csv, test, r);
+  if (!o.csv.empty()) write_csv(o.csv, r);
 
   if (o.json) {
     nlohmann::ordered_json j{{"tool", "aoc retina eval"},
@@ -116,7 +109,7 @@ int run_eval(const EvalOpts& o) {
                                            {"precision", o.f.precision}, {"seed", o.f.seed}, {"threads", o.f.threads}}},
                              {"calibration_frames", r.calibration_frames},
                              {"calibrated_ranges", r.calibrated_ranges},
-                             {"frames", r.frames},
+                             {"frames", r.test.frames},
                              {"skip", o.s.skip},
                              {"scores", scores_json(r.scores)}};
     if (ceiling) j["ceiling"] = scores_json(ceiling->scores);
@@ -138,7 +131,7 @@ int run_eval(const EvalOpts& o) {
     return 0;
   }
   std::printf("%s%s on %s (%s; %s): test %d frames from %d", d.synthetic ? "SYNTHETIC data: " : "", m.graph.name.c_str(), r.hw.name.c_str(),
-              settings_text(o).c_str(), o.f.sequence.c_str(), r.frames - o.s.skip, o.s.skip);
+              settings_text(o).c_str(), o.f.sequence.c_str(), r.test.frames - o.s.skip, o.s.skip);
   if (r.calibrated_ranges) std::printf(", %d converter ranges calibrated on %d train frames", r.calibrated_ranges, r.calibration_frames);
   std::printf("\n");
   std::vector<ScoreRow> more;
@@ -153,7 +146,7 @@ int run_eval(const EvalOpts& o) {
               si(e.total_seconds, "s").c_str(), e.gpu.name.c_str(), si(e.gpu.joules, "J").c_str(), si(e.gpu.seconds, "s").c_str());
   for (const auto& n : r.estimate.notes)
     if (n.find("not stationary") != std::string::npos) std::printf("  %s\n", n.c_str());
-  if (!o.output.empty()) std::printf("wrote %s (/rate [1, %d, %d]: aoc retina score --pred reads it)\n", o.output.c_str(), r.frames, static_cast<int>(r.pred.rows()));
+  if (!o.output.empty()) std::printf("wrote %s (/rate [1, %d, %d]: aoc retina score --pred reads it)\n", o.output.c_str(), r.test.frames, static_cast<int>(r.pred.rows()));
   if (!o.csv.empty()) std::printf("wrote %s (frame, cell, pred, rate%s)\n", o.csv.c_str(), test.true_rate.size() ? ", true_rate" : "");
   return 0;
 }
