@@ -571,6 +571,62 @@ Var Tape::add_channels(Var x, Var b) {
   });
 }
 
+namespace {
+
+void check_grid(const char* op, const Mat& X, const Tape::Grid& g, int size) {
+  if (g.height < 1 || g.width < 1 || g.channels < 1 || size < 1 || X.cols() != static_cast<Eigen::Index>(g.height) * g.width * g.channels)
+    fail(op, "x is " + shape_of(X) + " for frames " + std::to_string(g.height) + "x" + std::to_string(g.width) + "x" + std::to_string(g.channels) +
+                 ", size " + std::to_string(size) + ": x needs height*width*channels columns, every size >= 1");
+}
+
+}  // namespace
+
+Var Tape::max_pool2d(Var x, const Grid& s, int size) {
+  const Mat& X = node(x, "max_pool2d").value;
+  check_grid("max_pool2d", X, s, size);
+  const int oh = s.height / size, ow = s.width / size, C = s.channels;
+  if (oh < 1 || ow < 1) fail("max_pool2d", "a window of " + std::to_string(size) + " does not fit a " + std::to_string(s.height) + "x" + std::to_string(s.width) + " frame");
+  Mat out(X.rows(), static_cast<Eigen::Index>(oh) * ow * C);
+  std::vector<Eigen::Index> from(static_cast<std::size_t>(out.size()));  // the input column each result came from
+  for (Eigen::Index n = 0; n < X.rows(); ++n)
+    for (int i = 0; i < oh; ++i)
+      for (int j = 0; j < ow; ++j)
+        for (int c = 0; c < C; ++c) {
+          Eigen::Index best = (static_cast<Eigen::Index>(i * size) * s.width + j * size) * C + c;
+          for (int p = 0; p < size; ++p)
+            for (int q = 0; q < size; ++q) {
+              const Eigen::Index k = (static_cast<Eigen::Index>(i * size + p) * s.width + j * size + q) * C + c;
+              if (X(n, k) > X(n, best)) best = k;
+            }
+          const Eigen::Index o = (static_cast<Eigen::Index>(i) * ow + j) * C + c;
+          out(n, o) = X(n, best);
+          from[static_cast<std::size_t>(n * out.cols() + o)] = best;
+        }
+  return push(std::move(out), {x}, [x, from = std::move(from)](Tape& t, const Mat& g) {
+    Mat* gx = t.grad_buf(x);
+    if (!gx) return;
+    for (Eigen::Index n = 0; n < g.rows(); ++n)
+      for (Eigen::Index o = 0; o < g.cols(); ++o) (*gx)(n, from[static_cast<std::size_t>(n * g.cols() + o)]) += g(n, o);
+  });
+}
+
+Var Tape::upsample2d(Var x, const Grid& s, int size) {
+  const Mat& X = node(x, "upsample2d").value;
+  check_grid("upsample2d", X, s, size);
+  const int oh = s.height * size, ow = s.width * size, C = s.channels;
+  const auto source = [s, size, C, ow](Eigen::Index o) {  // the input column of result column o
+    const Eigen::Index c = o % C, pos = o / C, i = pos / ow, j = pos % ow;
+    return ((i / size) * s.width + j / size) * C + c;
+  };
+  Mat out(X.rows(), static_cast<Eigen::Index>(oh) * ow * C);
+  for (Eigen::Index o = 0; o < out.cols(); ++o) out.col(o) = X.col(source(o));
+  return push(std::move(out), {x}, [x, source](Tape& t, const Mat& g) {
+    Mat* gx = t.grad_buf(x);
+    if (!gx) return;
+    for (Eigen::Index o = 0; o < g.cols(); ++o) gx->col(source(o)) += g.col(o);
+  });
+}
+
 Var Tape::row_sum(Var x) {
   const Mat& X = node(x, "row_sum").value;
   Mat out = X.rowwise().sum();
@@ -673,6 +729,35 @@ Var Tape::poisson_nll(Var rate, const Mat& counts, const std::vector<char>& use)
       if (!use[static_cast<std::size_t>(i)]) continue;
       for (Eigen::Index j = 0; j < R.cols(); ++j)
         (*gr)(i, j) += s * (1.0 - (R(i, j) > kFloor ? counts(i, j) / R(i, j) : 0.0));
+    }
+  });
+}
+
+Var Tape::gp_kl(Var mean, Var logvar, const Mat& K_inv, double logdet_K, int L) {
+  const Mat& M = node(mean, "gp_kl").value;
+  const Mat& V = node(logvar, "gp_kl").value;
+  if (V.rows() != M.rows() || V.cols() != M.cols() || K_inv.rows() != L || K_inv.cols() != L)
+    fail("gp_kl", "mean is " + shape_of(M) + ", logvar " + shape_of(V) + ", K_inv " + shape_of(K_inv) + ": mean and logvar alike, K_inv [L, L] with L = " +
+                      std::to_string(L));
+  check_blocks("gp_kl", M, L);
+  const Eigen::Index B = M.rows() / L;
+  const Eigen::VectorXd diag = K_inv.diagonal();
+  double total = 0;
+  for (Eigen::Index b = 0; b < B; ++b) {
+    const auto m = M.middleRows(b * L, L);  // [L, D]: a column per latent dimension
+    const auto v = V.middleRows(b * L, L);
+    total += (diag.transpose() * v.array().exp().matrix()).sum() + (m.transpose() * K_inv * m).trace() - v.sum();
+  }
+  Mat out(1, 1);
+  out(0, 0) = 0.5 * (total + static_cast<double>(B * M.cols()) * (logdet_K - L));
+  return push(std::move(out), {mean, logvar}, [mean, logvar, K_inv, L, B](Tape& t, const Mat& g) {
+    const double s = g(0, 0);
+    if (Mat* gm = t.grad_buf(mean))
+      for (Eigen::Index b = 0; b < B; ++b) gm->middleRows(b * L, L).noalias() += s * (K_inv * t.nodes_[mean.id].value.middleRows(b * L, L));
+    if (Mat* gv = t.grad_buf(logvar)) {
+      const Mat& V = t.nodes_[logvar.id].value;
+      for (Eigen::Index b = 0; b < B; ++b)
+        gv->middleRows(b * L, L).array() += 0.5 * s * ((V.middleRows(b * L, L).array().exp().colwise() * K_inv.diagonal().array()) - 1.0);
     }
   });
 }

@@ -101,6 +101,14 @@ class Tape {
   Var conv2d(Var x, Var W, const Conv2dShape& s);
   // b [1, C] with C dividing x's columns: column j gets b[j % C] (a per-channel bias over positions).
   Var add_channels(Var x, Var b);
+  // Frames [height, width, channels] as rows, as conv2d's. max_pool2d: the largest of each size x
+  // size window at stride size -> [height / size, width / size, channels] (floor; the gradient goes
+  // to the first largest). upsample2d: nearest neighbour -> [height * size, width * size, channels].
+  struct Grid {
+    int height = 0, width = 0, channels = 1;
+  };
+  Var max_pool2d(Var x, const Grid& g, int size);
+  Var upsample2d(Var x, const Grid& g, int size);
 
   Var row_sum(Var x);         // [n, m] -> [n, 1]
   Var mul_col(Var x, Var c);  // x[n,m] ⊙ c[n,1] broadcast over columns
@@ -115,6 +123,11 @@ class Tape {
   // use[row] != 0 and every column of r - y log r (log y! left out: it does not depend on r); r is
   // floored at 1e-8 inside the log.
   Var poisson_nll(Var rate, const Mat& counts, const std::vector<char>& use);
+  // The KL divergence of diagonal Gaussians q (mean m, log-variance v; [B*L, D], sequences of L rows)
+  // from a zero-mean Gaussian-process prior N(0, K) over each sequence, independently per column:
+  // the sum over blocks and columns of 0.5 [sum_t Kinv_tt e^v_t + m^T Kinv m - L + logdet_K - sum_t v_t],
+  // Kinv = K^-1 [L, L] and logdet_K = log |K| given (the prior is fixed: computed once by the caller).
+  Var gp_kl(Var mean, Var logvar, const Mat& K_inv, double logdet_K, int L);
 
   // d scalar = 1; adds into the leaves' Param::grad. The tape must record and `scalar` be [1,1].
   void backward(Var scalar);

@@ -22,6 +22,25 @@
 //        whole chunk at once: a gradient-free solve (Jacobi over
 //        every frame together, the same fixed point the frame-by-frame solve finds), then `unroll`
 //        steps with gradients from it (a phantom gradient that reaches unroll frames back).
+//   ibgp the IB-GP model of Rahmani, Psaltis & Moser (NeurIPS 2022): an information bottleneck
+//        between the movie and the responses. An encoder (Conv enc1@3x3 - ReLU - max-pool 2 - Conv
+//        enc2@3x3 - ReLU - pool - Conv enc3@3x3 - ReLU - depth-wise causal Conv1D (taps) - ReLU -
+//        Dense) gives each frame's posterior q(z_t) = N(mean, e^logvar) over `latent` variables; a
+//        Gaussian-process prior over time ties them (per variable, the Cauchy kernel
+//        k(i, j) = 1 / (1 + ((i - j) / length_scale)^2) + 1e-3 [i = j] over a sequence's frames);
+//        a stimulus decoder (Dense to a dec0 x s x s grid - ReLU - causal Conv1D (taps) - ReLU -
+//        Conv dec1@3x3 - ReLU - upsample 2 - Conv dec2@3x3 - ReLU - upsample 2 - Conv 1@3x3)
+//        synthesises a movie from z, and the retina forward model (the cnn above, same weights'
+//        names) predicts the rates from the synthesised movie. Trained on
+//        beta * PoissonNLL + KL(q || prior), z sampled (reparameterised); the exported graph is the
+//        deterministic path through the posterior mean, and also outputs `latent` and
+//        `latent_logvar` (the posterior) and `synth` (the synthesised movie).
+//        Where it departs from the authors' code, and why: valid convolutions sized so that the
+//        decoder lands on the frame (no padding op on the tape), causal temporal filters (the
+//        machine runs frame by frame), a latent per frame (their latent runs at half the frame
+//        rate: the prior's length_scale of 2 frames keeps their time scale), a diagonal posterior
+//        (theirs has a banded precision), no batch normalisation, a linear last layer (the movie
+//        is in contrast units, mean 0 and sd 1, not display values in [0, 1]).
 //
 // Tape layout: frames as rows b*L + t of [B*L, H*W] (one sequence of L frames per block), channels
 // last inside a row, the layout of the graph's [B, L, H, W, C] tensors flattened; the temporal
@@ -44,7 +63,7 @@
 namespace aoc::retina {
 
 struct ModelSpec {
-  std::string kind = "cnn";  // "ln", "cnn" or "implicit"
+  std::string kind = "cnn";  // "ln", "cnn", "implicit" or "ibgp"
   int height = 50, width = 50, cells = 9;
   int taps = 40;                        // temporal filter length, frames
   int conv1 = 4, kernel1 = 21;          // cnn: first (spatial) layer's channels and kernel side
@@ -54,6 +73,15 @@ struct ModelSpec {
   double tol = 0.01, damping = 1.0;     // implicit: the exported FixedPoint's (relative rule) and z <- (1 - d) z + d f(z)
   int max_iter = 60;                    // implicit: the exported FixedPoint's bound per frame
   int unroll = 30;                      // implicit training: steps with gradients after the solve
+  int latent = 15;                      // ibgp: latent variables per frame
+  int enc1 = 64, enc2 = 32, enc3 = 16;  // ibgp: the encoder's 3x3 convolutions' channels (the authors')
+  int dec0 = 16, dec1 = 32, dec2 = 64;  // ibgp: the decoder's seed grid's channels and its 3x3 convolutions'
+  double beta = 700;                    // ibgp: the Poisson likelihood's weight against the KL (the authors')
+  double length_scale = 2;              // ibgp: the prior's Cauchy kernel's, in frames
+  // Frames before every temporal filter of the model is whole (the chain of `taps` filters); the
+  // scores skip at least these: max(kDefaultSkip, warm-up).
+  int warmup() const;
+  int skip() const;
   nlohmann::ordered_json json() const;
   // From a JSON object (a training record's "model"); `where` names it in errors.
   static ModelSpec from_json(const nlohmann::json& j, const std::string& where);
@@ -69,8 +97,30 @@ class Model {
   std::vector<ad::Param*> params();
   std::int64_t parameter_count() const;
 
-  // Expected spikes per bin [B*L, cells] of frames x [B*L, H*W] (sequences of L frames).
+  // Expected spikes per bin [B*L, cells] of frames x [B*L, H*W] (sequences of L frames). ibgp: through
+  // the posterior mean (what the graph computes).
   ad::Var forward(ad::Tape& t, ad::Var x, int L);
+  // The training loss of counts y [B*L, cells] over the rows with use != 0: the Poisson NLL per
+  // scored bin; ibgp: plus KL(q || prior) / (beta * scored bins), z sampled with the normals of
+  // (seed, step).
+  ad::Var loss(ad::Tape& t, ad::Var x, const ad::Mat& y, const std::vector<char>& use, int L, std::uint64_t seed, std::uint64_t step);
+  // ibgp: the synthesised movie [B*L, H*W] and the posterior's mean and log-variance [B*L, latent].
+  // With a Draw, z is sampled from the posterior (the normals of (seed, step)); without, z = mean.
+  struct Bottleneck {
+    ad::Var synth, mean, logvar;
+  };
+  struct Draw {
+    std::uint64_t seed = 0, step = 0;
+  };
+  Bottleneck bottleneck(ad::Tape& t, ad::Var x, int L, const Draw* draw = nullptr);
+  // ibgp: the retina forward model's weights from a trained cnn folder's (same names and shapes);
+  // training then keeps them as the start instead of setting the readout to the mean rates.
+  void take_forward(const ir::WeightStore& cnn);
+  // ibgp: scales the decoder's last layer so that the movie it synthesises from frames x [B*L, H*W]
+  // has x's standard deviation (the contrast the forward model is made for; the authors' batch
+  // normalisation did this). Training calls it once, on its first chunks. No-op for the other kinds.
+  void match_contrast(const ad::Mat& x, int L);
+  bool forward_taken() const { return forward_taken_; }
   // The same, without a tape that records: [cells, frames] of one split's whole movie.
   Eigen::MatrixXd predict(const Split& s);
 
@@ -88,6 +138,7 @@ class Model {
 
  private:
   ModelSpec spec_;
+  bool forward_taken_ = false;
   std::map<std::string, ad::Param> p_;  // by the graph's weight names; the tape's 2-D layout
   std::map<std::string, std::vector<std::int64_t>> shapes_;  // the graph's shapes
 
@@ -96,6 +147,9 @@ class Model {
   // or 2000 steps.
   ad::Mat solve(const ad::Mat& u, int L) const;
   ad::Var loop_step(ad::Tape& t, ad::Var z, ad::Var u, int L);
+  ad::Var cnn(ad::Tape& t, ad::Var x, int L);  // the retina forward model, shared by cnn and ibgp
+  // ibgp: the prior's K^-1 and log|K| over L frames, computed once per L
+  std::map<int, std::pair<ad::Mat, double>> prior_;
 };
 
 struct TrainOptions {
@@ -109,7 +163,7 @@ struct TrainOptions {
 
 struct EpochRecord {
   int epoch = 0;
-  double train_nll = 0;              // mean per scored bin over the epoch's steps (log y! left out)
+  double train_nll = 0;              // mean per scored bin over the epoch's steps (log y! left out; ibgp: with its KL term)
   double val_nll = 0, val_cc = 0;    // on the held-out frames (score's nll and cc, against the counts' smoothed rate)
   double seconds = 0;                // since the start
 };

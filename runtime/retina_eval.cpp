@@ -47,6 +47,12 @@ RetinaModelFiles read_retina_model(const std::string& dir) {
     } catch (const std::exception& e) {
       throw Error(record + ": not JSON: " + e.what());
     }
+  if (m.record.is_object() && m.record.contains("test_skip")) {
+    const auto& v = m.record["test_skip"];
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > (1 << 20))
+      throw Error(record + ": test_skip: expected a whole number of frames >= 0");
+    m.skip = v.get<int>();
+  }
   return m;
 }
 
@@ -77,6 +83,7 @@ RetinaMachine compile_retina(const RetinaModelFiles& m, const retina::Dataset& d
   r.backend = s.backend;
   r.options = backend_options(s.run);
   r.cells = d.test.cells();
+  r.skip = m.skip;
   ir::Program& p = r.program;
   p.graph = m.graph;
   p.weights = m.weights;
@@ -121,8 +128,9 @@ RetinaEval evaluate_retina(const RetinaMachine& machine, const retina::Dataset& 
                            std::function<void(long long, long long)> progress) {
   const int frames = s.frames ? s.frames : d.test.frames;
   if (frames < 1 || frames > d.test.frames) throw Error("frames: " + num(s.frames) + " of a test split of " + num(d.test.frames));
-  if (s.skip < 0 || s.skip >= frames) throw Error("skip: " + num(s.skip) + " leaves no frame of " + num(frames) + " to score");
   RetinaEval r;
+  r.skip = s.skip >= 0 ? s.skip : machine.skip;
+  if (r.skip >= frames) throw Error("skip: " + num(r.skip) + " leaves no frame of " + num(frames) + " to score");
   r.hw = machine.hw;
   r.program = machine.program;
   r.calibrated_ranges = machine.calibrated_ranges;
@@ -131,7 +139,7 @@ RetinaEval evaluate_retina(const RetinaMachine& machine, const retina::Dataset& 
   const auto start = std::chrono::steady_clock::now();
   r.pred = run_retina(machine, retina_stimulus_tensor(r.test, frames), s.run.seed, &r.result, std::move(progress));
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  r.scores = retina::score(r.test, r.pred, s.skip);
+  r.scores = retina::score(r.test, r.pred, r.skip);
 
   ProgramEstimateOptions eo;
   eo.seq_len = frames;

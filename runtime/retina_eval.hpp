@@ -27,7 +27,7 @@ struct RetinaEvalSettings {
   ProgramSettings run;               // sequence, converters, noise, optics, precision, seed, threads
   int calibration_frames = 1000;     // train frames (at most the split's) the converters' ranges are set on (0: none, the compiled defaults)
   int frames = 0;                    // test frames evaluated from the first (0: all)
-  int skip = retina::kDefaultSkip;   // frames not scored (the filters' warm-up)
+  int skip = -1;                     // frames not scored (the filters' warm-up); -1: the model's (RetinaModelFiles::skip)
 };
 
 // A model folder: its graph (input `stimulus` [B, L, H, W, 1], output `rate` [B, L, cells]) and weights.
@@ -36,6 +36,7 @@ struct RetinaModelFiles {
   ir::Graph graph;
   ir::WeightStore weights;
   nlohmann::json record;  // its train.json (null when the folder has none)
+  int skip = retina::kDefaultSkip;  // frames its scores skip: train.json's test_skip (the model's filters' warm-up), else 40
 };
 // Throws aoc::Error naming the file and what is wrong (missing, malformed, not a retina graph).
 RetinaModelFiles read_retina_model(const std::string& dir);
@@ -48,6 +49,7 @@ struct RetinaMachine {
   std::string backend, graph_file;
   BackendOptions options;  // the run's settings (the seed is given per run)
   int cells = 0, calibrated_ranges = 0, calibration_frames = 0;
+  int skip = retina::kDefaultSkip;  // the model's (RetinaModelFiles::skip)
 };
 RetinaMachine compile_retina(const RetinaModelFiles& m, const retina::Dataset& d, const Hardware& hw, const RetinaEvalSettings& s);
 // The expected spikes per bin [cells, frames] of a stimulus [1, frames, H, W, 1] run on the machine
@@ -62,6 +64,7 @@ struct RetinaEval {
   int calibration_frames = 0;     // train frames the ranges were set on
   retina::Split test;             // the test frames run (the split cut to them)
   Eigen::MatrixXd pred;           // [cells, frames] expected spikes per bin
+  int skip = 0;                   // frames not scored (the settings' or the model's)
   retina::Scores scores;          // over frames >= skip
   ProgramResult result;           // the run (fixed-point statistics, conversions)
   IterationSummary iterations;    // every fixed-point solve (empty without a FixedPoint)

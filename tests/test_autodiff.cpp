@@ -258,6 +258,60 @@ TEST_CASE("ad: conv1d_causal with fewer filters than columns shares each filter 
   check_grad([&](Tape& t2) { return weighted(t2, t2.conv1d_causal(t2.leaf(x), t2.leaf(w), L)); }, {&x, &w});
 }
 
+TEST_CASE("ad: max_pool2d keeps each window's largest and upsample2d repeats each pixel") {
+  const Tape::Grid g{.height = 5, .width = 4, .channels = 2};
+  const Mat x = uniform(2, 5 * 4 * 2, 97);
+  Tape t;
+  const Mat p = t.value(t.max_pool2d(t.constant(x), g, 2));
+  REQUIRE(p.cols() == 2 * 2 * 2);  // floor(5 / 2) x 2, the last row of pixels dropped
+  const Mat u = t.value(t.upsample2d(t.constant(x), g, 3));
+  REQUIRE(u.cols() == 15 * 12 * 2);
+  for (int n = 0; n < 2; ++n)
+    for (int c = 0; c < 2; ++c) {
+      for (int i = 0; i < 2; ++i)
+        for (int j = 0; j < 2; ++j) {
+          double want = -1e300;
+          for (int a = 0; a < 2; ++a)
+            for (int b = 0; b < 2; ++b) want = std::max(want, x(n, ((2 * i + a) * 4 + 2 * j + b) * 2 + c));
+          CHECK(p(n, (i * 2 + j) * 2 + c) == want);
+        }
+      for (int i = 0; i < 15; ++i)
+        for (int j = 0; j < 12; ++j) CHECK(u(n, (i * 12 + j) * 2 + c) == x(n, ((i / 3) * 4 + j / 3) * 2 + c));
+    }
+}
+
+TEST_CASE("ad: max_pool2d and upsample2d gradients match") {
+  const Tape::Grid g{.height = 4, .width = 6, .channels = 3};
+  Param x = param("x", 2, 4 * 6 * 3, 98);
+  check_grad([&](Tape& t) { return weighted(t, t.max_pool2d(t.leaf(x), g, 2)); }, {&x});
+  check_grad([&](Tape& t) { return weighted(t, t.upsample2d(t.leaf(x), g, 2)); }, {&x});
+}
+
+TEST_CASE("ad: gp_kl under an identity prior is the diagonal Gaussians' closed form") {
+  const int B = 2, L = 5, D = 3;
+  const Mat m = uniform(B * L, D, 99), v = uniform(B * L, D, 100);
+  double want = 0;
+  for (Eigen::Index k = 0; k < m.size(); ++k) want += 0.5 * (std::exp(v.data()[k]) + m.data()[k] * m.data()[k] - 1 - v.data()[k]);
+  Tape t;
+  CHECK(t.value(t.gp_kl(t.constant(m), t.constant(v), Mat::Identity(L, L), 0.0, L))(0, 0) == Approx(want).epsilon(1e-13));
+}
+
+TEST_CASE("ad: gp_kl's gradient matches under a correlated prior, where even the prior's marginals pay") {
+  const int L = 4;
+  Mat K(L, L);
+  for (int i = 0; i < L; ++i)
+    for (int j = 0; j < L; ++j) K(i, j) = 1.0 / (1.0 + (i - j) * (i - j)) + (i == j ? 1e-3 : 0.0);
+  const Mat Kinv = K.inverse();
+  const double logdet = std::log(K.determinant());
+  // q with the prior's marginals still differs from it: q ignores the prior's correlations
+  Tape t;
+  const Mat marg = K.diagonal().array().log().matrix().replicate(1, 2);
+  CHECK(t.value(t.gp_kl(t.constant(Mat::Zero(L, 2)), t.constant(marg), Kinv, logdet, L))(0, 0) > 0.01);
+  CHECK(t.value(t.gp_kl(t.constant(Mat::Zero(L, 2)), t.constant(Mat::Zero(L, 2)), Mat::Identity(L, L), 0.0, L))(0, 0) == 0.0);
+  Param m = param("m", 2 * L, 2, 101), v = param("v", 2 * L, 2, 102);
+  check_grad([&](Tape& t2) { return t2.gp_kl(t2.leaf(m), t2.leaf(v), Kinv, logdet, L); }, {&m, &v});
+}
+
 TEST_CASE("ad: poisson_nll is the mean of r - y log r over the used rows, and its gradient matches") {
   Param r = param("r", 4, 3, 97, 0.2, 2.0);
   Mat y(4, 3);

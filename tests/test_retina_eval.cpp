@@ -201,6 +201,40 @@ TEST_CASE("retina eval: fewer frames run the movie's first frames and score them
   CHECK(head.scores.cc_mean == score(first, all.pred.leftCols(100), 10).cc_mean);
 }
 
+TEST_CASE("retina eval: the IB-GP on the machine without its non-idealities is the trained model, its posterior and movie beside") {
+  SynthConfig c;
+  c.height = c.width = 22, c.cells = 2;
+  c.train_frames = 300, c.test_frames = 80, c.repeats = 2;
+  c.images = 2, c.image_size = 64, c.rf_region = 6;
+  const Dataset d = synthesize(c);
+  ModelSpec sp = spec("ibgp");
+  sp.height = sp.width = 22, sp.cells = 2, sp.taps = 4;
+  sp.latent = 3, sp.enc1 = 4, sp.enc2 = 4, sp.enc3 = 2, sp.dec0 = 2, sp.dec1 = 3, sp.dec2 = 3;
+  Model m(sp, 6);
+  aoc::RetinaEvalSettings s = machine(false);
+  s.skip = sp.skip();
+  const aoc::RetinaEval r = aoc::evaluate_retina(folder(m, "ibgp"), d, s);
+  CHECK((r.pred - m.predict(d.test)).cwiseAbs().maxCoeff() < 1e-9);
+  REQUIRE(r.program.graph.outputs.size() == 4);  // rate, latent, latent_logvar, synth: the graph's, in its order
+  CHECK(r.result.values.at(r.program.graph.outputs[3]).shape == std::vector<std::int64_t>{1, 80, 22, 22, 1});
+  CHECK(r.result.values.at(r.program.graph.outputs[1]).shape == std::vector<std::int64_t>{1, 80, 3});
+}
+
+TEST_CASE("retina eval: the model's training record says how many frames its scores skip") {
+  Model m(spec("cnn"), 3);
+  aoc::RetinaModelFiles f = folder(m, "cnn-skip");
+  CHECK(f.skip == kDefaultSkip);
+  const fs::path record = fs::path(f.dir) / "train.json";
+  aoc::write_file_atomic(record.string(), R"({"test_skip": 25})");
+  f = aoc::read_retina_model(f.dir);
+  CHECK(f.skip == 25);
+  aoc::RetinaEvalSettings s = cpu();
+  s.skip = -1;  // the model's
+  CHECK(aoc::evaluate_retina(f, data(), s).skip == 25);
+  aoc::write_file_atomic(record.string(), R"({"test_skip": -3})");
+  CHECK_THROWS_WITH(aoc::read_retina_model(f.dir), Catch::Contains("train.json: test_skip"));
+}
+
 namespace {
 
 // A seeded model's folder with its training record's spec, as the search reads it.

@@ -30,6 +30,24 @@ const Dataset& data() {
   return d;
 }
 
+// IB-GP's decoder lands on sides of 2 mod 4: 22 x 22 frames.
+const Dataset& data22() {
+  static const Dataset d = [] {
+    SynthConfig c = tiny(2000);
+    c.height = c.width = 22;
+    return synthesize(c);
+  }();
+  return d;
+}
+
+ModelSpec ibgp_spec() {
+  ModelSpec s;
+  s.kind = "ibgp", s.height = s.width = 22, s.cells = 3, s.taps = 6;
+  s.conv1 = 2, s.kernel1 = 7, s.conv2 = 2, s.kernel2 = 5;
+  s.latent = 3, s.enc1 = 4, s.enc2 = 4, s.enc3 = 2, s.dec0 = 2, s.dec1 = 3, s.dec2 = 3;
+  return s;
+}
+
 ModelSpec spec(const std::string& kind) {
   ModelSpec s;
   s.kind = kind, s.height = s.width = 20, s.cells = 3, s.taps = 10;
@@ -38,12 +56,13 @@ ModelSpec spec(const std::string& kind) {
 }
 
 // The model's graph interpreted on the split's movie ([1, T, H, W, 1]): [cells, T].
-Eigen::MatrixXd interpreted(const Model& m, const Split& s) {
+Eigen::MatrixXd interpreted(const Model& m, const Split& s, ir::InterpretResult* all = nullptr) {
   const ir::Graph g = ir::parse_graph(m.graph_json(), "retina");
   ir::Tensor x;
   x.shape = {1, s.frames, s.height, s.width, 1};
   x.data.assign(s.stimulus.begin(), s.stimulus.end());
-  const ir::InterpretResult out = ir::interpret(g, m.weights(), {{"stimulus", x}});
+  ir::InterpretResult out = ir::interpret(g, m.weights(), {{"stimulus", x}});
+  if (all) *all = out;
   const ir::Tensor& r = out.values.at("rate");
   REQUIRE(r.shape == std::vector<std::int64_t>{1, s.frames, s.cells()});
   return Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(r.data.data(), s.frames, s.cells()).transpose();
@@ -93,6 +112,7 @@ TEST_CASE("retina model: the spec reads back from its JSON") {
   const ModelSpec s = spec("cnn");
   const ModelSpec back = ModelSpec::from_json(s.json(), "train.json");
   CHECK(back.json() == s.json());
+  CHECK(ModelSpec::from_json(ibgp_spec().json(), "train.json").json() == ibgp_spec().json());
   nlohmann::json bad = s.json();
   bad["kind"] = "transformer";
   CHECK_THROWS_AS(ModelSpec::from_json(bad, "train.json"), aoc::Error);
@@ -172,4 +192,78 @@ TEST_CASE("retina model: training keeps the implicit loop a contraction") {
         .singularValues()(0);
   };
   CHECK(norm("loop.W") + norm("loop.V") <= Model::kLoopBound + 1e-12);
+}
+
+TEST_CASE("retina model: the IB-GP's tape forward is what its graph computes, posterior and synthesised movie included") {
+  Model m(ibgp_spec(), 5);
+  const Split& s = data22().test;
+  ir::InterpretResult out;
+  const Eigen::MatrixXd rate = interpreted(m, s, &out);
+  CHECK((m.predict(s) - rate).cwiseAbs().maxCoeff() < 1e-12);
+  aoc::ad::Tape t(false);
+  aoc::ad::Mat x(s.frames, 22 * 22);
+  for (int f = 0; f < s.frames; ++f)
+    for (int i = 0; i < 22 * 22; ++i) x(f, i) = s.stimulus[static_cast<std::size_t>(f) * 22 * 22 + i];
+  const Model::Bottleneck b = m.bottleneck(t, t.constant(x), s.frames);
+  const auto same = [&](aoc::ad::Var v, const char* name) {
+    const ir::Tensor& g = out.values.at(name);
+    INFO(name);
+    REQUIRE(static_cast<Eigen::Index>(g.data.size()) == t.value(v).size());
+    double worst = 0;
+    for (Eigen::Index k = 0; k < t.value(v).size(); ++k) worst = std::max(worst, std::abs(t.value(v).data()[k] - g.data[static_cast<std::size_t>(k)]));
+    CHECK(worst < 1e-12);
+  };
+  same(b.mean, "latent");
+  same(b.logvar, "latent_logvar");
+  same(b.synth, "synth");
+  CHECK(out.values.at("synth").shape == std::vector<std::int64_t>{1, s.frames, 22, 22, 1});
+}
+
+TEST_CASE("retina model: IB-GP frames the decoder cannot land on are refused") {
+  ModelSpec s = ibgp_spec();
+  s.height = s.width = 20;
+  s.kernel1 = 5;
+  CHECK_THROWS_AS(s.check(), aoc::Error);
+  s.height = s.width = 26;
+  CHECK_NOTHROW(s.check());
+}
+
+TEST_CASE("retina model: the IB-GP's warm-up is its three temporal filters'") {
+  CHECK(ibgp_spec().warmup() == 15);
+  CHECK(spec("cnn").warmup() == 9);
+  ModelSpec big = ibgp_spec();
+  big.taps = 40;
+  CHECK(big.skip() == 117);
+  CHECK(spec("cnn").skip() == kDefaultSkip);
+}
+
+TEST_CASE("retina model: training the IB-GP from a trained CNN lowers the held-out NLL deterministically") {
+  ModelSpec c = ibgp_spec();
+  c.kind = "cnn";
+  Model cnn(c, 1);
+  TrainOptions oc;
+  oc.epochs = 12, oc.chunk = 60, oc.batch = 2, oc.lr = 1e-2;
+  train(cnn, data22(), oc);
+  TrainOptions o;
+  o.epochs = 4, o.chunk = 60, o.batch = 2, o.lr = 2e-3;
+  Model a(ibgp_spec(), 2), b(ibgp_spec(), 2);
+  a.take_forward(cnn.weights()), b.take_forward(cnn.weights());
+  const TrainResult r = train(a, data22(), o);
+  train(b, data22(), o);
+  CHECK(r.epochs[static_cast<std::size_t>(r.best_epoch - 1)].val_nll < r.epochs[0].val_nll);
+  CHECK(a.predict(data22().test) == b.predict(data22().test));
+}
+
+TEST_CASE("retina model: the IB-GP takes a trained CNN's weights as its forward model") {
+  ModelSpec c = ibgp_spec();
+  c.kind = "cnn";
+  const Model cnn(c, 7);
+  Model m(ibgp_spec(), 5);
+  m.take_forward(cnn.weights());
+  CHECK(m.forward_taken());
+  const ir::WeightStore w = m.weights();
+  for (const char* name : {"conv1", "temporal", "conv2", "readout", "readout_bias"}) CHECK(w.at(name).data == cnn.weights().at(name).data);
+  ir::WeightStore wrong = cnn.weights();
+  wrong.at("readout").shape = {1, 1};
+  CHECK_THROWS_AS(m.take_forward(wrong), aoc::Error);
 }

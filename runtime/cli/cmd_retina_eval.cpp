@@ -76,8 +76,8 @@ int run_eval(const EvalOpts& o) {
   const RetinaEval r = evaluate_retina(m, d, o.s, meter.counter(o.f.sequence != "sequential"));
   meter.finish();
   const retina::Split& test = r.test;
-  const std::optional<ScoreRow> ceiling = ceiling_row(test, o.s.skip);
-  const std::optional<ScoreRow> digital = r.test.frames == d.test.frames && o.s.skip == retina::kDefaultSkip ? digital_row(m) : std::nullopt;
+  const std::optional<ScoreRow> ceiling = ceiling_row(test, r.skip);
+  const std::optional<ScoreRow> digital = r.test.frames == d.test.frames && r.skip == m.skip ? digital_row(m) : std::nullopt;
   const EnergyReport& e = r.estimate.token;
   const std::string model_digest = file_digest((std::filesystem::path(o.model) / "weights.h5").string());
 
@@ -87,7 +87,15 @@ int run_eval(const EvalOpts& o) {
     a.shape = {1, static_cast<std::size_t>(r.test.frames), static_cast<std::size_t>(r.pred.rows())};
     for (int t = 0; t < r.test.frames; ++t)
       for (int c = 0; c < r.pred.rows(); ++c) a.values.push_back(r.pred(c, t));
-    write_h5_arrays(o.output, {a}, {{"seed", {static_cast<double>(o.f.seed)}}, {"synthetic", {d.synthetic ? 1.0 : 0.0}}},
+    std::vector<H5Array> arrays{a};
+    // The graph's other outputs as run (IB-GP: latent, latent_logvar, synth), by the graph's names: the
+    // program's k-th output is the graph's (an analog one is its ADC's result, "synth.adc").
+    for (std::size_t k = 0; k < m.graph.outputs.size(); ++k)
+      if (m.graph.outputs[k] != "rate") {
+        const ir::Tensor& v = r.result.values.at(r.program.graph.outputs.at(k));
+        arrays.push_back({m.graph.outputs[k], std::vector<std::size_t>(v.shape.begin(), v.shape.end()), v.data});
+      }
+    write_h5_arrays(o.output, arrays, {{"seed", {static_cast<double>(o.f.seed)}}, {"synthetic", {d.synthetic ? 1.0 : 0.0}}},
                     {{"tool", "aoc retina eval"}, {"version", AOC_VERSION}, {"model", o.model}, {"model_digest", model_digest},
                      {"data", o.data}, {"hardware", r.hw.name}, {"backend", o.s.backend}, {"settings", settings_text(o)}});
   }
@@ -110,7 +118,7 @@ int run_eval(const EvalOpts& o) {
                              {"calibration_frames", r.calibration_frames},
                              {"calibrated_ranges", r.calibrated_ranges},
                              {"frames", r.test.frames},
-                             {"skip", o.s.skip},
+                             {"skip", r.skip},
                              {"scores", scores_json(r.scores)}};
     if (ceiling) j["ceiling"] = scores_json(ceiling->scores);
     if (digital) j["digital"] = {{"cc_mean", digital->scores.cc_mean}, {"fev_mean", digital->scores.fev_mean}, {"nll_mean", digital->scores.nll_mean},
@@ -131,7 +139,7 @@ int run_eval(const EvalOpts& o) {
     return 0;
   }
   std::printf("%s%s on %s (%s; %s): test %d frames from %d", d.synthetic ? "SYNTHETIC data: " : "", m.graph.name.c_str(), r.hw.name.c_str(),
-              settings_text(o).c_str(), o.f.sequence.c_str(), r.test.frames - o.s.skip, o.s.skip);
+              settings_text(o).c_str(), o.f.sequence.c_str(), r.test.frames - r.skip, r.skip);
   if (r.calibrated_ranges) std::printf(", %d converter ranges calibrated on %d train frames", r.calibrated_ranges, r.calibration_frames);
   std::printf("\n");
   std::vector<ScoreRow> more;
@@ -153,7 +161,7 @@ int run_eval(const EvalOpts& o) {
 
 // The model, the data and the machine it runs on, as eval and stimulus take them.
 void add_machine_flags(CLI::App* c, EvalOpts& o) {
-  c->add_option("--model", o.model, "the model folder (aoc retina train -o DIR; models/retina/ln, cnn, implicit)")->required();
+  c->add_option("--model", o.model, "the model folder (aoc retina train -o DIR; models/retina/ln, cnn, implicit, ibgp)")->required();
   c->add_option("--data", o.data, "the retina file (aoc retina data, or a naturalscene.h5)")->required();
   c->add_option("--hw", o.s.hw, "hardware file or bundled machine (aoc-48, aoc-16, aoc-scale): the graph is compiled for it")->capture_default_str();
   c->add_option("--backend", o.s.backend, "sim: the simulated machine; cpu: the exact digital reference (cuda, cuda-f32: the reference on a GPU)")
@@ -165,7 +173,8 @@ void add_machine_flags(CLI::App* c, EvalOpts& o) {
   c->add_option("--calibration-frames", o.s.calibration_frames, "train frames (at most the split's) the converters' ranges are calibrated on (0: the compiled defaults)")
       ->check(CLI::Range(0, 1 << 24))
       ->capture_default_str();
-  c->add_option("--skip", o.s.skip, "frames at the start not scored or matched (the filters' warm-up)")->check(CLI::Range(0, 1 << 24))->capture_default_str();
+  c->add_option("--skip", o.s.skip, "frames at the start not scored or matched [default: the model's warm-up, train.json's test_skip: 40 for 40-tap filters]")
+      ->check(CLI::Range(0, 1 << 24));
 }
 
 // Flags that do not apply are errors; the settings record the run's flags.
@@ -185,7 +194,7 @@ void add_retina_eval(CLI::App& retina) {
   auto* c = retina.add_subcommand("eval", "Evaluate a trained retina model on the test movie: on the simulated machine (converters, noise) or the digital reference");
   add_machine_flags(c, o);
   c->add_option("--frames", o.s.frames, "test frames to run, from the first (0: all)")->check(CLI::Range(0, 1 << 24))->capture_default_str();
-  c->add_option("-o,--output", o.output, "write the predictions to this HDF5 file (/rate [1, frames, cells], as aoc run writes)");
+  c->add_option("-o,--output", o.output, "write the predictions to this HDF5 file (/rate [1, frames, cells], as aoc run writes; a graph's other outputs beside it: IB-GP's latent, latent_logvar, synth)");
   c->add_option("--csv", o.csv, "write frame, cell, predicted and recorded rate (and the true rate of SYNTHETIC data) as CSV, for plots");
   c->add_flag("--json", o.json, "print the evaluation as a JSON record (scores per cell, settings, per-frame energy and latency with sources)");
   c->footer("The scores are over the test frames after --skip; 'digital' is the training record's (train.json), 'ceiling' the generator's\n"
@@ -213,20 +222,21 @@ int run_stimulus(const StimulusOpts& so) {
   const EvalOpts& o = so.e;
   check_outputs({{"-o", o.output}, {"--csv", o.csv}}, {{"--data", o.data}});
   const RetinaModelFiles m = read_retina_model(o.model);
+  const int skip = o.s.skip >= 0 ? o.s.skip : m.skip;
   retina::Model digital = read_retina_digital(m);
   const retina::Dataset d = retina::read_dataset(o.data);
-  check_stimulus_settings(so.search, d.test, o.s.skip);
+  check_stimulus_settings(so.search, d.test, skip);
   const Hardware hw = load_hardware(resolve_hardware_path(o.s.hw), o.s.set);
   const RetinaMachine machine = compile_retina(m, d, hw, o.s);
   const int coarse = (d.test.height / std::max(1, so.search.block)) * (d.test.width / std::max(1, so.search.block));
   if (!o.json && !o.f.quiet)
     std::printf("%sminimal stimulus for %s on %s (%s): test frames %d..%d, matched from frame %d; %d coarse pixels per frame (%dx%d px blocks, %dx fewer than %dx%d)\n",
                 d.synthetic ? "SYNTHETIC data: " : "", m.graph.name.c_str(), hw.name.c_str(), settings_text(o).c_str(), so.search.first,
-                so.search.first + so.search.frames, so.search.first + o.s.skip, coarse, so.search.block, so.search.block,
+                so.search.first + so.search.frames, so.search.first + skip, coarse, so.search.block, so.search.block,
                 so.search.block * so.search.block, d.test.width, d.test.height);
   std::fflush(stdout);
   const auto start = std::chrono::steady_clock::now();
-  const StimulusSearch r = search_stimulus(machine, digital, d.test, o.s.skip, o.f.seed, so.search, [&](const StimulusStep& st) {
+  const StimulusSearch r = search_stimulus(machine, digital, d.test, skip, o.f.seed, so.search, [&](const StimulusStep& st) {
     if (o.json || o.f.quiet) return;
     if (st.step % 10 == 0 || st.step == so.search.steps) std::printf("  step %3d/%d  CC %.3f  MSE %.3g\n", st.step, so.search.steps, st.cc, st.mse);
     std::fflush(stdout);
@@ -265,7 +275,7 @@ int run_stimulus(const StimulusOpts& so) {
                              {"model", o.model}, {"graph", m.graph.name}, {"hardware", hw.name}, {"set", o.s.set}, {"backend", o.s.backend},
                              {"settings", {{"sequence", o.f.sequence}, {"quantize", o.f.quantize}, {"noise", o.f.noise}, {"optics", !o.f.ideal_optics},
                                            {"precision", o.f.precision}, {"seed", o.f.seed}}},
-                             {"search", {{"first", so.search.first}, {"frames", so.search.frames}, {"skip", o.s.skip}, {"block", so.search.block},
+                             {"search", {{"first", so.search.first}, {"frames", so.search.frames}, {"skip", skip}, {"block", so.search.block},
                                          {"steps", so.search.steps}, {"lr", so.search.lr}, {"from_grey", so.search.from_grey}, {"limit", so.search.limit}}},
                              {"pixels_per_frame", {{"natural", r.height * r.width}, {"coarse", r.coarse_h * r.coarse_w}}},
                              {"downsampled", step_json(r.downsampled)}, {"final", step_json(r.final_fresh)}, {"curve", curve}, {"output", o.output}, {"seconds", seconds}};

@@ -13,6 +13,7 @@
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/retina_report.hpp"
 #include "runtime/output.hpp"
+#include "runtime/retina_eval.hpp"
 #include "sim/error.hpp"
 
 namespace aoc::cli {
@@ -20,7 +21,7 @@ namespace aoc::cli {
 namespace {
 
 struct TrainOpts {
-  std::string data, output;
+  std::string data, output, forward;
   retina::ModelSpec spec;
   retina::TrainOptions train;
   bool quiet = false;
@@ -28,10 +29,15 @@ struct TrainOpts {
 
 int run_train(TrainOpts o) {
   check_outputs({{"-o", o.output}}, {{"--data", o.data}});
+  if (!o.forward.empty() && o.spec.kind != "ibgp") throw Error("retina train: --forward is for --model ibgp (its retina forward model)");
   const retina::Dataset d = retina::read_dataset(o.data);
   o.spec.height = d.train.height, o.spec.width = d.train.width, o.spec.cells = d.train.cells();
   o.spec.check();
   retina::Model m(o.spec, o.train.seed);
+  if (!o.forward.empty()) {
+    const RetinaModelFiles f = read_retina_model(o.forward);
+    m.take_forward(f.weights);
+  }
   if (!o.quiet)
     std::printf("%straining %s (%lld weights) on %s: %d train frames (the last %.0f %% held out), %d cells\n", d.synthetic ? "SYNTHETIC data: " : "",
                 o.spec.kind.c_str(), static_cast<long long>(m.parameter_count()), o.data.c_str(), d.train.frames, 100 * o.train.validation,
@@ -49,7 +55,7 @@ int run_train(TrainOpts o) {
     for (double v : t.data)
       if (!std::isfinite(v)) throw Error("retina train: weight '" + name + "' diverged to NaN or inf: nothing written; lower --lr");
   // The digital model's test scores: what evaluation on the reference backend reproduces.
-  const retina::Scores test = retina::score(d.test, m.predict(d.test), retina::kDefaultSkip);
+  const retina::Scores test = retina::score(d.test, m.predict(d.test), o.spec.skip());
   const retina::EpochRecord& best = r.epochs[static_cast<std::size_t>(r.best_epoch - 1)];
   nlohmann::ordered_json rec{{"tool", "aoc retina train"},
                              {"version", AOC_VERSION},
@@ -61,11 +67,15 @@ int run_train(TrainOpts o) {
                              {"parameters", m.parameter_count()},
                              {"train", {{"epochs", o.train.epochs}, {"chunk", o.train.chunk}, {"batch", o.train.batch}, {"lr", o.train.lr},
                                         {"weight_decay", o.train.weight_decay}, {"warmup", o.train.warmup}, {"validation", o.train.validation},
-                                        {"seed", o.train.seed}, {"loss", "Poisson NLL per scored bin, AdamW, warm-up + cosine"}}},
+                                        {"seed", o.train.seed},
+                                        {"loss", o.spec.kind == "ibgp" ? "beta x Poisson NLL + KL(q || GP prior), per beta x scored bin, AdamW, warm-up + cosine"
+                                                                       : "Poisson NLL per scored bin, AdamW, warm-up + cosine"},
+                                        {"forward_from", o.forward.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(o.forward)}}},
                              {"best_epoch", r.best_epoch},
                              {"held_out", {{"nll", best.val_nll}, {"cc", best.val_cc}}},
                              {"curve_columns", {"epoch", "train_nll", "held_out_nll", "held_out_cc", "seconds"}},
                              {"curve", curve},
+                             {"test_skip", o.spec.skip()},
                              {"test_digital", scores_json(test)},
                              {"seconds", r.epochs.back().seconds}};
   std::filesystem::create_directories(o.output);
@@ -85,13 +95,14 @@ int run_train(TrainOpts o) {
 
 void add_retina_train(CLI::App& retina) {
   static TrainOpts o;
-  auto* c = retina.add_subcommand("train", "Train a retina model (ln, cnn or implicit) on a retina file's train split; write graph.json, weights.h5, train.json");
+  auto* c = retina.add_subcommand("train", "Train a retina model (ln, cnn, implicit or ibgp) on a retina file's train split; write graph.json, weights.h5, train.json");
   c->add_option("--data", o.data, "the retina file (aoc retina data, or a naturalscene.h5)")->required();
   c->add_option("-o,--output", o.output, "the model folder to write")->required();
   c->add_option("--model", o.spec.kind,
                 "ln: linear-nonlinear baseline; cnn: the retina forward model (conv - temporal conv - ReLU - conv - ReLU - dense); "
-                "implicit: the AOC-native model (a fixed-point state on the core carried across frames)")
-      ->check(CLI::IsMember({"ln", "cnn", "implicit"}))
+                "implicit: the AOC-native model (a fixed-point state on the core carried across frames); "
+                "ibgp: IB-GP (encoder to a GP-prior latent, stimulus decoder, then the cnn forward model)")
+      ->check(CLI::IsMember({"ln", "cnn", "implicit", "ibgp"}))
       ->capture_default_str();
   c->add_option("--taps", o.spec.taps, "temporal filter length, frames of 10 ms")->check(CLI::Range(1, 1000))->capture_default_str();
   c->add_option("--conv1", o.spec.conv1, "cnn: first layer's channels")->check(CLI::Range(1, 256))->capture_default_str();
@@ -103,8 +114,17 @@ void add_retina_train(CLI::App& retina) {
   c->add_option("--unroll", o.spec.unroll, "implicit: training steps with gradients after each solve (how far back the gradient reaches)")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
+  c->add_option("--latent", o.spec.latent, "ibgp: latent variables per frame (the bottleneck)")->check(CLI::Range(1, 4096))->capture_default_str();
+  c->add_option("--enc", o.spec.enc1, "ibgp: the encoder's first 3x3 convolution's channels; the second and third get 1/2 and 1/4 of it")
+      ->check(CLI::Range(4, 1024))
+      ->capture_default_str();
+  c->add_option("--dec", o.spec.dec2, "ibgp: the decoder's last hidden 3x3 convolution's channels; the one before and the seed grid get 1/2 and 1/4")
+      ->check(CLI::Range(4, 1024))
+      ->capture_default_str();
+  c->add_option("--beta", o.spec.beta, "ibgp: the Poisson likelihood's weight against the KL to the GP prior")->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_option("--forward", o.forward, "ibgp: start the retina forward model from this trained cnn folder (else from seeded weights)");
   c->add_option("--epochs", o.train.epochs, "passes over the train frames")->check(CLI::Range(1, 100000))->capture_default_str();
-  c->add_option("--chunk", o.train.chunk, "frames per training sequence (the first taps - 1 not scored)")->check(CLI::Range(2, 1 << 20))->capture_default_str();
+  c->add_option("--chunk", o.train.chunk, "frames per training sequence (the temporal filters' warm-up not scored: taps - 1, ibgp 3 (taps - 1))")->check(CLI::Range(2, 1 << 20))->capture_default_str();
   c->add_option("--batch", o.train.batch, "sequences per step")->check(CLI::Range(1, 4096))->capture_default_str();
   c->add_option("--lr", o.train.lr, "peak learning rate (AdamW, warm-up then cosine)")->check(CLI::PositiveNumber)->capture_default_str();
   c->add_option("--weight-decay", o.train.weight_decay, "AdamW's decoupled weight decay")->check(CLI::Range(0.0, 1.0))->capture_default_str();
@@ -116,8 +136,12 @@ void add_retina_train(CLI::App& retina) {
   c->footer("Trains by Poisson likelihood; the epoch with the lowest held-out NLL is kept. The test split is not used in training;\n"
             "train.json records the digital model's test CC/FEV/NLL, what aoc retina eval reproduces on the reference backend.\n"
             "Examples:\n  aoc retina data -o retina.h5\n  aoc retina train --data retina.h5 --model ln -o ln\n"
-            "  aoc retina train --data retina.h5 --model cnn -o cnn --epochs 30\n  aoc retina eval --model cnn --data retina.h5 --hw aoc-48");
-  c->callback([] { exit_status() = run_train(o); });
+            "  aoc retina train --data retina.h5 --model cnn -o cnn --epochs 30\n"
+            "  aoc retina train --data retina.h5 --model ibgp -o ibgp --forward cnn --chunk 400\n  aoc retina eval --model cnn --data retina.h5 --hw aoc-48");
+  c->callback([] {
+    o.spec.enc2 = o.spec.enc1 / 2, o.spec.enc3 = o.spec.enc1 / 4, o.spec.dec1 = o.spec.dec2 / 2, o.spec.dec0 = o.spec.dec2 / 4;
+    exit_status() = run_train(o);
+  });
 }
 
 }  // namespace aoc::cli
