@@ -171,10 +171,15 @@ class Partitioner {
     std::map<std::string, bool> analog;  // value -> lives in the analog domain
     for (const Value& v : g_.inputs) analog[v.name] = false;
     region(g_.ops, analog);
-    // What leaves the program is digital.
+    // What leaves the program is digital, under the graph's name: an analog output's value is
+    // renamed inside the program and its ADC writes the name the user asked for.
     std::vector<Op> tail;
-    for (std::string& out : g_.outputs)
-      if (analog.at(out)) out = convert(out, false, tail);
+    for (const std::string& out : g_.outputs)
+      if (analog.at(out)) {
+        const std::string inner = fresh(names_, out + ".analog");
+        rename(out, inner);
+        tail.push_back(convert_op(inner, out, false, out + ".adc"));
+      }
     g_.ops.insert(g_.ops.end(), tail.begin(), tail.end());
   }
 
@@ -183,7 +188,7 @@ class Partitioner {
   Graph& g_;
   std::set<std::string> names_, op_names_;
 
-  Op convert_op(const std::string& from, const std::string& to_name, bool to_analog) {
+  Op convert_op(const std::string& from, const std::string& to_name, bool to_analog, const std::string& label = "") {
     std::map<std::string, Attr> a{{"to", std::string(to_analog ? "analog" : "digital")}};
     const Target& t = p_.target;
     if (t.slm_bits > 0) {
@@ -191,7 +196,20 @@ class Partitioner {
       a["lo"] = to_analog ? t.dac_lo : t.adc_lo;
       a["hi"] = to_analog ? t.dac_hi : t.adc_hi;
     }
-    return make_op(OpKind::Convert, {from}, {to_name}, std::move(a), to_name);
+    return make_op(OpKind::Convert, {from}, {to_name}, std::move(a), label.empty() ? to_name : label);
+  }
+
+  // Value `from` becomes `to` in the top-level ops (a FixedPoint's body reads its captures through
+  // its own arguments, so no body names a top-level value).
+  void rename(const std::string& from, const std::string& to) {
+    for (Op& o : g_.ops) {
+      for (auto* names : {&o.inputs, &o.outputs})
+        for (std::string& n : *names)
+          if (n == from) n = to;
+      if (const auto like = o.attrs.find("like"); like != o.attrs.end() && std::get_if<std::string>(&like->second) &&
+                                                  std::get<std::string>(like->second) == from)
+        like->second = to;
+    }
   }
 
   std::string convert(const std::string& v, bool to_analog, std::vector<Op>& out) {

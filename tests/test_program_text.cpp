@@ -104,9 +104,9 @@ TEST_CASE("program text: the partition pass alone, on a hand-written input") {
       %t = Tanh(%s) {name = "t", place = "analog"} : f64[B, 6]
       yield %t
   }
-  %y = Linear(%z, @V) {name = "head", place = "optical"} : f64[B, 3]
-  %y.adc = Convert(%y) {name = "y.adc", bits = 10, hi = 3.3, lo = -3.3, to = "digital"} : f64[B, 3]
-  return %y.adc
+  %y.analog = Linear(%z, @V) {name = "head", place = "optical"} : f64[B, 3]
+  %y = Convert(%y.analog) {name = "y.adc", bits = 10, hi = 3.3, lo = -3.3, to = "digital"} : f64[B, 3]
+  return %y
 )");
 }
 

@@ -405,7 +405,7 @@ TEST_CASE("run: a program's noisy outputs over runs of parts with --first-sample
                             std::to_string(first) + " -o " + out);
       INFO(r.out);
       REQUIRE(r.status == 0);
-      return aoc::ir::read_weights_h5(out).at("logits.adc");
+      return aoc::ir::read_weights_h5(out).at("logits");
     };
     const aoc::ir::Tensor whole = run("whole", tokens, 0);
     const std::int64_t per = static_cast<std::int64_t>(whole.data.size()) / 5;

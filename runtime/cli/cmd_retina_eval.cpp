@@ -88,12 +88,10 @@ int run_eval(const EvalOpts& o) {
     for (int t = 0; t < r.test.frames; ++t)
       for (int c = 0; c < r.pred.rows(); ++c) a.values.push_back(r.pred(c, t));
     std::vector<H5Array> arrays{a};
-    // The graph's other outputs as run (IB-GP: latent, latent_logvar, synth), by the graph's names: the
-    // program's k-th output is the graph's (an analog one is its ADC's result, "synth.adc").
-    for (std::size_t k = 0; k < m.graph.outputs.size(); ++k)
-      if (m.graph.outputs[k] != "rate") {
-        const ir::Tensor& v = r.result.values.at(r.program.graph.outputs.at(k));
-        arrays.push_back({m.graph.outputs[k], std::vector<std::size_t>(v.shape.begin(), v.shape.end()), v.data});
+    for (const std::string& name : m.graph.outputs)  // the graph's other outputs as run (IB-GP: latent, latent_logvar, synth)
+      if (name != "rate") {
+        const ir::Tensor& v = r.result.values.at(name);
+        arrays.push_back({name, std::vector<std::size_t>(v.shape.begin(), v.shape.end()), v.data});
       }
     write_h5_arrays(o.output, arrays, {{"seed", {static_cast<double>(o.f.seed)}}, {"synthetic", {d.synthetic ? 1.0 : 0.0}}},
                     {{"tool", "aoc retina eval"}, {"version", AOC_VERSION}, {"model", o.model}, {"model_digest", model_digest},
@@ -154,7 +152,13 @@ int run_eval(const EvalOpts& o) {
               si(e.total_seconds, "s").c_str(), e.gpu.name.c_str(), si(e.gpu.joules, "J").c_str(), si(e.gpu.seconds, "s").c_str());
   for (const auto& n : r.estimate.notes)
     if (n.find("not stationary") != std::string::npos) std::printf("  %s\n", n.c_str());
-  if (!o.output.empty()) std::printf("wrote %s (/rate [1, %d, %d]: aoc retina score --pred reads it)\n", o.output.c_str(), r.test.frames, static_cast<int>(r.pred.rows()));
+  if (!o.output.empty()) {
+    std::string more;
+    for (const std::string& name : m.graph.outputs)
+      if (name != "rate") more += ", /" + name;
+    std::printf("wrote %s (/rate [1, %d, %d]: aoc retina score --pred reads it%s)\n", o.output.c_str(), r.test.frames, static_cast<int>(r.pred.rows()),
+                more.c_str());
+  }
   if (!o.csv.empty()) std::printf("wrote %s (frame, cell, pred, rate%s)\n", o.csv.c_str(), test.true_rate.size() ? ", true_rate" : "");
   return 0;
 }

@@ -146,10 +146,9 @@ def aoc(binary, *args):
 
 
 def read_run(path):
-    """aoc run's output: the logits (the graph's output, read through its output Convert:
-    'logits.adc') and the FixedPoint's iterations."""
+    """aoc run's output: the logits (the graph's output, by its name) and the FixedPoint's iterations."""
     with h5py.File(path, "r") as f:
-        names = [k for k in f.keys() if k == "logits" or k.startswith("logits.")]
+        names = [k for k in f.keys() if k == "logits"]
         its = [k for k in f.keys() if k.endswith(".iterations")]
         if len(names) != 1 or len(its) != 1:
             raise AocError(f"{path}: expected one logits dataset and one .iterations, found {sorted(f.keys())}")
