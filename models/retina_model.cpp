@@ -302,7 +302,7 @@ Var Model::loss(Tape& t, Var x, const Mat& y, const std::vector<char>& use, int 
     for (int i = 0; i < L; ++i)
       for (int j = 0; j < L; ++j) K(i, j) = 1.0 / (1.0 + std::pow((i - j) / spec_.length_scale, 2)) + (i == j ? 1e-3 : 0.0);
     const Eigen::LLT<Mat> llt(K);
-    const double logdet = 2 * llt.matrixL().toDenseMatrix().diagonal().array().log().sum();
+    const double logdet = 2 * llt.matrixLLT().diagonal().array().log().sum();
     prior = prior_.emplace(L, std::pair{Mat(llt.solve(Mat::Identity(L, L))), logdet}).first;
   }
   const double bins = static_cast<double>(std::count(use.begin(), use.end(), 1)) * spec_.cells;
@@ -392,23 +392,15 @@ std::string Model::graph_json() const {
   "ops": [
 )";
   std::string ops;
+  const std::string flatten = op_line("Reshape", "flatten", {"stimulus"}, "x", "{\"shape\": [0, 0, " + num(std::int64_t(s.height) * s.width) + "]}");
   if (s.kind == "implicit") {
-    ops = R"(    {"op": "Reshape", "name": "flatten", "in": ["stimulus"], "out": ["x"], "attrs": {"shape": [0, 0, )" + num(std::int64_t(s.height) * s.width) + R"(]}},
-    {"op": "Linear", "name": "spatial", "in": ["x", "spatial"], "out": ["sx"]},
-    {"op": "Conv1dCausal", "name": "temporal", "in": ["sx", "temporal"], "out": ["tx"]},
-    {"op": "Linear", "name": "inject", "in": ["tx", "inject"], "out": ["ux"]},
-    {"op": "Add", "name": "inject_bias", "in": ["ux", "inject_bias"], "out": ["u"]},
-    )" + models::aoc_loop_op_json(s.tol, s.max_iter, s.damping) + R"(,
-    {"op": "Linear", "name": "readout", "in": ["z", "readout"], "out": ["r"]},
-    {"op": "Add", "name": "readout_bias", "in": ["r", "readout_bias"], "out": ["rb"]},
-    {"op": "Softplus", "name": "rate", "in": ["rb"], "out": ["rate"]}
-)";
+    ops = flatten + op_line("Linear", "spatial", {"x", "spatial"}, "sx") + op_line("Conv1dCausal", "temporal", {"sx", "temporal"}, "tx") +
+          op_line("Linear", "inject", {"tx", "inject"}, "ux") + op_line("Add", "inject_bias", {"ux", "inject_bias"}, "u") + "    " +
+          models::aoc_loop_op_json(s.tol, s.max_iter, s.damping) + ",\n" + op_line("Linear", "readout", {"z", "readout"}, "r") +
+          op_line("Add", "readout_bias", {"r", "readout_bias"}, "rb") + op_line("Softplus", "rate", {"rb"}, "rate");
   } else if (s.kind == "ln") {
-    ops = R"(    {"op": "Reshape", "name": "flatten", "in": ["stimulus"], "out": ["x"], "attrs": {"shape": [0, 0, )" + num(std::int64_t(s.height) * s.width) + R"(]}},
-    {"op": "Linear", "name": "spatial", "in": ["x", "spatial"], "out": ["s"]},
-    {"op": "Conv1dCausal", "name": "temporal", "in": ["s", "temporal", "bias"], "out": ["g"]},
-    {"op": "Softplus", "name": "rate", "in": ["g"], "out": ["rate"]}
-)";
+    ops = flatten + op_line("Linear", "spatial", {"x", "spatial"}, "s") + op_line("Conv1dCausal", "temporal", {"s", "temporal", "bias"}, "g") +
+          op_line("Softplus", "rate", {"g"}, "rate");
   } else {
     if (s.kind == "ibgp") {
       const IbgpSides z = ibgp_sides(s);
@@ -437,8 +429,8 @@ std::string Model::graph_json() const {
            op_line("Add", "conv2_bias", {"c2", "conv2_bias"}, "c2b") + op_line("Relu", "relu2", {"c2b"}, "a2") +
            op_line("Reshape", "flatten", {"a2"}, "f", "{\"shape\": [0, 0, " + num(features) + "]}") + op_line("Linear", "readout", {"f", "readout"}, "r") +
            op_line("Add", "readout_bias", {"r", "readout_bias"}, "rb") + op_line("Softplus", "rate", {"rb"}, "rate");
-    ops.erase(ops.size() - 2, 1);  // the last op's comma
   }
+  ops.erase(ops.size() - 2, 1);  // the last op's comma
   const std::string outputs = s.kind == "ibgp" ? R"(["rate", "latent", "latent_logvar", "synth"])" : R"(["rate"])";
   return head + ops + "  ],\n  \"outputs\": " + outputs + "\n}\n";
 }
@@ -461,7 +453,7 @@ TrainResult train(Model& m, const Dataset& d, const TrainOptions& o, const std::
                 num(tr.height) + "x" + num(tr.width) + " and " + num(tr.cells()));
   const int warm = s.warmup();  // frames before every temporal filter's output is whole
   if (o.chunk <= warm || o.batch < 1 || o.epochs < 1 || !(o.validation > 0 && o.validation < 1))
-    throw Error("retina train: chunk must exceed taps - 1 = " + num(warm) + ", batch and epochs be >= 1, validation in (0, 1)");
+    throw Error("retina train: chunk must exceed the filters' warm-up of " + num(warm) + " frames, batch and epochs be >= 1, validation in (0, 1)");
   const int fit = static_cast<int>(std::lround((1 - o.validation) * tr.frames));
   if (fit < o.chunk || tr.frames - fit <= warm + 1)
     throw Error("retina train: " + num(tr.frames) + " train frames are too few for chunks of " + num(o.chunk) + " and a validation part longer than " +

@@ -81,6 +81,7 @@ int run_eval(const EvalOpts& o) {
   const EnergyReport& e = r.estimate.token;
   const std::string model_digest = file_digest((std::filesystem::path(o.model) / "weights.h5").string());
 
+  std::string others;  // the graph's other outputs written beside /rate: ", /latent, ..."
   if (!o.output.empty()) {
     H5Array a;
     a.name = "rate";
@@ -92,6 +93,7 @@ int run_eval(const EvalOpts& o) {
       if (name != "rate") {
         const ir::Tensor& v = r.result.values.at(name);
         arrays.push_back({name, std::vector<std::size_t>(v.shape.begin(), v.shape.end()), v.data});
+        others += ", /" + name;
       }
     write_h5_arrays(o.output, arrays, {{"seed", {static_cast<double>(o.f.seed)}}, {"synthetic", {d.synthetic ? 1.0 : 0.0}}},
                     {{"tool", "aoc retina eval"}, {"version", AOC_VERSION}, {"model", o.model}, {"model_digest", model_digest},
@@ -152,13 +154,9 @@ int run_eval(const EvalOpts& o) {
               si(e.total_seconds, "s").c_str(), e.gpu.name.c_str(), si(e.gpu.joules, "J").c_str(), si(e.gpu.seconds, "s").c_str());
   for (const auto& n : r.estimate.notes)
     if (n.find("not stationary") != std::string::npos) std::printf("  %s\n", n.c_str());
-  if (!o.output.empty()) {
-    std::string more;
-    for (const std::string& name : m.graph.outputs)
-      if (name != "rate") more += ", /" + name;
+  if (!o.output.empty())
     std::printf("wrote %s (/rate [1, %d, %d]: aoc retina score --pred reads it%s)\n", o.output.c_str(), r.test.frames, static_cast<int>(r.pred.rows()),
-                more.c_str());
-  }
+                others.c_str());
   if (!o.csv.empty()) std::printf("wrote %s (frame, cell, pred, rate%s)\n", o.csv.c_str(), test.true_rate.size() ? ", true_rate" : "");
   return 0;
 }
