@@ -7,6 +7,7 @@
 
 #include "compiler/verify.hpp"
 #include "sim/error.hpp"
+#include "sim/programming.hpp"
 #include "sim/quantize.hpp"
 
 namespace aoc::ir {
@@ -300,8 +301,13 @@ void pass_tile(Program& p, const PassOptions& options, PassStats& stats) {
                   ", the channels of " + p.target.hardware);
     p.target.channels = options.tile_size;
   }
-  const Target& t = p.target;
+  Target& t = p.target;
   if (t.channels < 1 || t.modules < 1) throw Error("compile: tile: the target has no channels or modules");
+  // A what-if core keeps the dark LEDs it holds; untiled matrices ignore them (one tile whatever its size).
+  std::erase_if(t.dark_leds, [&](int d) { return d >= t.channels; });
+  if (!options.tile) t.dark_leds.clear();
+  const std::int64_t lit = t.channels - static_cast<std::int64_t>(t.dark_leds.size());  // LED channels inputs can use
+  if (lit < 1) throw Error("compile: tile: every LED channel of " + t.hardware + " is dark");
   // Tiles are packed in program order down the diagonal of a core (module, pass) while they fit
   // (rows and LED channels both left), then the next module; past the last module the next pass.
   int module = 0, pass = 0;
@@ -321,9 +327,10 @@ void pass_tile(Program& p, const PassOptions& options, PassStats& stats) {
       std::tie(plan.rows, plan.cols) = optical_matrix(o.kind, weight_decl(p.graph, plan.weight).type.shape);
       plan.loop = loop;
       const std::int64_t C = options.tile ? t.channels : std::max<std::int64_t>({plan.rows, plan.cols, 1});
+      const std::int64_t Cin = options.tile ? lit : C;  // inputs per tile: the lit LED channels
       // An op whose tiles fit the modules of one pass does not straddle two: its tiles then run in
       // parallel, one loop period.
-      const std::int64_t count = ((plan.rows + C - 1) / C) * ((plan.cols + C - 1) / C);
+      const std::int64_t count = ((plan.rows + C - 1) / C) * ((plan.cols + Cin - 1) / Cin);
       total_tiles += count;
       if (total_tiles > kMaxTiles)
         throw Error("compile: tile: op '" + o.name + "' [" + std::to_string(plan.rows) + " x " + std::to_string(plan.cols) + "] brings the program to " +
@@ -334,13 +341,14 @@ void pass_tile(Program& p, const PassOptions& options, PassStats& stats) {
         module = 0, ++pass, at_row = at_col = 0;
       }
       for (std::int64_t r = 0; r < plan.rows; r += C)
-        for (std::int64_t c = 0; c < plan.cols; c += C) {
-          const std::int64_t rows = std::min(C, plan.rows - r), cols = std::min(C, plan.cols - c);
-          if (!options.tile || at_row + rows > t.channels || at_col + cols > t.channels) {
-            if (at_row > 0) next_core();
+        for (std::int64_t c = 0; c < plan.cols; c += Cin) {
+          const std::int64_t rows = std::min(C, plan.rows - r), cols = std::min(Cin, plan.cols - c);
+          Tile tile{r, c, rows, cols, module, pass, at_row, at_col};
+          if (!options.tile || at_row + rows > t.channels || at_col + led_span(t, tile) > t.channels) {
+            if (at_row > 0) next_core(), tile.module = module, tile.pass = pass, tile.core_row0 = at_row, tile.core_col0 = at_col;
           }
-          plan.tiles.push_back({r, c, rows, cols, module, pass, at_row, at_col});
-          at_row += rows, at_col += cols;
+          plan.tiles.push_back(tile);
+          at_row += rows, at_col += led_span(t, tile);
           if (!options.tile) next_core();
         }
       stats.add("plans");
@@ -357,6 +365,86 @@ void pass_tile(Program& p, const PassOptions& options, PassStats& stats) {
 
 // ---- quantize --------------------------------------------------------------------------------
 
+MatrixXdR tile_block(const OpticalPlan& plan, const Tile& t, const Tensor& w, bool programmed) {
+  const bool comp = programmed && !plan.programmed.empty();
+  MatrixXdR B(t.cols, t.rows);
+  for (std::int64_t i = 0; i < t.rows; ++i)
+    for (std::int64_t c = 0; c < t.cols; ++c)
+      B(c, i) = comp ? plan.programmed[static_cast<std::size_t>((t.row0 + i) * plan.cols + t.col0 + c)] : plan.weight_at(w, t.row0 + i, t.col0 + c);
+  return B;
+}
+
+MatrixXdR tile_code_block(const OpticalPlan& plan, std::size_t k) {
+  const Tile& t = plan.tiles[k];
+  MatrixXdR B(t.cols, t.rows);
+  for (std::int64_t i = 0; i < t.rows; ++i)
+    for (std::int64_t c = 0; c < t.cols; ++c)
+      B(c, i) = plan.codes[static_cast<std::size_t>((t.row0 + i) * plan.cols + t.col0 + c)] * plan.code_step[k];
+  return B;
+}
+
+MatrixXdR spread_over_leds(const Target& target, const Tile& t, const MatrixXdR& B) {
+  if (target.dark_leds.empty()) return B;
+  const std::vector<int> leds = tile_leds(target, t);
+  MatrixXdR S = MatrixXdR::Zero(led_span(target, t), B.cols());
+  for (std::size_t c = 0; c < leds.size(); ++c) S.row(leds[c] - t.core_col0) = B.row(static_cast<Eigen::Index>(c));
+  return S;
+}
+
+// Program-and-verify rounds per tile (each one programming and one read of the chain).
+constexpr int kCompensationRounds = 12;
+
+void pass_compensate(Program& p, const PassOptions& o, PassStats& stats) {
+  if (!o.compensate) throw Error("compile: compensate: needs the machine the program is compiled for");
+  if (p.weights.empty()) {  // a shapes-only program: nothing to program
+    stats.add("plans without weights", static_cast<long long>(p.optical.size()));
+    return;
+  }
+  const Hardware& hw = *o.compensate;
+  const CoreConfig chain = program_chain(hw);
+  struct Job {
+    OpticalPlan* plan;
+    std::size_t k;
+  };
+  std::vector<Job> jobs;
+  for (OpticalPlan& plan : p.optical) {
+    plan.programmed.assign(static_cast<std::size_t>(plan.rows * plan.cols), 0.0);
+    plan.compensation.assign(plan.tiles.size(), {});
+    for (std::size_t k = 0; k < plan.tiles.size(); ++k) jobs.push_back({&plan, k});
+  }
+  // Tiles are programmed independently, each the same whatever thread takes it.
+  std::vector<std::string> errors(jobs.size());
+#pragma omp parallel for schedule(dynamic)
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    OpticalPlan& plan = *jobs[j].plan;
+    const Tile& t = plan.tiles[jobs[j].k];
+    try {
+      const ChainProgramming g =
+          program_for_chain(hw, chain, spread_over_leds(p.target, t, tile_block(plan, t, p.weights.at(plan.weight), false)), DriveCalibration{},
+                            {static_cast<int>(t.core_col0), static_cast<int>(t.core_row0), hw.channels}, kCompensationRounds);
+      const std::vector<int> leds = tile_leds(p.target, t);
+      for (std::int64_t i = 0; i < t.rows; ++i)
+        for (std::int64_t c = 0; c < t.cols; ++c)
+          plan.programmed[static_cast<std::size_t>((t.row0 + i) * plan.cols + t.col0 + c)] = g.W(leds[static_cast<std::size_t>(c)] - t.core_col0, i);
+      TileProgramming& r = plan.compensation[jobs[j].k];
+      r.residual = g.residual, r.rms_residual = g.rms_residual, r.dark = g.dark, r.rounds = g.rounds;
+      r.offset.assign(g.offset.data(), g.offset.data() + g.offset.size());
+    } catch (const std::exception& e) {
+      errors[j] = "plan '" + plan.op + "': tile " + std::to_string(jobs[j].k) + ": " + e.what();
+    }
+  }
+  for (const std::string& e : errors)
+    if (!e.empty()) throw Error("compile: compensate: " + e);
+  double worst = 0;
+  long long dark = 0, rounds = 0;
+  for (const OpticalPlan& plan : p.optical)
+    for (const TileProgramming& r : plan.compensation) worst = std::max(worst, r.residual), dark += r.dark, rounds += r.rounds;
+  stats.add("tiles compensated", static_cast<long long>(jobs.size()));
+  stats.add("dark weights", dark);
+  stats.add("program-and-verify reads", rounds);
+  stats.add("worst residual (ppm of max |w|)", std::llround(worst * 1e6));
+}
+
 void pass_quantize(Program& p, const PassOptions&, PassStats& stats) {
   if (p.target.slm_bits < 2)
     throw Error("compile: quantize: " + p.target.hardware + " has no converters section with slm_bits (compile with --no-quantize)");
@@ -368,9 +456,7 @@ void pass_quantize(Program& p, const PassOptions&, PassStats& stats) {
     const Tensor& W = p.weights.at(plan.weight);
     plan.codes.assign(static_cast<std::size_t>(plan.rows * plan.cols), 0);
     for (const Tile& t : plan.tiles) {
-      MatrixXdR block(t.rows, t.cols);
-      for (std::int64_t r = 0; r < t.rows; ++r)
-        for (std::int64_t c = 0; c < t.cols; ++c) block(r, c) = plan.weight_at(W, t.row0 + r, t.col0 + c);
+      const MatrixXdR block = tile_block(plan, t, W, true);  // what the SLM holds: compensated where it ran
       if (block.cwiseAbs().maxCoeff() == 0) {  // an all-zero tile is all-zero codes
         plan.code_step.push_back(0);
         continue;
@@ -378,8 +464,7 @@ void pass_quantize(Program& p, const PassOptions&, PassStats& stats) {
       const WeightCodes q = quantize_weights(block, plan.slm_bits);
       plan.code_step.push_back(q.scale);
       for (std::int64_t r = 0; r < t.rows; ++r)
-        for (std::int64_t c = 0; c < t.cols; ++c)
-          plan.codes[static_cast<std::size_t>((t.row0 + r) * plan.cols + t.col0 + c)] = q.codes(r, c);
+        for (std::int64_t c = 0; c < t.cols; ++c) plan.codes[static_cast<std::size_t>((t.row0 + r) * plan.cols + t.col0 + c)] = q.codes(c, r);
       stats.add("tiles quantized");
     }
   }
@@ -417,6 +502,7 @@ std::vector<NamedPass> pipeline(const PassOptions& o) {
   if (!o.tile) tile = "{tile = false}";
   else if (o.tile_size) tile = "{tile_size = " + std::to_string(o.tile_size) + "}";
   v.push_back({"tile", pass_tile, tile});
+  if (o.compensate) v.push_back({"compensate", pass_compensate, ""});
   if (o.quantize) v.push_back({"quantize", pass_quantize, ""});
   if (o.calibrate)
     v.push_back({"calibrate",

@@ -12,7 +12,10 @@
 //                   on every crossing; captures used in analog are converted once per fixed point
 //   tile            every optical matrix is split into core-sized tiles placed on modules, passes
 //                   beyond the module count reload weights
-//   quantize        SLM codes per tile at the machine's weight bits
+//   compensate      each tile programmed for the machine's measured optical chain (sim/programming.hpp):
+//                   the SLM values whose product through the chain is the tile's block, the chain's
+//                   offset taken out at its detectors; residual and dark pixels per tile
+//   quantize        SLM codes per tile at the machine's weight bits (of the compensated values)
 //   calibrate       (when given sample inputs) each converter's range from the values it sees
 //
 // Each pass reads its own options (PassOptions, printed with the pass by --print-after-all) and
@@ -23,6 +26,11 @@
 #include <vector>
 
 #include "compiler/program.hpp"
+#include "sim/quantize.hpp"
+
+namespace aoc {
+struct Hardware;
+}
 
 namespace aoc::ir {
 
@@ -34,6 +42,10 @@ struct PassOptions {
   bool gather = true;    // gather-linear runs
   bool tile = true;      // tile: false, one tile per matrix whatever its size (the untiled reference)
   int tile_size = 0;     // tile: cut tiles of this size, a what-if machine of tile_size channels (0: the target's)
+  // compensate runs where there are weights, for this machine's measured chain (null: no compensate
+  // pass; the compiler's callers give the hardware the program is compiled for). It must outlive
+  // the pipeline.
+  const Hardware* compensate = nullptr;
   bool quantize = true;  // quantize runs (needs the converters section)
   // calibrate: runs the program on sample inputs and sets each converter's range, returning how
   // many it set (runtime/backend.hpp, calibrate_converters); empty: no calibrate pass.
@@ -70,6 +82,16 @@ void pass_gather_linear(Program& p, const PassOptions&, PassStats&);
 void pass_loop_form(Program& p, const PassOptions&, PassStats&);
 void pass_partition(Program& p, const PassOptions&, PassStats&);
 void pass_tile(Program& p, const PassOptions&, PassStats&);
+void pass_compensate(Program& p, const PassOptions&, PassStats&);
 void pass_quantize(Program& p, const PassOptions&, PassStats&);
+
+// The block tile t programs, in the AOC convention (t.cols x t.rows: LED channel c drives detector
+// i by B(c, i)): from the weight w, or the compensated values where `programmed` and the plan has them.
+MatrixXdR tile_block(const OpticalPlan& plan, const Tile& t, const Tensor& w, bool programmed);
+// Its SLM codes' values (codes times the tile's step) in the same convention (the plan has codes).
+MatrixXdR tile_code_block(const OpticalPlan& plan, std::size_t k);
+// A tile's block B (t.cols x t.rows) laid over the LED channels it spans from t.core_col0
+// (led_span rows): input c on row tile_leds[c] - core_col0, the dark LEDs' rows zero.
+MatrixXdR spread_over_leds(const Target& target, const Tile& t, const MatrixXdR& B);
 
 }  // namespace aoc::ir

@@ -27,12 +27,34 @@ Target target_of(const Hardware& hw, const std::string& path, const std::vector<
   t.analog_functions = hw.architecture->analog_functions;
   t.analog_partial_sums = hw.architecture->partial_sums == ArchitectureSpec::Sum::Analog;
   t.analog_state_memory = hw.architecture->state_memory == ArchitectureSpec::Memory::Analog;
+  for (int ch = 0; ch < hw.channels && ch < static_cast<int>(std::min(hw.fan_in_pos.size(), hw.fan_in_neg.size())); ++ch)
+    if (!(hw.fan_in_pos[static_cast<std::size_t>(ch)] > 0 && hw.fan_in_neg[static_cast<std::size_t>(ch)] > 0)) t.dark_leds.push_back(ch);
   if (hw.converters) {
     const ConverterSpec& c = *hw.converters;
     t.slm_bits = c.slm_bits, t.dac_bits = c.dac_bits, t.adc_bits = c.adc_bits;
     t.dac_lo = c.dac_range[0], t.dac_hi = c.dac_range[1], t.adc_lo = c.adc_range[0], t.adc_hi = c.adc_range[1];
   }
   return t;
+}
+
+std::vector<int> tile_leds(const Target& target, const Tile& t) {
+  std::vector<int> leds;
+  leds.reserve(static_cast<std::size_t>(t.cols));
+  auto dark = std::lower_bound(target.dark_leds.begin(), target.dark_leds.end(), static_cast<int>(t.core_col0));
+  for (std::int64_t ch = t.core_col0; static_cast<std::int64_t>(leds.size()) < t.cols; ++ch) {
+    if (dark != target.dark_leds.end() && *dark == ch) {
+      ++dark;
+      continue;
+    }
+    leds.push_back(static_cast<int>(ch));
+  }
+  return leds;
+}
+
+std::int64_t led_span(const Target& target, const Tile& t) {
+  std::int64_t span = t.cols;
+  for (int d : target.dark_leds) span += d >= t.core_col0 && d < t.core_col0 + span;  // sorted: each one inside pushes the end on
+  return span;
 }
 
 std::int64_t OpticalPlan::column_blocks() const {
@@ -129,7 +151,7 @@ void check_plan(const Program& prog, const OpticalPlan& p, const Op& o, const st
       bad_plan(p, ti + "is on module " + std::to_string(t.module) + " pass " + std::to_string(t.pass) + " of " +
                       std::to_string(prog.target.modules) + " modules");
     if (p.tiles.size() > 1 && (t.core_row0 < 0 || t.core_col0 < 0 || t.core_row0 + t.rows > prog.target.channels ||
-                               t.core_col0 + t.cols > prog.target.channels))
+                               t.core_col0 + led_span(prog.target, t) > prog.target.channels))
       bad_plan(p, ti + "sits at core row " + std::to_string(t.core_row0) + ", channel " + std::to_string(t.core_col0) +
                       ", outside a core of " + std::to_string(prog.target.channels));
     covered += t.rows * t.cols;
@@ -148,6 +170,25 @@ void check_plan(const Program& prog, const OpticalPlan& p, const Op& o, const st
     for (std::size_t k = 0; k < p.code_step.size(); ++k)
       if (!(std::isfinite(p.code_step[k]) && p.code_step[k] >= 0))
         bad_plan(p, "tile " + std::to_string(k) + ": code step " + jsonr::num(p.code_step[k]) + " is not a finite number >= 0");
+  }
+  if (!p.programmed.empty() || p.compensated()) {
+    if (static_cast<std::int64_t>(p.programmed.size()) != rows * cols)
+      bad_plan(p, "has " + std::to_string(p.programmed.size()) + " compensated values for " + std::to_string(rows * cols) + " weights");
+    if (p.compensation.size() != p.tiles.size())
+      bad_plan(p, "has the compensation of " + std::to_string(p.compensation.size()) + " tiles for " + std::to_string(p.tiles.size()) + " tiles");
+    for (double v : p.programmed)
+      if (!std::isfinite(v)) bad_plan(p, "a compensated value is not finite");
+    for (std::size_t k = 0; k < p.compensation.size(); ++k) {
+      const TileProgramming& c = p.compensation[k];
+      const std::string tk = "tile " + std::to_string(k) + ": compensation ";
+      if (static_cast<std::int64_t>(c.offset.size()) != p.tiles[k].rows)
+        bad_plan(p, tk + "has " + std::to_string(c.offset.size()) + " offsets for " + std::to_string(p.tiles[k].rows) + " outputs");
+      for (double v : c.offset)
+        if (!std::isfinite(v)) bad_plan(p, tk + "offset is not finite");
+      if (!(std::isfinite(c.residual) && c.residual >= 0 && std::isfinite(c.rms_residual) && c.rms_residual >= 0))
+        bad_plan(p, tk + "residual is not a finite number >= 0");
+      if (c.dark < 0 || c.dark > p.tiles[k].rows * p.tiles[k].cols || c.rounds < 0) bad_plan(p, tk + "dark weights or reads out of range");
+    }
   }
 }
 
@@ -185,7 +226,7 @@ void verify_program(const Program& p) {
       std::vector<std::size_t> order(tiles.size());
       for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
       const auto start = [&](std::size_t i) { return by_rows ? tiles[i].second->core_row0 : tiles[i].second->core_col0; };
-      const auto end = [&](std::size_t i) { return start(i) + (by_rows ? tiles[i].second->rows : tiles[i].second->cols); };
+      const auto end = [&](std::size_t i) { return start(i) + (by_rows ? tiles[i].second->rows : led_span(p.target, *tiles[i].second)); };
       std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return start(a) != start(b) ? start(a) < start(b) : a < b; });
       for (std::size_t k = 1; k < order.size(); ++k)
         if (start(order[k]) < end(order[k - 1])) {

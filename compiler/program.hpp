@@ -30,6 +30,17 @@ struct Tile {
   std::int64_t core_row0 = 0, core_col0 = 0;
 };
 
+// A tile programmed for the machine's measured optical chain (the compensate pass,
+// sim/programming.hpp): how close the chain's product comes to the tile's block, and the offset its
+// outputs carry, which the machine takes out at the tile's detectors (a bias it injects there).
+struct TileProgramming {
+  double residual = 0;      // max |product - block| / max |block|
+  double rms_residual = 0;  // rms (product - block) / max |block|
+  int dark = 0;             // weights the chain passes at under a tenth (dark SLM pixels), left as they are
+  int rounds = 0;           // program-and-verify reads of the chain
+  std::vector<double> offset;  // the tile's rows (outputs)
+};
+
 struct OpticalPlan {
   std::string op;      // the op's name (unique in the program)
   std::string weight;  // its weight operand
@@ -44,7 +55,13 @@ struct OpticalPlan {
   // reads each tile's outputs (aoc compile --calibrate: the largest |partial sum| on the reference,
   // times the margin); 0: the machine's ADC range.
   double sum_range = 0;
+  // compensate: what each tile's SLM is programmed with so that the measured chain's product is the
+  // weights (rows * cols, [out, in] row-major; quantize cuts the codes from it), and per tile how
+  // well that went. Empty: the weights are programmed as they are (ideal optics, or --no-compensate).
+  std::vector<double> programmed;
+  std::vector<TileProgramming> compensation;
 
+  bool compensated() const { return !compensation.empty(); }
   std::int64_t weights() const { return rows * cols; }
   // Element (r, c) of the [out, in] matrix from the op's weight, whatever its stored layout.
   double weight_at(const Tensor& w, std::int64_t r, std::int64_t c) const {
@@ -81,7 +98,15 @@ struct Target {
   int slm_bits = 0;  // 0: no converters section (weights, DAC and ADC are ideal)
   int dac_bits = 0, adc_bits = 0;
   double dac_lo = 0, dac_hi = 0, adc_lo = 0, adc_hi = 0;
+  // LED channels that give no light on a path (fan-in 0 in the calibration: aoc-48's channel 8): no
+  // input is mapped onto them, the tiles' inputs go past them (tile_leds).
+  std::vector<int> dark_leds;
 };
+
+// The LED channel of each of tile t's inputs, in order: from t.core_col0 on, past the target's dark
+// LEDs (contiguous where there are none). The last one + 1 - core_col0 is what the tile spans.
+std::vector<int> tile_leds(const Target& target, const Tile& t);
+std::int64_t led_span(const Target& target, const Tile& t);
 
 // Reads the compiler's facts from a hardware file (which needs an architecture section).
 Target target_of(const Hardware& hw, const std::string& path, const std::vector<std::string>& overrides);

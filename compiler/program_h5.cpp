@@ -5,6 +5,8 @@
 //   /weights/<name>   float64, one dataset per weight (absent in a shapes-only program)
 //   /codes/<k>        int32 [rows, cols]: plan k's SLM codes, when quantized with weights
 //   /code_step/<k>    float64 [tiles]: the value of one code step of each of plan k's tiles
+//   /programmed/<k>   float64 [rows, cols]: plan k's compensated SLM values (compensate)
+//   /offset/<k>       float64 [sum of its tiles' rows]: each tile's chain offset, tile after tile
 #include "compiler/program_h5.hpp"
 
 #include <H5Cpp.h>
@@ -60,7 +62,7 @@ json target_json(const Target& t) {
           {"channels", t.channels},           {"modules", t.modules},             {"analog_functions", t.analog_functions},
           {"analog_partial_sums", t.analog_partial_sums}, {"analog_state_memory", t.analog_state_memory},
           {"slm_bits", t.slm_bits},           {"dac_bits", t.dac_bits},           {"adc_bits", t.adc_bits},
-          {"dac_range", {t.dac_lo, t.dac_hi}}, {"adc_range", {t.adc_lo, t.adc_hi}}};
+          {"dac_range", {t.dac_lo, t.dac_hi}}, {"adc_range", {t.adc_lo, t.adc_hi}}, {"dark_leds", t.dark_leds}};
 }
 
 Target read_target(const jsonr::Reader& r, const jsonr::json& j) {
@@ -83,6 +85,14 @@ Target read_target(const jsonr::Reader& r, const jsonr::json& j) {
   t.dac_lo = dac[0], t.dac_hi = dac[1], t.adc_lo = adc[0], t.adc_hi = adc[1];
   if (!(t.dac_lo < t.dac_hi)) r.fail(F + ".dac_range", "expected [lo, hi] with lo < hi");
   if (!(t.adc_lo < t.adc_hi)) r.fail(F + ".adc_range", "expected [lo, hi] with lo < hi");
+  if (const auto* d = r.find(j, "dark_leds")) {  // absent in programs written before it
+    if (!d->is_array()) r.fail(F + ".dark_leds", "expected an array of LED channels");
+    for (const auto& c : *d) {
+      const int ch = static_cast<int>(r.integer(c, F + ".dark_leds", 0, t.channels - 1));
+      if (!t.dark_leds.empty() && ch <= t.dark_leds.back()) r.fail(F + ".dark_leds", "expected distinct channels in increasing order");
+      t.dark_leds.push_back(ch);
+    }
+  }
   return t;
 }
 
@@ -98,6 +108,11 @@ void write_program_h5(const std::string& path, const Program& p) {
     plans.push_back({{"op", pl.op}, {"weight", pl.weight}, {"aoc_layout", pl.aoc_layout}, {"rows", pl.rows}, {"cols", pl.cols},
                      {"loop", pl.loop}, {"slm_bits", pl.slm_bits}, {"codes", !pl.codes.empty()}, {"tiles", tiles}});
     if (pl.sum_range > 0) plans.back()["sum_range"] = pl.sum_range;
+    if (pl.compensated()) {  // per tile: [residual, rms residual, dark weights, program-and-verify reads]
+      json c = json::array();
+      for (const TileProgramming& t : pl.compensation) c.push_back({t.residual, t.rms_residual, t.dark, t.rounds});
+      plans.back()["compensation"] = c;
+    }
   }
   meta["plans"] = plans;
   const std::string graph = write_graph(p.graph);
@@ -125,6 +140,19 @@ void write_program_h5(const std::string& path, const Program& p) {
       const hsize_t n = pl.code_step.size();
       f.createDataSet("code_step/" + std::to_string(k), H5::PredType::IEEE_F64LE, H5::DataSpace(1, &n), dcpl)
           .write(pl.code_step.data(), H5::PredType::NATIVE_DOUBLE);
+    }
+    create_group(f, "programmed"), create_group(f, "offset");
+    for (std::size_t k = 0; k < p.optical.size(); ++k) {
+      const OpticalPlan& pl = p.optical[k];
+      if (!pl.compensated()) continue;
+      const hsize_t dims[2] = {static_cast<hsize_t>(pl.rows), static_cast<hsize_t>(pl.cols)};
+      f.createDataSet("programmed/" + std::to_string(k), H5::PredType::IEEE_F64LE, H5::DataSpace(2, dims), dcpl)
+          .write(pl.programmed.data(), H5::PredType::NATIVE_DOUBLE);
+      std::vector<double> offsets;
+      for (const TileProgramming& t : pl.compensation) offsets.insert(offsets.end(), t.offset.begin(), t.offset.end());
+      const hsize_t n = offsets.size();
+      f.createDataSet("offset/" + std::to_string(k), H5::PredType::IEEE_F64LE, H5::DataSpace(1, &n), dcpl)
+          .write(offsets.data(), H5::PredType::NATIVE_DOUBLE);
     }
   });
 }
@@ -183,6 +211,33 @@ Program read_program_h5(const std::string& path) {
           r.fail(F + ".rows", "rows x cols = " + std::to_string(pl.rows) + " x " + std::to_string(pl.cols) + " is more than 2^40 codes");
         pl.codes = get_numbers<std::int32_t>(f, path, "codes/" + std::to_string(k), static_cast<std::uint64_t>(pl.rows * pl.cols), 2);
         pl.code_step = get_numbers<double>(f, path, "code_step/" + std::to_string(k), pl.tiles.size(), 1);
+      }
+      if (const auto* c = r.find(j, "compensation")) {
+        if (!c->is_array() || c->size() != pl.tiles.size())
+          r.fail(F + ".compensation", "expected one [residual, rms, dark, reads] per tile (" + std::to_string(pl.tiles.size()) + ")");
+        std::int64_t outputs = 0;
+        for (std::size_t i = 0; i < c->size(); ++i) {
+          const std::string C = F + ".compensation[" + std::to_string(i) + "]";
+          const jsonr::json& e = (*c)[i];
+          if (!e.is_array() || e.size() != 4) r.fail(C, "expected [residual, rms residual, dark weights, program-and-verify reads]");
+          TileProgramming t;
+          t.residual = r.number(e[0], C, jsonr::kNonNegative);
+          t.rms_residual = r.number(e[1], C, jsonr::kNonNegative);
+          t.dark = static_cast<int>(r.integer(e[2], C, 0, std::int64_t{1} << 30));
+          t.rounds = static_cast<int>(r.integer(e[3], C, 0, std::int64_t{1} << 30));
+          pl.compensation.push_back(std::move(t));
+          outputs += pl.tiles[i].rows;
+        }
+        if (pl.rows > static_cast<std::int64_t>(kMaxH5Elements) / pl.cols)
+          r.fail(F + ".rows", "rows x cols = " + std::to_string(pl.rows) + " x " + std::to_string(pl.cols) + " is more than 2^40 values");
+        pl.programmed = get_numbers<double>(f, path, "programmed/" + std::to_string(k), static_cast<std::uint64_t>(pl.rows * pl.cols), 2);
+        const std::vector<double> offsets = get_numbers<double>(f, path, "offset/" + std::to_string(k), static_cast<std::uint64_t>(outputs), 1);
+        std::size_t at = 0;
+        for (std::size_t i = 0; i < pl.tiles.size(); ++i) {
+          const auto a = static_cast<std::ptrdiff_t>(at), b = static_cast<std::ptrdiff_t>(at + static_cast<std::size_t>(pl.tiles[i].rows));
+          pl.compensation[i].offset.assign(offsets.begin() + a, offsets.begin() + b);
+          at = static_cast<std::size_t>(b);
+        }
       }
       p.optical.push_back(std::move(pl));
     }

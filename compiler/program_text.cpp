@@ -76,12 +76,23 @@ std::string print_program(const Program& p, bool all_tiles) {
     s << "plan '" << plan.op << "' @" << plan.weight << " [" << plan.rows << " x " << plan.cols << "] "
       << (plan.loop.empty() ? "top level" : "in loop '" + plan.loop + "'") << ": " << plan.tiles.size() << " tile"
       << (plan.tiles.size() == 1 ? "" : "s") << (plan.slm_bits ? ", SLM " + std::to_string(plan.slm_bits) + " bit" : "")
-      << (plan.codes.empty() ? "" : " (codes)") << (plan.sum_range > 0 ? ", partial sums +-" + jsonr::num(plan.sum_range) : "") << "\n";
+      << (plan.codes.empty() ? "" : " (codes)") << (plan.sum_range > 0 ? ", partial sums +-" + jsonr::num(plan.sum_range) : "");
+    if (plan.compensated()) {
+      double worst = 0;
+      int dark = 0;
+      for (const TileProgramming& c : plan.compensation) worst = std::max(worst, c.residual), dark += c.dark;
+      s << ", compensated (worst residual " << jsonr::num(worst) << ", " << dark << " dark)";
+    }
+    s << "\n";
     const std::size_t shown = all_tiles ? plan.tiles.size() : std::min<std::size_t>(plan.tiles.size(), 4);
     for (std::size_t i = 0; i < shown; ++i) {
       const Tile& t = plan.tiles[i];
       s << "  tile " << i << ": rows " << t.row0 << ".." << t.row0 + t.rows << ", cols " << t.col0 << ".." << t.col0 + t.cols
-        << " -> module " << t.module << ", pass " << t.pass << ", core " << t.core_row0 << ", " << t.core_col0 << "\n";
+        << " -> module " << t.module << ", pass " << t.pass << ", core " << t.core_row0 << ", " << t.core_col0;
+      if (plan.compensated())
+        s << " (residual " << jsonr::num(plan.compensation[i].residual) << ", rms " << jsonr::num(plan.compensation[i].rms_residual) << ", "
+          << plan.compensation[i].dark << " dark)";
+      s << "\n";
     }
     if (plan.tiles.size() > shown) s << "  ... " << plan.tiles.size() - shown << " more\n";
   }
@@ -337,6 +348,8 @@ class TextParser {
     }
     if (accept(" (codes)")) fail("plan '" + p.op + "': its SLM codes are not in the printed form (parse a program printed before quantize, or read its HDF5)");
     if (accept(", partial sums +-")) p.sum_range = number();
+    if (accept(", compensated"))
+      fail("plan '" + p.op + "': its compensated SLM values are not in the printed form (parse a program printed before compensate, or read its HDF5)");
     end_of_line();
     bool found = false;
     walk(g.ops, [&](const Op& o, int) { found = found || (o.name == p.op && o.kind == OpKind::MatMul); });

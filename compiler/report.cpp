@@ -1,6 +1,7 @@
 #include "compiler/report.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <set>
 
@@ -88,6 +89,8 @@ ojson mapping_report(const Program& p) {
     if (place(o) == Place::Optical) optical_ops[o.name] = &o;
   });
   ojson plans = ojson::array();
+  long long comp_tiles = 0, comp_dark = 0, comp_reads = 0;
+  double comp_worst = 0;
   for (const OpticalPlan& pl : p.optical) {
     int pl_rounds = 0;
     std::set<int> pl_modules;
@@ -100,6 +103,14 @@ ojson mapping_report(const Program& p) {
     plans.push_back({{"op", pl.op}, {"loop", pl.loop}, {"rows", pl.rows}, {"cols", pl.cols}, {"tiles", pl.tiles.size()},
                      {"modules", pl_modules.size()}, {"slm_bits", pl.slm_bits}, {"products_per_token", products},
                      {"programmings", pl_rounds}});
+    if (pl.compensated()) {
+      double worst = 0, rms = 0;
+      long long dark = 0, reads = 0;
+      for (const TileProgramming& c : pl.compensation) worst = std::max(worst, c.residual), rms += c.rms_residual * c.rms_residual, dark += c.dark, reads += c.rounds;
+      plans.back()["compensation"] = {{"worst_residual", worst}, {"rms_residual", std::sqrt(rms / static_cast<double>(pl.compensation.size()))},
+                                      {"dark_weights", dark}, {"program_and_verify_reads", reads}};
+      comp_tiles += static_cast<long long>(pl.tiles.size()), comp_worst = std::max(comp_worst, worst), comp_dark += dark, comp_reads += reads;
+    }
   }
   const double core = static_cast<double>(t.channels) * t.channels;
   r["optical"] = {{"ops", p.optical.size()},
@@ -111,6 +122,9 @@ ojson mapping_report(const Program& p) {
                   {"modules_for_weight_stationary", cores.size()},
                   {"weight_reloads_needed", rounds > 1},
                   {"utilisation", cores.empty() ? 0.0 : static_cast<double>(weights) / (static_cast<double>(cores.size()) * core)}};
+  // compensate: the tiles programmed for the measured chain, the worst tile's residual (relative to
+  // its largest weight), the weights it cannot reach and the chain reads it took
+  r["compensation"] = {{"tiles", comp_tiles}, {"worst_residual", comp_worst}, {"dark_weights", comp_dark}, {"program_and_verify_reads", comp_reads}};
   r["plans"] = plans;
   return r;
 }
@@ -156,6 +170,14 @@ std::string mapping_report_text(const ojson& r) {
                     : "",
                 100.0 * o["utilisation"].get<double>());
   s += buf;
+  if (const auto& c = r["compensation"]; c["tiles"].get<long long>() > 0) {
+    std::snprintf(buf, sizeof buf,
+                  "  compensated for the measured optical chain: %lld tiles, worst residual %.2g of a tile's largest weight, %lld dark weights "
+                  "left, %lld program-and-verify reads\n",
+                  c["tiles"].get<long long>(), c["worst_residual"].get<double>(), c["dark_weights"].get<long long>(),
+                  c["program_and_verify_reads"].get<long long>());
+    s += buf;
+  }
   for (const auto& pl : r["plans"])
     if (pl.contains("products_per_token") && pl["products_per_token"].get<double>() > 1) {
       std::snprintf(buf, sizeof buf, "  weights reused: '%s' [%lld x %lld], %.4g products per token (per iteration in a loop) through its %lld tile(s), programmings %d\n",

@@ -10,11 +10,13 @@
 #include <tuple>
 
 #include "compiler/kernels.hpp"
+#include "compiler/passes.hpp"
 #include "compiler/verify.hpp"
 #include "runtime/cuda_backend.hpp"
 #include "sim/error.hpp"
 #include "sim/hardware.hpp"
 #include "sim/noise.hpp"
+#include "sim/programming.hpp"
 #include "sim/quantize.hpp"
 #include "sim/stages.hpp"
 #include "sim/tile.hpp"
@@ -42,6 +44,11 @@ Tensor product_result(const ir::OpticalPlan& plan, const Tensor& x, std::int64_t
   R = plan.cols == 0 ? 0 : static_cast<std::int64_t>(x.data.size()) / plan.cols;
   y.data.assign(static_cast<std::size_t>(R * plan.rows), 0.0);
   return y;
+}
+
+// A block's values on the SLM code grid (all-zero stays zero).
+MatrixXdR quantized_block(const MatrixXdR& B, int bits) {
+  return B.cwiseAbs().maxCoeff() == 0 ? B : quantize_weights(B, bits).values();
 }
 
 class CpuHooks : public ir::Hooks {
@@ -130,11 +137,7 @@ class CalibrationHooks : public CpuHooks {
 template <class T>
 class SimHooks : public ir::Hooks {
  public:
-  SimHooks(const ir::Program& p, const Hardware& hw, const BackendOptions& o) : p_(p), o_(o), hw_(hw), chain_(CoreConfig::twin_defaults(hw)) {
-    chain_.gain = GainMode::Explicit;  // output = x W exactly when every non-ideality is off
-    chain_.beta = {1.0};
-    chain_.led = LedModel::Linear;     // the drive pre-distorted to be linear in the value
-    chain_.closed_loop = false;        // the twin's correction is tied to its own loop's operating point
+  SimHooks(const ir::Program& p, const Hardware& hw, const BackendOptions& o) : p_(p), o_(o), hw_(hw), chain_(program_chain(hw)) {
     if (o.noise && !hw.noise) throw Error(hw.path + ": noise: missing (needed for a noisy run; run without noise to skip it)");
     if (o.quantize && hw.converters) dac_bits_ = hw.converters->dac_bits, adc_bits_ = hw.converters->adc_bits;
     else dac_bits_ = p.target.dac_bits, adc_bits_ = p.target.adc_bits;
@@ -156,8 +159,12 @@ class SimHooks : public ir::Hooks {
       const auto wt = p.weights.find(plan.weight);
       if (wt == p.weights.end()) throw Error("run: weight '" + plan.weight + "' of op '" + plan.op + "' is missing");
       std::vector<std::unique_ptr<OpticalTile<T>>>& tiles = tiles_[plan.op];
+      std::vector<std::vector<int>>& at = input_at_[plan.op];
       for (std::size_t k = 0; k < plan.tiles.size(); ++k) {
         const ir::Tile& t = plan.tiles[k];
+        at.emplace_back();
+        if (!p.target.dark_leds.empty())
+          for (int led : ir::tile_leds(p.target, t)) at.back().push_back(led - static_cast<int>(t.core_col0));
         auto tile = std::make_unique<OpticalTile<T>>(hw_, chain_, o.optics ? Optics::Calibrated : Optics::Ideal);
         tile->set_light_map(o.light_map);
         if (o.noise) {
@@ -182,14 +189,16 @@ class SimHooks : public ir::Hooks {
       const Programming& g = jobs[j];
       const ir::Tile& t = g.plan->tiles[g.k];
       try {
-        // AOC convention: LED channel (the plan's column) i drives detector (row) j
-        MatrixXdR W(t.cols, t.rows);
-        const bool codes = o.quantize && !g.plan->codes.empty();
-        for (std::int64_t i = 0; i < t.rows; ++i)
-          for (std::int64_t c = 0; c < t.cols; ++c)
-            W(c, i) = codes ? g.plan->codes[static_cast<std::size_t>((t.row0 + i) * g.plan->cols + t.col0 + c)] * g.plan->code_step[g.k]
-                            : g.plan->weight_at(*g.weight, t.row0 + i, t.col0 + c);
-        g.tile->program(W, static_cast<int>(t.core_col0), static_cast<int>(t.core_row0));
+        // What the SLM holds: on the machine as measured, the values compensated for its chain
+        // (where the compensate pass ran) or their codes; with ideal optics the weights themselves
+        // or their codes (a compensated program's codes are the compensated values': the weights'
+        // codes are cut here by the same quantizer).
+        const ir::OpticalPlan& plan = *g.plan;
+        const bool codes = o.quantize && !plan.codes.empty();
+        const MatrixXdR W = !codes                               ? ir::tile_block(plan, t, *g.weight, o.optics)
+                            : o.optics || !plan.compensated()    ? ir::tile_code_block(plan, g.k)
+                            : quantized_block(ir::tile_block(plan, t, *g.weight, false), plan.slm_bits);
+        g.tile->program(ir::spread_over_leds(p.target, t, W), static_cast<int>(t.core_col0), static_cast<int>(t.core_row0));
       } catch (const std::exception& e) {
         errors[j] = e.what();
       }
@@ -212,6 +221,7 @@ class SimHooks : public ir::Hooks {
     std::int64_t R = 0;
     Tensor y = product_result(*plan, x, R);
     const auto& tiles = tiles_.at(op.name);
+    const auto& input_at = input_at_.at(op.name);
     const bool sums = digital_sums_.count(op.name) > 0;
     const UniformConverter adc = plan->sum_range > 0 ? UniformConverter{-plan->sum_range, plan->sum_range, adc_bits_}
                                                      : UniformConverter{p_.target.adc_lo, p_.target.adc_hi, adc_bits_};
@@ -245,9 +255,14 @@ class SimHooks : public ir::Hooks {
       if (buf.size() < need) buf.resize(need);
       T* in = buf.data();
       std::fill(in, in + static_cast<std::size_t>(rows) * ldi, T(0));
+      const std::vector<int>& at = input_at[k];  // past the dark LEDs (empty: contiguous)
       for (int r = 0; r < rows; ++r) {
         const double* xr = x.data.data() + (b * kRows + r) * plan->cols + t.col0;
-        for (std::int64_t j = 0; j < t.cols; ++j) in[static_cast<std::size_t>(r) * ldi + j] = static_cast<T>(xr[j]);
+        T* ir = in + static_cast<std::size_t>(r) * ldi;
+        if (at.empty())
+          for (std::int64_t j = 0; j < t.cols; ++j) ir[j] = static_cast<T>(xr[j]);
+        else
+          for (std::int64_t j = 0; j < t.cols; ++j) ir[at[static_cast<std::size_t>(j)]] = static_cast<T>(xr[j]);
       }
       return in;
     };
@@ -269,19 +284,27 @@ class SimHooks : public ir::Hooks {
     };
     // y += tile k's rows of block b, tile after tile: the same sums in the same order whatever ran
     // the reads. Each tile's partial sums leave through an ADC and are added digitally.
+    // A compensated tile's chain offset is taken out at its detectors, before their ADC.
+    const bool offsets = o_.optics && plan->compensated();
     auto add = [&](std::size_t k, std::int64_t b, const T* out) {
       const ir::Tile& t = plan->tiles[k];
       const int ldo = tiles[k]->ld_out();
       const std::int64_t r0 = b * kRows;
+      const double* off = offsets ? plan->compensation[k].offset.data() : nullptr;
       for (int r = 0; r < rows_of(b); ++r) {
         double* yr = y.data.data() + (r0 + r) * plan->rows + t.row0;
         const T* o = out + static_cast<std::size_t>(r) * ldo;
         if (!sums) {
-          for (std::int64_t i = 0; i < t.rows; ++i) yr[i] += static_cast<double>(o[i]);
+          if (off)
+            for (std::int64_t i = 0; i < t.rows; ++i) yr[i] += static_cast<double>(o[i]) - off[i];
+          else
+            for (std::int64_t i = 0; i < t.rows; ++i) yr[i] += static_cast<double>(o[i]);
           continue;
         }
         thread_local std::vector<double> part;
         part.assign(o, o + t.rows);
+        if (off)
+          for (std::int64_t i = 0; i < t.rows; ++i) part[static_cast<std::size_t>(i)] -= off[i];
         counters.adc_clipped += adc.quantize_all(part.data(), part.size());
         counters.adc += t.rows;
         for (std::int64_t i = 0; i < t.rows; ++i) yr[i] += part[static_cast<std::size_t>(i)];
@@ -385,6 +408,7 @@ class SimHooks : public ir::Hooks {
   int dac_bits_ = 0, adc_bits_ = 0;
   std::set<std::string> digital_sums_;
   std::map<std::string, std::vector<std::unique_ptr<OpticalTile<T>>>> tiles_;  // per optical op, per plan tile
+  std::map<std::string, std::vector<std::vector<int>>> input_at_;  // per op and tile: each input's LED row past dark LEDs
 };
 
 }  // namespace

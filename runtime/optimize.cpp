@@ -54,69 +54,14 @@ Eigen::VectorXd decode(const IsingProblem& p, const double* readout) {
 
 }  // namespace
 
-DriveCalibration drive_calibration(const Hardware& hw, const CoreConfig& cfg) {
-  DriveCalibration c;
-  if (cfg.nonlinearity == Nonlinearity::Ising) throw Error("drive calibration: give the machine's own nonlinearity, whose swing the comparator has");
-  if (cfg.nonlinearity == Nonlinearity::Tanh && cfg.led == LedModel::Linear) return c;  // the ideal loop: t = sign(z) exactly
-  // the electronics driven to the walls: their swing, and what the LEDs make of it
-  const double hi = electronics_nonlinearity(hw, cfg, 0, 1.0), lo = electronics_nonlinearity(hw, cfg, 0, -1.0);
-  c.level = 0.5 * (hi - lo);
-  if (cfg.led == LedModel::Twin) {
-    const double pos_hi = cubic(hw.led_pos, c.level), pos_lo = cubic(hw.led_pos, -c.level);
-    const double neg_hi = cubic(hw.led_neg, c.level), neg_lo = cubic(hw.led_neg, -c.level);
-    c.pos_swing = 0.5 * (pos_hi - pos_lo), c.neg_swing = 0.5 * (neg_hi - neg_lo);
-    c.pos_common = 0.5 * (pos_hi + pos_lo), c.neg_common = 0.5 * (neg_hi + neg_lo);
-  } else {
-    c.pos_swing = c.neg_swing = c.level;
+ChainProgramming program_couplings(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& J, const DriveCalibration& cal) {
+  if (cfg.led != LedModel::Twin) {  // the ideal chain is the product itself
+    ChainProgramming prog;
+    prog.W = J;
+    prog.offset = Eigen::VectorXd::Zero(J.rows());
+    return prog;
   }
-  if (!(c.slope() > 0)) throw Error(hw.path + ": the LEDs' response to the comparator's swing is not positive: the machine cannot run the sampler");
-  return c;
-}
-
-Programming program_couplings(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& J, const DriveCalibration& cal) {
-  Programming prog;
-  prog.W = J;
-  prog.offset = Eigen::VectorXd::Zero(J.rows());
-  if (cfg.led != LedModel::Twin) return prog;  // the ideal chain is the product itself
-  CoreConfig unit = cfg;
-  unit.gain = GainMode::Explicit;
-  unit.beta = {1.0 / cal.slope()};  // the gain at which J s comes out at the scale of J
-  const int n = static_cast<int>(J.rows());
-  // The machine's product of drives level*s through the programmed W, scaled by the LEDs' slope:
-  // s' Jeff + offset. Each row of Jeff is what one drive's sign changes; the offset is what every
-  // drive adds whatever its sign (the LEDs' common mode) and the chain's constant.
-  const auto measure = [&](const MatrixXdR& W, MatrixXdR& Jeff, Eigen::VectorXd& offset) {
-    const FactoredChain ch = factor_optical_chain(hw, unit, W);
-    const MatrixXdR F = ch.folded();  // 2n x n: [LED+ | LED-] F + c
-    Jeff = cal.pos_swing * F.topRows(n) + cal.neg_swing * F.bottomRows(n);
-    offset = (cal.pos_common * F.topRows(n) + cal.neg_common * F.bottomRows(n)).colwise().sum().transpose() + ch.c;
-  };
-  MatrixXdR Jeff;
-  measure(prog.W, Jeff, prog.offset);
-  // A weight the chain passes at under a tenth (a dark SLM pixel) stays as it is: raising it would
-  // only raise max |W|, which every other transmission is divided by.
-  const auto dead = (Jeff.array().abs() < 0.1 * J.array().abs()).eval();
-  prog.dead = static_cast<int>(dead.count());
-  // Each round moves W by what is left of J - Jeff (a step of 1: where the distortion is mild, most
-  // of it goes); a round that leaves more error than before is undone and the step halved, so a
-  // chain that does not invert this way (the 16-variable machine's dense beam-splitter leak) keeps
-  // the best W found, at worst J itself.
-  const auto error = [&](const MatrixXdR& E) { return dead.select(0.0, (E - J).array()).matrix().norm(); };
-  double best = error(Jeff), step = 1;
-  MatrixXdR W_try, Jeff_try;
-  Eigen::VectorXd offset_try;
-  for (int k = 0; k < kCompensationRounds; ++k) {
-    W_try = prog.W;
-    W_try.array() += step * dead.select(0.0, (J - Jeff).array());
-    measure(W_try, Jeff_try, offset_try);
-    if (const double e = error(Jeff_try); e < best) {
-      best = e, prog.W.swap(W_try), Jeff.swap(Jeff_try), prog.offset.swap(offset_try);
-    } else {
-      step *= 0.5;
-    }
-  }
-  prog.residual = (Jeff - J).cwiseAbs().maxCoeff() / std::max(1e-300, J.cwiseAbs().maxCoeff());
-  return prog;
+  return program_for_chain(hw, cfg, J, cal, {}, kCompensationRounds);
 }
 
 double coupling_scale(const MatrixXdR& J) {
@@ -162,7 +107,7 @@ SampleSet run_sampler(const SamplerMachine& m, const SamplerParams& sp, double d
   const IsingProblem& p = *m.problem;
   const Hardware& hw = *m.hw;
   const LoopSettings& loop = m.loop;
-  const Programming& prog = m.prog;
+  const ChainProgramming& prog = m.prog;
   const int n = p.n();
   if (count < 1 || iterations < 1) throw Error("optimize: samples and iterations must be at least 1");
   CoreConfig cfg = m.cfg;
@@ -191,7 +136,7 @@ SampleSet run_sampler(const SamplerMachine& m, const SamplerParams& sp, double d
   for (int b = 0; b < count; ++b) S.row(b) = decode(p, res.readout.row(b).data()).transpose();
   SampleSet set = sample_set(p, S, iterations, seconds);
   set.programming_residual = prog.residual;
-  set.dead_weights = prog.dead;
+  set.dead_weights = prog.dark;
   return set;
 }
 

@@ -19,6 +19,7 @@
 
 #include "runtime/ising.hpp"
 #include "runtime/loop_settings.hpp"
+#include "sim/programming.hpp"
 
 namespace aoc {
 
@@ -88,33 +89,10 @@ struct OptimizeResult {
   }
 };
 
-// How the sampler's drives come out of the machine's electronics and LEDs: the comparator's swing
-// (the fitted nonlinearity at the walls, +-1) and the LEDs' differential response to it, the
-// product's scale (the gain is divided by it). The ideal loop: level 1, slope 1.
-struct DriveCalibration {
-  double level = 1;
-  // Each path's LED: half the difference of its drives at +-level (what a sign changes) and half
-  // their sum (the light a drive adds whatever its sign: the common mode).
-  double pos_swing = 1, neg_swing = 1, pos_common = 0, neg_common = 0;
-  double slope() const { return 0.5 * (pos_swing + neg_swing); }
-};
-// cfg: the machine's loop configuration before the comparator replaces its nonlinearity.
-DriveCalibration drive_calibration(const Hardware& hw, const CoreConfig& cfg);
-
-// What the machine is programmed with so that its product of the drives is J s: the machine's
-// chain as measured (sim/tile.hpp's factored chain: fan-in, SLM distortion and darkness, detector
-// gains, crosstalk) turns a programmed W into an effective Jeff(W); W is corrected until Jeff = J
-// (a few rounds), and the chain's offset (the LEDs' common mode, its constant) is taken out of the
-// bias. Weights the chain passes at under a tenth of their value (dark SLM pixels) are left as
-// they are (`dead`). The ideal chain: W = J, no offset. residual: max |Jeff - J| / max |J| after
-// the rounds, over every weight.
-struct Programming {
-  MatrixXdR W;
-  Eigen::VectorXd offset;
-  double residual = 0;
-  int dead = 0;
-};
-Programming program_couplings(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& J, const DriveCalibration& cal);
+// What the machine is programmed with so that its product of the drives is J s: sim/programming.hpp's
+// program_for_chain over the problem's core, at the comparator's drives (drive_calibration of the
+// machine's loop configuration). The ideal chain (linear LEDs): W = J, no offset.
+ChainProgramming program_couplings(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& J, const DriveCalibration& cal);
 
 // J's scale for the gain (AOCoptimizer's normalisation): the largest eigenvalue where the extremes
 // differ in sign, else the mean of their magnitudes; 1 when that is at most 0.1.
@@ -129,7 +107,7 @@ struct SamplerMachine {
   LoopSettings loop;
   CoreConfig cfg;
   DriveCalibration cal;
-  Programming prog;
+  ChainProgramming prog;
 };
 SamplerMachine prepare_sampler(const IsingProblem& p, const Hardware& hw, const LoopSettings& loop);
 

@@ -90,6 +90,7 @@ RetinaMachine compile_retina(const RetinaModelFiles& m, const retina::Dataset& d
   p.target = ir::target_of(r.hw, s.hw, s.set);
   ir::PassOptions po;
   po.quantize = r.hw.converters.has_value();
+  if (s.compensate) po.compensate = &r.hw;
   r.calibration_frames = po.quantize ? std::min(s.calibration_frames, d.train.frames) : 0;
   std::map<std::string, ir::Tensor> cal;
   if (r.calibration_frames > 0) {

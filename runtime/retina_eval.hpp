@@ -28,6 +28,7 @@ struct RetinaEvalSettings {
   int calibration_frames = 1000;     // train frames (at most the split's) the converters' ranges are set on (0: none, the compiled defaults)
   int frames = 0;                    // test frames evaluated from the first (0: all)
   int skip = -1;                     // frames not scored (the filters' warm-up); -1: the model's (RetinaModelFiles::skip)
+  bool compensate = true;            // the compiler's compensate pass (false: the raw measured chain)
 };
 
 // A model folder: its graph (input `stimulus` [B, L, H, W, 1], output `rate` [B, L, cells]) and weights.

@@ -176,6 +176,7 @@ struct Evaluator::Impl {
       }
       ir::PassOptions po;
       po.quantize = hw.converters.has_value();
+      po.compensate = &hw;  // for the machine as measured (a point with ideal optics programs the weights as they are)
       // As `aoc compile --calibrate`: the converters' ranges from the exact reference on the inputs.
       if (w.calibrate) po.calibrate = [&](ir::Program& q) { return calibrate_converters(q, c.calibration.empty() ? c.inputs : c.calibration); };
       ir::run_pipeline(p, po);

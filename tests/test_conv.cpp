@@ -226,8 +226,8 @@ TEST_CASE("conv: Conv2d's noise on the sim backend is the same for 1 and 2 threa
 }
 
 TEST_CASE("conv: the estimate counts Ho x Wo products per token through a Conv2d's tiles, each tile programmed once per token") {
-  // aoc-48 has one module: the two tiles (4 x 48 and 4 x 2) are two programmings, each used by
-  // every position before the next is loaded
+  // aoc-48 has one module: the two tiles (4 x 47 and 4 x 3: its LED channel 8 is dark) are two
+  // programmings, each used by every position before the next is loaded
   const Program p = conv_program(false);
   const ProgramEstimate e = estimate_program(p, hw48());
   REQUIRE(e.optical_ops.size() == 1);
@@ -236,7 +236,7 @@ TEST_CASE("conv: the estimate counts Ho x Wo products per token through a Conv2d
   CHECK(e.optical_ops[0].programmings == 2);
   CHECK(e.tile_runs == 16 * 2);
   CHECK(*e.work.analog_macs == 16 * 4 * 50);
-  CHECK(e.initial_writes == 4 * 48);
+  CHECK(e.initial_writes == 4 * 47);
   CHECK(e.work.weight_reloads == 2);  // per token, not per position
   CHECK(e.work.weight_writes == 4 * 50);
   CHECK(e.partial_sum_adc == 16 * 4);  // at each position the second column tile's 4 outputs read out and added

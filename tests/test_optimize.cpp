@@ -193,10 +193,10 @@ TEST_CASE("optimize: programming the machine's chain as measured makes its produ
     cfg.ising_level = cal.level;
     return program_couplings(hw48(), cfg, p.J, cal);
   };
-  const Programming prog = programming("all-off");
+  const ChainProgramming prog = programming("all-off");
   CHECK(prog.residual < 1e-3);
-  CHECK(prog.dead == 0);
-  CHECK(programming("default").dead > 0);  // the 48-variable SLM's dark pixels
+  CHECK(prog.dark == 0);
+  CHECK(programming("default").dark > 0);  // the 48-variable SLM's dark pixels
 }
 
 TEST_CASE("optimize: the ideal loop reaches the optimum of a small spin glass") {

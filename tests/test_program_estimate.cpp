@@ -46,9 +46,9 @@ std::string linear_graph_text(bool tanh) {
   return t;
 }
 
-// A native loop: z = tanh(W z + x), W [48, 48], max_iter 50.
+// A native loop: z = tanh(W z + x), W [40, 40] (one tile: aoc-48 has 47 lit LED channels), max_iter 50.
 const char* const kLoop = R"({"format": "aoc-graph", "version": 1, "name": "tiny-loop",
-  "inputs": [{"name": "x", "shape": ["B", "L", 48]}], "weights": [{"name": "W", "shape": [48, 48]}],
+  "inputs": [{"name": "x", "shape": ["B", "L", 40]}], "weights": [{"name": "W", "shape": [40, 40]}],
   "ops": [{"op": "FixedPoint", "name": "deq", "in": ["x"], "out": ["z"],
            "attrs": {"tol": 1e-3, "max_iter": 50, "like": "x"},
            "body": {"args": ["zi", "xc"],
@@ -58,9 +58,9 @@ const char* const kLoop = R"({"format": "aoc-graph", "version": 1, "name": "tiny
                     "results": ["zn"]}}],
   "outputs": ["z"]})";
 
-// A digital op before the optics: Exp (not an analog function of aoc-48) of x[B, L, 48].
+// A digital op before the optics: Exp (not an analog function of aoc-48) of x[B, L, 40].
 const char* const kDigital = R"({"format": "aoc-graph", "version": 1, "name": "tiny-digital",
-  "inputs": [{"name": "x", "shape": ["B", "L", 48]}], "weights": [{"name": "W", "shape": [48, 48]}],
+  "inputs": [{"name": "x", "shape": ["B", "L", 40]}], "weights": [{"name": "W", "shape": [40, 40]}],
   "ops": [{"op": "Exp", "name": "e", "in": ["x"], "out": ["ex"]},
           {"op": "Linear", "name": "mix", "in": ["ex", "W"], "out": ["y"]}],
   "outputs": ["y"]})";
@@ -172,16 +172,17 @@ TEST_CASE("program estimate: a program whose tiles exceed the modules reloads we
   CHECK(e.tiles == 6);
   CHECK(e.passes == 2);
   CHECK(e.modules_used == 4);
-  // Tiles, row-major: 48x48, 48x48, 48x4, 12x48, 12x48, 12x4. Initially tiles 0-3 are loaded.
-  CHECK(e.initial_writes == 2304 + 2304 + 192 + 576);
+  // Tiles, row-major, of at most 47 inputs (aoc-48's LED channel 8 is dark): 48x47, 48x47, 48x6,
+  // 12x47, 12x47, 12x6. Initially tiles 0-3 are loaded.
+  CHECK(e.initial_writes == 2256 + 2256 + 288 + 564);
   // In steady state each token reprograms tiles 0 and 1 (pass 0, over 4 and 5) then 4 and 5:
   // two reload events, each the modules in parallel.
   const aoc::Workload& w = e.token.work;
   CHECK(w.weight_reloads == 2);
-  CHECK(w.weight_writes == 2304 + 2304 + 576 + 48);
+  CHECK(w.weight_writes == 2256 + 2256 + 564 + 72);
   CHECK(*w.loop_periods == 2);  // the op's two passes one after the other
   CHECK(latency_line(e.token, "weight_reload").seconds == Approx(2 * c.hw.timing->slm_reload_us * 1e-6));
-  CHECK(energy_line(e.token, "slm_reload").count == 2304 + 2304 + 576 + 48);
+  CHECK(energy_line(e.token, "slm_reload").count == 2256 + 2256 + 564 + 72);
   bool said = false;
   for (const auto& n : e.notes) said = said || n.find("--set architecture.modules=6") != std::string::npos;
   CHECK(said);
@@ -194,16 +195,16 @@ TEST_CASE("program estimate: a loop body counts K times per token, K the max_ite
   CHECK(bound.loops[0].layout == "native");
   CHECK(bound.loops[0].iterations == 50);
   CHECK(bound.loops[0].upper_bound);
-  CHECK(bound.token.analog_macs == 50 * 48 * 48);
+  CHECK(bound.token.analog_macs == 50 * 40 * 40);
 
   const aoc::ProgramEstimate e = estimate(c, 10.0);
   CHECK_FALSE(e.loops[0].upper_bound);
   const aoc::Workload& w = e.token.work;
-  CHECK(e.token.analog_macs == 10 * 48 * 48);
-  CHECK(*w.led_channel_iterations == Approx(480 + 48 * 445));  // 10 iterations, then the readout holds the 48 channels 445 periods
+  CHECK(e.token.analog_macs == 10 * 40 * 40);
+  CHECK(*w.led_channel_iterations == Approx(400 + 40 * 445));  // 10 iterations, then the readout holds the 40 channels 445 periods
   CHECK(*w.loop_periods == 10);
-  CHECK(w.dac_conversions == 48);  // the injection x, once per fixed point
-  CHECK(w.adc_conversions == 48);  // the fixed point's readout
+  CHECK(w.dac_conversions == 40);  // the injection x, once per fixed point
+  CHECK(w.adc_conversions == 40);  // the fixed point's readout
   CHECK(*w.settle_events == 1);
   CHECK(w.fixed_points == 1);
   CHECK(w.digital_macs == 0);
@@ -212,7 +213,7 @@ TEST_CASE("program estimate: a loop body counts K times per token, K the max_ite
 
 TEST_CASE("program estimate: digital work without timing.digital_gmac_per_s is an error naming it") {
   Compiled c = compile(kDigital, {});
-  CHECK(estimate(c).token.work.digital_macs == 48);  // Exp: 1 per element
+  CHECK(estimate(c).token.work.digital_macs == 40);  // Exp: 1 per element
   c.hw.timing->digital_gmac_per_s = 0;
   std::string msg;
   try {
@@ -302,7 +303,7 @@ TEST_CASE("program estimate: aoc estimate PROG.h5 takes the hardware the program
   const json j = json::parse(r.out);
   CHECK(j["hardware"] == "aoc-48");
   CHECK(j["mapping"]["modules"] == 2);  // the recorded override
-  CHECK(j["per_token"]["analog_macs"].get<double>() == 10 * 48 * 48);
+  CHECK(j["per_token"]["analog_macs"].get<double>() == 10 * 40 * 40);
   const Run other = run_aoc("estimate " + path + " --hw aoc-16");
   INFO(other.out);
   CHECK(other.status == 1);

@@ -25,7 +25,7 @@ struct Opts {
   double margin = 1.0;
   std::vector<std::string> set;
   int tile_size = 0;
-  bool json = false, shapes_only = false, no_quantize = false, no_tile = false, no_gather = false, print_after_all = false, print = false, quiet = false;
+  bool json = false, shapes_only = false, no_quantize = false, no_tile = false, no_gather = false, no_compensate = false, print_after_all = false, print = false, quiet = false;
 };
 
 int run(const Opts& o) {
@@ -53,6 +53,7 @@ int run(const Opts& o) {
   po.tile = !o.no_tile;
   po.tile_size = o.tile_size;
   po.gather = !o.no_gather;
+  if (!o.no_compensate) po.compensate = &hw;
   if (!o.calibrate.empty())
     po.calibrate = [&](ir::Program& q) {
       Progress meter("steps", !o.quiet);  // the calibration run: the exact reference, simultaneous mode
@@ -109,6 +110,8 @@ void add_compile(CLI::App& app) {
   c->add_option("--calibrate-margin", o.margin, "headroom of the calibrated ranges")->check(CLI::PositiveNumber)->capture_default_str();
   c->add_flag("--quiet", o.quiet, "no progress meter on stderr for the calibration run");
   c->add_flag("--no-quantize", o.no_quantize, "keep exact weights (no SLM codes)");
+  c->add_flag("--no-compensate", o.no_compensate,
+              "program each tile's weights as they are: the machine's measured optical chain then distorts them (the raw chain)");
   c->add_flag("--no-tile", o.no_tile, "one tile per matrix, whatever its size (the untiled reference)");
   c->add_flag("--no-gather", o.no_gather, "keep Linears that read one value as separate products");
   c->add_flag("--print-after-all", o.print_after_all, "print the program after every pass, with the pass's options and statistics");
@@ -116,7 +119,10 @@ void add_compile(CLI::App& app) {
   c->add_flag("--json", o.json, "print the mapping report and what was written as a JSON record (instead of the text report)");
   c->footer(
       "Passes (each followed by the program verifier): name-ops, gather-linear, loop-form,\n"
-      "partition, tile, quantize, and calibrate with --calibrate (docs/program.md).\n"
+      "partition, tile, compensate, quantize, and calibrate with --calibrate (docs/program.md).\n"
+      "compensate programs each tile for the machine's measured optical chain (SLM distortion,\n"
+      "fan-in, gains, crosstalk): the SLM values whose product through the chain is the tile's\n"
+      "weights, the chain's offset taken out at the detectors; --print shows each tile's residual.\n"
       "--print-after-all shows each pass's options and statistics and the program after it.\n"
       "The report says what runs optically, in the analog electronics and digitally, the ADC/DAC\n"
       "conversions per token, the tiles on the modules and whether weights must be reloaded.\n"

@@ -113,7 +113,7 @@ int run_eval(const EvalOpts& o) {
                              {"hardware", r.hw.name},
                              {"set", o.s.set},
                              {"backend", o.s.backend},
-                             {"settings", {{"sequence", o.f.sequence}, {"quantize", o.f.quantize}, {"noise", o.f.noise}, {"optics", !o.f.ideal_optics},
+                             {"settings", {{"sequence", o.f.sequence}, {"quantize", o.f.quantize}, {"noise", o.f.noise}, {"optics", !o.f.ideal_optics}, {"compensate", o.s.compensate},
                                            {"precision", o.f.precision}, {"seed", o.f.seed}, {"threads", o.f.threads}}},
                              {"calibration_frames", r.calibration_frames},
                              {"calibrated_ranges", r.calibrated_ranges},
@@ -172,6 +172,8 @@ void add_machine_flags(CLI::App* c, EvalOpts& o) {
   o.f.sequence = "sequential";  // the machine sees the movie frame by frame
   add_program_flags(c, o.f, true);
   c->get_option("--set")->description("change the machine, e.g. --set converters.slm_bits=4 or --set noise.thermal_sigma=0.01 (repeatable; the graph is compiled here)");
+  c->add_flag_function("--no-compensate", [&o](std::int64_t) { o.s.compensate = false; },
+              "program the tiles' weights as they are (the compiler's compensate pass off): the raw measured optical chain");
   c->add_option("--calibration-frames", o.s.calibration_frames, "train frames (at most the split's) the converters' ranges are calibrated on (0: the compiled defaults)")
       ->check(CLI::Range(0, 1 << 24))
       ->capture_default_str();
@@ -275,7 +277,7 @@ int run_stimulus(const StimulusOpts& so) {
     for (const auto& st : r.curve) curve.push_back(step_json(st));
     nlohmann::ordered_json j{{"tool", "aoc retina stimulus"}, {"version", AOC_VERSION}, {"synthetic", d.synthetic}, {"data", o.data},
                              {"model", o.model}, {"graph", m.graph.name}, {"hardware", hw.name}, {"set", o.s.set}, {"backend", o.s.backend},
-                             {"settings", {{"sequence", o.f.sequence}, {"quantize", o.f.quantize}, {"noise", o.f.noise}, {"optics", !o.f.ideal_optics},
+                             {"settings", {{"sequence", o.f.sequence}, {"quantize", o.f.quantize}, {"noise", o.f.noise}, {"optics", !o.f.ideal_optics}, {"compensate", o.s.compensate},
                                            {"precision", o.f.precision}, {"seed", o.f.seed}}},
                              {"search", {{"first", so.search.first}, {"frames", so.search.frames}, {"skip", skip}, {"block", so.search.block},
                                          {"steps", so.search.steps}, {"lr", so.search.lr}, {"from_grey", so.search.from_grey}, {"limit", so.search.limit}}},

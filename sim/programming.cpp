@@ -1,0 +1,107 @@
+#include "sim/programming.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "sim/error.hpp"
+#include "sim/stages.hpp"
+
+namespace aoc {
+
+CoreConfig program_chain(const Hardware& hw) {
+  CoreConfig c = CoreConfig::twin_defaults(hw);
+  c.gain = GainMode::Explicit;
+  c.beta = {1.0};
+  c.led = LedModel::Linear;
+  c.closed_loop = false;
+  return c;
+}
+
+DriveCalibration drive_calibration(const Hardware& hw, const CoreConfig& cfg) {
+  DriveCalibration c;
+  if (cfg.nonlinearity == Nonlinearity::Ising) throw Error("drive calibration: give the machine's own nonlinearity, whose swing the comparator has");
+  if (cfg.nonlinearity == Nonlinearity::Tanh && cfg.led == LedModel::Linear) return c;  // the ideal loop: t = sign(z) exactly
+  // the electronics driven to the walls: their swing, and what the LEDs make of it
+  const double hi = electronics_nonlinearity(hw, cfg, 0, 1.0), lo = electronics_nonlinearity(hw, cfg, 0, -1.0);
+  c.level = 0.5 * (hi - lo);
+  if (cfg.led == LedModel::Twin) {
+    const double pos_hi = cubic(hw.led_pos, c.level), pos_lo = cubic(hw.led_pos, -c.level);
+    const double neg_hi = cubic(hw.led_neg, c.level), neg_lo = cubic(hw.led_neg, -c.level);
+    c.pos_swing = 0.5 * (pos_hi - pos_lo), c.neg_swing = 0.5 * (neg_hi - neg_lo);
+    c.pos_common = 0.5 * (pos_hi + pos_lo), c.neg_common = 0.5 * (neg_hi + neg_lo);
+  } else {
+    c.pos_swing = c.neg_swing = c.level;
+  }
+  if (!(c.slope() > 0)) throw Error(hw.path + ": the LEDs' response to the comparator's swing is not positive: the machine cannot run the sampler");
+  return c;
+}
+
+ChainProgramming program_for_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& target, const DriveCalibration& cal,
+                                   const ChainPlace& at, int max_rounds) {
+  const int K = static_cast<int>(target.rows()), M = static_cast<int>(target.cols());
+  if (K < 1 || M < 1) throw Error("programming: empty weight block");
+  if (!target.allFinite()) throw Error("programming: the weights contain NaN or infinity");
+  const int C = at.channels > 0 ? at.channels : std::max(at.in0 + K, at.out0 + M);
+  if (at.in0 < 0 || at.out0 < 0 || at.in0 + K > C || at.out0 + M > C)
+    throw Error("programming: a block of " + std::to_string(K) + " x " + std::to_string(M) + " at (" + std::to_string(at.in0) + ", " +
+                std::to_string(at.out0) + ") does not fit a core of " + std::to_string(C) + " channels");
+  ChainProgramming prog;
+  prog.W = target;
+  prog.offset = Eigen::VectorXd::Zero(M);
+  const double scale = target.cwiseAbs().maxCoeff();
+  if (scale == 0) return prog;  // a dark block: nothing to correct (its offset is the chain's, read as such)
+  CoreConfig unit = cfg;
+  unit.gain = GainMode::Explicit;
+  unit.beta = {1.0 / cal.slope()};  // the gain at which the product comes out at the scale of target
+  // The machine's product of drives swing * v + common through the programmed W: v' Weff + offset.
+  // Weff's row i is what drive i's value changes; the offset is what every drive adds whatever its
+  // value (the LEDs' common mode) plus the chain's constant.
+  MatrixXdR core = MatrixXdR::Zero(C, C);
+  const auto measure = [&](const MatrixXdR& W, MatrixXdR& Weff, Eigen::VectorXd& offset) {
+    core.block(at.in0, at.out0, K, M) = W;
+    const FactoredChain ch = factor_optical_chain(hw, unit, core, at.in0, K, at.out0, M);
+    const MatrixXdR F = ch.folded();  // 2K x M: [LED+ | LED-] F + c
+    Weff = cal.pos_swing * F.topRows(K) + cal.neg_swing * F.bottomRows(K);
+    offset = (cal.pos_common * F.topRows(K) + cal.neg_common * F.bottomRows(K)).colwise().sum().transpose() + ch.c;
+    ++prog.rounds;
+  };
+  MatrixXdR Weff, Weff_probe;
+  Eigen::VectorXd offset_probe;
+  measure(prog.W, Weff, prog.offset);
+  // Which weights the chain passes: every weight moved by a tenth of the block's scale away from
+  // zero (on the path of its sign), once; a weight whose product moves by under a tenth of that is
+  // dark (an unlit LED, a dead pixel). Its neighbours' moves reach it through the crosstalk only.
+  const double delta = 0.1 * scale;
+  const MatrixXdR probe = target.unaryExpr([&](double w) { return w < 0 ? -delta : delta; });
+  measure(target + probe, Weff_probe, offset_probe);
+  const MatrixXdR gain = (Weff_probe - Weff).cwiseQuotient(probe);
+  const auto dark = (gain.array() < 0.1).eval();
+  prog.dark = static_cast<int>((dark && target.array() != 0).count());
+  // Each round moves W by what is left of target - Weff over each weight's measured gain (a Newton
+  // step on the chain's diagonal: most of the error goes at once where the distortion is mild); a
+  // round that leaves more error than before is undone and the step halved, so a chain that does
+  // not invert this way (the 16-variable machine's dense beam-splitter leak) keeps the best W
+  // found, at worst the target itself.
+  const MatrixXdR inverse_gain = dark.select(0.0, gain.array().cwiseMax(0.1).inverse()).matrix();
+  const auto error = [&](const MatrixXdR& E) { return dark.select(0.0, (E - target).array()).matrix().norm(); };
+  double best = error(Weff), step = 1;
+  MatrixXdR W_try, Weff_try;
+  Eigen::VectorXd offset_try;
+  for (int k = 0; k < max_rounds && best > 0; ++k) {
+    W_try = prog.W;
+    W_try.array() += step * (target - Weff).array() * inverse_gain.array();
+    measure(W_try, Weff_try, offset_try);
+    if (const double e = error(Weff_try); e < best) {
+      best = e, prog.W.swap(W_try), Weff.swap(Weff_try), prog.offset.swap(offset_try);
+    } else {
+      step *= 0.5;
+    }
+  }
+  const MatrixXdR left = Weff - target;
+  prog.residual = left.cwiseAbs().maxCoeff() / scale;
+  prog.rms_residual = std::sqrt(left.squaredNorm() / static_cast<double>(left.size())) / scale;
+  return prog;
+}
+
+}  // namespace aoc

@@ -1,0 +1,61 @@
+// Programming a block of weights onto the machine as measured: the one function that the compiler's
+// compensate pass (each tile of a program) and the optimiser (its coupling matrix) call.
+//
+// The SLM does not hold the product the machine computes: the calibrated chain (fan-in, SLM
+// distortion and darkness, detector gains, photodetector and beam-splitter crosstalk; sim/tile.hpp's
+// FactoredChain) turns a programmed W into an effective product Weff(W) plus an offset. An operator
+// corrects it as a program-and-verify loop: program W, measure the chain's product with probe
+// drives, move W by what is left of target - Weff, until it stops improving. Each round is one
+// programming and one measurement of the chain (`rounds`; the energy and time of a reload each).
+// What cannot be corrected is reported: the residual, and the weights the chain passes at under a
+// tenth of their value (dark SLM pixels), which are left as they are (raising them would only raise
+// max |W|, which every other transmission is divided by).
+#pragma once
+#include <Eigen/Dense>
+
+#include "sim/config.hpp"
+#include "sim/hardware.hpp"
+#include "sim/tile.hpp"
+
+namespace aoc {
+
+// The chain a compiled program's tiles run (docs/physics.md, "The tile model"): the twin's
+// calibrated optics with an explicit gain of 1, so that out = x W when every non-ideality is off,
+// the LED drive linear in the value, and no closed-loop correction (the twin's is tied to its own
+// loop's operating point).
+CoreConfig program_chain(const Hardware& hw);
+
+// How the drives come out of the electronics and LEDs at the operating point: the value's swing
+// (level) and each path's LED's response to it, linearised: half the difference of its drives at
+// +-level (what a sign changes) and half their sum (the light a drive adds whatever its sign, the
+// common mode). Linear LEDs: level 1, slope 1, no common mode.
+struct DriveCalibration {
+  double level = 1;
+  double pos_swing = 1, neg_swing = 1, pos_common = 0, neg_common = 0;
+  double slope() const { return 0.5 * (pos_swing + neg_swing); }
+};
+// cfg: the machine's loop configuration (its own nonlinearity, whose swing a comparator has).
+DriveCalibration drive_calibration(const Hardware& hw, const CoreConfig& cfg);
+
+// Where a block sits in its module's core: LED channels in0.., detectors out0.. of a core of
+// `channels` (0: the smallest core that holds the block there); the core's other channels dark.
+struct ChainPlace {
+  int in0 = 0, out0 = 0, channels = 0;
+};
+
+struct ChainProgramming {
+  MatrixXdR W;             // K x M: what the SLM is programmed with (AOC convention W(LED, detector))
+  Eigen::VectorXd offset;  // M: what the chain adds to each output whatever the drives (into the bias)
+  double residual = 0;     // max |Weff - target| / max |target| after the rounds, over every weight
+  double rms_residual = 0; // rms (Weff - target) / max |target|
+  int dark = 0;            // weights the chain passes at under a tenth of their value, left as they are
+  int rounds = 0;          // chain measurements made (program-and-verify reads)
+};
+
+// The SLM block whose product through cfg's calibrated chain, driven at cal's operating point
+// (drives swing * value + common), is closest to `target` (K x M), at most `max_rounds` corrections.
+// Deterministic: the same block, place and machine give the same result on any thread.
+ChainProgramming program_for_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& target, const DriveCalibration& cal,
+                                   const ChainPlace& at = {}, int max_rounds = 12);
+
+}  // namespace aoc

@@ -1,0 +1,198 @@
+// Programming tiles for the machine's measured optical chain (sim/programming.hpp) and the
+// compiler's compensate pass: the chain's product of the programmed block is the intended block to
+// the code grid's resolution, the residual is what is left, and a compiled program runs on the
+// machine as measured as it does with ideal optics.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <omp.h>
+
+#include "compiler/passes.hpp"
+#include "compiler/program_h5.hpp"
+#include "runtime/backend.hpp"
+#include "sim/programming.hpp"
+#include "sim/tile.hpp"
+#include "tests/graph_support.hpp"
+#include "tests/support.hpp"
+
+using namespace aoc;
+using namespace aoc::ir;
+using namespace aoc::test;
+
+namespace {
+
+// A seeded block with weights of both signs and magnitudes spread over the SLM's range.
+MatrixXdR block(int K, int M, double seed) {
+  MatrixXdR W(K, M);
+  for (int i = 0; i < K; ++i)
+    for (int j = 0; j < M; ++j) W(i, j) = std::sin(seed + 1.7 * i + 0.61 * j * j) * (0.3 + 0.7 * std::fabs(std::cos(0.37 * i - j)));
+  return W;
+}
+
+// What a tile programmed with W at (in0, out0) reads for the value rows x (noise off): x Weff + c.
+MatrixXdR read_tile(const Hardware& hw, const MatrixXdR& W, int in0, int out0, const MatrixXdR& x) {
+  OpticalTile<double> tile(hw, program_chain(hw), Optics::Calibrated);
+  tile.program(W, in0, out0);
+  const int rows = static_cast<int>(x.rows());
+  AlignedVector<double> in(static_cast<size_t>(rows) * tile.ld_in(), 0.0), out(static_cast<size_t>(rows) * tile.ld_out(), 0.0),
+      scratch(tile.scratch_size(rows));
+  for (int r = 0; r < rows; ++r)
+    for (int i = 0; i < x.cols(); ++i) in[static_cast<size_t>(r) * tile.ld_in() + i] = x(r, i);
+  std::vector<int> slots(static_cast<size_t>(rows), 0);
+  tile.read(in.data(), rows, StepContext{0, slots.data()}, 0, kern::Epilogue<double>{}, out.data(), scratch.data());
+  MatrixXdR y(rows, W.cols());
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < W.cols(); ++j) y(r, j) = out[static_cast<size_t>(r) * tile.ld_out() + j];
+  return y;
+}
+
+// x[B, L, 12] -> y = x V^T (one optical product, top level).
+Program one_product(int rows, int cols) {
+  Program p;
+  Graph& g = p.graph;
+  g.name = "one-product";
+  g.inputs.push_back(decl("x", {0, 0, cols}, {"B", "L"}));
+  g.weights = {decl("V", {rows, cols})};
+  p.weights = {{"V", wave({rows, cols}, 0.4, 0.2)}};
+  g.ops.push_back(make_op(OpKind::Linear, {"x", "V"}, {"y"}, {}, "head"));
+  g.outputs = {"y"};
+  p.target = target_of(hw48(), "aoc-48", {});
+  return p;
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  double m = 0;
+  for (std::size_t i = 0; i < a.data.size(); ++i) m = std::max(m, std::fabs(a.data[i] - b.data[i]));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("programming: the measured chain's product of the programmed block is the intended block") {
+  const Hardware& hw = hw48();
+  const MatrixXdR target = block(12, 10, 0.3);
+  const int in0 = 9, out0 = 20;  // past aoc-48's dark LED (channel 8)
+  const ChainProgramming g = program_for_chain(hw, program_chain(hw), target, DriveCalibration{}, {in0, out0, hw.channels});
+  // The chain distorts the block as it is: programmed raw, it reads far from x target.
+  MatrixXdR x(5, 12);
+  for (int r = 0; r < 5; ++r)
+    for (int i = 0; i < 12; ++i) x(r, i) = std::cos(0.9 * r + 0.4 * i);
+  const MatrixXdR want = x * target;
+  const MatrixXdR raw = read_tile(hw, target, in0, out0, x);
+  const MatrixXdR fixed = read_tile(hw, g.W, in0, out0, x).rowwise() - g.offset.transpose();
+  const double scale = want.cwiseAbs().maxCoeff();
+  CHECK((raw - want).cwiseAbs().maxCoeff() > 0.05 * scale);
+  // Dark SLM pixels cannot be corrected: every other weight is, so the product's error is what the
+  // reported residual and dark weights allow (the dark weights' share bounded by their values).
+  CHECK(g.rounds > 1);
+  CHECK(g.residual >= g.rms_residual);
+  const double err = (fixed - want).cwiseAbs().maxCoeff();
+  INFO("dark " << g.dark << ", residual " << g.residual << ", rms " << g.rms_residual << ", rounds " << g.rounds << ", raw error "
+               << (raw - want).cwiseAbs().maxCoeff() << ", scale " << scale);
+  if (g.dark == 0) {
+    CHECK(g.residual < 1e-3);
+    CHECK(err < 1e-3 * scale * 12);
+  }
+  CHECK(err < 0.2 * (raw - want).cwiseAbs().maxCoeff());
+  // On the dark LED the row cannot be reached: its weights are reported dark.
+  const ChainProgramming on_dark = program_for_chain(hw, program_chain(hw), target, DriveCalibration{}, {8, out0, hw.channels});
+  CHECK(on_dark.dark >= 9);
+  CHECK(on_dark.residual > 0.1);
+}
+
+TEST_CASE("programming: a chain without distortion is left as it is, bad blocks are refused") {
+  const Hardware& hw = hw48();
+  CoreConfig ideal = program_chain(hw);
+  ideal.switches = Switches{false, false, false, false, false, false};
+  const MatrixXdR target = block(6, 6, 1.1);
+  const ChainProgramming g = program_for_chain(hw, ideal, target, DriveCalibration{}, {0, 0, hw.channels});
+  CHECK(g.residual < 1e-9);
+  CHECK(g.dark == 0);
+  CHECK((g.W - target).cwiseAbs().maxCoeff() < 1e-6);
+  CHECK_THROWS_WITH(program_for_chain(hw, ideal, target, DriveCalibration{}, {45, 0, hw.channels}), Catch::Contains("does not fit a core of 48"));
+  MatrixXdR bad = target;
+  bad(0, 0) = std::nan("");
+  CHECK_THROWS_WITH(program_for_chain(hw, ideal, bad, DriveCalibration{}), Catch::Contains("NaN"));
+}
+
+TEST_CASE("compensate: a compiled product on the machine as measured runs as with ideal optics, to the code grid") {
+  Program p = one_product(30, 40);  // 1 tile on aoc-48
+  PassOptions o;
+  o.compensate = &hw48();
+  Program comp = p, raw = p;
+  run_pipeline(comp, o);
+  run_pipeline(raw, {});
+  REQUIRE(comp.optical.at(0).compensated());
+  REQUIRE_FALSE(raw.optical.at(0).compensated());
+  const Tensor x = wave({2, 3, 40}, 1.0, 0.8);
+  const std::map<std::string, Tensor> in{{"x", x}};
+  BackendOptions exact;
+  exact.quantize = false;
+  BackendOptions ideal = exact;
+  ideal.optics = false;
+  BackendOptions q;
+  q.quantize = true;
+  BackendOptions q_ideal = q;
+  q_ideal.optics = false;
+  const auto sim = make_backend("sim", &hw48());
+  const Tensor want = sim->run(comp, in, ideal).values.at("y");
+  const double scale = [&] {
+    double m = 0;
+    for (double v : want.data) m = std::max(m, std::fabs(v));
+    return m;
+  }();
+  const double err_raw = max_abs_diff(sim->run(raw, in, exact).values.at("y"), want);
+  const double err_comp = max_abs_diff(sim->run(comp, in, exact).values.at("y"), want);
+  INFO("raw " << err_raw << ", compensated " << err_comp << ", scale " << scale << ", residual " << comp.optical[0].compensation[0].residual);
+  CHECK(err_raw > 0.05 * scale);
+  CHECK(err_comp < 0.1 * err_raw);
+  // With SLM codes: the compensated codes through the chain against the weights' codes with ideal
+  // optics differ by about the code grid (9 bits: a step of max|w| / 255 per weight, 40 inputs).
+  const double err_q = max_abs_diff(sim->run(comp, in, q).values.at("y"), sim->run(comp, in, q_ideal).values.at("y"));
+  INFO("quantized: " << err_q);
+  CHECK(err_q < 0.1 * err_raw);
+  // Ideal optics runs the weights (or their codes) whatever the compensation.
+  CHECK(max_abs_diff(sim->run(comp, in, q_ideal).values.at("y"), sim->run(raw, in, q_ideal).values.at("y")) == 0);
+}
+
+TEST_CASE("compensate: statistics, the printed program, the file and the thread count") {
+  Program p = one_product(60, 50);  // 4 tiles on aoc-48
+  PassOptions o;
+  o.compensate = &hw48();
+  PassStats seen;
+  Program a = p;
+  omp_set_num_threads(1);
+  run_pipeline(a, o, [&](const NamedPass& pass, const Program&, const PassStats& s) {
+    if (pass.name == std::string("compensate")) seen = s;
+  });
+  omp_set_num_threads(2);
+  Program b = p;
+  run_pipeline(b, o);
+  CHECK(seen.get("tiles compensated") == 4);
+  CHECK(seen.get("program-and-verify reads") > 4);
+  REQUIRE(a.optical.size() == 1);
+  CHECK(a.optical[0].programmed == b.optical[0].programmed);  // bit for bit
+  CHECK(a.optical[0].codes == b.optical[0].codes);
+  const std::string text = print_program(a);
+  CHECK(text.find(", compensated (worst residual ") != std::string::npos);
+  CHECK(text.find("dark)") != std::string::npos);
+  CHECK_THROWS_WITH(parse_program(text), Catch::Contains("codes"));
+  const auto dir = std::filesystem::temp_directory_path() / "aoc_test_programming";
+  std::filesystem::create_directories(dir);
+  const std::string f = (dir / "p.h5").string();
+  write_program_h5(f, a);
+  const Program r = read_program_h5(f);
+  REQUIRE(r.optical[0].compensated());
+  CHECK(r.optical[0].programmed == a.optical[0].programmed);
+  for (std::size_t k = 0; k < a.optical[0].tiles.size(); ++k) {
+    CHECK(r.optical[0].compensation[k].offset == a.optical[0].compensation[k].offset);
+    CHECK(r.optical[0].compensation[k].residual == a.optical[0].compensation[k].residual);
+    CHECK(r.optical[0].compensation[k].dark == a.optical[0].compensation[k].dark);
+  }
+  std::filesystem::remove_all(dir);
+  // The verifier refuses a compensation that does not match the tiles.
+  Program bad = a;
+  bad.optical[0].compensation[1].offset.pop_back();
+  CHECK_THROWS_WITH(verify_program(bad), Catch::Contains("47 offsets for 48 outputs"));
+}
