@@ -357,6 +357,27 @@ void pass_tile(Program& p, const PassOptions& options, PassStats& stats) {
     }
   };
   walk(p.graph.ops, "");
+  // Each core's tiles are moved, together, to the middle of the core: its edge channels are its
+  // dimmest (the LEDs' fan-in and the SLM columns' response fall off toward the edges: on aoc-48 to
+  // half the middle's), so tiles that leave room sit where the optics pass the most light.
+  if (options.tile) {
+    std::map<std::pair<int, int>, std::vector<Tile*>> cores;
+    for (OpticalPlan& plan : p.optical)
+      for (Tile& tile : plan.tiles) cores[{tile.module, tile.pass}].push_back(&tile);
+    for (auto& [where, tiles] : cores) {
+      std::int64_t rows = 0;
+      for (const Tile* tile : tiles) rows += tile->rows;
+      const auto lay = [&](std::int64_t from) {  // the tiles' LED channels from `from` on; the end
+        for (Tile* tile : tiles) tile->core_col0 = from, from += led_span(t, *tile);
+        return from;
+      };
+      std::int64_t shift = (t.channels - (lay(0) - 0)) / 2;
+      while (shift > 0 && lay(shift) > t.channels) --shift;
+      lay(shift);
+      const std::int64_t down = (t.channels - rows) / 2;
+      for (Tile* tile : tiles) tile->core_row0 += down;
+    }
+  }
   int passes = 0;
   for (const OpticalPlan& plan : p.optical)
     for (const Tile& tile : plan.tiles) passes = std::max(passes, tile.pass + 1);
@@ -391,9 +412,6 @@ MatrixXdR spread_over_leds(const Target& target, const Tile& t, const MatrixXdR&
   return S;
 }
 
-// Program-and-verify rounds per tile (each one programming and one read of the chain).
-constexpr int kCompensationRounds = 12;
-
 void pass_compensate(Program& p, const PassOptions& o, PassStats& stats) {
   if (!o.compensate) throw Error("compile: compensate: needs the machine the program is compiled for");
   if (p.weights.empty()) {  // a shapes-only program: nothing to program
@@ -421,7 +439,7 @@ void pass_compensate(Program& p, const PassOptions& o, PassStats& stats) {
     try {
       const ChainProgramming g =
           program_for_chain(hw, chain, spread_over_leds(p.target, t, tile_block(plan, t, p.weights.at(plan.weight), false)), DriveCalibration{},
-                            {static_cast<int>(t.core_col0), static_cast<int>(t.core_row0), hw.channels}, kCompensationRounds);
+                            {static_cast<int>(t.core_col0), static_cast<int>(t.core_row0), hw.channels});
       const std::vector<int> leds = tile_leds(p.target, t);
       for (std::int64_t i = 0; i < t.rows; ++i)
         for (std::int64_t c = 0; c < t.cols; ++c)

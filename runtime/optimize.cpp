@@ -39,8 +39,6 @@ SampleSet sample_set(const IsingProblem& p, const MatrixXdR& S, int iterations, 
   return set;
 }
 
-constexpr int kCompensationRounds = 12;
-
 // The state a sample leaves the machine with: binaries by their sign (0 reads as +1), continuous
 // variables as read, inside the walls.
 Eigen::VectorXd decode(const IsingProblem& p, const double* readout) {
@@ -61,7 +59,7 @@ ChainProgramming program_couplings(const Hardware& hw, const CoreConfig& cfg, co
     prog.offset = Eigen::VectorXd::Zero(J.rows());
     return prog;
   }
-  return program_for_chain(hw, cfg, J, cal, {}, kCompensationRounds);
+  return program_for_chain(hw, cfg, J, cal);
 }
 
 double coupling_scale(const MatrixXdR& J) {

@@ -80,7 +80,8 @@ ChainProgramming program_for_chain(const Hardware& hw, const CoreConfig& cfg, co
   prog.dark = static_cast<int>((dark && target.array() != 0).count());
   // Each round moves W by what is left of target - Weff over each weight's measured gain (a Newton
   // step on the chain's diagonal: most of the error goes at once where the distortion is mild); a
-  // round that leaves more error than before is undone and the step halved, so a chain that does
+  // round that leaves more error than before is undone and the step halved (and doubled again, up
+  // to 1, after a round that helped), so a chain that does
   // not invert this way (the 16-variable machine's dense beam-splitter leak) keeps the best W
   // found, at worst the target itself.
   const MatrixXdR inverse_gain = dark.select(0.0, gain.array().cwiseMax(0.1).inverse()).matrix();
@@ -88,12 +89,14 @@ ChainProgramming program_for_chain(const Hardware& hw, const CoreConfig& cfg, co
   double best = error(Weff), step = 1;
   MatrixXdR W_try, Weff_try;
   Eigen::VectorXd offset_try;
-  for (int k = 0; k < max_rounds && best > 0; ++k) {
+  const double enough = 1e-12 * target.norm();
+  for (int k = 0; k < max_rounds && best > enough; ++k) {
     W_try = prog.W;
     W_try.array() += step * (target - Weff).array() * inverse_gain.array();
     measure(W_try, Weff_try, offset_try);
     if (const double e = error(Weff_try); e < best) {
       best = e, prog.W.swap(W_try), Weff.swap(Weff_try), prog.offset.swap(offset_try);
+      step = std::min(1.0, 2 * step);
     } else {
       step *= 0.5;
     }

@@ -53,9 +53,10 @@ struct ChainProgramming {
 };
 
 // The SLM block whose product through cfg's calibrated chain, driven at cal's operating point
-// (drives swing * value + common), is closest to `target` (K x M), at most `max_rounds` corrections.
+// (drives swing * value + common), is closest to `target` (K x M), at most `max_rounds` corrections
+// (fewer once the product is the target to 1e-12).
 // Deterministic: the same block, place and machine give the same result on any thread.
 ChainProgramming program_for_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& target, const DriveCalibration& cal,
-                                   const ChainPlace& at = {}, int max_rounds = 12);
+                                   const ChainPlace& at = {}, int max_rounds = 40);
 
 }  // namespace aoc
