@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <omp.h>
 
 #include "compiler/passes.hpp"
@@ -195,4 +196,36 @@ TEST_CASE("compensate: statistics, the printed program, the file and the thread 
   Program bad = a;
   bad.optical[0].compensation[1].offset.pop_back();
   CHECK_THROWS_WITH(verify_program(bad), Catch::Contains("47 offsets for 48 outputs"));
+}
+
+TEST_CASE("check --budget: each stage of the machine against the reference, one line each") {
+  Program p = one_product(30, 40);
+  PassOptions o;
+  o.compensate = &hw48();
+  run_pipeline(p, o);
+  const auto dir = std::filesystem::temp_directory_path() / "aoc_test_budget";
+  std::filesystem::create_directories(dir);
+  const std::string prog = (dir / "p.h5").string(), in = (dir / "x.h5").string();
+  write_program_h5(prog, p);
+  REQUIRE(run_aoc("run " + prog + " --example-input " + in + " --batch 3 --length 2 --seed 1").status == 0);
+  const Run r = run_aoc("check " + prog + " --inputs " + in + " --budget --json --quiet");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const auto& b = j["budget"];
+  // the lowering, the chain, the converters, each of aoc-48's six noise sources alone, all of them
+  REQUIRE(b.size() == 3 + 6 + 1);
+  CHECK(b[0]["optics"] == false);
+  CHECK(b[0]["max_abs_error"].get<double>() < 1e-4);  // f32 products
+  CHECK(b[1]["optics"] == true);
+  CHECK(b[1]["quantize"] == false);
+  CHECK(b[1]["max_abs_error"].get<double>() < 1e-2);  // the compensated chain
+  CHECK(b[2]["quantize"] == true);
+  CHECK(b[4]["set"].size() == 5);  // one source alone: the other five off
+  CHECK(b[9]["noise"] == true);
+  CHECK(j["compensated"] == true);
+  const Run bad = run_aoc("check " + prog + " --inputs " + in + " --budget --ideal-optics");
+  CHECK(bad.status != 0);
+  CHECK_THAT(bad.out, Catch::Contains("does not apply with --budget"));
+  std::filesystem::remove_all(dir);
 }

@@ -9,6 +9,7 @@
 #include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 #include "compiler/graph_json.hpp"
 #include "compiler/program_h5.hpp"
@@ -31,7 +32,7 @@ namespace {
 struct Opts : ProgramFlags {
   std::string program, backends = "sim,cpu", json_out, labels;
   int seeds = 1;
-  bool json = false, ideal = false;
+  bool json = false, ideal = false, budget = false;
   double max_abs = -1, max_rel = -1, min_argmax = -1, min_codes = -1;
   int max_failures = -1;
 };
@@ -97,6 +98,37 @@ struct Checked {
   std::string precision;  // as the runs record it
 };
 
+// --budget: the machine's stages switched on one at a time against the reference, so that a loss
+// has a name: the lowering alone (exact products and conversions, ideal optics), the optical chain
+// as the program was compiled for it, the SLM codes and converters on top, then each noise source
+// of the hardware file alone on top of those (the others at 0), then every source: the machine.
+struct BudgetStage {
+  std::string name;
+  bool optics = false, quantize = false, noise = false;
+  std::vector<std::string> set;  // run-time --set on top of the user's (the other noise sources off)
+};
+
+std::vector<BudgetStage> budget_stages(const Hardware& hw) {
+  std::vector<BudgetStage> v = {{"lowering alone: exact, ideal optics", false, false, false, {}},
+                                {"+ the optical chain as measured", true, false, false, {}},
+                                {"+ SLM codes, DAC and ADC", true, true, false, {}}};
+  if (!hw.noise) return v;
+  const NoiseSpec& n = *hw.noise;
+  const std::vector<std::tuple<const char*, const char*, double>> sources = {
+      {"receiver noise", "thermal_sigma", n.thermal_sigma},       {"shot noise", "photons_per_sample", n.photons_per_sample},
+      {"LED intensity noise", "rin_sigma", n.rin_sigma},          {"SLM fixed pattern", "slm_fixed_pattern_sigma", n.slm_fixed_pattern_sigma},
+      {"drift", "drift_sigma", n.drift_sigma},                    {"1/f noise", "flicker_sigma", n.flicker_sigma}};
+  for (const auto& [name, field, level] : sources) {
+    if (!(level > 0)) continue;
+    BudgetStage s{std::string("+ ") + name + " alone", true, true, true, {}};
+    for (const auto& [other, f, l] : sources)
+      if (f != field && l > 0) s.set.push_back(std::string("noise.") + f + "=0");
+    v.push_back(s);
+  }
+  v.push_back({"+ every noise source: the machine", true, true, true, {}});
+  return v;
+}
+
 int run(Opts o, const CLI::App* c) {
   const ir::Program p = ir::read_program_h5(o.program);
   if (o.inputs.empty()) throw Error("check: give the program's inputs with --inputs FILE.h5");
@@ -111,6 +143,13 @@ int run(Opts o, const CLI::App* c) {
   // otherwise, float64 products.
   if (o.ideal) o.ideal_optics = true, o.quantize = o.noise = false;
   if (o.ideal && !c->get_option("--precision")->count()) o.precision = "f64";
+  if (o.budget) {
+    if (!has_sim) throw Error("check: --budget explains the sim backend's loss: list sim in --backends");
+    refuse_given(c, "check", {"--ideal", "--ideal-optics", "--quantize", "--no-quantize", "--noise", "--no-noise"},
+                 "does not apply with --budget (it switches the optics, converters and noise on one stage at a time)");
+    refuse_given(c, "check", {"--max-abs-error", "--max-rel-error", "--min-argmax-agreement", "--min-code-agreement", "--max-failures"},
+                 "does not apply with --budget (check the machine without it to apply a tolerance)");
+  }
   const Hardware hw = program_hardware(p, o.set, "check");
   const auto ref = make_backend(list.reference, &hw);
   std::vector<std::unique_ptr<Backend>> duts;  // made before anything runs, so that a missing one fails at once
@@ -141,6 +180,66 @@ int run(Opts o, const CLI::App* c) {
     return tok == inputs.end() ? std::nullopt : ir::next_token_cross_entropy(r.values.at(p.graph.outputs.at(0)), tok->second);
   };
   const std::optional<double> ref_ce = cross_entropy(reference);
+
+  if (o.budget) {
+    std::vector<BudgetStage> stages = budget_stages(hw);
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    std::vector<std::string> text;
+    char buf[512];
+    for (std::size_t k = 0; k < stages.size(); ++k) {
+      const BudgetStage& s = stages[k];
+      std::vector<std::string> set = o.set;
+      set.insert(set.end(), s.set.begin(), s.set.end());
+      const Hardware hs = program_hardware(p, set, "check");
+      const auto sim = make_backend("sim", &hs);
+      BackendOptions bo = backend_options(o);
+      bo.optics = s.optics, bo.quantize = s.quantize, bo.noise = s.noise;
+      const int seeds = s.noise ? o.seeds : 1;
+      std::vector<double> acc, acc_last;
+      const SeedStats st = check_over_seeds(
+          *sim, p, inputs, bo, seeds, reference,
+          [&](int, BackendOptions& r) {
+            r.progress = meter.counter(progress_bound(o));
+            meter.phase("check --budget: " + s.name, static_cast<int>(k) + 1, static_cast<int>(stages.size()) + 1);
+          },
+          [&](int, const ProgramResult& r) {
+            const LabelScore a = accuracy(p, r, labels, o.labels);
+            acc.push_back(a.all), acc_last.push_back(a.last);
+          });
+      nlohmann::ordered_json row{{"stage", s.name},        {"optics", s.optics}, {"quantize", s.quantize}, {"noise", s.noise},
+                                 {"set", s.set},           {"seeds", seeds},     {"argmax_agreement", st.argmax.mean},
+                                 {"max_abs_error", st.abs.mean}, {"iterations_mean", st.iterations.mean}};
+      if (labels) row["accuracy_last"] = stat(acc_last).mean, row["accuracy"] = stat(acc).mean;
+      rows.push_back(row);
+      std::snprintf(buf, sizeof buf, "  %-40s %9.4f %13.4g %11.2f", s.name.c_str(), st.argmax.mean, st.abs.mean, st.iterations.mean);
+      std::string line = buf;
+      if (labels) std::snprintf(buf, sizeof buf, "   %.4f / %.4f", stat(acc_last).mean, stat(acc).mean), line += buf;
+      text.push_back(line);
+    }
+    meter.finish();
+    if (o.json) {
+      nlohmann::ordered_json j{{"tool", "aoc check --budget"}, {"version", AOC_VERSION}, {"program", o.program},
+                               {"config_hash", file_digest(o.program)}, {"inputs", o.inputs}, {"reference", list.reference},
+                               {"mode", o.sequence}, {"precision", o.precision}, {"seed", o.seed}, {"seeds", o.seeds},
+                               {"set", o.set}, {"compile_set", p.target.overrides},
+                               {"compensated", std::any_of(p.optical.begin(), p.optical.end(), [](const ir::OpticalPlan& q) { return q.compensated(); })},
+                               {"reference_iterations_mean", ref_it.mean}};
+      if (labels) j["labels"] = o.labels, j["reference_accuracy_last"] = ref_accuracy.last, j["reference_accuracy"] = ref_accuracy.all;
+      j["budget"] = rows;
+      emit_json(j.dump(1), o.json_out);
+      return 0;
+    }
+    std::printf("check --budget: %s on %s against %s, %s mode, %s; each stage on top of the ones above it, a noise source alone on top of the "
+                "converters (%d seed(s) from %llu)\n",
+                o.program.c_str(), o.inputs.c_str(), list.reference.c_str(), o.sequence.c_str(), o.precision.c_str(), o.seeds,
+                static_cast<unsigned long long>(o.seed));
+    std::printf("  %-40s %9s %13s %11s%s\n", "stage", "argmax", "max abs err", "iterations", labels ? "   accuracy last / all" : "");
+    for (const std::string& l : text) std::printf("%s\n", l.c_str());
+    std::printf("  reference: iterations mean %.2f", ref_it.mean);
+    if (labels) std::printf(", accuracy %.4f / %.4f", ref_accuracy.last, ref_accuracy.all);
+    std::printf("\n");
+    return 0;
+  }
 
   std::vector<Checked> checks;
   std::vector<std::string> out_of_tolerance;
@@ -282,6 +381,9 @@ void add_check(CLI::App& app) {
   c->add_flag("--ideal", o.ideal,
               "the simulator with all its physics off (exact weights and conversions, no noise, ideal optics; float64 unless "
               "--precision f32): the lowering alone");
+  c->add_flag("--budget", o.budget,
+              "explain a loss: the simulator's stages switched on one at a time against the reference (the lowering alone, the "
+              "optical chain as compiled, the SLM codes and converters, each noise source alone, every source), one line each");
   c->add_option("--seeds", o.seeds, "noise seeds to run the simulator on (seed, seed+1, ...): statistics over them")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -310,6 +412,7 @@ void add_check(CLI::App& app) {
       "  aoc check m.aocp.h5 --inputs tokens.h5 --set noise.thermal_sigma=0.01 --seeds 4\n"
       "  aoc check m.aocp.h5 --inputs tokens.h5 --no-noise --ideal-optics     the converters alone\n"
       "  aoc check m.aocp.h5 --inputs tokens.h5 --ideal --max-abs-error 1e-12  the lowering alone\n"
+      "  aoc check m.aocp.h5 --inputs tokens.h5 --labels labels.h5 --budget --seeds 4   what each stage costs\n"
       "  aoc check m.aocp.h5 --inputs tokens.h5 --backends cpu,cuda --max-abs-error 1e-12");
   c->callback([c] {
     require_json_for_output(c, "check");
