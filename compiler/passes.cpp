@@ -371,7 +371,7 @@ void pass_tile(Program& p, const PassOptions& options, PassStats& stats) {
         for (Tile* tile : tiles) tile->core_col0 = from, from += led_span(t, *tile);
         return from;
       };
-      std::int64_t shift = (t.channels - (lay(0) - 0)) / 2;
+      std::int64_t shift = (t.channels - lay(0)) / 2;
       while (shift > 0 && lay(shift) > t.channels) --shift;
       lay(shift);
       const std::int64_t down = (t.channels - rows) / 2;
@@ -386,22 +386,25 @@ void pass_tile(Program& p, const PassOptions& options, PassStats& stats) {
 
 // ---- quantize --------------------------------------------------------------------------------
 
-MatrixXdR tile_block(const OpticalPlan& plan, const Tile& t, const Tensor& w, bool programmed) {
-  const bool comp = programmed && !plan.programmed.empty();
+namespace {
+// A tile's block in the AOC convention (t.cols x t.rows) from its [out, in] elements' values.
+template <class Value>
+MatrixXdR tile_matrix(const OpticalPlan& plan, const Tile& t, Value value) {
   MatrixXdR B(t.cols, t.rows);
   for (std::int64_t i = 0; i < t.rows; ++i)
-    for (std::int64_t c = 0; c < t.cols; ++c)
-      B(c, i) = comp ? plan.programmed[static_cast<std::size_t>((t.row0 + i) * plan.cols + t.col0 + c)] : plan.weight_at(w, t.row0 + i, t.col0 + c);
+    for (std::int64_t c = 0; c < t.cols; ++c) B(c, i) = value(plan.element(t, i, c), i, c);
   return B;
+}
+}  // namespace
+
+MatrixXdR tile_block(const OpticalPlan& plan, const Tile& t, const Tensor& w, bool programmed) {
+  if (programmed && !plan.programmed.empty())
+    return tile_matrix(plan, t, [&](std::size_t e, std::int64_t, std::int64_t) { return plan.programmed[e]; });
+  return tile_matrix(plan, t, [&](std::size_t, std::int64_t i, std::int64_t c) { return plan.weight_at(w, t.row0 + i, t.col0 + c); });
 }
 
 MatrixXdR tile_code_block(const OpticalPlan& plan, std::size_t k) {
-  const Tile& t = plan.tiles[k];
-  MatrixXdR B(t.cols, t.rows);
-  for (std::int64_t i = 0; i < t.rows; ++i)
-    for (std::int64_t c = 0; c < t.cols; ++c)
-      B(c, i) = plan.codes[static_cast<std::size_t>((t.row0 + i) * plan.cols + t.col0 + c)] * plan.code_step[k];
-  return B;
+  return tile_matrix(plan, plan.tiles[k], [&](std::size_t e, std::int64_t, std::int64_t) { return plan.codes[e] * plan.code_step[k]; });
 }
 
 MatrixXdR spread_over_leds(const Target& target, const Tile& t, const MatrixXdR& B) {
@@ -443,7 +446,7 @@ void pass_compensate(Program& p, const PassOptions& o, PassStats& stats) {
       const std::vector<int> leds = tile_leds(p.target, t);
       for (std::int64_t i = 0; i < t.rows; ++i)
         for (std::int64_t c = 0; c < t.cols; ++c)
-          plan.programmed[static_cast<std::size_t>((t.row0 + i) * plan.cols + t.col0 + c)] = g.W(leds[static_cast<std::size_t>(c)] - t.core_col0, i);
+          plan.programmed[plan.element(t, i, c)] = g.W(leds[static_cast<std::size_t>(c)] - t.core_col0, i);
       TileProgramming& r = plan.compensation[jobs[j].k];
       r.residual = g.residual, r.rms_residual = g.rms_residual, r.dark = g.dark, r.rounds = g.rounds;
       r.offset.assign(g.offset.data(), g.offset.data() + g.offset.size());
@@ -453,14 +456,12 @@ void pass_compensate(Program& p, const PassOptions& o, PassStats& stats) {
   }
   for (const std::string& e : errors)
     if (!e.empty()) throw Error("compile: compensate: " + e);
-  double worst = 0;
-  long long dark = 0, rounds = 0;
-  for (const OpticalPlan& plan : p.optical)
-    for (const TileProgramming& r : plan.compensation) worst = std::max(worst, r.residual), dark += r.dark, rounds += r.rounds;
-  stats.add("tiles compensated", static_cast<long long>(jobs.size()));
-  stats.add("dark weights", dark);
-  stats.add("program-and-verify reads", rounds);
-  stats.add("worst residual (ppm of max |w|)", std::llround(worst * 1e6));
+  CompensationSummary all;
+  for (const OpticalPlan& plan : p.optical) all.add(plan);
+  stats.add("tiles compensated", all.tiles);
+  stats.add("dark weights", all.dark);
+  stats.add("program-and-verify reads", all.reads);
+  stats.add("worst residual (ppm of max |w|)", std::llround(all.worst * 1e6));
 }
 
 void pass_quantize(Program& p, const PassOptions&, PassStats& stats) {
@@ -482,7 +483,7 @@ void pass_quantize(Program& p, const PassOptions&, PassStats& stats) {
       const WeightCodes q = quantize_weights(block, plan.slm_bits);
       plan.code_step.push_back(q.scale);
       for (std::int64_t r = 0; r < t.rows; ++r)
-        for (std::int64_t c = 0; c < t.cols; ++c) plan.codes[static_cast<std::size_t>((t.row0 + r) * plan.cols + t.col0 + c)] = q.codes(c, r);
+        for (std::int64_t c = 0; c < t.cols; ++c) plan.codes[plan.element(t, r, c)] = q.codes(c, r);
       stats.add("tiles quantized");
     }
   }

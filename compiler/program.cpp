@@ -57,6 +57,13 @@ std::int64_t led_span(const Target& target, const Tile& t) {
   return span;
 }
 
+void CompensationSummary::add(const OpticalPlan& plan) {
+  double sum = rms * rms * static_cast<double>(tiles);
+  for (const TileProgramming& c : plan.compensation)
+    ++tiles, worst = std::max(worst, c.residual), sum += c.rms_residual * c.rms_residual, dark += c.dark, reads += c.rounds;
+  rms = tiles ? std::sqrt(sum / static_cast<double>(tiles)) : 0.0;
+}
+
 std::int64_t OpticalPlan::column_blocks() const {
   std::set<std::int64_t> c;
   for (const Tile& t : tiles) c.insert(t.col0);

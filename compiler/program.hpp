@@ -63,12 +63,25 @@ struct OpticalPlan {
 
   bool compensated() const { return !compensation.empty(); }
   std::int64_t weights() const { return rows * cols; }
+  // Where element (t.row0 + i, t.col0 + c) of the [out, in] matrix sits in codes and programmed.
+  std::size_t element(const Tile& t, std::int64_t i, std::int64_t c) const {
+    return static_cast<std::size_t>((t.row0 + i) * cols + t.col0 + c);
+  }
   // Element (r, c) of the [out, in] matrix from the op's weight, whatever its stored layout.
   double weight_at(const Tensor& w, std::int64_t r, std::int64_t c) const {
     return aoc_layout ? w.data[static_cast<std::size_t>(c * rows + r)] : w.data[static_cast<std::size_t>(r * cols + c)];
   }
   // Distinct column blocks: more than one means partial sums to add.
   std::int64_t column_blocks() const;
+};
+
+// The compensation of one or more plans in figures: the worst tile's residual, the rms over tiles,
+// the dark weights and program-and-verify reads (pass statistics, printed form, mapping report).
+struct CompensationSummary {
+  std::int64_t tiles = 0;
+  double worst = 0, rms = 0;  // rms: over the tiles' rms residuals
+  long long dark = 0, reads = 0;
+  void add(const OpticalPlan& plan);
 };
 
 // The matrix [rows = outputs, cols = inputs] an optical op of kind k programs, from its weight's

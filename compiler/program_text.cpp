@@ -78,10 +78,9 @@ std::string print_program(const Program& p, bool all_tiles) {
       << (plan.tiles.size() == 1 ? "" : "s") << (plan.slm_bits ? ", SLM " + std::to_string(plan.slm_bits) + " bit" : "")
       << (plan.codes.empty() ? "" : " (codes)") << (plan.sum_range > 0 ? ", partial sums +-" + jsonr::num(plan.sum_range) : "");
     if (plan.compensated()) {
-      double worst = 0;
-      int dark = 0;
-      for (const TileProgramming& c : plan.compensation) worst = std::max(worst, c.residual), dark += c.dark;
-      s << ", compensated (worst residual " << jsonr::num(worst) << ", " << dark << " dark)";
+      CompensationSummary c;
+      c.add(plan);
+      s << ", compensated (worst residual " << jsonr::num(c.worst) << ", " << c.dark << " dark)";
     }
     s << "\n";
     const std::size_t shown = all_tiles ? plan.tiles.size() : std::min<std::size_t>(plan.tiles.size(), 4);

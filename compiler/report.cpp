@@ -89,8 +89,7 @@ ojson mapping_report(const Program& p) {
     if (place(o) == Place::Optical) optical_ops[o.name] = &o;
   });
   ojson plans = ojson::array();
-  long long comp_tiles = 0, comp_dark = 0, comp_reads = 0;
-  double comp_worst = 0;
+  CompensationSummary all;
   for (const OpticalPlan& pl : p.optical) {
     int pl_rounds = 0;
     std::set<int> pl_modules;
@@ -104,12 +103,10 @@ ojson mapping_report(const Program& p) {
                      {"modules", pl_modules.size()}, {"slm_bits", pl.slm_bits}, {"products_per_token", products},
                      {"programmings", pl_rounds}});
     if (pl.compensated()) {
-      double worst = 0, rms = 0;
-      long long dark = 0, reads = 0;
-      for (const TileProgramming& c : pl.compensation) worst = std::max(worst, c.residual), rms += c.rms_residual * c.rms_residual, dark += c.dark, reads += c.rounds;
-      plans.back()["compensation"] = {{"worst_residual", worst}, {"rms_residual", std::sqrt(rms / static_cast<double>(pl.compensation.size()))},
-                                      {"dark_weights", dark}, {"program_and_verify_reads", reads}};
-      comp_tiles += static_cast<long long>(pl.tiles.size()), comp_worst = std::max(comp_worst, worst), comp_dark += dark, comp_reads += reads;
+      CompensationSummary c;
+      c.add(pl);
+      all.add(pl);
+      plans.back()["compensation"] = {{"worst_residual", c.worst}, {"rms_residual", c.rms}, {"dark_weights", c.dark}, {"program_and_verify_reads", c.reads}};
     }
   }
   const double core = static_cast<double>(t.channels) * t.channels;
@@ -124,7 +121,7 @@ ojson mapping_report(const Program& p) {
                   {"utilisation", cores.empty() ? 0.0 : static_cast<double>(weights) / (static_cast<double>(cores.size()) * core)}};
   // compensate: the tiles programmed for the measured chain, the worst tile's residual (relative to
   // its largest weight), the weights it cannot reach and the chain reads it took
-  r["compensation"] = {{"tiles", comp_tiles}, {"worst_residual", comp_worst}, {"dark_weights", comp_dark}, {"program_and_verify_reads", comp_reads}};
+  r["compensation"] = {{"tiles", all.tiles}, {"worst_residual", all.worst}, {"dark_weights", all.dark}, {"program_and_verify_reads", all.reads}};
   r["plans"] = plans;
   return r;
 }
