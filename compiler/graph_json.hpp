@@ -28,9 +28,13 @@ WeightStore read_weights_h5(const std::string& path, const std::string& group = 
 // `path` and renamed into place.
 void write_weights_h5(const std::string& path, const WeightStore& weights);
 // The same, the tensors handed over one at a time: produce(add) calls add(name, tensor) for each,
-// which writes it at once (so a producer need not hold them all). Nothing is renamed into place
+// which writes it at once into the file's image (so a producer need not hold them all). Nothing is renamed into place
 // unless produce returns.
 using AddWeight = std::function<void(const std::string& name, const Tensor& t)>;
 void write_weights_h5(const std::string& path, const std::function<void(const AddWeight& add)>& produce);
+// The bytes such a file holds (sim/h5file.hpp h5_image), for outputs written together
+// (write_files_atomic).
+std::vector<char> weights_h5_image(const std::string& path, const WeightStore& weights);
+std::vector<char> weights_h5_image(const std::string& path, const std::function<void(const AddWeight& add)>& produce);
 
 }  // namespace aoc::ir

@@ -68,29 +68,46 @@ WeightStore read_weights_h5(const std::string& path, const std::string& group) {
   return w;
 }
 
-void write_weights_h5(const std::string& path, const std::function<void(const AddWeight& add)>& produce) {
-  write_h5_atomic(path, [&](H5::H5File& f) {
-    const H5::DSetCreatPropList& dcpl = untimed_dataset();
-    produce([&](const std::string& name, const Tensor& t) {
-      if (name.empty() || name.front() == '/' || name.back() == '/')
-        throw Error(path + ": weight \"" + name + "\": not a valid dataset name");
-      for (std::int64_t d : t.shape)
-        if (d < 0) throw Error(path + ": weight \"" + name + "\": negative dimension");
-      if (static_cast<std::int64_t>(t.data.size()) != t.size())
-        throw Error(path + ": weight \"" + name + "\": " + std::to_string(t.data.size()) + " values for a shape of " +
-                    std::to_string(t.size()));
-      const std::vector<hsize_t> dims(t.shape.begin(), t.shape.end());
-      // the groups a "/" in the name asks for, made first (untimed), as HDF5's intermediate groups are not
-      for (std::size_t slash = name.find('/'); slash != std::string::npos; slash = name.find('/', slash + 1))
-        if (H5Lexists(f.getId(), name.substr(0, slash).c_str(), H5P_DEFAULT) <= 0) create_group(f, name.substr(0, slash));
-      H5::DataSet d = f.createDataSet(name, H5::PredType::IEEE_F64LE, H5::DataSpace(static_cast<int>(dims.size()), dims.data()), dcpl);
-      if (!t.data.empty()) d.write(t.data.data(), H5::PredType::NATIVE_DOUBLE);
-    });
+namespace {
+
+// One float64 dataset per tensor produce hands over, into f.
+void fill_weights(H5::H5File& f, const std::string& path, const std::function<void(const AddWeight& add)>& produce) {
+  const H5::DSetCreatPropList& dcpl = untimed_dataset();
+  produce([&](const std::string& name, const Tensor& t) {
+    if (name.empty() || name.front() == '/' || name.back() == '/')
+      throw Error(path + ": weight \"" + name + "\": not a valid dataset name");
+    for (std::int64_t d : t.shape)
+      if (d < 0) throw Error(path + ": weight \"" + name + "\": negative dimension");
+    if (static_cast<std::int64_t>(t.data.size()) != t.size())
+      throw Error(path + ": weight \"" + name + "\": " + std::to_string(t.data.size()) + " values for a shape of " +
+                  std::to_string(t.size()));
+    const std::vector<hsize_t> dims(t.shape.begin(), t.shape.end());
+    // the groups a "/" in the name asks for, made first (untimed), as HDF5's intermediate groups are not
+    for (std::size_t slash = name.find('/'); slash != std::string::npos; slash = name.find('/', slash + 1))
+      if (H5Lexists(f.getId(), name.substr(0, slash).c_str(), H5P_DEFAULT) <= 0) create_group(f, name.substr(0, slash));
+    H5::DataSet d = f.createDataSet(name, H5::PredType::IEEE_F64LE, H5::DataSpace(static_cast<int>(dims.size()), dims.data()), dcpl);
+    if (!t.data.empty()) d.write(t.data.data(), H5::PredType::NATIVE_DOUBLE);
   });
+}
+
+}  // namespace
+
+void write_weights_h5(const std::string& path, const std::function<void(const AddWeight& add)>& produce) {
+  write_h5_atomic(path, [&](H5::H5File& f) { fill_weights(f, path, produce); });
 }
 
 void write_weights_h5(const std::string& path, const WeightStore& weights) {
   write_weights_h5(path, [&](const AddWeight& add) {
+    for (const auto& [name, t] : weights) add(name, t);
+  });
+}
+
+std::vector<char> weights_h5_image(const std::string& path, const std::function<void(const AddWeight& add)>& produce) {
+  return h5_image(path, [&](H5::H5File& f) { fill_weights(f, path, produce); });
+}
+
+std::vector<char> weights_h5_image(const std::string& path, const WeightStore& weights) {
+  return weights_h5_image(path, [&](const AddWeight& add) {
     for (const auto& [name, t] : weights) add(name, t);
   });
 }

@@ -86,35 +86,62 @@ void rename_into_place(const fs::path& tmp, const std::string& path) {
   }
   fs::rename(tmp, path, ec);
   if (ec) {
-    fs::remove(tmp, ec);
-    throw Error(path + ": cannot rename the finished output into place");
+    std::error_code rm;
+    fs::remove(tmp, rm);
+    if (fs::is_directory(path, rm)) throw Error(path + ": is a directory (give the output a file name)");
+    throw Error(path + ": cannot put the finished output in place (" + ec.message() + ")");
   }
   sync_directory(directory_of(path));
 }
 
-void write_file_atomic(const std::string& path, const std::string& content) {
+namespace {
+
+// Writes and flushes `size` bytes to a new temporary file next to `path`; on failure removes it and
+// throws aoc::Error saying why (a full disk in so many words).
+fs::path write_temp(const std::string& path, const char* data, std::size_t size) {
   const fs::path tmp = temp_path_next_to(path);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw Error(write_failure(path, errno));
-  for (std::size_t done = 0; done < content.size();) {
-    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+  const auto fail = [&](int err) {
+    ::close(fd);
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw Error(write_failure(path, err));
+  };
+  for (std::size_t done = 0; done < size;) {
+    const ssize_t n = ::write(fd, data + done, size - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = n < 0 ? errno : ENOSPC;
-      ::close(fd);
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw Error(write_failure(path, err));
-    }
+    if (n <= 0) fail(n < 0 ? errno : ENOSPC);
     done += static_cast<std::size_t>(n);
   }
+  if (!sync_fd(fd)) fail(errno);
   if (::close(fd) != 0) {
     const int err = errno;
     std::error_code ec;
     fs::remove(tmp, ec);
     throw Error(write_failure(path, err));
   }
-  rename_into_place(tmp, path);
+  return tmp;
+}
+
+}  // namespace
+
+void write_bytes_atomic(const std::string& path, const char* data, std::size_t size) {
+  rename_into_place(write_temp(path, data, size), path);
+}
+
+void write_file_atomic(const std::string& path, const std::string& content) { write_bytes_atomic(path, content.data(), content.size()); }
+
+void write_files_atomic(const std::vector<std::pair<std::string, std::vector<char>>>& files) {
+  std::vector<fs::path> temps;
+  try {
+    for (const auto& [path, bytes] : files) temps.push_back(write_temp(path, bytes.data(), bytes.size()));
+  } catch (...) {
+    std::error_code ec;
+    for (const fs::path& t : temps) fs::remove(t, ec);
+    throw;
+  }
+  for (std::size_t i = 0; i < files.size(); ++i) rename_into_place(temps[i], files[i].first);
 }
 
 }  // namespace aoc

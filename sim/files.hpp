@@ -2,8 +2,11 @@
 // the disk, and renamed into place only when complete (then the directory is flushed too), so an
 // interrupted or failed run never leaves a half-written file, and a finished one survives a crash.
 #pragma once
+#include <cstddef>
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace aoc {
 
@@ -23,5 +26,11 @@ void rename_into_place(const std::filesystem::path& tmp, const std::string& path
 void sync_directory(const std::filesystem::path& dir);
 
 void write_file_atomic(const std::string& path, const std::string& content);
+void write_bytes_atomic(const std::string& path, const char* data, std::size_t size);
+
+// Several outputs that belong together (tokens and their labels): every one written to its
+// temporary file first, then all renamed into place; if any write fails none appears, and the
+// files already at those paths are left as they were.
+void write_files_atomic(const std::vector<std::pair<std::string, std::vector<char>>>& files);
 
 }  // namespace aoc

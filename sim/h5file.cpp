@@ -1,12 +1,12 @@
 #include "sim/h5file.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <new>
-#include <optional>
 
 #include "sim/error.hpp"
 #include "sim/files.hpp"
@@ -48,34 +48,34 @@ H5::Group create_group(H5::Group& where, const std::string& name) {
   return g;
 }
 
-void write_h5_atomic(const std::string& path, const std::function<void(H5::H5File&)>& fill) {
+std::vector<char> h5_image(const std::string& path, const std::function<void(H5::H5File&)>& fill) {
   H5::Exception::dontPrint();
-  const fs::path tmp = temp_path_next_to(path);
-  std::optional<H5::H5File> f;
-  errno = 0;
+  // Each image its own name: HDF5 refuses to create a file of a name it has open (a program being
+  // read while its example input is written).
+  static std::atomic<unsigned long long> images{0};
+  const std::string name = "aoc-image-" + std::to_string(++images);
   try {
-    f.emplace(tmp.string(), H5F_ACC_TRUNC);
-  } catch (const H5::Exception&) {
-    throw Error(write_failure(path, errno ? errno : EACCES));
-  }
-  std::error_code ec;
-  try {
-    fill(*f);
-    f->close();
+    H5::FileAccPropList fapl;
+    fapl.setCore(std::size_t(1) << 20, false);  // in memory, grown by 1 MiB, no backing file
+    H5::H5File f(name, H5F_ACC_TRUNC, H5::FileCreatPropList::DEFAULT, fapl);
+    fill(f);
+    f.flush(H5F_SCOPE_GLOBAL);
+    const ssize_t n = H5Fget_file_image(f.getId(), nullptr, 0);
+    if (n < 0) throw Error(path + ": write failed (HDF5 could not give the file's bytes)");
+    std::vector<char> bytes(static_cast<std::size_t>(n));
+    if (H5Fget_file_image(f.getId(), bytes.data(), bytes.size()) != n) throw Error(path + ": write failed (HDF5 could not give the file's bytes)");
+    f.close();
+    return bytes;
   } catch (const H5::Exception& e) {
-    const int err = errno;
-    f.reset();
-    fs::remove(tmp, ec);
-    // HDF5's message does not say why a write failed; a full disk is the common reason
-    const fs::space_info room = fs::space(tmp.parent_path().empty() ? fs::path(".") : tmp.parent_path(), ec);
-    if (err == ENOSPC || err == EDQUOT || (!ec && room.available < (std::uintmax_t(1) << 20))) throw Error(write_failure(path, ENOSPC));
     throw Error(path + ": write failed (" + e.getDetailMsg() + ")");
-  } catch (...) {
-    f.reset();
-    fs::remove(tmp, ec);
-    throw;
+  } catch (const std::bad_alloc&) {
+    throw Error(path + ": write failed (the file does not fit in this machine's memory)");
   }
-  rename_into_place(tmp, path);
+}
+
+void write_h5_atomic(const std::string& path, const std::function<void(H5::H5File&)>& fill) {
+  const std::vector<char> bytes = h5_image(path, fill);
+  write_bytes_atomic(path, bytes.data(), bytes.size());
 }
 
 }  // namespace aoc

@@ -13,8 +13,15 @@ namespace aoc {
 // Opens an existing file for reading; the checks come first so HDF5 never gets to complain.
 H5::H5File open_h5_read(const std::string& path);
 
-// Writes a file through `fill` into a temporary file next to `path`, then renames it into place;
-// on any failure the temporary file is removed and nothing appears at `path`.
+// The bytes of the HDF5 file `fill` makes, built in memory (HDF5's core driver): HDF5 never writes
+// to the disk, whose failures it reports late or not at all (a full disk once left a file of zero
+// labels behind a successful exit); the bytes are written by write_bytes_atomic, which checks every
+// call. `path` names the file in messages. Holds the file twice in memory at the end (the image and
+// its copy).
+std::vector<char> h5_image(const std::string& path, const std::function<void(H5::H5File&)>& fill);
+
+// Writes a file through `fill` (h5_image) to a temporary file next to `path`, then renames it into
+// place; on any failure the temporary file is removed and what was at `path` is left as it was.
 void write_h5_atomic(const std::string& path, const std::function<void(H5::H5File&)>& fill);
 
 // Checked reads of a dataset or an attribute (`where`: "FILE: /NAME" or "FILE: attribute NAME", the

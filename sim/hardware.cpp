@@ -535,6 +535,8 @@ std::string resolve_hardware_path(const std::string& name_or_path) {
 
   const std::vector<std::string> bundled = bundled_machines();
   const std::string list = bundled.empty() ? "none found in " + dir.string() : join(bundled, ", ");
+  if (!name_or_path.empty() && fs::is_directory(name_or_path, ec))
+    throw Error(one_line(name_or_path + ": is a directory; give a hardware file or a bundled machine (" + list + ")"));
   throw Error(one_line(name_or_path + ": no such hardware file (bundled: " + list + ")"));
 }
 

@@ -27,8 +27,9 @@ struct Run {
   std::string out;
 };
 
-inline Run run_aoc(const std::string& args) {
-  const std::string cmd = std::string(AOC_BINARY) + " " + args + " 2>&1";
+// A shell command line (give it 2>&1 for stderr too): what it printed and its exit status (-1
+// where a signal ended it).
+inline Run run_shell(const std::string& cmd) {
   FILE* p = popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);
   std::string out;
@@ -38,5 +39,7 @@ inline Run run_aoc(const std::string& args) {
   const int st = pclose(p);
   return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
 }
+
+inline Run run_aoc(const std::string& args) { return run_shell(std::string(AOC_BINARY) + " " + args + " 2>&1"); }
 
 }  // namespace aoc::test

@@ -1,6 +1,7 @@
 // aoc import: a published implicit model's config.json -> a graph (JSON) and its weights (HDF5):
 // seeded random ones, or the trained ones of a safetensors checkpoint (--weights). docs/ir.md,
 // "Importing implicit Mamba2 and Llama3 configs".
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include "runtime/cli/commands.hpp"
 #include "runtime/output.hpp"
 #include "sim/error.hpp"
+#include "sim/files.hpp"
 #include "sim/json_reader.hpp"
 
 namespace aoc::cli {
@@ -23,6 +25,7 @@ struct Opts {
   std::string config, output, weights_in, weights_out;
   std::uint64_t seed = 1;
   bool shapes_only = false, json = false;
+  double max_memory = 4;  // GiB
   const CLI::Option* seed_option = nullptr;
 };
 
@@ -56,14 +59,25 @@ int run(Opts o) {
     wpath += ".h5";
   }
   check_outputs({{"-o", o.output}, {"--weights-out", wpath}}, {{"the config", o.config}, {"--weights", o.weights_in}});
+  if (!o.shapes_only) {
+    // The weights file is built in memory before it is written (sim/h5file.hpp): its size is
+    // known from the shapes, and a machine that cannot hold it is told so before any is drawn.
+    ir::ImportOptions shapes = io;
+    shapes.weights = false, shapes.weights_path.clear();
+    const double gib = static_cast<double>(models::import_model_config(o.config, shapes).parameter_count) * 8 / (1024.0 * 1024 * 1024);
+    if (gib > o.max_memory)
+      throw Error(o.config + ": its weights take " + jsonr::num(std::round(gib * 10) / 10) + " GiB as float64, more than --max-memory " +
+                  jsonr::num(o.max_memory) + " GiB (the weights file is built in memory, then written); raise --max-memory or use --shapes-only");
+  }
   ir::Imported m;
+  std::vector<char> weights;
   if (trained || o.shapes_only) {
     m = models::import_model_config(o.config, io);
     ir::verify(m.graph, o.shapes_only ? nullptr : &m.weights);
-    if (!o.shapes_only) ir::write_weights_h5(wpath, m.weights);
+    if (!o.shapes_only) weights = ir::weights_h5_image(wpath, m.weights);
   } else {
-    // Seeded weights go to the file as they are drawn: any size, one tensor in memory at a time.
-    ir::write_weights_h5(wpath, [&](const ir::AddWeight& add) {
+    // Seeded weights go into the file's image as they are drawn: one tensor at a time besides it.
+    weights = ir::weights_h5_image(wpath, [&](const ir::AddWeight& add) {
       io.weight_sink = [&](const std::string& name, ir::Tensor&& t) { add(name, t); };
       m = models::import_model_config(o.config, io);
       for (const auto& [name, t] : m.weights) add(name, t);  // models that make their weights whole (aoc_ssm)
@@ -78,7 +92,12 @@ int run(Opts o) {
     std::fprintf(stderr, "import: warning: %s: %zu tensor(s) not used by the graph: %s\n", o.weights_in.c_str(),
                  m.unused_tensors.size(), list.c_str());
   }
-  write_file_atomic(o.output, ir::write_graph(m.graph));
+  // the graph and its weights both or neither (a graph beside another import's weights would run)
+  const std::string graph = ir::write_graph(m.graph);
+  std::vector<std::pair<std::string, std::vector<char>>> files;
+  if (!o.shapes_only) files.emplace_back(wpath, std::move(weights));
+  files.emplace_back(o.output, std::vector<char>(graph.begin(), graph.end()));
+  write_files_atomic(files);
 
   int layers = 0;
   std::string d_model = "?";
@@ -137,6 +156,8 @@ void add_import(CLI::App& app) {
                 "model.safetensors.index.json (told by content; default: weights.h5 or model.safetensors "
                 "next to the config, when there)");
   c->add_option("--weights-out", o.weights_out, "the weights HDF5 to write (default: the graph's path with .h5)");
+  c->add_option("--max-memory", o.max_memory, "GiB the weights may take as float64 (the file is built in memory before it is written)")
+      ->check(CLI::PositiveNumber)->capture_default_str();
   o.seed_option = c->add_option("--seed", o.seed,
                                 "seed of random weights (not with --weights; given, it draws random weights even "
                                 "where the config's folder holds trained ones)")

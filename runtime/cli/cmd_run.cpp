@@ -44,6 +44,7 @@ void run_program(const Opts& o, const CLI::App* c) {
     refuse_given(c, "run", {"-o", "--json", "--inputs", "--backend", "--sequence", "--quantize", "--noise", "--ideal-optics", "--light-map", "--set",
                             "--precision", "--trace", "--threads", "--quiet", "--first-sample"},
                  "does not apply with --example-input (it writes seeded inputs for the program and exits)");
+    check_outputs({{"--example-input", o.example}}, {{"the program", o.input}});
     write_example_inputs(o.example, p, o.batch, o.length, o.seed);
     std::printf("wrote %s: the inputs of %s, batch %d, length %d (seed %llu)\n", o.example.c_str(), o.input.c_str(), o.batch, o.length,
                 static_cast<unsigned long long>(o.seed));

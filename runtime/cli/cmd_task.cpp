@@ -9,6 +9,7 @@
 #include "models/tasks.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/output.hpp"
+#include "sim/files.hpp"
 
 namespace aoc::cli {
 
@@ -25,8 +26,10 @@ int run(const Opts& o) {
   check_outputs({{"--tokens", o.tokens}, {"--labels", o.labels}}, {});
   const tasks::Task task = tasks::parse_task(o.task);
   const tasks::SeqBatch b = tasks::sample(task, o.batch, o.length, o.seed, 0, tasks::parse_split(o.split));
-  ir::write_weights_h5(o.tokens, {{"tokens", b.tokens_tensor()}});
-  ir::write_weights_h5(o.labels, {{"labels", b.targets_tensor()}});
+  // both or neither: labels without their tokens (or stale ones beside new tokens) would score a
+  // model against the wrong answers
+  write_files_atomic({{o.tokens, ir::weights_h5_image(o.tokens, {{"tokens", b.tokens_tensor()}})},
+                      {o.labels, ir::weights_h5_image(o.labels, {{"labels", b.targets_tensor()}})}});
   if (o.json) {
     emit_json(nlohmann::ordered_json{{"tool", "aoc task"}, {"version", AOC_VERSION}, {"task", o.task}, {"batch", o.batch}, {"length", o.length},
                                      {"vocabulary", task.vocab}, {"seed", o.seed}, {"split", o.split}, {"tokens", o.tokens}, {"labels", o.labels}}
