@@ -358,6 +358,10 @@ void bind_symbols(const std::string& what, const Value& decl, const Tensor& t, s
   if (t.shape.size() != s.size())
     fail(where, "declared " + to_string(decl.type) + ", got shape " + shape_text(t.shape));
   for (size_t i = 0; i < s.size(); ++i) {
+    // an empty batch or sequence has nothing to run (and nothing to divide its work by)
+    if (t.shape[i] == 0)
+      fail(where, "has shape " + shape_text(t.shape) + ": no elements along axis " + std::to_string(i) +
+                      (s[i].is_fixed() ? std::string() : " (" + s[i].sym + " = 0)") + ": nothing to run");
     if (s[i].is_fixed()) {
       if (t.shape[i] != s[i].size)
         fail(where, "declared " + to_string(decl.type) + ", got shape " + shape_text(t.shape) + " (dim " + std::to_string(i) + ")");

@@ -98,7 +98,11 @@ std::vector<DtCase> load_dt_golden(const std::string& path) {
     Ctx cx{path, "cases[" + std::to_string(i) + "]"};
     if (!j.is_object()) cx.fail("", "expected an object");
     DtCase c;
-    c.name = j.value("name", "case " + std::to_string(i));
+    c.name = "case " + std::to_string(i);
+    if (j.contains("name")) {
+      if (!j["name"].is_string()) cx.fail("name", "expected text");
+      c.name = j["name"].get<std::string>();
+    }
     c.hw_n_variables = integer(cx, need(cx, j, "hw_n_variables"), "hw_n_variables", 1, 1 << 20);
     if (c.hw_n_variables != 48 && c.hw_n_variables != 16) cx.fail("hw_n_variables", "must be 48 or 16");
     c.cfg = config_from_flags(cx, need(cx, j, "flags"));
@@ -126,6 +130,8 @@ std::vector<DtCase> load_dt_golden(const std::string& path) {
       c.n_iter = integer(cx, need(cx, j, "n_iter"), "n_iter", 1, 1 << 20);
       c.after_n_iter = matrix(cx, j["after_n_iter"], "after_n_iter", B, N);
     }
+    if (j.contains("stages_one_step") && !j["stages_one_step"].is_null() && !j["stages_one_step"].is_object())
+      cx.fail("stages_one_step", "expected an object of stage name -> rows");
     if (j.contains("stages_one_step") && j["stages_one_step"].is_object())
       for (const auto& [k, v] : j["stages_one_step"].items()) c.stages[k] = matrix(cx, v, "stages_one_step." + k, -1, N);
     out.push_back(std::move(c));

@@ -21,6 +21,12 @@ std::map<std::string, ir::Tensor> read_program_inputs(const std::string& path, c
     auto it = all.find(v.name);
     if (it == all.end())
       throw Error(path + ": /" + v.name + ": missing (the program's input " + ir::to_string(v.type) + ")");
+    for (std::size_t a = 0; a < it->second.shape.size(); ++a)
+      if (it->second.shape[a] == 0) {
+        std::string dims;
+        for (std::int64_t d : it->second.shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+        throw Error(path + ": /" + v.name + ": shape [" + dims + "] has no elements along axis " + std::to_string(a) + ": nothing to run");
+      }
     if (v.type.dtype == ir::DType::I64)
       for (std::size_t i = 0; i < it->second.data.size(); ++i)
         if (it->second.data[i] != std::floor(it->second.data[i]))

@@ -340,6 +340,9 @@ Json parse_text(const std::string& text, const std::string& source) {
     }
     return true;
   };
+  // a binary file given where JSON is expected: say what it is, not which byte the parser met
+  if (text.rfind("\x89HDF\r\n", 0) == 0) throw Error(source + ": this is an HDF5 file, not JSON");
+  if (text.find('\0') != std::string::npos) throw Error(source + ": a binary file, not JSON");
   try {
     return Json::parse(text, track);
   } catch (const typename Json::parse_error& e) {

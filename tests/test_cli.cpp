@@ -248,6 +248,7 @@ TEST_CASE("cli: an output that names one of the command's inputs is refused befo
                         Case{"run " + p + " --inputs " + tok + " -o " + same_dir, "-o: " + same_dir + " is also the program"},
                         Case{"run " + p + " --inputs " + tok + " -o " + tok, "is also --inputs"},
                         Case{"report " + p + " -o " + p, "is also the results"},
+                        Case{"run " + p + " --example-input " + same_dir, "--example-input: " + same_dir + " is also the program"},
                         Case{"task parity --tokens " + tok + " --labels " + tok, "--labels: " + tok + " is also --tokens"}}) {
     INFO(c.args);
     const Run r = run_aoc(c.args);
@@ -367,4 +368,55 @@ TEST_CASE("cli: every command that writes files prints a JSON record of what it 
   CHECK(text.out.find("digest of the output arrays " + loop["output_digest"].get<std::string>()) != std::string::npos);
   CHECK(record("sweep " + std::string(AOC_TEST_DATA) + "/sweeps/report-parity.json -o " + at("s.h5") + " --quiet --threads 1", "aoc sweep")["points"] == 9);
   CHECK(run_aoc("compile " + at("g.json") + " --hw aoc-48 --print --json").status != 0);
+}
+
+TEST_CASE("cli: inputs at the edges: empty dimensions, an overflowing loop, bad numbers, a binary file as JSON, a directory") {
+  const auto dir = std::filesystem::temp_directory_path() / "aoc-edges";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const auto at = [&](const char* f) { return (dir / f).string(); };
+  REQUIRE(run_aoc("import " + std::string(AOC_TEST_DATA) + "/implicit-lm/mamba2-state-tracking-implicit/config.json -o " + at("g.json")).status == 0);
+  REQUIRE(run_aoc("compile " + at("g.json") + " --hw aoc-48 -o " + at("p.h5")).status == 0);
+  const auto one_line = [](const Run& r) { return std::count(r.out.begin(), r.out.end(), '\n') == 1; };
+  // tokens with an empty batch or sequence: refused by name, never a signal or a NaN printed as a result
+  for (const char* shape : {"2 0", "0 6"}) {
+    const std::string t = at("empty.h5");
+    std::filesystem::remove(t);
+    REQUIRE(aoc::test::run_shell("/usr/bin/python3 -c \"import h5py, numpy; f = h5py.File('" + t + "', 'w'); f['tokens'] = numpy.zeros((" +
+                                 std::string(shape).replace(1, 1, ",") + "))\" 2>&1").status == 0);
+    for (const std::string& cmd : {"run " + at("p.h5") + " --inputs " + t + " -o " + at("o.h5"), "check " + at("p.h5") + " --inputs " + t + " --quantize",
+                                   "check " + at("p.h5") + " --inputs " + t + " --sequence sequential"}) {
+      const Run r = run_aoc(cmd);
+      INFO(cmd << ": " << r.out);
+      CHECK(r.status == 1);
+      CHECK(one_line(r));
+      CHECK_THAT(r.out, Catch::Contains(t + ": /tokens: shape [") && Catch::Contains("nothing to run"));
+    }
+  }
+  // a loop whose W overflows the ideal loop: an error, no file
+  REQUIRE(run_aoc("run --example-input " + at("loop.h5") + " --batch 3").status == 0);
+  REQUIRE(aoc::test::run_shell("/usr/bin/python3 -c \"import h5py; f = h5py.File('" + at("loop.h5") + "', 'r+'); w = f['W'][()] * 1e300; del f['W']; f['W'] = w\" 2>&1").status == 0);
+  const Run big = run_aoc("run " + at("loop.h5") + " --mode ideal -o " + at("lo.h5"));
+  INFO(big.out);
+  CHECK(big.status == 1);
+  CHECK_THAT(big.out, Catch::Contains("3 of 3 fixed points are not finite"));
+  CHECK_FALSE(std::filesystem::exists(at("lo.h5")));
+  // numbers a person would not mean: NaN, negative, a wrapped seed, a count no run could finish
+  for (const auto& [cmd, says] : std::vector<std::pair<std::string, std::string>>{
+           {"estimate " + at("p.h5") + " --iterations nan", "--iterations: expected a finite number, got nan"},
+           {"estimate " + at("p.h5") + " --iterations -5", "--iterations: expected a number >= 0, got -5"},
+           {"run " + at("p.h5") + " --example-input " + at("x.h5") + " --seed -1", "--seed: expected a whole number from 0 to 18446744073709551615, got -1"},
+           {"check " + at("p.h5") + " --inputs " + at("p.h5") + " --seeds 2147483647", "--seeds: expected a number from 1 to 100000, got 2147483647"},
+           {"loop --hw " + at("p.h5"), at("p.h5") + ": this is an HDF5 file, not JSON"},
+           {"loop --hw " + dir.string(), dir.string() + ": is a directory"},
+           {"run " + at("p.h5") + " --example-input " + dir.string(), dir.string() + ": is a directory"}}) {
+    const Run r = run_aoc(cmd);
+    INFO(cmd << ": " << r.out);
+    CHECK(r.status != 0);
+    CHECK(r.status < 128);
+    CHECK_THAT(r.out, Catch::Contains(says));
+    CHECK(r.out.find("internal error") == std::string::npos);
+    CHECK(r.out.size() < 400);  // no 309-digit bound
+  }
+  std::filesystem::remove_all(dir);
 }

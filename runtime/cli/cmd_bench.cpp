@@ -127,13 +127,13 @@ void add_bench(CLI::App& app) {
                                "simulator against the reference, and a GPU reference");
   c->add_option("--hw", o.hardware, "hardware file or bundled machine")->capture_default_str();
   c->add_option("--batches", o.batches, "batch sizes")->delimiter(',')->capture_default_str();
-  c->add_option("--iterations", o.iterations, "iterations per timed run")->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_option("--iterations", o.iterations, "iterations per timed run")->check(positive())->capture_default_str();
   c->add_option("--min-seconds", o.min_seconds, "time spent per measurement (at least 5 runs)")->capture_default_str();
-  c->add_option("--threads", o.threads, "threads for every loop timed")->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_option("--threads", o.threads, "threads for every loop timed")->check(positive())->capture_default_str();
   c->add_flag("--f64", o.f64, "time double precision (default: float, as the twin)");
-  c->add_option("--seed", o.seed, "seed of the weights and inputs (the programs': of their inputs and the first noise seed)")->capture_default_str();
+  c->add_option("--seed", o.seed, "seed of the weights and inputs (the programs': of their inputs and the first noise seed)")->check(seed_value())->capture_default_str();
   auto* no_prog = c->add_flag("--no-program", no_program, "leave the program section out");
-  const auto sizes = CLI::Range(1, 1000000);
+  const auto sizes = between(1, 1000000);
   for (auto* p : {c->add_option("--program-batch", po.batch, "programs: sequences of the parity model timed per run"),
                   c->add_option("--program-length", po.length, "programs: tokens per sequence of the parity model"),
                   c->add_option("--program-runs", po.runs, "programs: timed runs of each backend on the parity model"),
@@ -153,15 +153,15 @@ void add_bench(CLI::App& app) {
       ->check(CLI::ExistingFile)
       ->excludes(no_tr);
   c->add_option("--train-steps", to.steps, "training: timed steps of each kind")->check(sizes)->capture_default_str()->excludes(no_tr);
-  c->add_option("--gpu-batches", g.batches, "GPU: batch sizes of the loop")->delimiter(',')->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_option("--gpu-batches", g.batches, "GPU: batch sizes of the loop")->delimiter(',')->check(positive())->capture_default_str();
   c->add_option("--gpu-config", g.config, "GPU: the model whose per-token matrix work is timed (a config.json aoc import reads)")
       ->check(CLI::ExistingFile);
   c->add_option("--gpu-token-batches", g.token_batches, "GPU: tokens multiplied at once in the matrix work")
       ->delimiter(',')
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
   c->add_option("--gpu-token-iterations", g.token_iterations, "GPU: fixed-point iterations per token for the per-token figure")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
   c->add_flag("--no-gpu", g.skip, "leave the GPU reference out");
   c->add_flag("--json", json, "print JSON instead of the table");

@@ -385,7 +385,7 @@ void add_check(CLI::App& app) {
               "explain a loss: the simulator's stages switched on one at a time against the reference (the lowering alone, the "
               "optical chain as compiled, the SLM codes and converters, each noise source alone, every source), one line each");
   c->add_option("--seeds", o.seeds, "noise seeds to run the simulator on (seed, seed+1, ...): statistics over them")
-      ->check(CLI::PositiveNumber)
+      ->check(between(1, 100000))
       ->capture_default_str();
   c->add_option("--max-abs-error", o.max_abs, "fail when the largest absolute output error exceeds this (default: no limit)");
   c->add_option("--max-rel-error", o.max_rel, "fail when the largest error over the reference's largest |output| exceeds this (default: no limit)");

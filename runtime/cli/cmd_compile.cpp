@@ -102,12 +102,12 @@ void add_compile(CLI::App& app) {
   c->add_option("-o,--output", o.output, "write the program to this HDF5 file");
   c->add_option("--report-json", o.report_json, "write the mapping report as JSON to this file");
   c->add_option("--tile-size", o.tile_size, "the tile pass's tile_size: a what-if machine whose cores have this many channels (at most the machine's)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   c->add_option("--calibrate", o.calibrate,
                  "sample inputs (HDF5, as aoc run --inputs): set each converter's range to the largest |value| it sees "
                  "on the exact reference, times --calibrate-margin")
       ->check(CLI::ExistingFile);
-  c->add_option("--calibrate-margin", o.margin, "headroom of the calibrated ranges")->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_option("--calibrate-margin", o.margin, "headroom of the calibrated ranges")->check(positive())->capture_default_str();
   c->add_flag("--quiet", o.quiet, "no progress meter on stderr for the calibration run");
   c->add_flag("--no-quantize", o.no_quantize, "keep exact weights (no SLM codes)");
   c->add_flag("--no-compensate", o.no_compensate,

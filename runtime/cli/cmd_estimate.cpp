@@ -367,31 +367,31 @@ void add_estimate(CLI::App& app) {
                      "hardware file or bundled machine with timing and energy sections (aoc-48, aoc-16, aoc-scale); "
                      "a program's default is the hardware it was compiled for")
            ->capture_default_str();
-  n = c->add_option("--n", o.n, "state size: channels used (default: all of the machine's)")->check(CLI::PositiveNumber);
+  n = c->add_option("--n", o.n, "state size: channels used (default: all of the machine's)")->check(positive());
   c->add_option("--iterations", o.iterations,
                 "iterations per fixed point (default: measured on the machine with its converters and noise, a seeded "
                 "problem of batch 64: the steps until every sample changes by less than half an ADC step, the cap of "
                 "40 when some never do; for a program: each FixedPoint's max_iter, an upper bound)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   auto* from = c->add_option("--iterations-from", o.iterations_from,
                              "program: each top-level FixedPoint's K from an `aoc run` of it (output HDF5): the mean over its solves");
   from->excludes(c->get_option("--iterations"));
   fp = c->add_option("--fixed-points", o.fixed_points, "fixed points per inference, run one after another with the same weights")
-           ->check(CLI::PositiveNumber)->capture_default_str();
+           ->check(positive())->capture_default_str();
   seq = c->add_option("--seq-len", o.seq_len, "program: tokens per sequence (attention's mean context is half of it)")
-            ->check(CLI::PositiveNumber)->capture_default_str();
+            ->check(positive())->capture_default_str();
   c->add_option("--set", o.set, "override a hardware value, e.g. --set timing.loop_period_ns=1 (repeatable)");
   c->add_option("--photons", o.photons,
                 "photons per detector sample: photon-budget mode, the LED energy follows from energy.photon_budget")
-      ->check(CLI::PositiveNumber);
-  seed = c->add_option("--seed", o.seed, "seed of the problem the iterations are measured on")->capture_default_str();
-  c->add_option("--threads", o.threads, "threads for the measurement")->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(positive());
+  seed = c->add_option("--seed", o.seed, "seed of the problem the iterations are measured on")->check(seed_value())->capture_default_str();
+  c->add_option("--threads", o.threads, "threads for the measurement")->check(positive())->capture_default_str();
   c->add_option("--gpu", o.gpu.gpu, "the GPU compared with: a key of scenarios/gpus.json (h100-sxm, h200-sxm, b200)")
       ->capture_default_str();
   c->add_option("--gpu-batch", o.gpu.batch,
                 "samples (or sequences) sharing each pass of the GPU over the weights: 1 is decode one at a time, "
                 "memory-bound for large models")
-      ->check(CLI::Range(1.0, 1e12))->capture_default_str();
+      ->check(between(1.0, 1e12))->capture_default_str();
   c->add_option("--gpu-precision", o.gpu.precision,
                 "the GPU's precision (default: the machine's weights: fp8 for 8 bits or fewer, bf16 above)")
       ->check(CLI::IsMember({"bf16", "fp8", "int8"}));

@@ -25,7 +25,6 @@ struct Opts {
   std::string config, output, weights_in, weights_out;
   std::uint64_t seed = 1;
   bool shapes_only = false, json = false;
-  double max_memory = 4;  // GiB
   const CLI::Option* seed_option = nullptr;
 };
 
@@ -65,9 +64,11 @@ int run(Opts o) {
     ir::ImportOptions shapes = io;
     shapes.weights = false, shapes.weights_path.clear();
     const double gib = static_cast<double>(models::import_model_config(o.config, shapes).parameter_count) * 8 / (1024.0 * 1024 * 1024);
-    if (gib > o.max_memory)
-      throw Error(o.config + ": its weights take " + jsonr::num(std::round(gib * 10) / 10) + " GiB as float64, more than --max-memory " +
-                  jsonr::num(o.max_memory) + " GiB (the weights file is built in memory, then written); raise --max-memory or use --shapes-only");
+    const double limit = memory_limit_gib();
+    if (limit > 0 && 2 * gib > limit)
+      throw Error(o.config + ": its weights take " + jsonr::num(std::round(gib * 10) / 10) + " GiB as float64, and the file is built in memory " +
+                  "and copied once (" + jsonr::num(std::round(gib * 20) / 10) + " GiB) before it is written: more than aoc --max-memory " +
+                  jsonr::num(std::round(limit * 10) / 10) + " GiB; raise it (aoc --max-memory GIB import ...) or import --shapes-only");
   }
   ir::Imported m;
   std::vector<char> weights;
@@ -156,8 +157,6 @@ void add_import(CLI::App& app) {
                 "model.safetensors.index.json (told by content; default: weights.h5 or model.safetensors "
                 "next to the config, when there)");
   c->add_option("--weights-out", o.weights_out, "the weights HDF5 to write (default: the graph's path with .h5)");
-  c->add_option("--max-memory", o.max_memory, "GiB the weights may take as float64 (the file is built in memory before it is written)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
   o.seed_option = c->add_option("--seed", o.seed,
                                 "seed of random weights (not with --weights; given, it draws random weights even "
                                 "where the config's folder holds trained ones)")

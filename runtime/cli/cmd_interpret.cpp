@@ -100,7 +100,7 @@ void add_interpret(CLI::App& app) {
   c->add_option("graph", o.graph, "the graph JSON (docs/ir.md)")->required()->check(CLI::ExistingFile);
   c->add_option("--weights", o.weights, "the weights HDF5")->check(CLI::ExistingFile);
   c->add_option("--tokens", o.tokens, "the token ids, comma-separated (one sequence, B = 1)")->required();
-  c->add_option("--threads", o.threads, "threads for the contractions")->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_option("--threads", o.threads, "threads for the contractions")->check(positive())->capture_default_str();
   c->add_option("--sequence", o.sequence, "simultaneous (the whole sequence per fixed-point step) or sequential (token by token)")
       ->check(CLI::IsMember({"simultaneous", "sequential"}))
       ->capture_default_str();

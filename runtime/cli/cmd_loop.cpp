@@ -101,8 +101,8 @@ void add_loop(CLI::App& app) {
   static Opts o;
   auto* c = app.add_subcommand("loop", "Run the optical fixed-point loop on seeded random weights and inputs");
   add_loop_flags(c, o, "seed of the weights, inputs and noise");
-  c->add_option("--batch", o.batch, "samples solved together")->check(CLI::PositiveNumber)->capture_default_str();
-  c->add_option("--n", o.n, "state size (default: the machine's channel count; others use the mean fallback)")->check(CLI::PositiveNumber);
+  c->add_option("--batch", o.batch, "samples solved together")->check(positive())->capture_default_str();
+  c->add_option("--n", o.n, "state size (default: the machine's channel count; others use the mean fallback)")->check(positive());
   c->add_flag("--compare", o.compare,
               "also solve without converters, noise and bandwidth and report the deviation of the fixed points "
               "(and of the readout: with --quantize it went through the saturation curve and the ADC, the clean one did not)");

@@ -86,16 +86,16 @@ void add_optimize(CLI::App& app) {
   auto* c = app.add_subcommand("optimize", "Solve an optimisation problem (Ising, QUBO, QUMO, Max-Cut) on the simulated machine's loop; p, TTS99, energy");
   c->add_option("problem", o.problem, "the instance: aoc's JSON (aoc problem), a G-set / Biq Mac edge list, or a .qplib file")->required();
   add_machine_flags(c, o.s.loop, "seed of the initial states, the search and the noise");
-  c->add_option("--samples", o.s.samples, "samples of the final run (each one solve of the loop)")->check(CLI::Range(1, 1 << 22))->capture_default_str();
-  c->add_option("--iterations", o.s.iterations, "loop iterations per sample (annealing runs over them)")->check(CLI::Range(1, 1 << 24))->capture_default_str();
-  c->add_option("--dt", o.s.dt, "the sampler's time step")->check(CLI::Range(1e-6, 1.0))->capture_default_str();
+  c->add_option("--samples", o.s.samples, "samples of the final run (each one solve of the loop)")->check(between(1, 1 << 22))->capture_default_str();
+  c->add_option("--iterations", o.s.iterations, "loop iterations per sample (annealing runs over them)")->check(between(1, 1 << 24))->capture_default_str();
+  c->add_option("--dt", o.s.dt, "the sampler's time step")->check(between(1e-6, 1.0))->capture_default_str();
   c->add_option("--params", o.params, "A G M: the sampler's annealing, gain and momentum (skips the search)")->expected(3);
-  c->add_option("--search-configs", o.s.search_configs, "configurations the search tries")->check(CLI::Range(1, 1 << 16))->capture_default_str();
-  c->add_option("--search-samples", o.s.search_samples, "samples per configuration")->check(CLI::Range(1, 1 << 16))->capture_default_str();
-  c->add_option("--search-iterations", o.s.search_iterations, "iterations per search sample")->check(CLI::Range(1, 1 << 20))->capture_default_str();
-  c->add_option("--sa-sweeps", o.s.sa_sweeps, "simulated annealing baseline: sweeps per sample (0: none)")->check(CLI::Range(0, 1 << 24))->capture_default_str();
-  c->add_option("--sa-samples", o.s.sa_samples, "the baselines' samples (simulated annealing and bifurcation)")->check(CLI::Range(1, 1 << 22))->capture_default_str();
-  c->add_option("--sb-steps", o.s.sb_steps, "simulated bifurcation baseline (ballistic): steps per sample (0: none)")->check(CLI::Range(0, 1 << 24))->capture_default_str();
+  c->add_option("--search-configs", o.s.search_configs, "configurations the search tries")->check(between(1, 1 << 16))->capture_default_str();
+  c->add_option("--search-samples", o.s.search_samples, "samples per configuration")->check(between(1, 1 << 16))->capture_default_str();
+  c->add_option("--search-iterations", o.s.search_iterations, "iterations per search sample")->check(between(1, 1 << 20))->capture_default_str();
+  c->add_option("--sa-sweeps", o.s.sa_sweeps, "simulated annealing baseline: sweeps per sample (0: none)")->check(between(0, 1 << 24))->capture_default_str();
+  c->add_option("--sa-samples", o.s.sa_samples, "the baselines' samples (simulated annealing and bifurcation)")->check(between(1, 1 << 22))->capture_default_str();
+  c->add_option("--sb-steps", o.s.sb_steps, "simulated bifurcation baseline (ballistic): steps per sample (0: none)")->check(between(0, 1 << 24))->capture_default_str();
   c->add_option_function<double>("--best-known", [](double v) { o.best_known = v; },
                                  "the best objective known (e.g. a G-set graph's published cut): p counts samples that reach it");
   c->add_option("-o,--output", o.output, "HDF5 file: every sample's objective (aoc, SA, SB), the best state, the summary (JSON attribute)");

@@ -61,10 +61,10 @@ void add_problem(CLI::App& app) {
                 "sk (+-1 spin glass), maxcut (G(n, density), unit weights), wishart (planted ground state, docs/optimisation.md), "
                 "or a file: a G-set / Biq Mac edge list, a .qplib, an aoc JSON")
       ->required();
-  c->add_option("--n", o.n, "generators: variables")->check(CLI::Range(2, 4096))->capture_default_str();
-  c->add_option("--seed", o.seed, "generators: the seed")->capture_default_str();
-  c->add_option("--density", o.density, "maxcut: edge probability")->check(CLI::Range(1e-9, 1.0))->capture_default_str();
-  c->add_option("--alpha", o.alpha, "wishart: columns per variable (hardness peaks near 0.2-0.5)")->check(CLI::Range(1e-9, 16.0))->capture_default_str();
+  c->add_option("--n", o.n, "generators: variables")->check(between(2, 4096))->capture_default_str();
+  c->add_option("--seed", o.seed, "generators: the seed")->check(seed_value())->capture_default_str();
+  c->add_option("--density", o.density, "maxcut: edge probability")->check(between(1e-9, 1.0))->capture_default_str();
+  c->add_option("--alpha", o.alpha, "wishart: columns per variable (hardness peaks near 0.2-0.5)")->check(between(1e-9, 16.0))->capture_default_str();
   c->add_flag("--exhaustive", o.exhaustive, "find the optimum by exhaustive search (all-binary, at most 30 variables; 2^(n-1) states)");
   c->add_option("-o,--output", o.output, "the JSON instance to write")->required();
   c->add_flag("--json", o.json, "print what was written as a JSON record");

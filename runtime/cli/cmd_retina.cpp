@@ -86,11 +86,11 @@ void add_data(CLI::App& retina) {
   static DataOpts o;
   auto* c = retina.add_subcommand("data", "Write the seeded SYNTHETIC retina (a stand-in for naturalscene.h5, in its layout)");
   c->add_option("-o,--output", o.output, "the HDF5 file to write (/train, /test, /truth; docs/retina.md)")->required();
-  c->add_option("--seed", o.config.seed, "the seed: the movie, the cells and the spikes")->capture_default_str();
-  c->add_option("--train-frames", o.config.train_frames, "train movie frames at 10 ms (one trial)")->check(CLI::Range(41, 1 << 24))->capture_default_str();
-  c->add_option("--test-frames", o.config.test_frames, "test movie frames (a different movie, repeated)")->check(CLI::Range(41, 1 << 24))->capture_default_str();
-  c->add_option("--repeats", o.config.repeats, "test trials of the same movie (FEV's noise estimate needs 2)")->check(CLI::Range(2, 1000))->capture_default_str();
-  c->add_option("--cells", o.config.cells, "ganglion cells, alternately ON and OFF")->check(CLI::Range(1, 999))->capture_default_str();
+  c->add_option("--seed", o.config.seed, "the seed: the movie, the cells and the spikes")->check(seed_value())->capture_default_str();
+  c->add_option("--train-frames", o.config.train_frames, "train movie frames at 10 ms (one trial)")->check(between(41, 1 << 24))->capture_default_str();
+  c->add_option("--test-frames", o.config.test_frames, "test movie frames (a different movie, repeated)")->check(between(41, 1 << 24))->capture_default_str();
+  c->add_option("--repeats", o.config.repeats, "test trials of the same movie (FEV's noise estimate needs 2)")->check(between(2, 1000))->capture_default_str();
+  c->add_option("--cells", o.config.cells, "ganglion cells, alternately ON and OFF")->check(between(1, 999))->capture_default_str();
   c->add_flag("--json", o.json, "print what was written as a JSON record (shape, rates, ceiling, config, seconds)");
   c->footer("The data are SYNTHETIC: a model retina (rectified subunits, so an LN model is misspecified) watching 1/f^2 movies;\n"
             "the summary says so, and so does the file (attributes synthetic = 1, description).\n"
@@ -183,7 +183,7 @@ void add_score(CLI::App& retina) {
   c->add_option("--pred", o.pred, "HDF5 predictions, expected spikes per 10 ms bin: [1, frames, cells] (aoc run's output), [frames, cells] or [cells, frames]")
       ->required();
   c->add_option("--dataset", o.dataset, "the dataset in --pred (default: rate, else the only one)");
-  c->add_option("--skip", o.skip, "frames not scored at the start (the filters' warm-up: 40 taps = 400 ms)")->check(CLI::Range(0, 1 << 24))->capture_default_str();
+  c->add_option("--skip", o.skip, "frames not scored at the start (the filters' warm-up: 40 taps = 400 ms)")->check(between(0, 1 << 24))->capture_default_str();
   c->add_flag("--json", o.json, "print the scores as a JSON record (per cell and means; NaN as null)");
   c->footer("CC: correlation with the repeats' mean. FEV: 1 - (MSE - noise) / (variance - noise), the noise from the repeats' spread;\n"
             "1 is the best a model can do on average. NLL: Poisson, per bin, log(y!) included, of the first trial. docs/retina.md.\n"

@@ -175,10 +175,10 @@ void add_machine_flags(CLI::App* c, EvalOpts& o) {
   c->add_flag_function("--no-compensate", [&o](std::int64_t) { o.s.compensate = false; },
               "program the tiles' weights as they are (the compiler's compensate pass off): the raw measured optical chain");
   c->add_option("--calibration-frames", o.s.calibration_frames, "train frames (at most the split's) the converters' ranges are calibrated on (0: the compiled defaults)")
-      ->check(CLI::Range(0, 1 << 24))
+      ->check(between(0, 1 << 24))
       ->capture_default_str();
   c->add_option("--skip", o.s.skip, "frames at the start not scored or matched [default: the model's warm-up, train.json's test_skip: 40 for 40-tap filters]")
-      ->check(CLI::Range(0, 1 << 24));
+      ->check(between(0, 1 << 24));
 }
 
 // Flags that do not apply are errors; the settings record the run's flags.
@@ -197,7 +197,7 @@ void add_retina_eval(CLI::App& retina) {
   static EvalOpts o;
   auto* c = retina.add_subcommand("eval", "Evaluate a trained retina model on the test movie: on the simulated machine (converters, noise) or the digital reference");
   add_machine_flags(c, o);
-  c->add_option("--frames", o.s.frames, "test frames to run, from the first (0: all)")->check(CLI::Range(0, 1 << 24))->capture_default_str();
+  c->add_option("--frames", o.s.frames, "test frames to run, from the first (0: all)")->check(between(0, 1 << 24))->capture_default_str();
   c->add_option("-o,--output", o.output, "write the predictions to this HDF5 file (/rate [1, frames, cells], as aoc run writes; a graph's other outputs beside it: IB-GP's latent, latent_logvar, synth)");
   c->add_option("--csv", o.csv, "write frame, cell, predicted and recorded rate (and the true rate of SYNTHETIC data) as CSV, for plots");
   c->add_flag("--json", o.json, "print the evaluation as a JSON record (scores per cell, settings, per-frame energy and latency with sources)");
@@ -299,12 +299,12 @@ void add_retina_stimulus(CLI::App& retina) {
   static StimulusOpts o;
   auto* c = retina.add_subcommand("stimulus", "Search a coarse movie that elicits the natural movie's responses on the machine (closed loop: forward on the machine, backward on the model)");
   add_machine_flags(c, o.e);
-  c->add_option("--first", o.search.first, "the test movie's first frame of the stretch")->check(CLI::Range(0, 1 << 24))->capture_default_str();
-  c->add_option("--frames", o.search.frames, "frames of the stretch (the first --skip warm up and are not matched)")->check(CLI::Range(1, 1 << 20))->capture_default_str();
-  c->add_option("--block", o.search.block, "coarse pixel side, frame pixels (divides the frame: 50 = 2 x 5 x 5)")->check(CLI::Range(1, 4096))->capture_default_str();
-  c->add_option("--steps", o.search.steps, "search steps (each one run on the machine)")->check(CLI::Range(0, 100000))->capture_default_str();
-  c->add_option("--lr", o.search.lr, "Adam's step on the coarse pixels, contrast units")->check(CLI::PositiveNumber)->capture_default_str();
-  c->add_option("--limit", o.search.limit, "the coarse pixels stay within +-limit (contrast units)")->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_option("--first", o.search.first, "the test movie's first frame of the stretch")->check(between(0, 1 << 24))->capture_default_str();
+  c->add_option("--frames", o.search.frames, "frames of the stretch (the first --skip warm up and are not matched)")->check(between(1, 1 << 20))->capture_default_str();
+  c->add_option("--block", o.search.block, "coarse pixel side, frame pixels (divides the frame: 50 = 2 x 5 x 5)")->check(between(1, 4096))->capture_default_str();
+  c->add_option("--steps", o.search.steps, "search steps (each one run on the machine)")->check(between(0, 100000))->capture_default_str();
+  c->add_option("--lr", o.search.lr, "Adam's step on the coarse pixels, contrast units")->check(positive())->capture_default_str();
+  c->add_option("--limit", o.search.limit, "the coarse pixels stay within +-limit (contrast units)")->check(positive())->capture_default_str();
   c->add_flag("--from-grey", o.search.from_grey, "start from a grey movie instead of the block-averaged one");
   c->add_option("-o,--output", o.e.output, "write the found movie, the natural stretch, the coarse pixels and the target responses (HDF5)");
   c->add_option("--csv", o.e.csv, "write frame, y, x, the natural and the found movie's pixel as CSV, for figures");

@@ -104,34 +104,34 @@ void add_retina_train(CLI::App& retina) {
                 "ibgp: IB-GP (encoder to a GP-prior latent, stimulus decoder, then the cnn forward model)")
       ->check(CLI::IsMember({"ln", "cnn", "implicit", "ibgp"}))
       ->capture_default_str();
-  c->add_option("--taps", o.spec.taps, "temporal filter length, frames of 10 ms")->check(CLI::Range(1, 1000))->capture_default_str();
-  c->add_option("--conv1", o.spec.conv1, "cnn: first layer's channels")->check(CLI::Range(1, 256))->capture_default_str();
-  c->add_option("--kernel1", o.spec.kernel1, "cnn: first layer's kernel side, pixels")->check(CLI::Range(1, 1024))->capture_default_str();
-  c->add_option("--conv2", o.spec.conv2, "cnn: second layer's channels")->check(CLI::Range(1, 256))->capture_default_str();
-  c->add_option("--kernel2", o.spec.kernel2, "cnn: second layer's kernel side, pixels")->check(CLI::Range(1, 1024))->capture_default_str();
-  c->add_option("--state", o.spec.state, "implicit: latent state variables (the loop's width)")->check(CLI::Range(1, 4096))->capture_default_str();
-  c->add_option("--filters", o.spec.filters, "implicit: spatial filters of the front end, spread over the state")->check(CLI::Range(1, 4096))->capture_default_str();
+  c->add_option("--taps", o.spec.taps, "temporal filter length, frames of 10 ms")->check(between(1, 1000))->capture_default_str();
+  c->add_option("--conv1", o.spec.conv1, "cnn: first layer's channels")->check(between(1, 256))->capture_default_str();
+  c->add_option("--kernel1", o.spec.kernel1, "cnn: first layer's kernel side, pixels")->check(between(1, 1024))->capture_default_str();
+  c->add_option("--conv2", o.spec.conv2, "cnn: second layer's channels")->check(between(1, 256))->capture_default_str();
+  c->add_option("--kernel2", o.spec.kernel2, "cnn: second layer's kernel side, pixels")->check(between(1, 1024))->capture_default_str();
+  c->add_option("--state", o.spec.state, "implicit: latent state variables (the loop's width)")->check(between(1, 4096))->capture_default_str();
+  c->add_option("--filters", o.spec.filters, "implicit: spatial filters of the front end, spread over the state")->check(between(1, 4096))->capture_default_str();
   c->add_option("--unroll", o.spec.unroll, "implicit: training steps with gradients after each solve (how far back the gradient reaches)")
-      ->check(CLI::Range(1, 1000))
+      ->check(between(1, 1000))
       ->capture_default_str();
-  c->add_option("--latent", o.spec.latent, "ibgp: latent variables per frame (the bottleneck)")->check(CLI::Range(1, 4096))->capture_default_str();
+  c->add_option("--latent", o.spec.latent, "ibgp: latent variables per frame (the bottleneck)")->check(between(1, 4096))->capture_default_str();
   c->add_option("--enc", o.spec.enc1, "ibgp: the encoder's first 3x3 convolution's channels; the second and third get 1/2 and 1/4 of it")
-      ->check(CLI::Range(4, 1024))
+      ->check(between(4, 1024))
       ->capture_default_str();
   c->add_option("--dec", o.spec.dec2, "ibgp: the decoder's last hidden 3x3 convolution's channels; the one before and the seed grid get 1/2 and 1/4")
-      ->check(CLI::Range(4, 1024))
+      ->check(between(4, 1024))
       ->capture_default_str();
-  c->add_option("--beta", o.spec.beta, "ibgp: the Poisson likelihood's weight against the KL to the GP prior")->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_option("--beta", o.spec.beta, "ibgp: the Poisson likelihood's weight against the KL to the GP prior")->check(positive())->capture_default_str();
   c->add_option("--forward", o.forward, "ibgp: start the retina forward model from this trained cnn folder (else from seeded weights)");
-  c->add_option("--epochs", o.train.epochs, "passes over the train frames")->check(CLI::Range(1, 100000))->capture_default_str();
-  c->add_option("--chunk", o.train.chunk, "frames per training sequence (the temporal filters' warm-up not scored: taps - 1, ibgp 3 (taps - 1))")->check(CLI::Range(2, 1 << 20))->capture_default_str();
-  c->add_option("--batch", o.train.batch, "sequences per step")->check(CLI::Range(1, 4096))->capture_default_str();
-  c->add_option("--lr", o.train.lr, "peak learning rate (AdamW, warm-up then cosine)")->check(CLI::PositiveNumber)->capture_default_str();
-  c->add_option("--weight-decay", o.train.weight_decay, "AdamW's decoupled weight decay")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  c->add_option("--epochs", o.train.epochs, "passes over the train frames")->check(between(1, 100000))->capture_default_str();
+  c->add_option("--chunk", o.train.chunk, "frames per training sequence (the temporal filters' warm-up not scored: taps - 1, ibgp 3 (taps - 1))")->check(between(2, 1 << 20))->capture_default_str();
+  c->add_option("--batch", o.train.batch, "sequences per step")->check(between(1, 4096))->capture_default_str();
+  c->add_option("--lr", o.train.lr, "peak learning rate (AdamW, warm-up then cosine)")->check(positive())->capture_default_str();
+  c->add_option("--weight-decay", o.train.weight_decay, "AdamW's decoupled weight decay")->check(between(0.0, 1.0))->capture_default_str();
   c->add_option("--validation", o.train.validation, "the last fraction of the train frames held out to pick the best epoch")
-      ->check(CLI::Range(0.01, 0.5))
+      ->check(between(0.01, 0.5))
       ->capture_default_str();
-  c->add_option("--seed", o.train.seed, "initial weights and the chunks' order")->capture_default_str();
+  c->add_option("--seed", o.train.seed, "initial weights and the chunks' order")->check(seed_value())->capture_default_str();
   c->add_flag("--quiet", o.quiet, "no progress lines");
   c->footer("Trains by Poisson likelihood; the epoch with the lowest held-out NLL is kept. The test split is not used in training;\n"
             "train.json records the digital model's test CC/FEV/NLL, what aoc retina eval reproduces on the reference backend.\n"

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -76,6 +77,10 @@ void run_program(const Opts& o, const CLI::App* c) {
   m.seed = f.seed, m.first_sample = o.first_sample, m.noise = sim && f.noise, m.quantize = sim && f.quantize, m.optics = sim && !f.ideal_optics, m.trace = f.trace;
   m.precision = sim ? precision_text(f.precision, r) : o.backend == "cuda-f32" ? "f32" : "f64";
   m.set = f.set, m.compile_set = p.target.overrides;
+  for (const auto& [name, t] : r.values)
+    for (std::size_t i = 0; i < t.data.size(); ++i)
+      if (!std::isfinite(t.data[i]))
+        throw Error("run: output '" + name + "' element " + std::to_string(i) + " is not finite (an overflow in the program from finite inputs); nothing written");
   const std::string digest = write_program_output(o.output, p, r, m);
   const IterationSummary it = summarize(r);
   if (o.json) {
@@ -165,6 +170,10 @@ void run(const Opts& o, const CLI::App* c) {
             {"precision", o.precision}};
   m.numbers = {{"tol", o.tol}, {"max_iter", o.max_iter}, {"damping", o.damping}, {"first_sample", o.first_sample},
                {"quantize", o.quantize}, {"noise", o.noise}, {"bandwidth", o.bandwidth}, {"trace", o.trace}};
+  // finite inputs that end in infinities or NaN: an overflow, never a silent success
+  if (const long bad = (!r.solve.z.array().isFinite()).rowwise().any().count(); bad > 0)
+    throw Error("run: " + std::to_string(bad) + " of " + std::to_string(r.solve.z.rows()) + " fixed points are not finite (the loop overflowed: " +
+                "scale W or the inputs down, or use a mode with the machine's gain); nothing written");
   write_run_output(o.output, r, m);
 
   const SolveResult& s = r.solve;
@@ -211,13 +220,13 @@ void add_run(CLI::App& app) {
   c->get_option("--noise")->description("add the hardware's noise sources (its noise section; a program: on the sim backend)");
   c->get_option("--trace")->description("loop input: keep every sample's residual and state at every step; a program: write every top-level value, not only the outputs");
   c->add_option("--example-input", o.example, "write a seeded example input file to this path and exit (of the program given, else of a loop)");
-  c->add_option("--n", o.n, "loop --example-input: state size (default: the machine's channel count)")->check(CLI::PositiveNumber);
-  c->add_option("--batch", o.batch, "with --example-input: samples (sequences of a program)")->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_option("--n", o.n, "loop --example-input: state size (default: the machine's channel count)")->check(positive());
+  c->add_option("--batch", o.batch, "with --example-input: samples (sequences of a program)")->check(positive())->capture_default_str();
   c->add_option("--backend", o.backend, "a program: sim (the simulated core), cpu (the exact digital reference), cuda or cuda-f32 (the reference with its products on a GPU, float64 or float32)")
       ->check(CLI::IsMember(backend_names()))
       ->capture_default_str();
   add_program_flags(c, o.program, false);
-  c->add_option("--length", o.length, "a program's --example-input: the sequence length")->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_option("--length", o.length, "a program's --example-input: the sequence length")->check(positive())->capture_default_str();
   c->add_flag("--json", o.json, "print what ran as a JSON record (settings, convergence, iterations, conversions, digests, seconds)");
   c->footer(
       "Examples:\n"

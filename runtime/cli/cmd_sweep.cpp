@@ -59,7 +59,7 @@ void add_sweep(CLI::App& app) {
   c->add_flag("--resume", o.run.resume,
               "finish an interrupted sweep: keep the points in RESULTS.h5.partial, run only the others");
   c->add_option("--threads", o.run.threads, "threads per process (default: the machine's cores, shared by the ranks on it)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   c->add_flag("--quiet", o.run.quiet,
               "no progress meter (default: on stderr once a sweep runs over about 1 s: points done, rate, time left, failures; "
               "a line every 10 s when stderr is not a terminal)");

@@ -49,9 +49,9 @@ void add_task(CLI::App& app) {
   static Opts o;
   auto* c = app.add_subcommand("task", "Write a seeded batch of a state-tracking task: tokens and labels (HDF5)");
   c->add_option("task", o.task, "parity, count:M, s3, a5, s5, a5xm (with :p=P for the easy tokens' probability); docs/models.md")->required();
-  c->add_option("--batch", o.batch, "sequences")->check(CLI::Range(1, 1 << 20))->capture_default_str();
-  c->add_option("--length", o.length, "tokens per sequence")->check(CLI::Range(1, 1 << 20))->capture_default_str();
-  c->add_option("--seed", o.seed, "the seed of the split's stream")->capture_default_str();
+  c->add_option("--batch", o.batch, "sequences")->check(between(1, 1 << 20))->capture_default_str();
+  c->add_option("--length", o.length, "tokens per sequence")->check(between(1, 1 << 20))->capture_default_str();
+  c->add_option("--seed", o.seed, "the seed of the split's stream")->check(seed_value())->capture_default_str();
   c->add_option("--split", o.split,
                 "which use's stream: test (what tables score), calibration (converter ranges: aoc compile --calibrate), "
                 "train (the trainer's batch of step 0 for its train.seed), eval (its evaluation); no two splits share data")

@@ -176,13 +176,13 @@ void add_train(CLI::App& app) {
   auto* c = app.add_subcommand("train", "Train a state-tracking model from a scenario file; write config.json, weights.h5, train.json");
   c->add_option("scenario", o.scenario, "the training scenario (JSON, docs/models.md)")->required()->check(CLI::ExistingFile);
   c->add_option("-o,--output", o.output, "the model folder to write")->required();
-  c->add_option("--threads", o.threads, "threads for the evaluation (training runs on one: its weights do not depend on the machine)")->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_option("--threads", o.threads, "threads for the evaluation (training runs on one: its weights do not depend on the machine)")->check(positive())->capture_default_str();
   c->add_flag("--quiet", o.quiet, "no progress lines");
   c->add_flag("--resume", o.resume, "continue the run DIR/checkpoint.h5 holds (a killed run): the same weights as an unbroken run");
   c->add_option("--stop-after", o.stop_after, "stop after this step with a checkpoint (jobs in time slices); --resume goes on")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   c->add_option("--checkpoint-every", o.checkpoint_every, "steps between checkpoints (DIR/checkpoint.h5; default: every 5 % of the steps)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   c->footer(
       "The model folder is what aoc import reads (config.json) with its weights (weights.h5):\n"
       "  aoc import DIR/config.json --shapes-only -o g.json && aoc compile g.json --weights DIR/weights.h5 ...\n"

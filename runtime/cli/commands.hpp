@@ -27,6 +27,19 @@ void add_retina_train(CLI::App& retina);  // aoc retina train (cmd_retina_train.
 void add_retina_eval(CLI::App& retina);   // aoc retina eval (cmd_retina_eval.cpp), added by add_retina
 void add_retina_stimulus(CLI::App& retina);  // aoc retina stimulus (cmd_retina_eval.cpp), added by add_retina
 
+// Checks of a number flag that refuse NaN, infinity and text CLI11 would wrap, and say the range as a
+// person writes it ("a number > 0", not a 309-digit bound): positive() > 0, non_negative() >= 0,
+// between(lo, hi) within [lo, hi]; seed_value() a whole number 0 .. 2^64 - 1 (no wrap of -1).
+CLI::Validator positive();
+CLI::Validator non_negative();
+CLI::Validator between(double lo, double hi);
+CLI::Validator seed_value();
+
+// What a run may allocate, in GiB (aoc --max-memory; 0: no limit; default: the machine's memory).
+// The default is the machine's memory: a file that asks for more fails at once with one line instead
+// of swapping or being killed by the kernel (RLIMIT_DATA: the heap and private mappings).
+double& memory_limit_gib();
+
 // The bundled machines, one line each (aoc hw list, aoc list).
 void print_machines();
 

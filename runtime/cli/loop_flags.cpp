@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "runtime/cli/commands.hpp"
 #include "sim/error.hpp"
 
 namespace aoc::cli {
@@ -33,8 +34,8 @@ void add_machine_flags(CLI::App* c, LoopSettings& f, const char* seed_help) {
   c->add_flag("--quantize", f.quantize, "SLM weight codes, input DAC, and the readout chain: the saturation curve, then the ADC (the hardware's converters section)");
   c->add_flag("--noise", f.noise, "add the hardware's noise sources (its noise section)");
   c->add_flag("--bandwidth", f.bandwidth, "finite loop bandwidth from the hardware's timing section");
-  c->add_option("--seed", f.seed, seed_help)->capture_default_str();
-  c->add_option("--threads", f.threads, "threads (results are identical for any count)")->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_option("--seed", f.seed, seed_help)->check(seed_value())->capture_default_str();
+  c->add_option("--threads", f.threads, "threads (results are identical for any count)")->check(positive())->capture_default_str();
 }
 
 void add_loop_flags(CLI::App* c, LoopSettings& f, const char* seed_help) {
@@ -43,9 +44,9 @@ void add_loop_flags(CLI::App* c, LoopSettings& f, const char* seed_help) {
       ->check(kFinite);
   c->add_option("--rule", f.rule, "stop rule: twin (batch max residual), relative (per sample, damped), fixed")
       ->check(CLI::IsMember({"twin", "relative", "fixed"}))->capture_default_str();
-  c->add_option("--max-iter", f.max_iter, "iteration limit (the count, for --rule fixed)")->check(CLI::PositiveNumber)->capture_default_str();
-  c->add_option("--tol", f.tol, "residual tolerance")->check(CLI::PositiveNumber & kFinite)->capture_default_str();
-  c->add_option("--damping", f.damping, "relative rule: z <- (1-d) z + d f(z)")->check(CLI::Range(1e-6, 1.0))->capture_default_str();
+  c->add_option("--max-iter", f.max_iter, "iteration limit (the count, for --rule fixed)")->check(positive())->capture_default_str();
+  c->add_option("--tol", f.tol, "residual tolerance")->check(positive() & kFinite)->capture_default_str();
+  c->add_option("--damping", f.damping, "relative rule: z <- (1-d) z + d f(z)")->check(between(1e-6, 1.0))->capture_default_str();
   c->add_flag("--hardware-readout", f.hardware_readout,
               "read out on the machine's clock: settle time, then the mean of the ADC's sample window (timing section)");
   c->add_option("--anneal", f.anneal, "alpha schedule replacing --alpha: linear:START:END:ITERS or exp:START:END:ITERS");

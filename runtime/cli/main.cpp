@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -28,20 +30,63 @@ void emit_json(const std::string& json_text, const std::string& path) {
   else write_file_atomic(path, json_text + "\n");
 }
 
+namespace {
+
+// `text` as a finite number, or why not.
+std::string finite_number(const std::string& text, double& v) {
+  std::size_t used = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return "expected a number, got \"" + text + "\"";
+  }
+  if (used != text.size()) return "expected a number, got \"" + text + "\"";
+  if (!std::isfinite(v)) return "expected a finite number, got " + text;
+  return "";
+}
+
+CLI::Validator number_check(const std::string& name, const std::function<bool(double)>& ok, const std::string& want) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        double v = 0;
+        if (std::string why = finite_number(text, v); !why.empty()) return why;
+        return ok(v) ? std::string() : "expected " + want + ", got " + text;
+      },
+      name);
+}
+
+}  // namespace
+
+CLI::Validator positive() { return number_check("> 0", [](double v) { return v > 0; }, "a number > 0"); }
+CLI::Validator non_negative() { return number_check(">= 0", [](double v) { return v >= 0; }, "a number >= 0"); }
+CLI::Validator between(double lo, double hi) {
+  // whole bounds as a person writes them (100000, not 1e+05)
+  const auto text = [](double v) { return v == std::floor(v) && std::fabs(v) < 1e15 ? std::to_string(static_cast<long long>(v)) : jsonr::num(v); };
+  return number_check(text(lo) + " .. " + text(hi), [=](double v) { return v >= lo && v <= hi; },
+                      "a number from " + text(lo) + " to " + text(hi));
+}
+CLI::Validator seed_value() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const bool digits = !text.empty() && text.size() <= 20 && text.find_first_not_of("0123456789") == std::string::npos;
+        if (!digits || (text.size() == 20 && text > "18446744073709551615"))
+          return "expected a whole number from 0 to 18446744073709551615, got " + text;
+        return "";
+      },
+      "SEED");
+}
+
 void require_json_for_output(const CLI::App* c, const std::string& cmd) {
   if (c->get_option("-o")->count() && !c->get_option("--json")->count())
     throw Error(cmd + ": -o writes the JSON record: give --json too");
 }
 
-namespace {
-
-// What a run may allocate, in GiB (0: no limit), and the limit set. The default is the machine's
-// memory: a file that asks for more fails at once with one line instead of swapping or being killed
-// by the kernel. RLIMIT_DATA counts the heap and private mappings, not the binary or mapped files.
 double& memory_limit_gib() {
   static double gib = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE)) / (1 << 30);
   return gib;
 }
+
+namespace {
 
 void apply_memory_limit() {
 #if defined(__SANITIZE_ADDRESS__)
@@ -80,7 +125,7 @@ int main(int argc, char** argv) {
                  "GiB a run may allocate (default: the machine's memory; 0: no limit); beyond it the run stops with one line. "
                  "Before the command (aoc --max-memory 200 run ...) or as AOC_MAX_MEMORY")
       ->envname("AOC_MAX_MEMORY")
-      ->check(CLI::NonNegativeNumber & CLI::Validator([](std::string& v) { return std::stod(v) <= 1e12 ? std::string() : "must be a number of GiB, at most 1e12"; }, "GIB"))
+      ->check(aoc::cli::non_negative() & CLI::Validator([](std::string& v) { return std::stod(v) <= 1e12 ? std::string() : "must be a number of GiB, at most 1e12"; }, "GIB"))
       ->default_str("the machine's memory");
   app.parse_complete_callback([] { aoc::cli::apply_memory_limit(); });
   app.require_subcommand(1);

@@ -1,5 +1,6 @@
 #include "runtime/cli/program_flags.hpp"
 
+#include "runtime/cli/commands.hpp"
 #include "sim/error.hpp"
 
 namespace aoc::cli {
@@ -39,8 +40,8 @@ void add_program_flags(CLI::App* c, ProgramFlags& f, bool with_shared) {
   c->add_option("--precision", f.precision, "sim: the tiles' products in f32 (as the machine's loop core) or f64")
       ->check(CLI::IsMember({"f32", "f64"}))
       ->capture_default_str();
-  c->add_option("--seed", f.seed, "sim: noise seed (the same seed gives the same run for any --threads)")->capture_default_str();
-  c->add_option("--threads", f.threads, "threads (results are identical for any count)")->check(CLI::PositiveNumber)->capture_default_str();
+  c->add_option("--seed", f.seed, "sim: noise seed (the same seed gives the same run for any --threads)")->check(seed_value())->capture_default_str();
+  c->add_option("--threads", f.threads, "threads (results are identical for any count)")->check(positive())->capture_default_str();
 }
 
 void refuse_given(const CLI::App* c, const std::string& cmd, const std::vector<std::string>& names, const std::string& why) {
