@@ -20,7 +20,7 @@ namespace aoc {
 namespace {
 
 // The twin's figures on this kind of machine (2-vCPU x86, Debian PyTorch 1.13 CPU, 1 thread, best
-// of 15 runs of 100 iterations): ../shared/research/aoc_dt.md section 10, copied in docs/bench.md.
+// of 15 runs of 100 iterations): docs/research/aoc_dt.md section 10, copied in docs/bench.md.
 const std::map<std::string, std::map<int, double>> kTwin = {
     {"twin default", {{1, 3.0e3}, {64, 1.26e5}, {1024, 2.30e5}}},
     {"twin all-off", {{1, 4.3e3}, {64, 1.60e5}, {1024, 3.20e5}}},

@@ -141,7 +141,7 @@ Mamba2Config parse(const std::string& path) {
     const std::int64_t f_max = integer(s, sf, "f_max_iter", 1, 1 << 30);
     const std::int64_t eval_max = integer(s, sf, "eval_f_max_iter", 0, 1 << 30);
     const double factor = r.number(r.need(s, sf, "eval_factor"), sf + ".eval_factor", jsonr::kNonNegative);
-    // The evaluation cap (f_thres of the sequential loop, implicit_ssm.md 1.6).
+    // The evaluation cap (f_thres of the sequential loop, docs/research/implicit_ssm.md 1.6).
     const std::int64_t f_thres = eval_max > 0 ? eval_max : static_cast<std::int64_t>(static_cast<double>(f_max) * factor);
     // A model aoc trained names its own rule (aoc_rule); a released one solves with the released
     // loop: at most f_thres - 1 steps, then the final call.
@@ -218,10 +218,10 @@ std::string mamba2_block(std::vector<Op>& ops, const Mamba2Config& c, int i, con
   return v + "z";
 }
 
-// The SwiGLU MLP's hidden width: floor(2 d_inner / 3) (implicit_ssm.md 1.3; no rounding to a multiple).
+// The SwiGLU MLP's hidden width: floor(2 d_inner / 3) (docs/research/implicit_ssm.md 1.3; no rounding to a multiple).
 std::int64_t llama_hidden(const Mamba2Config& c) { return 2 * c.d_inner / 3; }
 
-// One Llama block (implicit_ssm.md 1.1, 1.3) appended to `ops`; returns its output. `u` empty: no
+// One Llama block (docs/research/implicit_ssm.md 1.1, 1.3) appended to `ops`; returns its output. `u` empty: no
 // injection (the explicit backbone); else the three injected parts u_q, u_k, u_v.
 std::string llama_block(std::vector<Op>& ops, const Mamba2Config& c, int i, const std::string& z,
                         const std::vector<std::string>& u) {
@@ -302,7 +302,7 @@ Imported import_config(const std::string& config_path, const ImportOptions& opti
     out.parameter_count += n;
   }
 
-  // The graph (implicit_ssm.md 1.1, 1.2; Llama 1.3).
+  // The graph (docs/research/implicit_ssm.md 1.1, 1.2; Llama 1.3).
   g.ops.push_back(mk(OpKind::Embedding, "embed", {"tokens", "embedding"}, {"e"}));
   if (c.implicit && c.llama) {
     g.ops.push_back(mk(OpKind::RMSNorm, "injection.norm", {"e", "injection.norm"}, {"e_n"}, {{"eps", 1e-5}}));
@@ -347,7 +347,7 @@ Imported import_config(const std::string& config_path, const ImportOptions& opti
   if (!options.weights) return out;
   if (!options.weights_path.empty()) {
     // Trained weights. torchdeq normalises the implicit backbone's linear and conv weights
-    // (implicit_ssm.md 1.4); only weight norm without clipping is folded here.
+    // (docs/research/implicit_ssm.md 1.4); only weight norm without clipping is folded here.
     const bool normed = c.implicit && c.do_weight_norm && c.norm_type != "none";
     if (normed && c.norm_type == "spectral_norm")
       throw Error(config_path + ": deq_params.norm.norm_type: reading spectral-normalised weights is not supported (weight_norm, none)");
@@ -371,7 +371,7 @@ Imported import_config(const std::string& config_path, const ImportOptions& opti
                 std::to_string(options.max_weights) +
                 " this importer generates random data for; use --shapes-only for the graph without weight data (estimates)");
 
-  // Seeded random weights with the init of implicit_ssm.md 1.2. (bits >> 11) * 2^-53 rather than
+  // Seeded random weights with the init of docs/research/implicit_ssm.md 1.2. (bits >> 11) * 2^-53 rather than
   // std::uniform_real_distribution, whose algorithm the standard leaves to the library.
   std::mt19937_64 rng(options.seed);
   auto uni = [&](double lo, double hi) { return lo + (hi - lo) * static_cast<double>(rng() >> 11) * 0x1.0p-53; };

@@ -8,7 +8,7 @@
 // electronics hold it (architecture.state_memory "analog") the loop is native: two optical
 // products, tanh, sums, the held state and the leak; where the host keeps it, the loop is assisted.
 // Like the implicit Mamba2 it is a non-linear RNN: z_t* is a non-linear function of z*_{t-1} and x_t
-// found by the fixed point, the property that lets it track state (research/implicit_ssm.md 2).
+// found by the fixed point, the property that lets it track state (docs/research/implicit_ssm.md 2).
 // Implicit only: there is no explicit twin of this layer.
 #pragma once
 #include <cstdint>

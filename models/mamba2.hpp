@@ -1,4 +1,4 @@
-// The implicit Mamba2 layer of Schöne et al. (research/implicit_ssm.md 1.1-1.2) and its explicit
+// The implicit Mamba2 layer of Schöne et al. (docs/research/implicit_ssm.md 1.1-1.2) and its explicit
 // twin, as trainable models on the autodiff tape. The model IS the graph the importer builds from its
 // config (compiler/import_config.hpp): the same weights by the same names, the same ops in the same
 // order, so a trained model exports as (config.json, weights) and runs on the interpreter, the

@@ -1,5 +1,5 @@
 // State-tracking tasks: the word problem of a small finite group (or group × monoid), as in the
-// implicit-SSM paper's released generator (research notes implicit_ssm.md §3.1, §5.1).
+// implicit-SSM paper's released generator (research notes docs/research/implicit_ssm.md §3.1, §5.1).
 //
 // Algebra. Every structure is a multiplication table over elements 0 .. n-1, element 0 the
 // identity. Permutations are arrays p with p[i] the image of point i, and the product is

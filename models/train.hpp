@@ -1,4 +1,4 @@
-// Training and evaluating the state-tracking models (research/implicit_ssm.md 2, 5.2).
+// Training and evaluating the state-tracking models (docs/research/implicit_ssm.md 2, 5.2).
 //
 // Training is simultaneous (the whole sequence per fixed-point step) with the reference's
 // curriculum: a bounded phase of a few unrolled steps with full backpropagation (z = f(0), then

@@ -12,8 +12,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
+#include <vector>
 
 #include "sim/energy.hpp"
 #include "sim/error.hpp"
@@ -420,4 +423,26 @@ TEST_CASE("energy: aoc estimate --help shows an example") {
   const Run r = run_aoc("estimate --help");
   CHECK(r.status == 0);
   CHECK_THAT(r.out, Contains("Example"));
+}
+
+TEST_CASE("energy: every file a source cites is in the repository, and nothing cites a path outside it") {
+  const std::filesystem::path root = AOC_SOURCE_DIR;
+  std::vector<std::filesystem::path> files = {root / "scenarios" / "gpus.json"};
+  for (const auto& e : std::filesystem::directory_iterator(root / "scenarios" / "hardware")) files.push_back(e.path());
+  const std::regex cited(R"(((?:docs|scenarios|scripts|models|sim|runtime|compiler)/[A-Za-z0-9_./-]+\.(?:md|json|yaml|py|cpp|hpp)))");
+  int paths = 0;
+  for (const auto& f : files) {
+    std::ifstream in(f);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    INFO(f.string());
+    CHECK(text.find("../") == std::string::npos);      // nothing outside the repository
+    CHECK(text.find("shared/research") == std::string::npos);
+    CHECK(!std::regex_search(text, std::regex(R"((^|[^/\w])physics\.md)")));  // research notes by their repository path
+    for (std::sregex_iterator it(text.begin(), text.end(), cited), end; it != end; ++it) {
+      INFO((*it)[1].str());
+      CHECK(std::filesystem::exists(root / (*it)[1].str()));
+      ++paths;
+    }
+  }
+  CHECK(paths > 50);
 }

@@ -164,7 +164,7 @@ void add_import(CLI::App& app) {
   c->add_flag("--shapes-only", o.shapes_only, "write the graph without weight data (any size; for estimates)");
   c->add_flag("--json", o.json, "print what was written as a JSON record (model, parameters, fixed points, files, where the weights came from)");
   c->footer(
-      "The graph is the model of research/implicit_ssm.md 1.1-1.2: embedding, input injection, a\n"
+      "The graph is the model of docs/research/implicit_ssm.md 1.1-1.2: embedding, input injection, a\n"
       "FixedPoint over the Mamba2 (or Llama: CausalAttention + SwiGLU, 1.3) blocks and the final norm (tol, max_iter, damping from deq_params),\n"
       "tied output head. Weights are seeded random with the reference's init, or read from a trained\n"
       "checkpoint with --weights: its PyTorch names mapped onto the graph's, weight norm folded (docs/ir.md).\n"
