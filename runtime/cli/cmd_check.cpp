@@ -174,8 +174,10 @@ int run(Opts o, const CLI::App* c) {
   const ProgramResult reference = ref->run(p, inputs, ro);
   const IterationSummary ref_it = summarize(reference);
   const LabelScore ref_accuracy = accuracy(p, reference, labels, o.labels);
-  // A language model: logits [B, L, V] of the /tokens input, scored on the next token.
-  const auto tok = inputs.find("tokens");
+  // A language model: logits [B, L, V] of the /tokens input, scored on the next token. A program
+  // scored against --labels is a classifier (a state-tracking task): the next token means nothing
+  // there (a perfect parity model had a perplexity of 8e10).
+  const auto tok = labels ? inputs.end() : inputs.find("tokens");
   const auto cross_entropy = [&](const ProgramResult& r) {
     return tok == inputs.end() ? std::nullopt : ir::next_token_cross_entropy(r.values.at(p.graph.outputs.at(0)), tok->second);
   };

@@ -23,13 +23,13 @@ namespace {
 struct Opts : LoopSettings {
   std::string input, output, example, backend = "sim";
   int n = 0, batch = 16, length = 8;
-  bool json = false;
+  bool json = false, ideal = false;
   ProgramFlags program;  // --inputs, --sequence, --ideal-optics, --quiet (the rest of a program run's options are LoopSettings')
 };
 
 // A loop's stop rule and update (a program's fixed points carry their own), and the sim backend's options.
 const std::vector<std::string> kLoopRule = {"--mode", "--alpha", "--anneal", "--rule", "--tol", "--max-iter", "--damping"};
-const std::vector<std::string> kSimOnly = {"--quantize", "--noise", "--ideal-optics", "--light-map", "--set", "--precision", "--seed", "--first-sample"};
+const std::vector<std::string> kSimOnly = {"--quantize", "--noise", "--ideal-optics", "--ideal", "--light-map", "--set", "--precision", "--seed", "--first-sample"};
 
 // `aoc run PROG.h5 --inputs IN.h5 --backend sim|cpu -o OUT.h5`: a compiled program on token sequences.
 void run_program(const Opts& o, const CLI::App* c) {
@@ -42,7 +42,7 @@ void run_program(const Opts& o, const CLI::App* c) {
   refuse_given(c, "run", {"--n"}, "does not apply to a program (a loop input's state size; a program's example inputs take --batch and --length)");
   const ir::Program p = ir::read_program_h5(o.input);
   if (!o.example.empty()) {
-    refuse_given(c, "run", {"-o", "--json", "--inputs", "--backend", "--sequence", "--quantize", "--noise", "--ideal-optics", "--light-map", "--set",
+    refuse_given(c, "run", {"-o", "--json", "--inputs", "--backend", "--sequence", "--quantize", "--noise", "--ideal-optics", "--ideal", "--light-map", "--set",
                             "--precision", "--trace", "--threads", "--quiet", "--first-sample"},
                  "does not apply with --example-input (it writes seeded inputs for the program and exits)");
     check_outputs({{"--example-input", o.example}}, {{"the program", o.input}});
@@ -53,12 +53,19 @@ void run_program(const Opts& o, const CLI::App* c) {
   }
   refuse_given(c, "run", {"--batch", "--length"}, "applies with --example-input only (the shape of the seeded inputs)");
   const bool sim = o.backend == "sim";
+  if (o.ideal)
+    refuse_given(c, "run", {"--quantize", "--noise", "--ideal-optics", "--light-map", "--set"},
+                 "does not apply with --ideal (it switches the simulator's converters, noise and optics off)");
   if (!sim) refuse_given(c, "run", kSimOnly, "applies to the sim backend only (the " + o.backend + " backend is the digital reference: no converters, noise or optics)");
   if (o.program.inputs.empty()) throw Error("run: " + o.input + " is a program: give its inputs with --inputs FILE.h5 (docs/program.md)");
   if (o.output.empty()) throw Error("run: no output file (-o OUT.h5)");
   check_outputs({{"-o", o.output}}, {{"the program", o.input}, {"--inputs", o.program.inputs}});
   ProgramFlags f = o.program;
   f.quantize = o.quantize, f.noise = o.noise, f.seed = o.seed, f.threads = o.threads, f.set = o.set, f.precision = o.precision, f.trace = o.trace;
+  // --ideal: the lowering alone, as aoc check --ideal: no converters or noise, exact optics, float64
+  // unless --precision says otherwise
+  if (o.ideal) f.ideal_optics = true, f.quantize = f.noise = false;
+  if (o.ideal && !c->get_option("--precision")->count()) f.precision = "f64";
   const Hardware hw = program_hardware(p, f.set, "run");
   const auto backend = make_backend(o.backend, &hw);
   const auto inputs = read_program_inputs(f.inputs, p);
@@ -129,6 +136,7 @@ void run(const Opts& o, const CLI::App* c) {
   if (!o.input.empty() && ir::is_program_h5(o.input)) return run_program(o, c);
   refuse_given(c, "run", {"--inputs", "--sequence", "--ideal-optics", "--light-map", "--quiet", "--length"},
                "applies to a program only (aoc compile writes one; docs/program.md)");
+  refuse_given(c, "run", {"--ideal"}, "applies to a program only (a loop input's ideal loop is --mode ideal)");
   if (o.backend != "sim") throw Error("run: --backend " + o.backend + " applies to a program only (a loop input runs on the simulated core)");
   if (!o.example.empty()) {
     if (!o.input.empty()) throw Error("run: " + o.input + ": not a program; --example-input without one writes a loop input");
@@ -228,6 +236,9 @@ void add_run(CLI::App& app) {
   add_program_flags(c, o.program, false);
   c->add_option("--length", o.length, "a program's --example-input: the sequence length")->check(positive())->capture_default_str();
   c->add_flag("--json", o.json, "print what ran as a JSON record (settings, convergence, iterations, conversions, digests, seconds)");
+  c->add_flag("--ideal", o.ideal,
+              "a program on the simulator with all its physics off (exact weights and conversions, no noise, ideal optics; float64 "
+              "unless --precision is given), as aoc check --ideal");
   c->footer(
       "Examples:\n"
       "  aoc run --example-input in.h5 --n 48 --batch 16 --seed 1    a seeded loop input\n"
