@@ -7,9 +7,12 @@ status other than 0 or 1, an error of more than one line, or a run longer than -
 
   /usr/bin/python3 tests/fuzz/mutate_inputs.py build/aoc [--per-kind N] [--seed S] [--timeout T]
 
-Kinds: a hardware file, a graph, a model config, a weights file, a program and its inputs, a loop
-input, a sweep scenario and its results, a training scenario, and a released-format safetensors
-checkpoint (the last needs numpy). The ctest `fuzz_inputs_ci` runs a CI-sized subset (--per-kind 25). Exit 0: every mutated input was
+Kinds: a hardware file, a graph, a model config, a weights file, a program and its inputs (and
+inputs with empty or wrong-rank dimensions), a loop input, a sweep scenario and its results, a
+training scenario, optimisation problems, and a released-format safetensors checkpoint (numpy and
+h5py). Then a full disk: compile, import, task, run, run --example-input and sweep with every file
+they write limited to a random size (RLIMIT_FSIZE), each failing cleanly or writing in full, never
+leaving a temporary file or losing the old output. The ctest `fuzz_inputs_ci` runs a CI-sized subset (--per-kind 25). Exit 0: every mutated input was
 refused or run cleanly; exit 1: the failures, one line each with a reproducer kept in --keep DIR.
 """
 import argparse
@@ -80,6 +83,35 @@ def binary_mutations(data, rng):
         at = rng.randrange(0, min(len(b) - 8, 4096))
         b[at : at + 8] = (2**63 - 1).to_bytes(8, "little")
     return bytes(b)
+
+
+def empty_dimension_inputs(data, rng):
+    """Program inputs of the seed's names and dtypes with a random shape, often with an empty axis
+    (0 sequences, 0 tokens) or rank 0 or 3 (h5py)."""
+    import io
+    import h5py
+    import numpy as np
+    src = h5py.File(io.BytesIO(data), "r")
+    buf = io.BytesIO()
+    with h5py.File(buf, "w") as out:
+        for name in src:
+            d = src[name]
+            rank = rng.choice([d.ndim, d.ndim, d.ndim, 0, 1, 3])
+            shape = tuple(rng.choice([0, 0, 1, 2, 5]) for _ in range(rank))
+            out[name] = np.zeros(shape, dtype=d.dtype)
+    return buf.getvalue()
+
+
+def full_disk(limit_bytes):
+    """A preexec_fn: every file the command writes limited to limit_bytes (write() fails with EFBIG,
+    the writer's view of a full disk; SIGXFSZ ignored)."""
+    import resource
+    import signal
+
+    def apply():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+    return apply
 
 
 def seed_files(work, aoc):
@@ -159,6 +191,8 @@ def kinds(work, aoc):
          lambda p: ["optimize", p, "-o", out + "-opt.h5"] + small),
         ("qplib", f["qplib"], json_mutations, lambda p: ["optimize", p, "--mode", "ideal", "-o", out + "-opt.h5"] + small),
     ]
+    k.append(("empty dimensions", inputs, empty_dimension_inputs,
+              lambda p: ["check", program, "--inputs", p, "--quantize"]))
     if f["st"]:
         k.append(("safetensors", f["st"], binary_mutations,
                   lambda p: ["import", os.path.join(f["ckpt"], "config.json"), "--weights", p, "-o", out + "-st.json", "--weights-out", out + "-st.h5"]))
@@ -186,7 +220,7 @@ def main():
     keep = a.keep or os.path.join(work, "failures")
     failures, tried, t0 = [], 0, time.time()
     for name, seed_file, mutate, command in kinds(work, a.aoc):
-        binary = mutate is binary_mutations
+        binary = mutate is not json_mutations
         with open(seed_file, "rb") as fh:
             original = fh.read()
         rng = random.Random("%d %s" % (a.seed, name))
@@ -220,7 +254,54 @@ def main():
                 kept = os.path.join(keep, "%s-%d%s" % (name.replace(" ", "-"), i, ext))
                 shutil.copy(path, kept)
                 failures.append("%s #%d: %s (reproduce: %s)" % (name, i, why, " ".join(cmd).replace(path, kept)))
-    print("fuzz: %d mutated inputs over %d kinds in %.1f s, %d failures" % (tried, len(kinds(work, a.aoc)), time.time() - t0, len(failures)))
+    # a full disk: each writer with its files limited to a random size; besides the checks above, no
+    # temporary file may be left and a failed write must keep the old output
+    f = seed_files(work, a.aoc)
+    graph = os.path.join(ROOT, "models/graphs/tiny-deq.json")
+    config = os.path.join(ROOT, "tests/data/implicit-lm/mamba2-state-tracking-implicit/config.json")
+    disk = os.path.join(work, "disk")
+    writers = [
+        lambda o: ["compile", graph, "--weights", os.path.join(ROOT, "models/graphs/tiny-deq.h5"), "--hw", "aoc-16", "-o", o],
+        lambda o: ["import", config, "-o", o, "--weights-out", o + "2"],
+        lambda o: ["task", "parity", "--batch", "16", "--length", "32", "--tokens", o, "--labels", o + "2"],
+        lambda o: ["run", f["program"], "--inputs", f["inputs"], "-o", o],
+        lambda o: ["run", f["program"], "--example-input", o, "--batch", "8", "--length", "16"],
+        lambda o: ["sweep", f["sweep"], "-o", o, "--quiet", "--threads", "1"],
+    ]
+    rng = random.Random("%d full disk" % a.seed)
+    for i in range(a.per_kind):
+        shutil.rmtree(disk, ignore_errors=True)
+        os.makedirs(disk)
+        o = os.path.join(disk, "out")
+        for name in (o, o + "2"):
+            with open(name, "w") as fh:
+                fh.write("old")
+        cmd = [a.aoc] + writers[i % len(writers)](o)
+        limit = rng.choice([0, 512, 4096, 20000, 60000, 200000])
+        tried += 1
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=a.timeout, preexec_fn=full_disk(limit))
+            status, err = r.returncode, r.stderr.strip()
+        except subprocess.TimeoutExpired:
+            status, err = None, ""
+        left = [n for n in os.listdir(disk) if n.endswith(".tmp")]
+        kept = all(open(n, "rb").read() == b"old" for n in (o, o + "2") if os.path.exists(n))
+        why = None
+        if status is None:
+            why = "ran past %g s" % a.timeout
+        elif status < 0:
+            why = "killed by signal %d" % -status
+        elif "internal error" in err:
+            why = "internal error: " + err.splitlines()[0][:200]
+        elif left:
+            why = "temporary file left: " + left[0]
+        elif status != 0 and not kept:
+            why = "a failed write replaced the old output"
+        elif status == 1 and len([l for l in err.splitlines() if l.startswith("aoc: error")]) != 1:
+            why = "error not one line: " + err[:200].replace("\n", " | ")
+        if why:
+            failures.append("full disk #%d (%d bytes): %s (reproduce: ulimit -f %d; %s)" % (i, limit, why, (limit + 511) // 512, " ".join(cmd)))
+    print("fuzz: %d mutated inputs over %d kinds and the full disk in %.1f s, %d failures" % (tried, len(kinds(work, a.aoc)), time.time() - t0, len(failures)))
     for f in failures:
         print("FAIL: " + f)
     if not a.keep:
