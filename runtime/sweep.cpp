@@ -24,7 +24,7 @@ using jsonr::Reader;
 
 const std::vector<std::string>& run_parameters() {
   static const std::vector<std::string> names{"iterations", "seq_len", "photons_per_sample", "noise_scale", "seed",
-                                              "seeds",      "batch",   "length",             "channels"};
+                                              "seeds",      "batch",   "length",             "channels",    "optics"};
   return names;
 }
 
@@ -70,7 +70,7 @@ json at(const Param& p, double u) {
 
 // Which run parameters need a workload that runs (the others are estimate parameters, or both).
 bool run_only(const std::string& name) {
-  return name == "noise_scale" || name == "seed" || name == "seeds" || name == "batch" || name == "length";
+  return name == "noise_scale" || name == "seed" || name == "seeds" || name == "batch" || name == "length" || name == "optics";
 }
 
 // The metric groups and their columns (docs/scenarios.md). `runs`: the group needs a workload
@@ -248,6 +248,10 @@ bool whole_number(const std::string& n) {
 
 // A run parameter's value: a number in the parameter's range.
 void check_run_value(const Reader& r, const json& v, const std::string& field, const std::string& name) {
+  if (name == "optics") {  // the machine as measured (true) or ideal optics (false)
+    if (!v.is_boolean()) r.fail(field, "expected true (the machine as measured) or false (ideal optics), got " + jsonr::got(v));
+    return;
+  }
   if (!v.is_number()) r.fail(field, "expected a number, got " + jsonr::got(v));
   const double x = v.get<double>();
   const double least = name == "noise_scale" || name == "seed" || name == "photons_per_sample" ? 0 : 1;
@@ -301,6 +305,7 @@ Param read_param(const Reader& r, const json& doc, const Scenario& s, const std:
     }
   }
   if (!p.hardware) {
+    if (p.values.empty() && name == "optics") r.fail(field, "optics takes values, not a range: {\"values\": [true, false]}");
     if (p.values.empty()) {
       if (whole_number(name) && !p.integer) r.fail(field, name + " takes whole numbers: give \"integer\": true");
       for (const double end : {p.lo, p.hi}) check_run_value(r, p.integer ? json(std::llround(end)) : json(end), field + ".range", name);

@@ -39,6 +39,7 @@ struct RunParams {
   std::uint64_t seed = 0;
   int seeds = 1;
   std::optional<int> batch, length, channels;
+  std::optional<bool> optics;  // the point's optics (workload.optics where the point does not vary it)
 };
 
 // A value made once per key and shared, whichever thread asks first (the others wait for it).
@@ -134,6 +135,10 @@ struct Evaluator::Impl {
         overrides.push_back(p.name + "=" + v.dump());
         continue;
       }
+      if (p.name == "optics") {
+        rp.optics = v.get<bool>();
+        continue;
+      }
       const double x = v.get<double>();
       if (p.name == "iterations") rp.iterations = x;
       else if (p.name == "photons_per_sample") rp.photons = x;
@@ -211,7 +216,7 @@ struct Evaluator::Impl {
     const Workload& w = s.workload;
     OptimizeSettings os;
     os.loop.hw = s.hardware_path;
-    os.loop.mode = w.optics ? "default" : "ideal";  // the machine as measured, or the exact loop
+    os.loop.mode = rp.optics.value_or(w.optics) ? "default" : "ideal";  // the machine as measured, or the exact loop
     os.loop.quantize = w.quantize;
     os.loop.noise = noisy;
     os.loop.seed = rp.seed;
@@ -233,7 +238,7 @@ struct Evaluator::Impl {
     bo.seed = rp.seed;
     bo.noise = noisy;
     bo.quantize = w.quantize;
-    bo.optics = w.optics;
+    bo.optics = rp.optics.value_or(w.optics);
     bo.mode = w.mode;
     std::vector<double> acc;
     const SeedStats st = check_over_seeds(*sim, c.program, c.inputs, bo, rp.seeds, c.reference, {}, [&](int, const ProgramResult& r) {
@@ -267,7 +272,7 @@ struct Evaluator::Impl {
     st.hw = s.hardware;
     st.backend = "sim";
     st.run.sequence = w.mode == ir::Mode::Sequential ? "sequential" : "simultaneous";
-    st.run.quantize = w.quantize, st.run.noise = noisy, st.run.ideal_optics = !w.optics;
+    st.run.quantize = w.quantize, st.run.noise = noisy, st.run.ideal_optics = !rp.optics.value_or(w.optics);
     st.run.seed = rp.seed;
     st.calibration_frames = w.calibrate ? st.calibration_frames : 0;
     st.frames = w.frames;

@@ -252,3 +252,30 @@ TEST_CASE("sweep cli: a workload runs the calibrated optics unless it sets optic
   const double measured = max_abs_error("optics-default", model), exact = max_abs_error("optics-false", ideal);
   CHECK(measured > exact);
 }
+
+TEST_CASE("sweep: optics is a parameter: the machine as measured against ideal optics, values only") {
+  const std::string s = write_scenario(
+      "optics.json", {{"format", "aoc-sweep"}, {"version", 1}, {"name", "optics"},
+                      {"workload", {{"model", kRoot + "/models/trained/parity-implicit"}, {"batch", 2}, {"length", 8}}},
+                      {"hardware", "aoc-48"}, {"seed", 3}, {"sampling", {{"method", "grid"}}},
+                      {"parameters", {{"optics", {{"values", {true, false}}}}}}, {"metrics", {"accuracy", "agreement"}}});
+  const std::string out = (dir() / "optics.h5").string(), csv = (dir() / "optics.csv").string();
+  const Run r = run_aoc("sweep " + s + " -o " + out + " --csv " + csv + " --quiet");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  std::ifstream in(csv);
+  std::string header, measured, ideal;
+  std::getline(in, header), std::getline(in, measured), std::getline(in, ideal);
+  CHECK_THAT(header, Catch::Contains(",optics,"));
+  CHECK_THAT(measured, Catch::Contains(",true,"));
+  CHECK_THAT(ideal, Catch::Contains(",false,"));
+  CHECK(measured.substr(measured.find(",true,") + 6) != ideal.substr(ideal.find(",false,") + 7));  // two machines, two results
+  const std::string bad = write_scenario(
+      "optics-range.json", {{"format", "aoc-sweep"}, {"version", 1}, {"name", "optics"},
+                            {"workload", {{"model", kRoot + "/models/trained/parity-implicit"}, {"batch", 2}, {"length", 8}}},
+                            {"hardware", "aoc-48"}, {"seed", 3}, {"sampling", {{"method", "random"}, {"points", 2}}},
+                            {"parameters", {{"optics", {{"range", {0, 1}}}}}}, {"metrics", {"accuracy"}}});
+  const Run refused = run_aoc("sweep " + bad + " -o " + (dir() / "bad.h5").string());
+  CHECK(refused.status == 1);
+  CHECK_THAT(refused.out, Catch::Contains("parameters.optics: optics takes values, not a range"));
+}
