@@ -182,7 +182,10 @@ Figure metric_plot(const Data& d, const std::string& y, const std::string& what)
                      (sum.second > 1 ? " (mean of " + std::to_string(sum.second) + " points)" : ""));
     }
     if (lines) f.svg += svg::line(fr, lx, ly, svg::color(c));
-    f.svg += svg::points(fr, lx, ly, svg::color(c), lines ? 4 : 3, tips);
+    // each series' marks a size smaller than the one before, drawn over it: series that coincide
+    // show as rings, not as the last one alone
+    const double shrink = 1.5 * static_cast<double>(std::min<std::size_t>(mean.size() - 1, 4)) - 1.5 * static_cast<double>(std::min<std::size_t>(c, 4));
+    f.svg += svg::points(fr, lx, ly, svg::color(c), (lines ? 4 : 3) + shrink, tips);
     items.push_back({svg::color(c), sk == kNone ? y : bits_like(sname) ? num(s) + " bits" : sname + " = " + num(s)});
     if (++c == 17) break;  // more series than colours: the rest would be unreadable anyway
   }

@@ -123,8 +123,19 @@ std::vector<std::pair<double, std::string>> ticks(const Axis& a) {
   }
   const double step = nice((a.hi - a.lo) / 5);
   for (double v = std::ceil(a.lo / step - 1e-9) * step; v <= a.hi + step * 1e-6; v += step) {
-    const double r = std::fabs(v) < step * 1e-9 ? 0 : v;
+    const double r = std::fabs(v) < step * 1e-9 ? 0 : std::round(v / step) * step;
     t.push_back({r, num(r, a.unit)});
+  }
+  // Labels of three significant digits repeat where the step is finer than that (an accuracy
+  // axis from 0.9994 to 1): as many decimals as the step has, then.
+  bool repeat = false;
+  for (std::size_t i = 1; i < t.size(); ++i) repeat = repeat || t[i].second == t[i - 1].second;
+  if (repeat && !si_unit(a.unit)) {
+    const int decimals = std::max(0, -static_cast<int>(std::floor(std::log10(step) + 1e-9)));
+    for (auto& [v, text] : t) text = fmt(("%." + std::to_string(decimals) + "f").c_str(), v);
+  } else if (repeat) {
+    const int digits = 1 + static_cast<int>(std::ceil(std::log10(std::max(std::fabs(a.lo), std::fabs(a.hi)) / step)));
+    for (auto& [v, text] : t) text = fmt(("%." + std::to_string(std::max(3, digits)) + "g").c_str(), v) + " " + a.unit;
   }
   return t;
 }

@@ -257,6 +257,13 @@ TEST_CASE("report svg: axes are log where values span decades, with 0 on a tick 
   const svg::Axis one = svg::fit({4, 4}, "k", "");
   CHECK(one.lo < 4);
   CHECK(one.hi > 4);
+  // an accuracy axis finer than three significant digits: every tick its own label
+  for (const auto& [lo, hi] : std::vector<std::pair<double, double>>{{0.9994, 1.0}, {0.99961, 0.99997}, {12345.1, 12345.9}, {2.0001e-3, 2.0009e-3}}) {
+    const auto fine = svg::ticks(svg::fit({lo, hi}, "accuracy", ""));
+    INFO(lo << " .. " << hi);
+    REQUIRE(fine.size() >= 3);
+    for (std::size_t i = 1; i < fine.size(); ++i) CHECK(fine[i].second != fine[i - 1].second);
+  }
 }
 
 TEST_CASE("report: written atomically, and a file that is not sweep results is a one-line error naming it") {
