@@ -249,6 +249,8 @@ TEST_CASE("cli: an output that names one of the command's inputs is refused befo
                         Case{"run " + p + " --inputs " + tok + " -o " + tok, "is also --inputs"},
                         Case{"report " + p + " -o " + p, "is also the results"},
                         Case{"run " + p + " --example-input " + same_dir, "--example-input: " + same_dir + " is also the program"},
+                        Case{"estimate " + p + " --json -o " + same_dir, "-o: " + same_dir + " is also the program"},
+                        Case{"check " + p + " --inputs " + tok + " --json -o " + tok, "-o: " + tok + " is also --inputs"},
                         Case{"task parity --tokens " + tok + " --labels " + tok, "--labels: " + tok + " is also --tokens"}}) {
     INFO(c.args);
     const Run r = run_aoc(c.args);

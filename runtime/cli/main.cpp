@@ -8,9 +8,11 @@
 #include <functional>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "runtime/cli/commands.hpp"
 #include "runtime/output.hpp"
@@ -77,8 +79,18 @@ CLI::Validator seed_value() {
 }
 
 void require_json_for_output(const CLI::App* c, const std::string& cmd) {
-  if (c->get_option("-o")->count() && !c->get_option("--json")->count())
+  const CLI::Option* out = c->get_option("-o");
+  if (out->count() && !c->get_option("--json")->count())
     throw Error(cmd + ": -o writes the JSON record: give --json too");
+  // the record must not land on a file the command reads: every other option naming an existing file
+  if (!out->count()) return;
+  std::vector<NamedPath> inputs;
+  for (const CLI::Option* opt : c->get_options())
+    if (opt != out)
+      for (const std::string& v : opt->results())
+        if (std::error_code ec; !v.empty() && std::filesystem::is_regular_file(v, ec))
+          inputs.push_back({opt->get_name().rfind("-", 0) == 0 ? opt->get_name() : "the " + opt->get_name(), v});
+  check_outputs({{"-o", out->as<std::string>()}}, inputs);
 }
 
 double& memory_limit_gib() {
