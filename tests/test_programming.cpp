@@ -229,3 +229,19 @@ TEST_CASE("check --budget: each stage of the machine against the reference, one 
   CHECK_THAT(bad.out, Catch::Contains("does not apply with --budget"));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("check: outputs that overflow on the machine from finite inputs fail the check, whatever the tolerances") {
+  Program p = one_product(30, 40);
+  for (double& w : p.weights["V"].data) w *= 1e300;  // beyond float: the f32 products overflow, the f64 reference does not
+  run_pipeline(p, PassOptions{});
+  const auto dir = std::filesystem::temp_directory_path() / "aoc_test_overflow";
+  std::filesystem::create_directories(dir);
+  const std::string prog = (dir / "p.h5").string(), in = (dir / "x.h5").string();
+  write_program_h5(prog, p);
+  REQUIRE(run_aoc("run " + prog + " --example-input " + in + " --batch 3 --length 2 --seed 1").status == 0);
+  const Run r = run_aoc("check " + prog + " --inputs " + in + " --no-noise --no-quantize");
+  INFO(r.out);
+  CHECK(r.status == 1);
+  CHECK_THAT(r.out, Catch::Contains("FAIL: ") && Catch::Contains("not finite (an overflow from finite inputs)"));
+  std::filesystem::remove_all(dir);
+}

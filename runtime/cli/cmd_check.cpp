@@ -251,6 +251,7 @@ int run(Opts o, const CLI::App* c) {
     ch.physics = ch.name == "sim";
     std::vector<double> acc, acc_last, acc_whole, ce;
     RunCounters clips;  // over the runs, for the clipping warning
+    long long non_finite = 0;  // output values that are NaN or infinite, over the runs
     BackendOptions bo = backend_options(o);
     if (!ch.physics) bo.noise = false, bo.quantize = false, bo.optics = false;
     const SeedStats st = check_over_seeds(
@@ -264,6 +265,7 @@ int run(Opts o, const CLI::App* c) {
           acc.push_back(a.all), acc_last.push_back(a.last), acc_whole.push_back(a.whole);
           if (ch.per_position.empty()) ch.per_position.assign(a.per_position.size(), 0.0);
           for (std::size_t t = 0; t < a.per_position.size(); ++t) ch.per_position[t] += a.per_position[t];
+          for (const auto& [name, t] : r.values) non_finite += std::count_if(t.data.begin(), t.data.end(), [](double v) { return !std::isfinite(v); });
           clips.dac += r.counters.dac, clips.dac_clipped += r.counters.dac_clipped;
           clips.adc += r.counters.adc, clips.adc_clipped += r.counters.adc_clipped;
           if (ref_ce) ce.push_back(cross_entropy(r).value_or(std::numeric_limits<double>::quiet_NaN()));
@@ -286,6 +288,8 @@ int run(Opts o, const CLI::App* c) {
     const auto limit = [&](bool bad, const std::string& what) {
       if (bad) out_of_tolerance.push_back(who + what);
     };
+    // finite inputs that end in infinities or NaN fail the check whatever the tolerances
+    limit(non_finite > 0, std::to_string(non_finite) + " output value(s) not finite (an overflow from finite inputs)");
     if (o.max_abs >= 0) limit(ch.abs.max > o.max_abs, "max abs error " + jsonr::num(ch.abs.max) + " > " + jsonr::num(o.max_abs));
     if (o.max_rel >= 0) limit(ch.rel.max > o.max_rel, "max rel error " + jsonr::num(ch.rel.max) + " > " + jsonr::num(o.max_rel));
     if (o.min_argmax >= 0) limit(ch.arg.min < o.min_argmax, "argmax agreement " + jsonr::num(ch.arg.min) + " < " + jsonr::num(o.min_argmax));
