@@ -74,6 +74,10 @@ void sync_directory(const fs::path& dir) {
   if (!ok) throw Error(dir.string() + ": cannot flush the directory to the disk (" + std::strerror(err) + ")");
 }
 
+namespace {
+void place(const fs::path& tmp, const std::string& path);
+}  // namespace
+
 void rename_into_place(const fs::path& tmp, const std::string& path) {
   std::error_code ec;
   const int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
@@ -84,6 +88,14 @@ void rename_into_place(const fs::path& tmp, const std::string& path) {
     fs::remove(tmp, ec);
     throw Error(write_failure(path, err));
   }
+  place(tmp, path);
+}
+
+namespace {
+
+// Renames a flushed temporary file onto `path` and flushes the directory; on failure removes it.
+void place(const fs::path& tmp, const std::string& path) {
+  std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) {
     std::error_code rm;
@@ -93,8 +105,6 @@ void rename_into_place(const fs::path& tmp, const std::string& path) {
   }
   sync_directory(directory_of(path));
 }
-
-namespace {
 
 // Writes and flushes `size` bytes to a new temporary file next to `path`; on failure removes it and
 // throws aoc::Error saying why (a full disk in so many words).
@@ -126,9 +136,7 @@ fs::path write_temp(const std::string& path, const char* data, std::size_t size)
 
 }  // namespace
 
-void write_bytes_atomic(const std::string& path, const char* data, std::size_t size) {
-  rename_into_place(write_temp(path, data, size), path);
-}
+void write_bytes_atomic(const std::string& path, const char* data, std::size_t size) { place(write_temp(path, data, size), path); }
 
 void write_file_atomic(const std::string& path, const std::string& content) { write_bytes_atomic(path, content.data(), content.size()); }
 
@@ -141,7 +149,7 @@ void write_files_atomic(const std::vector<std::pair<std::string, std::vector<cha
     for (const fs::path& t : temps) fs::remove(t, ec);
     throw;
   }
-  for (std::size_t i = 0; i < files.size(); ++i) rename_into_place(temps[i], files[i].first);
+  for (std::size_t i = 0; i < files.size(); ++i) place(temps[i], files[i].first);
 }
 
 }  // namespace aoc

@@ -114,6 +114,22 @@ def full_disk(limit_bytes):
     return apply
 
 
+def verdict(status, err, timeout):
+    """Why a run failed the fuzzer (None: it did not): a timeout, a signal, an internal error, an exit
+    status other than 0, 1 or CLI11's usage codes, or an error of more than one line."""
+    if status is None:
+        return "ran past %g s" % timeout
+    if status < 0:
+        return "killed by signal %d" % -status
+    if "internal error" in err:
+        return "internal error: " + err.splitlines()[0][:200]
+    if status not in (0, 1) and not (100 <= status < 120):  # 1xx: CLI11's own usage errors
+        return "exit status %d" % status
+    if status == 1 and len([l for l in err.splitlines() if l.startswith("aoc: error")]) != 1:
+        return "error not one line: " + err[:200].replace("\n", " | ")
+    return None
+
+
 def seed_files(work, aoc):
     """Writes the seed files aoc makes itself (a program and its inputs from the bundled tiny DEQ, a
     loop input, small sweep and training scenarios, sweep results, a released-format safetensors
@@ -238,17 +254,7 @@ def main():
                 status, err, took = r.returncode, r.stderr.strip(), time.time() - start
             except subprocess.TimeoutExpired:
                 status, err, took = None, "", a.timeout
-            why = None
-            if status is None:
-                why = "ran past %g s" % a.timeout
-            elif status < 0:
-                why = "killed by signal %d" % -status
-            elif "internal error" in err:
-                why = "internal error: " + err.splitlines()[0][:200]
-            elif status not in (0, 1) and not (100 <= status < 120):  # 1xx: CLI11's own usage errors
-                why = "exit status %d" % status
-            elif status == 1 and len([l for l in err.splitlines() if l.startswith("aoc: error")]) != 1:
-                why = "error not one line: " + err[:200].replace("\n", " | ")
+            why = verdict(status, err, a.timeout)
             if why:
                 os.makedirs(keep, exist_ok=True)
                 kept = os.path.join(keep, "%s-%d%s" % (name.replace(" ", "-"), i, ext))
@@ -286,19 +292,11 @@ def main():
             status, err = None, ""
         left = [n for n in os.listdir(disk) if n.endswith(".tmp")]
         kept = all(open(n, "rb").read() == b"old" for n in (o, o + "2") if os.path.exists(n))
-        why = None
-        if status is None:
-            why = "ran past %g s" % a.timeout
-        elif status < 0:
-            why = "killed by signal %d" % -status
-        elif "internal error" in err:
-            why = "internal error: " + err.splitlines()[0][:200]
-        elif left:
+        why = verdict(status, err, a.timeout)
+        if not why and left:
             why = "temporary file left: " + left[0]
-        elif status != 0 and not kept:
+        elif not why and status != 0 and not kept:
             why = "a failed write replaced the old output"
-        elif status == 1 and len([l for l in err.splitlines() if l.startswith("aoc: error")]) != 1:
-            why = "error not one line: " + err[:200].replace("\n", " | ")
         if why:
             failures.append("full disk #%d (%d bytes): %s (reproduce: ulimit -f %d; %s)" % (i, limit, why, (limit + 511) // 512, " ".join(cmd)))
     print("fuzz: %d mutated inputs over %d kinds and the full disk in %.1f s, %d failures" % (tried, len(kinds(work, a.aoc)), time.time() - t0, len(failures)))
