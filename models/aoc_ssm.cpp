@@ -117,13 +117,13 @@ Var AocSsmModel::inject(Tape& t, Var e) { return convert(t, e, hw_.dac_bits); }
 
 Var AocSsmModel::body(Tape& t, Var z, Var u, int L) {
   const Var s = t.tanh(z);
-  const Var carried = optical(t, t.shift_rows(s, L), w(t, "loop.V"));
-  return t.add(t.add(optical(t, s, w(t, "loop.W")), carried), u);
+  const Var carried = optical(t, t.shift_rows(s, L), w(t, "loop.V"), "loop.V");
+  return t.add(t.add(optical(t, s, w(t, "loop.W"), "loop.W"), carried), u);
 }
 
 Var AocSsmModel::explicit_forward(Tape&, Var, int) { throw Error("model: the AOC-native SSM is implicit only"); }
 
-Var AocSsmModel::head(Tape& t, Var z) { return convert(t, optical(t, z, w(t, "head")), hw_.adc_bits); }
+Var AocSsmModel::head(Tape& t, Var z) { return convert(t, optical(t, z, w(t, "head"), "head"), hw_.adc_bits); }
 
 ir::WeightStore AocSsmModel::weights() const {
   ir::WeightStore out;

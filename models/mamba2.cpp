@@ -197,7 +197,7 @@ Var Mamba2Model::explicit_forward(Tape& t, Var e, int L) { return t.rmsnorm(bloc
 Var Mamba2Model::head(Tape& t, Var z) { return optical(t, z, "embedding"); }
 
 Var Mamba2Model::optical(Tape& t, Var x, const std::string& weight) {
-  return convert(t, SequenceModel::optical(t, convert(t, x, hw_.dac_bits), w(t, weight)), hw_.adc_bits);
+  return convert(t, SequenceModel::optical(t, convert(t, x, hw_.dac_bits), w(t, weight), weight), hw_.adc_bits);
 }
 
 }  // namespace aoc::models

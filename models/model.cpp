@@ -29,11 +29,20 @@ Var straight_through(Tape& t, Var x, const Mat& q) { return t.add(x, t.constant(
 
 }  // namespace
 
+void SequenceModel::program_machine(int step) {
+  if (!hw_.machine) return;
+  if (hw_.slm_bits > 0 || hw_.output_noise > 0 || hw_.dac_bits > 0 || hw_.adc_bits > 0)
+    throw Error("train: hardware_aware's bits and noise are the machine's when training for a hardware file (leave them out)");
+  hw_.machine->program(*this, step);
+  reads_ = 0;
+}
+
 // The forward pass reads the simulator's tile (sim/tile.hpp) programmed with the SLM codes of W
 // (sim/quantize.hpp, the compiler's quantizer) on ideal optics with the receiver noise; the backward
 // pass is the exact product's.
-Var SequenceModel::optical(Tape& t, Var x, Var W) {
+Var SequenceModel::optical(Tape& t, Var x, Var W, const std::string& weight) {
   Var y = t.linear(x, W);
+  if (hw_.machine) return straight_through(t, y, hw_.machine->product(weight, t.value(x), reads_++));
   if (hw_.slm_bits <= 0 && hw_.output_noise <= 0) return y;  // off: no pass over the values
   const Mat& w = t.value(W);  // [out, in]
   if (!(w.cwiseAbs().maxCoeff() > 0)) return y;

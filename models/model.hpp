@@ -25,11 +25,17 @@ namespace aoc::models {
 // over +-max|x| of the batch (what calibrated converters do, runtime/backend.hpp). Quantizers pass
 // the gradient straight through. Where the crossings are is each model's (as the compiler's
 // partition puts them). 0 switches each off.
+//
+// With a machine (training for a hardware file: `aoc train --hw`), the products are the machine's
+// instead, and the other fields stay 0: each product is read on the tiles of the model compiled for
+// the machine, with the program's converters around it (runtime/train_machine.hpp).
+class OpticalMachine;
 struct HardwareAware {
   int slm_bits = 0;
   double output_noise = 0;
   int dac_bits = 0, adc_bits = 0;
   std::uint64_t seed = 0;
+  OpticalMachine* machine = nullptr;  // not owned; outlives the training
 };
 
 class SequenceModel {
@@ -57,6 +63,8 @@ class SequenceModel {
   virtual ir::WeightStore weights() const = 0;
 
   void set_hardware_aware(const HardwareAware& h) { hw_ = h; }
+  // Before a training step: the machine (if any) programmed with the current weights.
+  void program_machine(int step);
   // The hardware-aware noise counter: a training checkpoint stores it so a resumed run draws on.
   std::uint64_t noise_draws() const { return draws_; }
   void set_noise_draws(std::uint64_t d) { draws_ = d; }
@@ -64,11 +72,29 @@ class SequenceModel {
  protected:
   HardwareAware hw_;
   std::uint64_t draws_ = 0;  // noise draws so far (the Philox counter)
+  int reads_ = 0;            // the machine's products since it was programmed
 
-  // x W^T as the optics compute it under hw_ (SLM codes, receiver noise).
-  ad::Var optical(ad::Tape& t, ad::Var x, ad::Var W);
+  // x W^T as the optics compute it under hw_ (SLM codes, receiver noise; or the machine's product
+  // of the weight named `weight`).
+  ad::Var optical(ad::Tape& t, ad::Var x, ad::Var W, const std::string& weight);
   // A crossing's converter of `bits` under hw_ (0: ideal).
   ad::Var convert(ad::Tape& t, ad::Var x, int bits);
+};
+
+// The machine a model is trained for, as a compiled program runs it: the model's weights compiled
+// for a hardware file (tiles, compensation for the measured chain, SLM codes per tile, calibrated
+// converters) and each product read on the simulated machine's tiles with every noise source of
+// the file. runtime/train_machine.hpp implements it.
+class OpticalMachine {
+ public:
+  virtual ~OpticalMachine() = default;
+  // Before each training step: the model's current weights programmed, with the step's draw of the
+  // programming-time noise (a new SLM pattern each step, as each programming of the machine).
+  virtual void program(const SequenceModel& m, int step) = 0;
+  // x [R, in] through the optical op of the weight named `weight`: its input DAC, its tiles, its
+  // output ADC, where the program has them. `read` counts the reads since program() (fresh per-read
+  // noise each).
+  virtual ad::Mat product(const std::string& weight, const ad::Mat& x, int read) const = 0;
 };
 
 // `aoc import`: a config.json to a graph. With o.weights_path an aoc weights file (HDF5, told by

@@ -71,6 +71,7 @@ void train(SequenceModel& m, const TrainOptions& o, const std::function<void(con
   for (int step = st.step; step < o.steps; ++step) {
     const tasks::SeqBatch data = tasks::sample(task, o.batch, L, o.seed, static_cast<std::uint64_t>(step), tasks::Split::Train);
     for (ad::Param* p : params) p->zero_grad();
+    m.program_machine(step);
     Tape t;
     const Var e = m.embed(t, data.tokens);
     Var z;

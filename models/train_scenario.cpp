@@ -9,8 +9,9 @@
 
 namespace aoc::models {
 
-TrainScenario read_train_scenario(const std::string& path) {
-  const jsonr::json j = jsonr::parse_file(path);
+TrainScenario read_train_scenario(const std::string& path) { return train_scenario_from(jsonr::parse_file(path), path); }
+
+TrainScenario train_scenario_from(const nlohmann::ordered_json& j, const std::string& path) {
   const jsonr::Reader r(path);
   r.object(j, "");
   r.only_keys(j, "", {"format", "version", "name", "description", "task", "model", "train", "eval"});
@@ -111,6 +112,11 @@ TrainScenario read_train_scenario(const std::string& path) {
 std::unique_ptr<SequenceModel> make_model(const TrainScenario& s) {
   if (s.kind == "aoc-ssm") return std::make_unique<AocSsmModel>(s.aoc, s.model_seed);
   return std::make_unique<Mamba2Model>(s.spec, s.model_seed);
+}
+
+std::unique_ptr<SequenceModel> make_model(const TrainScenario& s, const ir::WeightStore& weights) {
+  if (s.kind == "aoc-ssm") return std::make_unique<AocSsmModel>(s.aoc, weights);
+  return std::make_unique<Mamba2Model>(s.spec, weights);
 }
 
 }  // namespace aoc::models

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -26,8 +27,13 @@ struct TrainScenario {
 };
 
 TrainScenario read_train_scenario(const std::string& path);
+// The same from a parsed scenario (a model folder's train.json holds the one it was trained from);
+// errors name `path`.
+TrainScenario train_scenario_from(const nlohmann::ordered_json& scenario, const std::string& path);
 
-// The scenario's model with its seeded initial weights.
+// The scenario's model with its seeded initial weights, or with trained ones (checked by name and
+// shape against the model).
 std::unique_ptr<SequenceModel> make_model(const TrainScenario& s);
+std::unique_ptr<SequenceModel> make_model(const TrainScenario& s, const ir::WeightStore& weights);
 
 }  // namespace aoc::models

@@ -491,6 +491,11 @@ int calibrate_converters(ir::Program& p, const std::map<std::string, ir::Tensor>
   return set;
 }
 
+std::unique_ptr<ir::Hooks> make_sim_hooks(const ir::Program& p, const Hardware& hw, const BackendOptions& o) {
+  if (o.f64) return std::make_unique<SimHooks<double>>(p, hw, o);
+  return std::make_unique<SimHooks<float>>(p, hw, o);
+}
+
 std::optional<UniformConverter> converter_of(const ir::Op& op) {
   if (op.kind != ir::OpKind::Convert || !op.attrs.count("bits")) return std::nullopt;
   return UniformConverter{ir::attr_number_if(op, "lo").value_or(0), ir::attr_number_if(op, "hi").value_or(1), static_cast<int>(ir::attr_int(op, "bits"))};

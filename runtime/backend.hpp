@@ -93,6 +93,11 @@ ProgramResult run_with_hooks(const ir::Program& p, const std::map<std::string, i
 int calibrate_converters(ir::Program& p, const std::map<std::string, ir::Tensor>& inputs, double margin = 1.0,
                          ir::Mode mode = ir::Mode::Simultaneous, std::function<void(long long, long long)> progress = {});
 
+// The sim backend's hooks for one program outside a run: each optical op's product on its
+// programmed tiles and each Convert's converter, one call at a time (hardware-aware training reads
+// a model's products so: runtime/train_machine.hpp). p, hw and o must outlive them.
+std::unique_ptr<ir::Hooks> make_sim_hooks(const ir::Program& p, const Hardware& hw, const BackendOptions& o);
+
 // The converter a Convert op describes (its bits over [lo, hi]); nullopt for an ideal one (no bits).
 std::optional<UniformConverter> converter_of(const ir::Op& convert);
 

@@ -15,6 +15,7 @@
 #include "runtime/cli/commands.hpp"
 #include "runtime/output.hpp"
 #include "runtime/train_checkpoint.hpp"
+#include "runtime/train_machine.hpp"
 #include "sim/error.hpp"
 #include "sim/json_reader.hpp"
 
@@ -26,7 +27,39 @@ struct Opts {
   std::string scenario, output;
   int threads = 1, checkpoint_every = 0, stop_after = 0;
   bool quiet = false, resume = false;
+  // Fine-tuning a trained model for a machine (--from DIR --hw NAME).
+  std::string from, hw;
+  std::vector<std::string> set;
+  int steps = 300;
+  double lr = 0;  // 0: a tenth of the scenario's
+  std::uint64_t seed = 0;
+  bool no_noise = false, ideal_optics = false;
 };
+
+// The scenario as this run trains it: the file given, or (--from) the model folder's scenario with
+// the fine-tuning's steps, learning rate and data (the solve phase from the first step: the model
+// already solves its fixed point), and the machine it is fine-tuned for.
+nlohmann::ordered_json scenario_of(const Opts& o, std::string& label) {
+  if (o.from.empty()) {
+    label = o.scenario;
+    return jsonr::parse_file(o.scenario);
+  }
+  label = (std::filesystem::path(o.from) / "train.json").string();
+  const jsonr::json log = jsonr::parse_file(label);
+  if (!log.is_object() || !log.contains("scenario")) throw Error(label + ": scenario: missing (is " + o.from + " a model folder aoc train wrote?)");
+  nlohmann::ordered_json sc = log["scenario"];
+  if (!sc.is_object() || !sc.contains("train") || !sc["train"].is_object()) throw Error(label + ": scenario.train: missing");
+  nlohmann::ordered_json& t = sc["train"];
+  const double lr = o.lr > 0 ? o.lr : 0.1 * t.value("lr", 3e-3);
+  t["steps"] = o.steps;
+  t["lr"] = lr;
+  t["bounded_fraction"] = 0.0;
+  t["seed"] = t.value("seed", 0) + 1;  // batches the first training did not start from
+  t.erase("hardware_aware");
+  sc["name"] = sc.value("name", std::string("model")) + "-" + std::filesystem::path(o.hw).stem().string();
+  sc["description"] = "fine-tuned for " + o.hw + " from " + o.from;
+  return sc;
+}
 
 // Time left from the current phase's recent steps: the unrolled phase's steps are several times
 // faster than the solve phase's, so a mean over the whole run says too little early on; before the
@@ -52,15 +85,35 @@ struct TimeLeft {
 };
 
 int run(const Opts& o) {
-  const models::TrainScenario s = models::read_train_scenario(o.scenario);
+  if (o.from.empty() == o.scenario.empty()) throw Error("train: give a scenario, or --from a model folder (not both)");
+  if (!o.from.empty() && o.hw.empty()) throw Error("train: --from fine-tunes a model for a machine: --hw NAME is needed");
+  std::string label;
+  const nlohmann::ordered_json scenario = scenario_of(o, label);
+  models::TrainScenario s = models::train_scenario_from(scenario, label);
   if (o.output.empty()) throw Error("train: no output folder (-o DIR)");
-  const std::unique_ptr<models::SequenceModel> model = models::make_model(s);
+  const std::unique_ptr<models::SequenceModel> model =
+      o.from.empty() ? models::make_model(s) : models::make_model(s, ir::read_weights_h5((std::filesystem::path(o.from) / "weights.h5").string()));
   models::SequenceModel& m = *model;
+  std::unique_ptr<CompiledMachine> machine;
+  if (!o.hw.empty()) {
+    if (s.train.hardware.slm_bits || s.train.hardware.dac_bits || s.train.hardware.adc_bits || s.train.hardware.output_noise > 0)
+      throw Error(label + ": train.hardware_aware: the machine of --hw sets the bits and the noise (leave hardware_aware out)");
+    MachineTraining mt;
+    mt.hardware = o.hw, mt.overrides = o.set, mt.noise = !o.no_noise, mt.optics = !o.ideal_optics, mt.seed = o.seed;
+    machine = std::make_unique<CompiledMachine>(mt, m, tasks::parse_task(s.train.task), s.train.length, s.train.seed);
+    s.train.hardware.machine = machine.get();
+  }
   std::printf("train: %s: %s %s %s, %lld parameters, task %s, L %d, batch %d, %d steps\n", s.name.c_str(),
               m.implicit() ? "implicit" : "explicit", (std::to_string(m.width()) + "-wide").c_str(),
               s.kind == "aoc-ssm" ? "AOC-native SSM" : "Mamba2", static_cast<long long>(m.parameter_count()), s.train.task.c_str(),
               s.train.length, s.train.batch, s.train.steps);
-  const std::string scenario_text = jsonr::parse_file(o.scenario).dump();
+  if (machine)
+    std::printf("  for %s: %s%s, each step's weights compiled for it (compensated, SLM codes per tile, converters calibrated)\n",
+                machine->hardware().name.c_str(), o.ideal_optics ? "ideal optics" : "the machine as measured",
+                o.no_noise ? ", no noise" : ", every noise source of the file");
+  nlohmann::ordered_json hashed = scenario;
+  if (machine) hashed["machine"] = {{"hardware", o.hw}, {"set", o.set}, {"noise", !o.no_noise}, {"optics", !o.ideal_optics}, {"seed", o.seed}};
+  const std::string scenario_text = hashed.dump();
   const std::string config_hash = digest_hex(scenario_text.data(), scenario_text.size());
   const std::string checkpoint = (std::filesystem::path(o.output) / "checkpoint.h5").string();
   const auto start = std::chrono::steady_clock::now();
@@ -124,8 +177,8 @@ int run(const Opts& o) {
     }
     throw;
   } catch (const Stop&) {
-    std::printf("stopped after step %d of %d: %s holds the run; aoc train %s -o %s --resume goes on\n", o.stop_after, s.train.steps,
-                checkpoint.c_str(), o.scenario.c_str(), o.output.c_str());
+    std::printf("stopped after step %d of %d: %s holds the run; the same aoc train command with --resume goes on\n", o.stop_after,
+                s.train.steps, checkpoint.c_str());
     return 0;
   }
   nlohmann::ordered_json evals = nlohmann::ordered_json::array();
@@ -152,15 +205,17 @@ int run(const Opts& o) {
     for (std::size_t i = 0; i < t.data.size(); ++i)
       if (!std::isfinite(t.data[i]))
         throw Error("train: weight '" + name + "' diverged to NaN or inf during training (element " + std::to_string(i) +
-                    "): nothing written; lower train.lr or train.clip in " + o.scenario);
+                    "): nothing written; lower train.lr or train.clip in " + label);
   const std::string cfg = m.config().dump(1) + "\n";
   const nlohmann::ordered_json so_far = log_so_far(train_seconds);
-  nlohmann::ordered_json log{{"tool", "aoc train"}, {"version", AOC_VERSION}, {"scenario", jsonr::parse_file(o.scenario)},
+  nlohmann::ordered_json log{{"tool", "aoc train"}, {"version", AOC_VERSION}, {"scenario", scenario},
                              {"config_hash", config_hash},
                              {"model_seed", s.model_seed}, {"data_seed", s.train.seed}, {"parameters", m.parameter_count()},
                              {"train_seconds", so_far["train_seconds"]}, {"total_seconds", so_far["total_seconds"]},
                              {"cpu_seconds", so_far["cpu_seconds"]}, {"resumed", o.resume},
                              {"loss_curve_columns", {"step", "loss", "solve_iterations"}}, {"loss_curve", curve}, {"eval", evals}};
+  if (machine) log["machine"] = {{"from", o.from}, {"hardware", machine->hardware().name}, {"hardware_file", machine->hardware().path}, {"set", o.set},
+                                 {"noise", !o.no_noise}, {"optics", o.ideal_optics ? "ideal" : "measured"}, {"noise_seed", o.seed}};
   ir::write_weights_h5((std::filesystem::path(o.output) / "weights.h5").string(), weights);
   write_file_atomic((std::filesystem::path(o.output) / "config.json").string(), cfg);
   write_file_atomic((std::filesystem::path(o.output) / "train.json").string(), log.dump(1) + "\n");
@@ -174,7 +229,17 @@ int run(const Opts& o) {
 void add_train(CLI::App& app) {
   static Opts o;
   auto* c = app.add_subcommand("train", "Train a state-tracking model from a scenario file; write config.json, weights.h5, train.json");
-  c->add_option("scenario", o.scenario, "the training scenario (JSON, docs/models.md)")->required()->check(CLI::ExistingFile);
+  c->add_option("scenario", o.scenario, "the training scenario (JSON, docs/models.md); or --from")->check(CLI::ExistingFile);
+  c->add_option("--from", o.from, "fine-tune this trained model folder (its train.json and weights.h5) for the machine of --hw")
+      ->check(CLI::ExistingDirectory);
+  c->add_option("--hw", o.hw, "train for this machine (bundled name or hardware file): every product on its simulated tiles as a "
+                              "compiled program runs them");
+  c->add_option("--set", o.set, "override a hardware field for the machine: section.field=value (repeatable)");
+  c->add_option("--steps", o.steps, "with --from: fine-tuning steps")->check(positive())->capture_default_str();
+  c->add_option("--lr", o.lr, "with --from: the learning rate (default: a tenth of the model's scenario's)")->check(positive());
+  c->add_option("--noise-seed", o.seed, "with --hw: the machine's noise draws (a new programming each step)")->check(seed_value());
+  c->add_flag("--no-noise", o.no_noise, "with --hw: without the file's noise");
+  c->add_flag("--ideal-optics", o.ideal_optics, "with --hw: ideal optics (out = x W) instead of the machine as measured");
   c->add_option("-o,--output", o.output, "the model folder to write")->required();
   c->add_option("--threads", o.threads, "threads for the evaluation (training runs on one: its weights do not depend on the machine)")->check(positive())->capture_default_str();
   c->add_flag("--quiet", o.quiet, "no progress lines");
@@ -188,7 +253,8 @@ void add_train(CLI::App& app) {
       "  aoc import DIR/config.json --shapes-only -o g.json && aoc compile g.json --weights DIR/weights.h5 ...\n"
       "A killed run goes on from DIR/checkpoint.h5 with --resume, to the unbroken run's weights.\n"
       "Examples:\n  aoc train scenarios/train/parity-implicit.json -o models/trained/parity-implicit\n"
-      "  aoc train scenarios/train/parity-implicit.json -o models/trained/parity-implicit --resume");
+      "  aoc train scenarios/train/parity-implicit.json -o models/trained/parity-implicit --resume\n"
+      "  aoc train --from models/trained/s3-implicit --hw aoc-48 --steps 300 -o s3-implicit-aoc48   (fine-tune for a machine)");
   c->callback([] { exit_status() = run(o); });
 }
 
