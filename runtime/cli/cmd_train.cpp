@@ -254,7 +254,7 @@ void add_train(CLI::App& app) {
       "A killed run goes on from DIR/checkpoint.h5 with --resume, to the unbroken run's weights.\n"
       "Examples:\n  aoc train scenarios/train/parity-implicit.json -o models/trained/parity-implicit\n"
       "  aoc train scenarios/train/parity-implicit.json -o models/trained/parity-implicit --resume\n"
-      "  aoc train --from models/trained/s3-implicit --hw aoc-48 --steps 300 -o s3-implicit-aoc48   (fine-tune for a machine)");
+      "  aoc train --from models/trained/parity-implicit --hw aoc-48 --steps 20 -o parity-implicit-aoc48   (fine-tune for a machine)");
   c->callback([] { exit_status() = run(o); });
 }
 
