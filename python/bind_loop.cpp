@@ -1,4 +1,4 @@
-// aoc.solve: the fixed-point loop of `aoc run` on NumPy buffers (python/aoc/__init__.py documents it).
+// aocsim.solve: the fixed-point loop of `aoc run` on NumPy buffers (python/aocsim/__init__.py documents it).
 #include <pybind11/stl.h>
 
 #include <cmath>

@@ -1,5 +1,5 @@
 // Graphs and programs: import a config, compile for a machine, run on each backend, check the
-// simulator against the reference, estimate (python/aoc/__init__.py documents the API).
+// simulator against the reference, estimate (python/aocsim/__init__.py documents the API).
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 

@@ -1,6 +1,6 @@
-// The extension module aoc._aoc: the machines, the loop, programs and sweeps of the C++ libraries
-// for the Python package (python/aoc/__init__.py wraps it in the documented API, docs/python.md).
-// Every aoc::Error becomes aoc.Error (a ValueError) with the same one line.
+// The extension module aocsim._aoc: the machines, the loop, programs and sweeps of the C++ libraries
+// for the Python package (python/aocsim/__init__.py wraps it in the documented API, docs/python.md).
+// Every aoc::Error becomes aocsim.Error (a ValueError) with the same one line.
 #include <pybind11/stl.h>
 
 #include "python/bindings.hpp"
@@ -58,7 +58,7 @@ py::dict results_dict(const sweep::Results& r) {
 PYBIND11_MODULE(_aoc, m) {
   using namespace aoc;
   using namespace aoc::python;
-  m.doc() = "aoc's C++ core (use the package aoc: docs/python.md)";
+  m.doc() = "aoc's C++ core (use the package aocsim: docs/python.md)";
   m.attr("__version__") = AOC_VERSION;
   py::register_exception<Error>(m, "Error", PyExc_ValueError);
   isa::kernels();  // a bad AOC_ISA fails the import, before any thread runs a kernel
@@ -99,7 +99,7 @@ PYBIND11_MODULE(_aoc, m) {
   m.def(
       "read_results", [](const std::string& path) { return results_dict(sweep::read_results_h5(path)); }, py::arg("path"));
 
-  // aoc.optimize: a problem file, or J (n x n), h and the binary flags; the settings as aoc optimize's
+  // aocsim.optimize: a problem file, or J (n x n), h and the binary flags; the settings as aoc optimize's
   // flags. Returns (the summary aoc optimize --json prints, every sample's objective, the best state).
   m.def(
       "optimize",

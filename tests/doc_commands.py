@@ -193,7 +193,7 @@ def run_file(path, build, have_gpu, list_only):
         for st in steps:
             where = f"{rel}:{st.line}"
             if st.kind == "python":
-                if not os.path.isdir(os.path.join(build, "python", "aoc")):
+                if not os.path.isdir(os.path.join(build, "python", "aocsim")):
                     skipped += 1
                     print(f"{where}: skipped (the Python package is not built: pybind11 or python3-dev missing)")
                     continue

@@ -19,12 +19,12 @@ listed=$("$moved/bin/aoc" list)  # the installed trained models and scenarios, f
 for want in "($moved/share/aoc/models/trained)" "parity-implicit " "($moved/share/aoc/scenarios/sweeps)" "demo.json"; do
   case "$listed" in *"$want"*) ;; *) echo "list: '$want' missing:"; echo "$listed" | head -20; exit 1 ;; esac
 done
-if [ -d "$moved/lib/python3/dist-packages/aoc" ]; then
+if [ -d "$moved/lib/python3/dist-packages/aocsim" ]; then
   PYTHONPATH="$moved/lib/python3/dist-packages" /usr/bin/python3 -c "
-import aoc, sys
-path = aoc.Hardware('aoc-16').path
+import aocsim, sys
+path = aocsim.Hardware('aoc-16').path
 assert path.startswith('$moved/share/aoc/'), path
-print('python: aoc', aoc.__version__, 'from', aoc.__file__, 'reads', path)
+print('python: aocsim', aocsim.__version__, 'from', aocsim.__file__, 'reads', path)
 "
 fi
 # find_package(aoc) from a project of one's own, built against the moved prefix

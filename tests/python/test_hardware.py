@@ -1,13 +1,13 @@
-"""aoc.machines and aoc.Hardware: the bundled machines, overrides, sections."""
+"""aocsim.machines and aocsim.Hardware: the bundled machines, overrides, sections."""
 import os
 
 import pytest
 
-import aoc
+import aocsim
 
 
 def test_machines_lists_the_bundled_ones(cli):
-    names = aoc.machines()
+    names = aocsim.machines()
     assert {"aoc-16", "aoc-48", "aoc-scale"} <= set(names)
     listed = cli("hw", "list")
     for n in names:
@@ -15,30 +15,30 @@ def test_machines_lists_the_bundled_ones(cli):
 
 
 def test_a_bundled_machine_loads_by_name():
-    hw = aoc.Hardware("aoc-48")
+    hw = aocsim.Hardware("aoc-48")
     assert hw.name and hw.channels == 48
     assert "noise" in hw.sections
 
 
 def test_overrides_change_the_value_and_say_so_in_its_source():
-    hw = aoc.Hardware("aoc-48", set={"noise.thermal_sigma": 0.005})
+    hw = aocsim.Hardware("aoc-48", set={"noise.thermal_sigma": 0.005})
     entry = hw.section("noise")["thermal_sigma"]
     assert entry["value"] == 0.005
-    assert aoc.Hardware("aoc-48").section("noise")["thermal_sigma"]["value"] != 0.005
+    assert aocsim.Hardware("aoc-48").section("noise")["thermal_sigma"]["value"] != 0.005
 
 
 def test_overrides_stack_later_ones_winning():
-    hw = aoc.Hardware("aoc-48", set=["noise.thermal_sigma=0.004"]).with_overrides({"noise.thermal_sigma": 0.006})
+    hw = aocsim.Hardware("aoc-48", set=["noise.thermal_sigma=0.004"]).with_overrides({"noise.thermal_sigma": 0.006})
     assert hw.section("noise")["thermal_sigma"]["value"] == 0.006
 
 
 def test_str_is_the_summary_of_aoc_hw_show(cli):
-    assert str(aoc.Hardware("aoc-16")) == cli("hw", "show", "aoc-16")
+    assert str(aocsim.Hardware("aoc-16")) == cli("hw", "show", "aoc-16")
 
 
 def test_an_unknown_section_is_an_error_naming_it():
-    with pytest.raises(aoc.Error, match="nonsense: no such section"):
-        aoc.Hardware("aoc-48").section("nonsense")
+    with pytest.raises(aocsim.Error, match="nonsense: no such section"):
+        aocsim.Hardware("aoc-48").section("nonsense")
 
 
 @pytest.mark.parametrize("machine, set, message", [
@@ -47,19 +47,32 @@ def test_an_unknown_section_is_an_error_naming_it():
     ("aoc-48", {"converters.adc_bits": 99}, "adc_bits"),
 ])
 def test_bad_machines_and_overrides_are_one_line_errors(machine, set, message):
-    with pytest.raises(aoc.Error, match=message) as e:
-        aoc.Hardware(machine, set=set)
+    with pytest.raises(aocsim.Error, match=message) as e:
+        aocsim.Hardware(machine, set=set)
     assert "\n" not in str(e.value)
 
 
 def test_instruction_sets_name_the_kernel_copy_and_aoc_isa_chooses_it():
     import subprocess
     import sys
-    assert aoc.instruction_sets.startswith("kernels x86-64")
+    assert aocsim.instruction_sets.startswith("kernels x86-64")
     env = dict(os.environ, AOC_ISA="x86-64")
-    out = subprocess.run([sys.executable, "-c", "import aoc; print(aoc.instruction_sets)"], env=env, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", "import aocsim; print(aocsim.instruction_sets)"], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("kernels x86-64 (of ")
     env["AOC_ISA"] = "avx9"
-    bad = subprocess.run([sys.executable, "-c", "import aoc"], env=env, capture_output=True, text=True)
+    bad = subprocess.run([sys.executable, "-c", "import aocsim"], env=env, capture_output=True, text=True)
     assert bad.returncode != 0 and "AOC_ISA: unknown instruction set 'avx9'" in bad.stderr
+
+
+def test_the_package_loads_beside_microsofts_aoc(tmp_path):
+    """`aoc` is the import name of Microsoft's digital twin: a stand-in of it loads beside aocsim."""
+    import subprocess
+    import sys
+    (tmp_path / "aoc").mkdir()
+    (tmp_path / "aoc" / "__init__.py").write_text("TWIN = True\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    code = "import aoc, aocsim; print(aoc.TWIN, aocsim.Hardware('aoc-16').name)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "aoc-16"]

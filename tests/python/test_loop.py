@@ -1,14 +1,14 @@
-"""aoc.solve: the loop of `aoc run` from NumPy and torch arrays."""
+"""aocsim.solve: the loop of `aoc run` from NumPy and torch arrays."""
 import h5py
 import numpy as np
 import pytest
 
-import aoc
+import aocsim
 from conftest import attr
 
 
 def example(n=48, batch=5, seed=3):
-    return aoc.random_problem(n, batch, seed)
+    return aocsim.random_problem(n, batch, seed)
 
 
 @pytest.mark.parametrize("flags, kwargs", [
@@ -25,8 +25,8 @@ def test_solve_gives_the_digests_of_aoc_run(cli, tmp_path, flags, kwargs):
     inp, out = tmp_path / "in.h5", tmp_path / "out.h5"
     cli("run", "--example-input", inp, "--n", n, "--batch", 6, "--seed", 11)
     cli("run", inp, "-o", out, *flags)
-    p = aoc.read_run_input(inp)
-    r = aoc.solve(p.W, p.x, p.bias, p.z0, **kwargs)
+    p = aocsim.read_run_input(inp)
+    r = aocsim.solve(p.W, p.x, p.bias, p.z0, **kwargs)
     with h5py.File(out) as f:
         assert r.output_digest == attr(f, "output_digest")
         assert r.config_hash == attr(f, "config_hash")
@@ -39,7 +39,7 @@ def test_solve_gives_the_digests_of_aoc_run(cli, tmp_path, flags, kwargs):
 
 def test_random_problem_is_the_example_input_of_aoc_run(cli, tmp_path):
     cli("run", "--example-input", tmp_path / "in.h5", "--n", 16, "--batch", 3, "--seed", 5)
-    p, q = aoc.read_run_input(tmp_path / "in.h5"), aoc.random_problem(16, 3, 5)
+    p, q = aocsim.read_run_input(tmp_path / "in.h5"), aocsim.random_problem(16, 3, 5)
     for k in ("W", "x", "bias", "z0"):
         assert np.array_equal(p[k], q[k])
 
@@ -47,15 +47,15 @@ def test_random_problem_is_the_example_input_of_aoc_run(cli, tmp_path):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_contiguous_float_inputs_are_read_in_place(dtype):
     p = example()
-    r = aoc.solve(*(p[k].astype(dtype) for k in ("W", "x", "bias", "z0")))
+    r = aocsim.solve(*(p[k].astype(dtype) for k in ("W", "x", "bias", "z0")))
     assert r.borrowed
 
 
 def test_other_layouts_are_converted_and_give_the_same_result():
     p = example()
-    direct = aoc.solve(p.W, p.x, p.bias)
+    direct = aocsim.solve(p.W, p.x, p.bias)
     x_strided = np.asfortranarray(p.x)
-    converted = aoc.solve(p.W, x_strided, p.bias)
+    converted = aocsim.solve(p.W, x_strided, p.bias)
     assert not converted.borrowed
     assert converted.output_digest == direct.output_digest
 
@@ -63,36 +63,36 @@ def test_other_layouts_are_converted_and_give_the_same_result():
 def test_float32_inputs_give_the_float64_inputs_result_when_the_values_are_the_same():
     p = example()
     W, x, b = (p[k].astype(np.float32) for k in ("W", "x", "bias"))
-    assert aoc.solve(W, x, b).output_digest == aoc.solve(W.astype(np.float64), x.astype(np.float64), b.astype(np.float64)).output_digest
+    assert aocsim.solve(W, x, b).output_digest == aocsim.solve(W.astype(np.float64), x.astype(np.float64), b.astype(np.float64)).output_digest
 
 
 def test_torch_tensors_are_read_without_a_copy():
     torch = pytest.importorskip("torch")
     p = example()
     W, x, b = (torch.from_numpy(p[k]) for k in ("W", "x", "bias"))
-    r = aoc.solve(W, x, b)
-    assert r.borrowed and r.output_digest == aoc.solve(p.W, p.x, p.bias).output_digest
+    r = aocsim.solve(W, x, b)
+    assert r.borrowed and r.output_digest == aocsim.solve(p.W, p.x, p.bias).output_digest
 
 
 def test_results_do_not_depend_on_the_thread_count():
     p = example(batch=16)
-    one = aoc.solve(p.W, p.x, p.bias, noise=True, quantize=True, threads=1)
-    three = aoc.solve(p.W, p.x, p.bias, noise=True, quantize=True, threads=3)
+    one = aocsim.solve(p.W, p.x, p.bias, noise=True, quantize=True, threads=1)
+    three = aocsim.solve(p.W, p.x, p.bias, noise=True, quantize=True, threads=3)
     assert one.output_digest == three.output_digest
 
 
 def test_a_batch_split_by_first_sample_gives_the_whole_runs_rows():
     p = example(batch=8)
     kw = dict(noise=True, rule="relative", tol=1e-6, max_iter=100)
-    whole = aoc.solve(p.W, p.x, p.bias, **kw)
-    tail = aoc.solve(p.W, p.x[5:], p.bias, first_sample=5, **kw)
+    whole = aocsim.solve(p.W, p.x, p.bias, **kw)
+    tail = aocsim.solve(p.W, p.x[5:], p.bias, first_sample=5, **kw)
     assert np.array_equal(whole.z[5:], tail.z)
 
 
 def test_one_sample_may_be_given_as_a_vector():
     p = example(batch=1)
-    r = aoc.solve(p.W, p.x[0], p.bias)
-    assert r.z.shape == (48,) and np.array_equal(r.z, aoc.solve(p.W, p.x, p.bias).z[0])
+    r = aocsim.solve(p.W, p.x[0], p.bias)
+    assert r.z.shape == (48,) and np.array_equal(r.z, aocsim.solve(p.W, p.x, p.bias).z[0])
 
 
 @pytest.mark.parametrize("change, message", [
@@ -113,6 +113,6 @@ def test_bad_input_raises_one_line_naming_the_field(change, message):
     args = dict(W=p.W, x=p.x, bias=p.bias)
     args.update(change)
     W, x, bias = args.pop("W"), args.pop("x"), args.pop("bias")
-    with pytest.raises(aoc.Error, match=message) as e:
-        aoc.solve(W, x, bias, **args)
+    with pytest.raises(aocsim.Error, match=message) as e:
+        aocsim.solve(W, x, bias, **args)
     assert "\n" not in str(e.value)

@@ -6,7 +6,7 @@ import h5py
 import numpy as np
 import pytest
 
-import aoc
+import aocsim
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIG = os.path.join(HERE, "..", "data", "implicit-lm", "mamba2-state-tracking-implicit", "config.json")
@@ -33,7 +33,7 @@ def outputs_of(path, names):
 
 def test_a_program_runs_as_aoc_run_on_the_cpu_and_sim_backends(cli_program):
     d, tokens = cli_program
-    p = aoc.load_program(d / "m.aocp.h5")
+    p = aocsim.load_program(d / "m.aocp.h5")
     cpu, sim = p.run(tokens, backend="cpu"), p.run(tokens, backend="sim", quantize=True, noise=True, seed=4)
     for name, v in outputs_of(d / "cpu.h5", p.outputs).items():
         assert np.array_equal(cpu.outputs[name], v.reshape(cpu.outputs[name].shape))
@@ -44,8 +44,8 @@ def test_a_program_runs_as_aoc_run_on_the_cpu_and_sim_backends(cli_program):
 
 def test_import_and_compile_in_python_give_the_cli_program(cli_program):
     d, tokens = cli_program
-    mine = aoc.import_config(CONFIG).compile("aoc-48")
-    theirs = aoc.load_program(d / "m.aocp.h5")
+    mine = aocsim.import_config(CONFIG).compile("aoc-48")
+    theirs = aocsim.load_program(d / "m.aocp.h5")
     assert str(mine) == str(theirs)
     a, b = mine.run(tokens, backend="cpu"), theirs.run(tokens, backend="cpu")
     assert all(np.array_equal(a.outputs[n], b.outputs[n]) for n in mine.outputs)
@@ -53,20 +53,20 @@ def test_import_and_compile_in_python_give_the_cli_program(cli_program):
 
 def test_example_inputs_are_those_of_aoc_run(cli_program):
     d, tokens = cli_program
-    mine = aoc.load_program(d / "m.aocp.h5").example_inputs(batch=2, length=6, seed=1)
+    mine = aocsim.load_program(d / "m.aocp.h5").example_inputs(batch=2, length=6, seed=1)
     assert set(mine) == set(tokens) and all(np.array_equal(mine[k], tokens[k]) for k in tokens)
 
 
 def test_a_saved_program_loads_back_the_same(cli_program, tmp_path):
     d, _ = cli_program
-    p = aoc.load_program(d / "m.aocp.h5")
+    p = aocsim.load_program(d / "m.aocp.h5")
     p.save(str(tmp_path / "again.aocp.h5"))
-    assert str(aoc.load_program(tmp_path / "again.aocp.h5")) == str(p)
+    assert str(aocsim.load_program(tmp_path / "again.aocp.h5")) == str(p)
 
 
 def test_check_reports_an_exact_match_with_the_ideal_simulator_and_an_error_with_noise(cli_program):
     d, tokens = cli_program
-    p = aoc.load_program(d / "m.aocp.h5")
+    p = aocsim.load_program(d / "m.aocp.h5")
     exact = p.check(tokens, quantize=False, noise=False, ideal_optics=True, precision="f64")
     noisy = p.check(tokens, seeds=2, quantize=True, noise=True)
     assert exact.max_abs["max"] < 1e-9
@@ -75,7 +75,7 @@ def test_check_reports_an_exact_match_with_the_ideal_simulator_and_an_error_with
 
 def test_estimate_gives_energy_and_latency_with_their_sources(cli_program, cli):
     d, _ = cli_program
-    e = aoc.load_program(d / "m.aocp.h5").estimate(iterations=10, seq_len=64)
+    e = aocsim.load_program(d / "m.aocp.h5").estimate(iterations=10, seq_len=64)
     assert e.energy_per_token_j["typ"] > 0 and e.latency_per_token_s > 0
     assert all(line["source"] for line in e.energy) and all(line["source"] for line in e.latency)
     import json
@@ -85,12 +85,12 @@ def test_estimate_gives_energy_and_latency_with_their_sources(cli_program, cli):
 
 
 def test_graph_weights_can_be_read_and_replaced():
-    g = aoc.import_config(CONFIG)
+    g = aocsim.import_config(CONFIG)
     name = g.weight_names[0]
     w = g.weight(name)
     g.set_weight(name, np.zeros_like(w))
     assert not g.weight(name).any()
-    with pytest.raises(aoc.Error, match="expected shape"):
+    with pytest.raises(aocsim.Error, match="expected shape"):
         g.set_weight(name, np.zeros(w.size + 1))
 
 
@@ -98,20 +98,20 @@ def test_inputs_with_nan_are_refused_naming_the_input(cli_program):
     d, tokens = cli_program
     bad = {k: v.astype(float) for k, v in tokens.items()}
     next(iter(bad.values()))[0, 0] = np.nan
-    with pytest.raises(aoc.Error, match="inputs\\['.*'\\]: contains NaN"):
-        aoc.load_program(d / "m.aocp.h5").run(bad, backend="cpu")
+    with pytest.raises(aocsim.Error, match="inputs\\['.*'\\]: contains NaN"):
+        aocsim.load_program(d / "m.aocp.h5").run(bad, backend="cpu")
 
 
 def test_an_unknown_backend_is_an_error_listing_them(cli_program):
     d, tokens = cli_program
-    with pytest.raises(aoc.Error, match="sim"):
-        aoc.load_program(d / "m.aocp.h5").run(tokens, backend="tpu")
+    with pytest.raises(aocsim.Error, match="sim"):
+        aocsim.load_program(d / "m.aocp.h5").run(tokens, backend="tpu")
 
 
 def test_sequential_runs_give_iterations_per_sample_and_token_shaped_b_by_l(cli_program, cli):
     d, tokens = cli_program
     cli("run", d / "m.aocp.h5", "--inputs", d / "tok.h5", "--backend", "cpu", "--sequence", "sequential", "-o", d / "seq.h5")
-    r = aoc.load_program(d / "m.aocp.h5").run(tokens, backend="cpu", sequence="sequential")
+    r = aocsim.load_program(d / "m.aocp.h5").run(tokens, backend="cpu", sequence="sequential")
     fp = r.fixed_points[0]
     assert fp.iterations.shape == (2, 6) and fp.converged.shape == (2, 6)
     with h5py.File(d / "seq.h5") as f:

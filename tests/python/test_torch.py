@@ -1,12 +1,12 @@
-"""aoc.torch: the fixed-point Function's gradients, the AOC layer, the noisy machine in training."""
+"""aocsim.torch: the fixed-point Function's gradients, the AOC layer, the noisy machine in training."""
 import math
 
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch", reason="aoc.torch needs PyTorch (python3-torch)")
-import aoc  # noqa: E402
-from aoc.torch import AOCLayer, FixedPoint, Machine, loop_step  # noqa: E402
+torch = pytest.importorskip("torch", reason="aocsim.torch needs PyTorch (python3-torch)")
+import aocsim  # noqa: E402
+from aocsim.torch import AOCLayer, FixedPoint, Machine, loop_step  # noqa: E402
 
 
 def exact():
@@ -33,7 +33,7 @@ def test_the_forward_is_the_machines_fixed_point():
     (x, W, b, a), _ = problem()
     z = FixedPoint.apply(x, W, b, a, exact())
     assert torch.allclose(loop_step(z, x, W, b, a), z, atol=1e-13)
-    r = aoc.solve(W.numpy(), x.numpy(), b.numpy(), mode="ideal", alpha=a.numpy(), beta=[1.0], precision="f64", rule="relative",
+    r = aocsim.solve(W.numpy(), x.numpy(), b.numpy(), mode="ideal", alpha=a.numpy(), beta=[1.0], precision="f64", rule="relative",
                   tol=1e-15, max_iter=3000)
     assert np.array_equal(z.numpy(), r.readout)
 
@@ -72,7 +72,7 @@ def test_the_phantom_gradient_tends_to_the_implicit_one_with_more_steps():
 
 def test_an_unknown_backward_is_an_error():
     (x, W, b, a), _ = problem()
-    with pytest.raises(aoc.Error, match="backward"):
+    with pytest.raises(aocsim.Error, match="backward"):
         FixedPoint.apply(x, W, b, a, exact(), "adjoint")
 
 

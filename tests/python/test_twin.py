@@ -1,4 +1,4 @@
-"""aoc.twin: the twin's AOC cells on this simulator, against the twin's golden outputs."""
+"""aocsim.twin: the twin's AOC cells on this simulator, against the twin's golden outputs."""
 import json
 import os
 from types import SimpleNamespace
@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-import aoc
-from aoc import twin
+import aocsim
+from aocsim import twin
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "dt_golden.json")
 CASES = [c for c in json.load(open(GOLDEN))["cases"] if "n_iter" in c]
@@ -33,13 +33,13 @@ def test_a_cell_runs_the_twins_loop(case):
 
 def test_switches_aoc_does_not_run_are_an_error_naming_them():
     case = next(c for c in CASES if c["flags"]["apply_pbs_crosstalk"])
-    with pytest.raises(aoc.Error, match="pbs_crosstalk=True"):
+    with pytest.raises(aocsim.Error, match="pbs_crosstalk=True"):
         twin.solve_cell(cell_of(case), np.array(case["x"]))
 
 
 def test_a_cell_becomes_an_aoc_layer_with_the_same_loop():
     torch = pytest.importorskip("torch")
-    from aoc.torch import Machine
+    from aocsim.torch import Machine
     case = next(c for c in CASES if c["name"].startswith("48var_default"))
     cell = cell_of(case)
     layer = twin.layer_from_cell(cell, Machine("aoc-48", precision="f64", rule="relative", tol=1e-12, max_iter=500))

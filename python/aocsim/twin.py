@@ -1,4 +1,4 @@
-"""aoc.twin: a model built with Microsoft's digital twin (microsoft/aoc) on this simulator.
+"""aocsim.twin: a model built with Microsoft's digital twin (microsoft/aoc) on this simulator.
 
 The twin's ``AOCCell`` holds the loop's parameters: ``matrix`` (N x N, AOC convention, out = z @ W),
 ``bias``, ``alpha`` (None: no leak), ``beta`` (None: the trainable ``scale`` is the gain), ``gamma``,
@@ -11,7 +11,7 @@ the modes aoc runs (``default``, ``all-off``); any other combination is an error
 
 import numpy as np
 
-import aoc
+import aocsim
 
 __all__ = ["cell_problem", "layer_from_cell", "solve_cell"]
 
@@ -27,20 +27,20 @@ def _numpy(v):
 
 
 def cell_problem(cell):
-    """The cell's loop for aoc.solve: a dict of W, bias, and the keywords hw, mode, alpha, beta, gamma."""
+    """The cell's loop for aocsim.solve: a dict of W, bias, and the keywords hw, mode, alpha, beta, gamma."""
     hw = "aoc-16" if getattr(cell, "is_16vars", False) else "aoc-48"
-    defaults = aoc.Hardware(hw).section("defaults")
+    defaults = aocsim.Hardware(hw).section("defaults")
     flags = {s: bool(getattr(cell, "_apply_" + s)) for s in SWITCHES}
     normalise = bool(getattr(cell, "_normalise_matrix"))
     if normalise != bool(defaults["normalise_matrix"]):
-        raise aoc.Error(f"twin cell: normalise_matrix={normalise}: aoc runs the machine's gain mode "
+        raise aocsim.Error(f"twin cell: normalise_matrix={normalise}: aoc runs the machine's gain mode "
                         f"(normalise_matrix={defaults['normalise_matrix']}, the twin's from_parameters)")
     if flags == {s: bool(v) for s, v in defaults["switches"].items()}:
         mode = "default"
     elif not any(flags.values()):
         mode = "all-off"
     else:
-        raise aoc.Error("twin cell: switches " + ", ".join(f"{k}={v}" for k, v in flags.items())
+        raise aocsim.Error("twin cell: switches " + ", ".join(f"{k}={v}" for k, v in flags.items())
                         + ": aoc runs the machine's defaults (mode default) or all off (mode all-off)")
     W = _numpy(cell.matrix)
     n = W.shape[0]
@@ -54,20 +54,20 @@ def cell_problem(cell):
 
 
 def solve_cell(cell, x, z0=None, **solve_kwargs):
-    """The cell's fixed points on inputs x (B, N) on the simulated machine: aoc.solve with the cell's
+    """The cell's fixed points on inputs x (B, N) on the simulated machine: aocsim.solve with the cell's
     parameters; solve_kwargs add the rest (noise, quantize, rule, max_iter, precision, seed...)."""
     p = cell_problem(cell)
     W, bias = p.pop("W"), p.pop("bias")
     p.update(solve_kwargs)
-    return aoc.solve(W, _numpy(x), bias, None if z0 is None else _numpy(z0), **p)
+    return aocsim.solve(W, _numpy(x), bias, None if z0 is None else _numpy(z0), **p)
 
 
 def layer_from_cell(cell, machine=None):
-    """An aoc.torch.AOCLayer with the cell's parameters, for training or running the cell's loop in a
+    """An aocsim.torch.AOCLayer with the cell's parameters, for training or running the cell's loop in a
     PyTorch model on a Machine (default: the cell's machine, mode default or all-off, noiseless).
     The twin's gain (scale or beta) / N on weights normalised by max|W| becomes the layer's beta."""
     import torch
-    from aoc.torch import AOCLayer, Machine
+    from aocsim.torch import AOCLayer, Machine
     p = cell_problem(cell)
     n = p["W"].shape[0]
     if machine is None:
@@ -75,7 +75,7 @@ def layer_from_cell(cell, machine=None):
     layer = AOCLayer(n, machine, dtype=torch.float64)
     gain = float(p["beta"].mean())
     if not np.all(p["beta"] == gain):
-        raise aoc.Error("twin cell: beta per channel: an AOCLayer holds one gain")
+        raise aocsim.Error("twin cell: beta per channel: an AOCLayer holds one gain")
     with torch.no_grad():
         layer.weight.copy_(torch.from_numpy(p["W"]))
         layer.bias.copy_(torch.from_numpy(p["bias"]))

@@ -1,6 +1,7 @@
-"""aoc: the analog optical computer's simulator, compiler and estimates, from NumPy and PyTorch.
+"""aocsim: the analog optical computer's simulator, compiler and estimates, from NumPy and PyTorch.
 
-The same C++ as the ``aoc`` command, so results, seeds and digests are the CLI's bit for bit.
+The same C++ as the ``aoc`` command, so results, seeds and digests are the CLI's bit for bit. Its
+import name is ``aocsim``: ``aoc`` is Microsoft's digital twin (microsoft/aoc), which loads beside it.
 Areas (docs/python.md has a worked example of each):
 
 - machines:  ``machines()``, ``Hardware("aoc-48", set={...})``
@@ -8,10 +9,10 @@ Areas (docs/python.md has a worked example of each):
   simulated core, with every switch of ``aoc run`` (converters, noise, bandwidth, readout, anneal)
 - programs:  ``import_config``, ``load_graph``, ``Graph.compile``, ``Program.run / check / estimate``
 - sweeps:    ``sweep(scenario)`` and ``read_results(path)`` as pandas DataFrames
-- PyTorch:   ``aoc.torch`` (a fixed-point autograd Function and an AOC layer for hardware-aware
-  training) and ``aoc.twin`` (a model built with Microsoft's digital twin, run on this simulator)
+- PyTorch:   ``aocsim.torch`` (a fixed-point autograd Function and an AOC layer for hardware-aware
+  training) and ``aocsim.twin`` (a model built with Microsoft's digital twin, run on this simulator)
 
-Errors in what you pass (a wrong shape, NaN, an unknown machine or option) raise ``aoc.Error``, a
+Errors in what you pass (a wrong shape, NaN, an unknown machine or option) raise ``aocsim.Error``, a
 ValueError whose message names the field, as the CLI's one-line errors do.
 """
 
@@ -84,7 +85,7 @@ class Hardware:
         return list(self._doc.keys())
 
     def section(self, name):
-        """One section of the file (overrides applied) as a dict; an unknown name raises aoc.Error."""
+        """One section of the file (overrides applied) as a dict; an unknown name raises aocsim.Error."""
         if name not in self._doc:
             raise Error(f"{self.path}: {name}: no such section (the file has: {', '.join(self._doc)})")
         return self._doc[name]
@@ -262,8 +263,8 @@ def _graph_save(self, graph, weights=None):
 Program._run, Program._check, Program._estimate, Program._save = Program.run, Program.check, Program.estimate, Program.save
 Program.run, Program.check, Program.estimate, Program.save = _program_run, _program_check, _program_estimate, _program_save
 Graph._save, Graph.save = Graph.save, _graph_save
-Program.__repr__ = lambda self: f"<aoc.Program {self.name!r} for {self.hardware}, passes {', '.join(self.passes)}>"
-Graph.__repr__ = lambda self: f"<aoc.Graph {self.name!r}: inputs {[n for n, _ in self.inputs]}, {len(self.weight_names)} weights>"
+Program.__repr__ = lambda self: f"<aocsim.Program {self.name!r} for {self.hardware}, passes {', '.join(self.passes)}>"
+Graph.__repr__ = lambda self: f"<aocsim.Graph {self.name!r}: inputs {[n for n, _ in self.inputs]}, {len(self.weight_names)} weights>"
 
 
 def _frame(results):
@@ -299,7 +300,7 @@ def optimize(problem, h=None, binary=None, *, hw="aoc-48", set=None, mode="defau
     (docs/optimisation.md). problem: a file (aoc's JSON from ``aoc problem``, a G-set edge list, a
     .qplib), or J, an n x n symmetric array (minimise -(1/2) s'Js - h's) with the field h and the
     binary flags (default: every variable binary; 0 marks a continuous one in [-1, 1]). The machine
-    and switches as aoc.solve takes them; params=(a, g, m) skips the search; best_known sets the
+    and switches as aocsim.solve takes them; params=(a, g, m) skips the search; best_known sets the
     target p counts samples at. Returns a dict: the summary ``aoc optimize --json`` prints (p, ops,
     machine time and energy to 99 %, the baselines), plus "objectives" (every sample's) and
     "best_state" as NumPy arrays."""

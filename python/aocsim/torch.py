@@ -1,6 +1,6 @@
-"""aoc.torch: the simulated machine inside PyTorch models.
+"""aocsim.torch: the simulated machine inside PyTorch models.
 
-- ``Machine``: a machine and the switches of ``aoc.solve`` (mode, noise, converters, precision, stop
+- ``Machine``: a machine and the switches of ``aocsim.solve`` (mode, noise, converters, precision, stop
   rule) that a layer's forward pass runs on; with noise, each call draws new noise (seed, seed+1, ...).
 - ``FixedPoint``: a ``torch.autograd.Function``. Forward: the machine's fixed point (what its readout
   gives) of z = alpha z + tanh(z) W + x + b. Backward: through the loop's digital model at that fixed
@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-import aoc
+import aocsim
 
 __all__ = ["AOCLayer", "FixedPoint", "Machine", "loop_step"]
 
@@ -32,17 +32,17 @@ def loop_step(z, x, W, bias, alpha):
 class Machine:
     """The simulated machine a layer runs on.
 
-    hw: a bundled machine, a file or an aoc.Hardware; set: overrides. mode: "default" (the machine as
+    hw: a bundled machine, a file or an aocsim.Hardware; set: overrides. mode: "default" (the machine as
     calibrated: LED curves, the electronics' sigmoid, crosstalk, closed loop), "all-off" or "ideal"
     (the exact loop). noise, quantize, precision, rule, tol, max_iter, damping, bandwidth, threads:
-    as aoc.solve. seed: the first noise seed; with advance_seed (default) every solve uses the next
+    as aocsim.solve. seed: the first noise seed; with advance_seed (default) every solve uses the next
     one, so training sees fresh noise each step and a run is still reproducible from its seed.
     """
 
     def __init__(self, hw="aoc-48", *, set=None, mode="default", noise=False, quantize=False, precision="f32", rule="twin",
                  tol=1e-3, max_iter=40, damping=1.0, bandwidth=False, seed=1, advance_seed=True, threads=1):
-        self.hw = hw if isinstance(hw, aoc.Hardware) else aoc.Hardware(hw, set)
-        if isinstance(hw, aoc.Hardware) and set is not None:
+        self.hw = hw if isinstance(hw, aocsim.Hardware) else aocsim.Hardware(hw, set)
+        if isinstance(hw, aocsim.Hardware) and set is not None:
             self.hw = hw.with_overrides(set)
         self.mode, self.noise, self.quantize, self.precision = mode, bool(noise), bool(quantize), precision
         self.rule, self.tol, self.max_iter, self.damping, self.bandwidth = rule, tol, max_iter, damping, bool(bandwidth)
@@ -61,14 +61,14 @@ class Machine:
 
     def solve(self, x, W, bias, alpha):
         """The fixed points z (B, N) of alpha z + tanh(z) W + x + b on the machine (its readout), as a
-        tensor of x's dtype; the aoc.solve Result is kept as last_result."""
+        tensor of x's dtype; the aocsim.solve Result is kept as last_result."""
         xn, Wn, bn = (t.detach().cpu().contiguous().numpy() for t in (x, W, bias))
         an = [float(a) for a in torch.as_tensor(alpha).detach().reshape(-1).cpu()]
         if len(an) == 1 and Wn.shape[0] != 1:
             an = an * Wn.shape[0]
         seed = self.seed + (self.calls if self.advance_seed else 0)
         self.calls += 1
-        r = aoc.solve(Wn, xn, bn, hw=self.hw, mode=self.mode, alpha=an, beta=self._gain(Wn), rule=self.rule, tol=self.tol,
+        r = aocsim.solve(Wn, xn, bn, hw=self.hw, mode=self.mode, alpha=an, beta=self._gain(Wn), rule=self.rule, tol=self.tol,
                       max_iter=self.max_iter, damping=self.damping, precision=self.precision, quantize=self.quantize,
                       noise=self.noise, bandwidth=self.bandwidth, seed=seed, threads=self.threads)
         self.last_result = r
@@ -94,7 +94,7 @@ class FixedPoint(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, W, bias, alpha, machine, backward="implicit", steps=30, damping=1.0, tol=1e-6):
         if backward not in ("implicit", "phantom"):
-            raise aoc.Error(f"backward: expected implicit or phantom, got {backward!r}")
+            raise aocsim.Error(f"backward: expected implicit or phantom, got {backward!r}")
         z = machine.solve(x, W, bias, alpha)
         ctx.save_for_backward(x, W, bias, alpha, z)
         ctx.how = (backward, int(steps), float(damping), float(tol))
