@@ -4,7 +4,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build demo test bench clean
+.PHONY: all deps configure build demo test check bench clean
 
 all: build
 
@@ -22,6 +22,11 @@ demo: build
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The quick tier while working on the libraries (ctest label unit, tests/CMakeLists.txt); make test
+# runs everything.
+check: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L unit
 
 bench: build
 	@$(BUILD)/aoc bench

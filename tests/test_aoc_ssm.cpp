@@ -123,7 +123,7 @@ TEST_CASE("aoc-ssm: the injection DAC and the readout ADC quantize in hardware-a
   }
 }
 
-TEST_CASE("aoc-ssm: a tiny one learns parity and keeps it at four times the length") {
+TEST_CASE("aoc-ssm: a tiny one learns parity and keeps it at four times the length", "[slow]") {
   AocSsmSpec s;
   s.vocab = 2, s.d_model = 8, s.tol = 0.01, s.damping = 0.5;
   AocSsmModel m(s, 0);

@@ -346,7 +346,7 @@ TEST_CASE("conv: the new ops' JSON and printed forms read back") {
   CHECK(print_program(parse_program(text), true) == text);
 }
 
-TEST_CASE("conv: the retina graph compiles for aoc-48 and runs 1 sample x 3 tokens on sim as the interpreter") {
+TEST_CASE("conv: the retina graph compiles for aoc-48 and runs 1 sample x 3 tokens on sim as the interpreter", "[slow]") {
   const std::filesystem::path dir = temp_dir() / "retina";
   std::filesystem::create_directories(dir);
   const std::string graph = AOC_TEST_DATA "/retina/retina.json", weights = (dir / "retina.h5").string(),

@@ -91,7 +91,7 @@ std::string bytes_of(const fs::path& p) {
 
 }  // namespace
 
-TEST_CASE("files: every writer on a full disk fails by name or writes the same bytes, never a signal, a temporary or a lost file") {
+TEST_CASE("files: every writer on a full disk fails by name or writes the same bytes, never a signal, a temporary or a lost file", "[slow]") {
   const fs::path dir = test::temp_dir() / "full-disk";
   fs::remove_all(dir);
   fs::create_directories(dir);

@@ -89,7 +89,7 @@ TEST_CASE("meaning: a golden file's machine size of 1e300 or 48.5 is refused, no
     CHECK_THROWS_WITH(load_dt_golden(golden_with("golden-" + n + ".json", n)), Catch::Contains("hw_n_variables: expected a whole number"));
 }
 
-TEST_CASE("meaning: training whose weights diverge (lr 1000) stops with one line and writes nothing") {
+TEST_CASE("meaning: training whose weights diverge (lr 1000) stops with one line and writes nothing", "[slow]") {
   const std::string scenario = (temp_dir() / "lr1000.json").string(), out = (temp_dir() / "lr1000-model").string();
   std::filesystem::remove_all(out);
   std::ifstream in(std::string(AOC_SOURCE_DIR) + "/scenarios/train/parity-implicit.json");

@@ -51,7 +51,7 @@ TEST_CASE("json: malformed text gives the parser's line and column") {
   CHECK_THAT(parse_error("{\n  \"a\": ,\n}"), Catch::StartsWith("f.json: line 2, column 8: malformed JSON: "));
 }
 
-TEST_CASE("json: every command that reads a JSON file refuses a hostile one in one line") {
+TEST_CASE("json: every command that reads a JSON file refuses a hostile one in one line", "[slow]") {
   const std::string too_deep = write("deep.json", deep(100000)), huge = write("huge.json", R"({"channels": 1e999})"),
                     twice = write("twice.json", R"({"format": "a", "format": "b"})");
   const std::string out = (temp_dir() / "limits-out.json").string();

@@ -161,7 +161,7 @@ TEST_CASE("models: the exported weights and config give the same model back") {
   }
 }
 
-TEST_CASE("models: a tiny implicit model learns parity and keeps it at four times the length") {
+TEST_CASE("models: a tiny implicit model learns parity and keeps it at four times the length", "[slow]") {
   Mamba2Spec s;
   s.vocab = 2, s.d_model = 16, s.d_state = 4, s.expand = 2, s.headdim = 8;
   Mamba2Model m(s, 0);

@@ -129,7 +129,7 @@ TEST_CASE("bench: the noisy loop's row carries its time over the noiseless loop'
   CHECK(aoc::bench_table(o, rows).find("noise on / off") != std::string::npos);
 }
 
-TEST_CASE("bench: the reference section times the cpu backend against the GEMV roofline at batch 1 and with 2 threads", "[bench]") {
+TEST_CASE("bench: the reference section times the cpu backend against the GEMV roofline at batch 1 and with 2 threads", "[bench][slow]") {
   aoc::ReferenceBenchOptions o;
   o.config = std::string(AOC_SOURCE_DIR) + "/tests/data/implicit-lm/mamba2-state-tracking-implicit/config.json";
   o.length = 2, o.runs = 1, o.batch = 3;
@@ -159,7 +159,7 @@ TEST_CASE("bench: a reference section option out of range is a one-line error", 
   CHECK_THROWS_WITH(aoc::run_reference_bench(o, false), "bench: reference length, runs and batch must be at least 1");
 }
 
-TEST_CASE("bench: the training section times a bounded and a free step and compares them with PyTorch's figure when given", "[bench]") {
+TEST_CASE("bench: the training section times a bounded and a free step and compares them with PyTorch's figure when given", "[bench][slow]") {
   aoc::TrainBenchOptions o;
   o.steps = 1;
   const aoc::TrainBench plain = aoc::run_train_bench(o, false);

@@ -310,7 +310,7 @@ TEST_CASE("program estimate: aoc estimate PROG.h5 takes the hardware the program
   CHECK_THAT(other.out, Contains("compiled for aoc-48"));
 }
 
-TEST_CASE("program estimate: --iterations-from takes each FixedPoint's K from an aoc run of the program, its mean over the solves") {
+TEST_CASE("program estimate: --iterations-from takes each FixedPoint's K from an aoc run of the program, its mean over the solves", "[slow]") {
   const fs::path d = temp_dir();
   const std::string m = (d / "m.json").string(), w = (d / "m.h5").string(), p = (d / "p.h5").string();
   const std::string tok = (d / "tok.h5").string(), out = (d / "run.h5").string();

@@ -454,7 +454,7 @@ TEST_CASE("retina data: score refuses predictions of the wrong shape") {
                     "retina score: predictions are 4 cells x 999 frames, the test split has 4 x 1000");
 }
 
-TEST_CASE("retina data: aoc retina data writes a SYNTHETIC file that aoc retina score reads") {
+TEST_CASE("retina data: aoc retina data writes a SYNTHETIC file that aoc retina score reads", "[slow]") {
   const fs::path data = scratch("cli.h5"), pred = scratch("cli-pred.h5");
   const aoc::test::Run r = aoc::test::run_aoc("retina data -o " + data.string() + " --train-frames 300 --test-frames 200 --cells 2 --repeats 3 --seed 4");
   INFO(r.out);

@@ -118,7 +118,7 @@ TEST_CASE("retina model: the spec reads back from its JSON") {
   CHECK_THROWS_AS(ModelSpec::from_json(bad, "train.json"), aoc::Error);
 }
 
-TEST_CASE("retina model: training lowers the held-out Poisson NLL and keeps the best epoch") {
+TEST_CASE("retina model: training lowers the held-out Poisson NLL and keeps the best epoch", "[slow]") {
   Model m(spec("ln"), 1);
   TrainOptions o;
   o.epochs = 12, o.chunk = 60, o.batch = 2, o.lr = 1e-2;
@@ -131,7 +131,7 @@ TEST_CASE("retina model: training lowers the held-out Poisson NLL and keeps the 
   CHECK(r.epochs.back().val_cc > 0.2);
 }
 
-TEST_CASE("retina model: training is deterministic for a seed") {
+TEST_CASE("retina model: training is deterministic for a seed", "[slow]") {
   TrainOptions o;
   o.epochs = 2, o.chunk = 60, o.batch = 4;
   Model a(spec("cnn"), 1), b(spec("cnn"), 1);
@@ -167,7 +167,7 @@ TEST_CASE("retina model: the implicit model's fixed point is what its graph find
   CHECK(worst < 1e-7);
 }
 
-TEST_CASE("retina model: training the implicit model lowers the held-out NLL") {
+TEST_CASE("retina model: training the implicit model lowers the held-out NLL", "[slow]") {
   ModelSpec s = spec("implicit");
   s.state = 6, s.unroll = 8;
   Model m(s, 2);
@@ -237,7 +237,7 @@ TEST_CASE("retina model: the IB-GP's warm-up is its three temporal filters'") {
   CHECK(spec("cnn").skip() == kDefaultSkip);
 }
 
-TEST_CASE("retina model: training the IB-GP from a trained CNN lowers the held-out NLL deterministically") {
+TEST_CASE("retina model: training the IB-GP from a trained CNN lowers the held-out NLL deterministically", "[slow]") {
   ModelSpec c = ibgp_spec();
   c.kind = "cnn";
   Model cnn(c, 1);

@@ -161,7 +161,7 @@ TEST_CASE("run: the same input and seed give the same output digest with 1 and 2
   CHECK(bytes(d / "a.h5") == bytes(d / "b.h5"));  // no timestamps, no thread count: the same bytes
 }
 
-TEST_CASE("run: a noisy, quantized run with the hardware readout gives the same digest with 1 and 2 threads") {
+TEST_CASE("run: a noisy, quantized run with the hardware readout gives the same digest with 1 and 2 threads", "[slow]") {
   const auto d = fresh_dir("threads-noise");
   const auto in = (d / "in.h5").string();
   REQUIRE(run_aoc("run --example-input " + in + " --batch 130 --seed 5").status == 0);
@@ -393,7 +393,7 @@ TEST_CASE("run: a program's run-time --set noise.thermal_sigma changes its outpu
   CHECK(aoc::read_h5_attr(a, "output_digest") != aoc::read_h5_attr(b, "output_digest"));
 }
 
-TEST_CASE("run: a program's noisy outputs over runs of parts with --first-sample are one run's, in both sequence modes") {
+TEST_CASE("run: a program's noisy outputs over runs of parts with --first-sample are one run's, in both sequence modes", "[slow]") {
   const ParityProgram& p = parity_program();
   const std::string tokens = (p.dir / "tok5.h5").string();
   REQUIRE(run_aoc("run " + p.prog + " --example-input " + tokens + " --batch 5 --length 6 --seed 7").status == 0);
@@ -431,7 +431,7 @@ TEST_CASE("run: a program run records its run-time --set, optics and precision b
   CHECK(aoc::read_h5_attr(out, "version") == AOC_VERSION);
 }
 
-TEST_CASE("run: --ideal-optics gives other outputs than the default calibrated optics") {
+TEST_CASE("run: --ideal-optics gives other outputs than the default calibrated optics", "[slow]") {
   const std::string measured = run_program("optics-default", "");
   const std::string ideal = run_program("optics-ideal", "--ideal-optics");
   CHECK(aoc::read_h5_attr(measured, "optics") == "1");
@@ -485,7 +485,7 @@ TEST_CASE("run: a run-time --set of the converters' range or the architecture is
   check_refused(run + " --set calibration.gain_pos=1", "--set calibration.gain_pos=1: the machine's measured calibration");
 }
 
-TEST_CASE("run: a loop option given with a program is an error naming it") {
+TEST_CASE("run: a loop option given with a program is an error naming it", "[slow]") {
   const ParityProgram& p = parity_program();
   const std::string run = "run " + p.prog + " --inputs " + p.tokens + " -o " + (p.dir / "never.h5").string();
   check_refused(run + " --mode all-off", "run: --mode does not apply to a program (its fixed points carry their own rule and tolerance");

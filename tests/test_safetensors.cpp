@@ -412,7 +412,7 @@ TEST_CASE("safetensors: an implicit Mamba2 checkpoint under the upstream names g
   CHECK(max_abs_diff(a, b) <= 1e-9);
 }
 
-TEST_CASE("safetensors: the weight-norm fold of V ~ 1e200 or 1e-200 gives the weights, not zeros") {
+TEST_CASE("safetensors: the weight-norm fold of V ~ 1e200 or 1e-200 gives the weights, not zeros", "[slow]") {
   const Imported ref = import_config(kStateTracking, {11});
   WeightStore store = upstream_checkpoint(ref.weights, false, true, 1, true);
   store["criterion.decoder.weight"] = ref.weights.at("embedding");

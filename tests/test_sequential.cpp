@@ -238,7 +238,7 @@ TEST_CASE("sequential: where the random model has several fixed points, each mod
   CHECK(body_residual(m, seq) < 1e-10);
 }
 
-TEST_CASE("sequential: results do not depend on the thread count") {
+TEST_CASE("sequential: results do not depend on the thread count", "[slow]") {
   const Imported m = import_config(tiny_mamba2(), {3});
   const auto one = run_mode(m.graph, m.weights, {{"tokens", kTokens}}, Mode::Sequential, 1);
   const auto three = run_mode(m.graph, m.weights, {{"tokens", kTokens}}, Mode::Sequential, 3);
@@ -246,7 +246,7 @@ TEST_CASE("sequential: results do not depend on the thread count") {
   CHECK(one.fixed_points[0].iterations == three.fixed_points[0].iterations);
 }
 
-TEST_CASE("sequential: an imported Mamba2's selective-scan steps run fused, with the values of the ops as written") {
+TEST_CASE("sequential: an imported Mamba2's selective-scan steps run fused, with the values of the ops as written", "[slow]") {
   const Imported m = import_config(tiny_mamba2(), {3});
   for (Mode mode : {Mode::Sequential, Mode::Simultaneous})
     for (int threads : {1, 3}) {

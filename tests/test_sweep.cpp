@@ -312,7 +312,7 @@ json retina_scenario(const json& parameters) {
 
 }  // namespace
 
-TEST_CASE("sweep: a retina point is aoc retina eval on the point's machine") {
+TEST_CASE("sweep: a retina point is aoc retina eval on the point's machine", "[slow]") {
   const Scenario s = read_scenario(scenario_file("retina.json", retina_scenario({{"noise_scale", {{"values", {0, 100}}}}})));
   REQUIRE(s.columns[0].name == "energy");
   const auto cc = std::find_if(s.columns.begin(), s.columns.end(), [](const MetricColumn& c) { return c.name == "cc"; }) - s.columns.begin();

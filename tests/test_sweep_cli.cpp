@@ -74,7 +74,7 @@ bool one_line(const std::string& s) { return !s.empty() && s.find('\n') == s.siz
 
 }  // namespace
 
-TEST_CASE("sweep cli: a sweep killed midway (SIGKILL) and resumed gives the rows of an uninterrupted one") {
+TEST_CASE("sweep cli: a sweep killed midway (SIGKILL) and resumed gives the rows of an uninterrupted one", "[slow]") {
   const int n = 80;
   const std::string s = model_scenario(n);
   const std::string full = (dir() / "full.h5").string(), cut = (dir() / "cut.h5").string();
@@ -195,7 +195,7 @@ TEST_CASE("sweep cli: a bad scenario is a one-line error naming the file and the
 }
 
 #ifdef AOC_MPIRUN
-TEST_CASE("sweep cli: mpirun -np 2 gives the results of one process") {
+TEST_CASE("sweep cli: mpirun -np 2 gives the results of one process", "[slow]") {
   const std::string s = model_scenario(40);
   const std::string one = (dir() / "one.h5").string(), two = (dir() / "two.h5").string();
   const Run a = run_aoc("sweep " + s + " -o " + one + " --threads 1 --quiet");

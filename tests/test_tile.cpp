@@ -359,7 +359,7 @@ TEST_CASE("kern: each output column is the same sum whatever range of columns a 
   isa::use(was);
 }
 
-TEST_CASE("tile: a read in steps (emit, then light per range of panels, then sense per range of columns) is the whole read bit for bit, every source on") {
+TEST_CASE("tile: a read in steps (emit, then light per range of panels, then sense per range of columns) is the whole read bit for bit, every source on", "[slow]") {
   // a 130 x 200 tile at LED 5, detector 7 of the calibrated aoc-scale core (200 outputs: chunks of
   // 64, 64, 64 and 8), drift with knots inside the blocks, rows past the prepared memo
   const Hardware hw = load_hardware(resolve_hardware_path("aoc-scale"));

@@ -43,7 +43,7 @@ double off_exact(const ad::Mat& y, const ad::Mat& x, const ad::Mat& W) {
 
 }  // namespace
 
-TEST_CASE("train machine: a product is the compiled program's, through the compensated chain, its converters and noise") {
+TEST_CASE("train machine: a product is the compiled program's, through the compensated chain, its converters and noise", "[slow]") {
   models::Mamba2Model m = tiny_model();
   const tasks::Task task = tasks::parse_task("parity");
   const ad::Mat W = [&] {
