@@ -195,6 +195,7 @@ nlohmann::json bench_json(const BenchOptions& opt, const std::vector<BenchRow>& 
   j["tool"] = "aoc bench";
   j["version"] = AOC_VERSION;
   j["instruction_sets"] = isa::describe();
+  j["cpu"] = isa::cpu_model();
   j["hardware"] = opt.hardware;
   j["precision"] = opt.f64 ? "f64" : "f32";
   j["threads"] = opt.threads;
@@ -224,7 +225,7 @@ std::string bench_table(const BenchOptions& opt, const std::vector<BenchRow>& ro
   std::snprintf(line, sizeof line, "%s, %s, %d thread(s), %d iterations per run; sample-iterations/s (best, median)\n",
                 opt.hardware.c_str(), opt.f64 ? "f64" : "f32", opt.threads, opt.iterations);
   o << line;
-  std::snprintf(line, sizeof line, "instruction sets: %s\n\n", isa::describe().c_str());
+  std::snprintf(line, sizeof line, "CPU: %s; instruction sets: %s\n\n", isa::cpu_model().c_str(), isa::describe().c_str());
   o << line;
   std::snprintf(line, sizeof line, "%-14s %6s %11s %11s %9s %10s %9s\n", "cell", "batch", "best", "median", "/matmul", "twin", "x twin");
   o << line;

@@ -1,7 +1,12 @@
 #include "sim/isa.hpp"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include <atomic>
 #include <cstdlib>
+#include <fstream>
 
 #include "sim/error.hpp"
 
@@ -92,6 +97,29 @@ const char* build_target() {
 #else
   return "native";
 #endif
+}
+
+std::string cpu_model() {
+  // Linux's name for it first (what lscpu prints, and what the docs cite), else the CPUID brand.
+  if (std::ifstream f("/proc/cpuinfo"); f) {
+    for (std::string line; std::getline(f, line);)
+      if (line.rfind("model name", 0) == 0) {
+        const auto colon = line.find(':'), first = line.find_first_not_of(' ', colon + 1);
+        if (colon != std::string::npos && first != std::string::npos) return line.substr(first);
+      }
+  }
+#if defined(__x86_64__)
+  unsigned regs[12] = {};
+  unsigned top = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(0x80000000u, &top, &b, &c, &d) && top >= 0x80000004u) {
+    for (unsigned i = 0; i < 3; ++i) __get_cpuid(0x80000002u + i, &regs[4 * i], &regs[4 * i + 1], &regs[4 * i + 2], &regs[4 * i + 3]);
+    std::string s(reinterpret_cast<const char*>(regs), sizeof regs);
+    s = s.substr(0, s.find('\0'));
+    const auto first = s.find_first_not_of(' '), last = s.find_last_not_of(' ');
+    if (first != std::string::npos) return s.substr(first, last - first + 1);
+  }
+#endif
+  return "unknown";
 }
 
 std::string describe() {

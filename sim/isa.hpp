@@ -24,6 +24,9 @@ bool runs(Level l);             // this CPU runs level l's copy
 void use(Level l);
 const char* build_target();     // what the rest of the binary was compiled for (AOC_ARCH): "native", "x86-64-v3", ...
 std::string describe();         // one line: the kernels' level, the copies, the build's target
+// The CPU's model name (Linux's /proc/cpuinfo, as lscpu prints it; else the CPUID brand string;
+// "unknown" where neither gives one): figures from two machines are never compared as one.
+std::string cpu_model();
 
 }  // namespace aoc::isa
 

@@ -127,6 +127,10 @@ TEST_CASE("bench: the noisy loop's row carries its time over the noiseless loop'
   }
   CHECK(noisy == 1);
   CHECK(aoc::bench_table(o, rows).find("noise on / off") != std::string::npos);
+  // the machine the figures come from, in the JSON and beside the instruction sets
+  const std::string cpu = j.at("cpu");
+  CHECK_FALSE(cpu.empty());
+  CHECK(aoc::bench_table(o, rows).find("CPU: " + cpu + "; instruction sets: ") != std::string::npos);
 }
 
 TEST_CASE("bench: the reference section times the cpu backend against the GEMV roofline at batch 1 and with 2 threads", "[bench][slow]") {
