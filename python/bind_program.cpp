@@ -3,11 +3,15 @@
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
+#include <optional>
+
 #include "compiler/graph_json.hpp"
 #include "compiler/import_config.hpp"
 #include "compiler/passes.hpp"
 #include "compiler/program_h5.hpp"
 #include "compiler/report.hpp"
+#include "models/model.hpp"
+#include "models/tasks.hpp"
 #include "python/bindings.hpp"
 #include "python/convert.hpp"
 #include "runtime/estimate_json.hpp"
@@ -68,7 +72,10 @@ ir::Program compile(const Model& m, const std::string& hw_name, const std::vecto
   if (compensate) po.compensate = &hw;
   std::map<std::string, ir::Tensor> samples;
   if (!calibrate.is_none()) {
-    samples = tensors(calibrate.cast<py::dict>(), "calibrate");
+    // {input name: array}, or one array for a graph of one input (as aoc compile --calibrate FILE)
+    if (py::isinstance<py::dict>(calibrate)) samples = tensors(calibrate.cast<py::dict>(), "calibrate");
+    else if (p.graph.inputs.size() == 1) samples[p.graph.inputs[0].name] = array_tensor(calibrate, "calibrate");
+    else throw Error("compile: calibrate: give {input name: array} (the graph has " + std::to_string(p.graph.inputs.size()) + " inputs)");
     po.calibrate = [&](ir::Program& q) { return calibrate_converters(q, samples, margin, ir::Mode::Simultaneous); };
   }
   py::gil_scoped_release unlocked;
@@ -116,20 +123,31 @@ py::dict stat_dict(const Stat& s) {
   return py::dict(py::arg("mean") = s.mean, py::arg("sd") = s.sd, py::arg("min") = s.min, py::arg("max") = s.max);
 }
 
-// The simulator against the cpu reference over `seeds` noise seeds (aoc check's figures).
-py::dict check(const ir::Program& p, const py::dict& inputs, int seeds, const ProgramSettings& s) {
+// The simulator against the cpu reference over `seeds` noise seeds (aoc check's figures); with
+// labels, both scored against them (aoc check --labels).
+py::dict check(const ir::Program& p, const py::dict& inputs, int seeds, const ProgramSettings& s, const py::object& labels) {
   if (seeds < 1) throw Error("check: seeds must be at least 1");
   const Hardware hw = program_hardware(p, s.set, "check");
   const auto ref = make_backend("cpu", &hw);
   const auto sim = make_backend("sim", &hw);
   const auto in = tensors(inputs, "inputs");
+  std::optional<ir::Tensor> label_tensor;
+  if (!labels.is_none()) label_tensor = array_tensor(labels, "labels");
+  const ir::Tensor* lab = label_tensor ? &*label_tensor : nullptr;
   BackendOptions ro = backend_options(s);
   ro.noise = false, ro.quantize = false, ro.optics = false, ro.f64 = true;
   SeedStats st;
+  LabelScore ref_score;
+  std::vector<double> all, last, whole;
   {
     py::gil_scoped_release unlocked;
     const ProgramResult reference = ref->run(p, in, ro);
-    st = check_over_seeds(*sim, p, in, backend_options(s), seeds, reference);
+    ref_score = label_score(p, reference, lab, "labels");
+    st = check_over_seeds(*sim, p, in, backend_options(s), seeds, reference, {}, [&](int, const ProgramResult& r) {
+      if (!lab) return;
+      const LabelScore a = label_score(p, r, lab, "labels");
+      all.push_back(a.all), last.push_back(a.last), whole.push_back(a.whole);
+    });
   }
   py::dict d;
   d["max_abs"] = stat_dict(st.abs);
@@ -140,6 +158,13 @@ py::dict check(const ir::Program& p, const py::dict& inputs, int seeds, const Pr
   d["iterations"] = stat_dict(st.iterations);
   d["iterations_differ"] = stat_dict(st.iterations_differ);
   d["seeds"] = seeds;
+  if (lab) {
+    d["accuracy"] = stat_dict(stat(all));
+    d["accuracy_last"] = stat_dict(stat(last));
+    d["accuracy_whole"] = stat_dict(stat(whole));
+    d["reference_accuracy"] = ref_score.all;
+    d["reference_accuracy_last"] = ref_score.last;
+  }
   return d;
 }
 
@@ -204,10 +229,22 @@ void bind_program(py::module_& m) {
       [](const std::string& config, std::uint64_t seed, const std::string& weights, bool shapes_only) {
         ir::ImportOptions o;
         o.seed = seed, o.weights = !shapes_only, o.weights_path = weights;
-        ir::Imported im = ir::import_config(config, o);
+        ir::Imported im = models::import_model_config(config, o);  // aoc import's: safetensors or an aoc weights HDF5
         return Model{std::move(im.graph), std::move(im.weights)};
       },
       py::arg("config"), py::arg("seed") = 1, py::arg("weights") = "", py::arg("shapes_only") = false);
+
+  m.def(
+      "task",
+      [](const std::string& name, int batch, int length, std::uint64_t seed, const std::string& split) {
+        if (batch < 1 || length < 1) throw Error("task: batch and length must be at least 1");
+        const tasks::SeqBatch b = tasks::sample(tasks::parse_task(name), batch, length, seed, 0, tasks::parse_split(split));
+        py::dict d;
+        d["tokens"] = tensor_array(b.tokens_tensor());
+        d["labels"] = tensor_array(b.targets_tensor());
+        return d;
+      },
+      py::arg("task"), py::arg("batch"), py::arg("length"), py::arg("seed") = 1, py::arg("split") = "test");
 
   py::class_<ir::Program>(m, "Program")
       .def_static("load", &ir::read_program_h5, py::arg("path"))
@@ -227,7 +264,7 @@ void bind_program(py::module_& m) {
           },
           py::arg("batch") = 4, py::arg("length") = 8, py::arg("seed") = 1)
       .def("run", &run, py::arg("inputs"), py::arg("backend"), py::arg("settings"), py::arg("first_sample") = 0)
-      .def("check", &check, py::arg("inputs"), py::arg("seeds"), py::arg("settings"))
+      .def("check", &check, py::arg("inputs"), py::arg("seeds"), py::arg("settings"), py::arg("labels") = py::none())
       .def("estimate", &estimate, py::arg("iterations") = py::none(), py::arg("seq_len") = 1024,
            py::arg("set") = std::vector<std::string>{});
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "models/train.hpp"
 #include "runtime/program_run.hpp"
 #include "sim/error.hpp"
 #include "sim/quantize.hpp"
@@ -77,6 +78,23 @@ SeedStats check_over_seeds(const Backend& dut, const ir::Program& p, const std::
     if (after) after(k, r);
   }
   return {stat(abs), stat(rel), stat(arg), stat(codes), stat(fails), stat(iters), stat(differ)};
+}
+
+LabelScore label_score(const ir::Program& p, const ProgramResult& r, const ir::Tensor* labels, const std::string& file) {
+  if (!labels) return {};
+  try {
+    const ir::Tensor& y = r.values.at(p.graph.outputs.at(0));
+    LabelScore s;
+    s.all = s.last = s.whole = ir::label_accuracy(y, *labels);  // checks the labels (integers, a class or negative) against the outputs
+    s.per_position = {s.all};
+    if (labels->shape.size() < 2 || labels->shape[0] < 1 || labels->data.empty()) return s;
+    const int B = static_cast<int>(labels->shape[0]), L = static_cast<int>(labels->data.size() / labels->shape[0]);
+    const models::PositionScores ps = models::score_positions(ir::argmax_last(y), std::vector<int>(labels->data.begin(), labels->data.end()), B, L);
+    s.last = ps.last, s.whole = ps.whole, s.per_position = ps.per_position;
+    return s;
+  } catch (const Error& e) {
+    throw Error(file + ": /" + e.what());  // "labels.h5: /labels: 12 labels for 8 positions"
+  }
 }
 
 }  // namespace aoc

@@ -42,4 +42,15 @@ SeedStats check_over_seeds(const Backend& dut, const ir::Program& p, const std::
                            const std::function<void(int, BackendOptions&)>& before = {},
                            const std::function<void(int, const ProgramResult&)>& after = {});
 
+// With labels: the fraction of positions whose argmax (of the program's first output) is the label,
+// the same at each sequence's last labelled position, the fraction of sequences right at every
+// position, and the accuracy at each position (labels [B, L, ...]: state tracking is judged at the
+// end, where the mean over positions hides a state lost late; rank 1: one position). `aoc check
+// --labels` and Program.check(labels=...) score with it; an error names `file` (the labels' file).
+struct LabelScore {
+  double all = 0, last = 0, whole = 0;
+  std::vector<double> per_position;
+};
+LabelScore label_score(const ir::Program& p, const ProgramResult& r, const ir::Tensor* labels, const std::string& file);
+
 }  // namespace aoc

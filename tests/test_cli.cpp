@@ -291,7 +291,8 @@ TEST_CASE("cli: an option has one type and one default in every subcommand that 
       {"--threads", "sweep, the long batch job, defaults to the machine's cores; every other command to 1"},
       {"--batch", "loop's batch of its run; run's is the shape of the --example-input it writes; task requires one"},
       {"--length", "run's is the shape of the --example-input it writes; task requires one"},
-      {"--iterations", "bench's fixed count of loop iterations per timed run; estimate's K (a mean: a float), default each loop's max_iter"}};
+      {"--iterations", "bench's fixed count of loop iterations per timed run; estimate's K (a mean: a float), default each loop's max_iter"},
+      {"--hw", "train trains for a machine only when given one (none by default); every other command runs on aoc-48 unless told"}};
   const auto by_name = shown_options();
   REQUIRE(by_name.count("--seed"));
   CHECK(by_name.at("--seed").size() >= 6);

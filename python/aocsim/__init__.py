@@ -25,7 +25,7 @@ from . import _aoc
 from ._aoc import Error, Graph, Program, __version__, instruction_sets
 
 __all__ = ["Error", "Graph", "Hardware", "Program", "Result", "__version__", "import_config", "instruction_sets", "load_graph",
-           "load_program", "machines", "random_problem", "read_results", "solve", "sweep"]
+           "load_program", "machines", "random_problem", "read_results", "solve", "sweep", "task"]
 
 
 class Result(dict):
@@ -189,9 +189,18 @@ def read_run_input(path):
 
 
 def import_config(config, seed=1, weights=None, shapes_only=False):
-    """A published implicit model's Hugging Face config.json as a Graph (``aoc import``): seeded
-    random weights, a checkpoint's (weights: .safetensors or its index .json), or none (shapes_only)."""
+    """A model's config.json as a Graph (``aoc import``): a published implicit model's Hugging Face
+    config or a model folder of ``aoc train``; seeded random weights, a checkpoint's (weights:
+    .safetensors or its index .json, or an aoc weights .h5), or none (shapes_only)."""
     return _aoc.import_config(str(config), int(seed), str(weights or ""), bool(shapes_only))
+
+
+def task(name, batch, length, seed=1, split="test"):
+    """A seeded batch of a state-tracking task (``aoc task``): a Result with tokens [batch, length]
+    (a trained model's input) and labels (for ``Program.check(labels=...)``). name: parity, count:M,
+    s3, a5, s5, a5xm; split: test (the default), calibration (for ``compile(calibrate=...)``), train
+    or eval; no two splits share a sequence."""
+    return Result(_aoc.task(str(name), int(batch), int(length), int(seed), str(split)))
 
 
 def load_graph(graph, weights=None):
@@ -234,14 +243,16 @@ def _program_run(self, inputs, backend="sim", *, quantize=False, noise=False, id
     return r
 
 
-def _program_check(self, inputs, *, seeds=1, quantize=True, noise=True, ideal_optics=False, precision="f32", light_map="auto",
-                   set=None, seed=1, threads=1, sequence="simultaneous"):
+def _program_check(self, inputs, *, labels=None, seeds=1, quantize=True, noise=True, ideal_optics=False, precision="f32",
+                   light_map="auto", set=None, seed=1, threads=1, sequence="simultaneous"):
     """The simulated machine against the exact reference (``aoc check``): runs the cpu backend once and
     the sim backend on `seeds` noise seeds from `seed`; returns each figure's mean, sd, min and max:
     max_abs, max_rel, argmax (agreement of each position's decision), codes (ADC codes), failures,
-    iterations, iterations_differ."""
+    iterations, iterations_differ. With labels (``aoc check --labels``; ``task(...)["labels"]``):
+    accuracy, accuracy_last and accuracy_whole of the simulator over the seeds, and the reference's
+    reference_accuracy and reference_accuracy_last."""
     s = _program_settings(quantize, noise, ideal_optics, precision, light_map, set, seed, threads, sequence, False)
-    return Result(self._check(_inputs(inputs), int(seeds), s))
+    return Result(self._check(_inputs(inputs), int(seeds), s, None if labels is None else _array(labels)))
 
 
 def _program_estimate(self, *, iterations=None, seq_len=1024, set=None):

@@ -37,31 +37,6 @@ struct Opts : ProgramFlags {
   int max_failures = -1;
 };
 
-// With labels: the fraction of positions whose argmax (of the program's first output) is the label,
-// the same at each sequence's last labelled position, the fraction of sequences right at every
-// position, and the accuracy at each position (labels [B, L, ...]: state tracking is judged at the
-// end, where the mean over positions hides a state lost late; rank 1: one position).
-struct LabelScore {
-  double all = 0, last = 0, whole = 0;
-  std::vector<double> per_position;
-};
-LabelScore accuracy(const ir::Program& p, const ProgramResult& r, const ir::Tensor* labels, const std::string& file) {
-  if (!labels) return {};
-  try {
-    const ir::Tensor& y = r.values.at(p.graph.outputs.at(0));
-    LabelScore s;
-    s.all = s.last = s.whole = ir::label_accuracy(y, *labels);  // checks the labels (integers, a class or negative) against the outputs
-    s.per_position = {s.all};
-    if (labels->shape.size() < 2 || labels->shape[0] < 1 || labels->data.empty()) return s;
-    const int B = static_cast<int>(labels->shape[0]), L = static_cast<int>(labels->data.size() / labels->shape[0]);
-    const models::PositionScores ps = models::score_positions(ir::argmax_last(y), std::vector<int>(labels->data.begin(), labels->data.end()), B, L);
-    s.last = ps.last, s.whole = ps.whole, s.per_position = ps.per_position;
-    return s;
-  } catch (const Error& e) {
-    throw Error(file + ": /" + e.what());  // "labels.h5: /labels: 12 labels for 8 positions"
-  }
-}
-
 // --backends: the reference is cpu when listed, else the last one; every other one is checked
 // against it ("sim,cpu": the simulator against the reference; "sim,cpu,cuda": both against cpu).
 struct BackendList {
@@ -173,7 +148,7 @@ int run(Opts o, const CLI::App* c) {
   meter.phase("check: reference " + list.reference, part++, total_runs);
   const ProgramResult reference = ref->run(p, inputs, ro);
   const IterationSummary ref_it = summarize(reference);
-  const LabelScore ref_accuracy = accuracy(p, reference, labels, o.labels);
+  const LabelScore ref_accuracy = label_score(p, reference, labels, o.labels);
   // A language model: logits [B, L, V] of the /tokens input, scored on the next token. A program
   // scored against --labels is a classifier (a state-tracking task): the next token means nothing
   // there (a perfect parity model had a perplexity of 8e10).
@@ -205,7 +180,7 @@ int run(Opts o, const CLI::App* c) {
             meter.phase("check --budget: " + s.name, static_cast<int>(k) + 1, static_cast<int>(stages.size()) + 1);
           },
           [&](int, const ProgramResult& r) {
-            const LabelScore a = accuracy(p, r, labels, o.labels);
+            const LabelScore a = label_score(p, r, labels, o.labels);
             acc.push_back(a.all), acc_last.push_back(a.last);
           });
       nlohmann::ordered_json row{{"stage", s.name},        {"optics", s.optics}, {"quantize", s.quantize}, {"noise", s.noise},
@@ -261,7 +236,7 @@ int run(Opts o, const CLI::App* c) {
           meter.phase("check: " + ch.name + (ch.physics && o.seeds > 1 ? ", seed " + std::to_string(run.seed) : ""), part++, total_runs);
         },
         [&](int, const ProgramResult& r) {
-          const LabelScore a = accuracy(p, r, labels, o.labels);
+          const LabelScore a = label_score(p, r, labels, o.labels);
           acc.push_back(a.all), acc_last.push_back(a.last), acc_whole.push_back(a.whole);
           if (ch.per_position.empty()) ch.per_position.assign(a.per_position.size(), 0.0);
           for (std::size_t t = 0; t < a.per_position.size(); ++t) ch.per_position[t] += a.per_position[t];

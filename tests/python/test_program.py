@@ -117,3 +117,29 @@ def test_sequential_runs_give_iterations_per_sample_and_token_shaped_b_by_l(cli_
     with h5py.File(d / "seq.h5") as f:
         assert f[fp.op + ".iterations"].shape == (2, 6) and f[fp.op + ".converged"].shape == (2, 6)
         assert np.array_equal(f[fp.op + ".iterations"][...], fp.iterations)
+
+
+def test_a_trained_model_folder_task_calibration_and_labels_as_the_cli(cli, tmp_path):
+    """aocsim.task, import_config with an aoc weights file, compile(calibrate=array) and
+    check(labels=...) give what aoc task, aoc import, aoc compile --calibrate and aoc check --labels give."""
+    import json
+    model = os.path.join(HERE, "..", "..", "models", "trained", "parity-implicit")
+    config, weights = os.path.join(model, "config.json"), os.path.join(model, "weights.h5")
+    cli("task", "parity", "--batch", 8, "--length", 16, "--seed", 4242, "--tokens", tmp_path / "tok.h5", "--labels", tmp_path / "lab.h5")
+    cli("task", "parity", "--batch", 4, "--length", 16, "--seed", 4242, "--split", "calibration", "--tokens", tmp_path / "cal.h5",
+        "--labels", tmp_path / "cal-lab.h5")
+    test, cal = aocsim.task("parity", 8, 16, seed=4242), aocsim.task("parity", 4, 16, seed=4242, split="calibration")
+    with h5py.File(tmp_path / "tok.h5") as f, h5py.File(tmp_path / "lab.h5") as g:
+        assert np.array_equal(test.tokens, f["tokens"][...]) and np.array_equal(test.labels, g["labels"][...])
+    cli("import", config, "--shapes-only", "-o", tmp_path / "g.json")
+    cli("compile", tmp_path / "g.json", "--weights", weights, "--calibrate", tmp_path / "cal.h5", "-o", tmp_path / "p.h5")
+    theirs = json.loads(cli("check", tmp_path / "p.h5", "--inputs", tmp_path / "tok.h5", "--labels", tmp_path / "lab.h5", "--quantize",
+                            "--no-noise", "--sequence", "simultaneous", "--json"))
+    p = aocsim.import_config(config, weights=weights).compile("aoc-48", calibrate=cal.tokens)
+    assert str(p) == str(aocsim.load_program(tmp_path / "p.h5"))
+    mine = p.check({"tokens": test.tokens}, labels=test.labels, noise=False, sequence="simultaneous")
+    assert mine.accuracy_last["mean"] == theirs["accuracy_last"]["mean"]
+    assert mine.accuracy["mean"] == theirs["accuracy"]["mean"]
+    assert mine.reference_accuracy_last == theirs["reference_accuracy_last"]
+    with pytest.raises(aocsim.Error, match="labels"):
+        p.check({"tokens": test.tokens}, labels=test.labels[:, :3], noise=False)
