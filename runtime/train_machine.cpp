@@ -41,14 +41,13 @@ void CompiledMachine::program(const models::SequenceModel& m, int step) {
   // Each step a new programming of the machine: its SLM pattern and its per-read noise drawn anew.
   run_.seed = o_.seed ^ (0x9E3779B97F4A7C15ull * (static_cast<std::uint64_t>(step) + 1));
   hooks_ = make_sim_hooks(p_, hw_, run_);
-  std::map<std::string, const ir::Op*> producer;
+  std::map<std::string, const ir::Op*> producer, op_named;
   std::map<std::string, std::vector<const ir::Op*>> readers;
   ir::walk(p_.graph.ops, [&](const ir::Op& op, int) {
+    op_named[op.name] = &op;
     for (const std::string& v : op.outputs) producer[v] = &op;
     for (const std::string& v : op.inputs) readers[v].push_back(&op);
   });
-  std::map<std::string, const ir::Op*> op_named;
-  ir::walk(p_.graph.ops, [&](const ir::Op& op, int) { op_named[op.name] = &op; });
   for (const ir::OpticalPlan& plan : p_.optical) {
     Product& pr = by_weight_[plan.weight];
     if (pr.op) throw Error("train: weight '" + plan.weight + "' is the weight of two optical ops (" + pr.op->name + ", " + plan.op + ")");

@@ -62,6 +62,11 @@ inline std::filesystem::path temp_dir() {
   return d;
 }
 
+// A training scenario of a tiny implicit parity model that trains in a second: 3 steps.
+inline const char* kTinyTrainScenario = R"({"format": "aoc-train", "version": 1, "name": "tiny", "task": "parity",
+    "model": {"implicit": true, "d_model": 8, "d_state": 2, "expand": 2, "headdim": 8},
+    "train": {"length": 8, "batch": 4, "steps": 3}, "eval": {"lengths": [8], "batch": 4}})";
+
 // A published config shrunk to d_model 16, one layer, vocab 12, with a tight FixedPoint (relative
 // tol 1e-12, up to 4000 steps) so that both modes converge to the fixed point itself.
 inline std::string tight_config(const std::string& published, const nlohmann::json& block_cfg, const std::string& name,

@@ -221,9 +221,7 @@ TEST_CASE("cli: aoc train writes a model folder the importer reads, and names a 
   const auto dir = temp_dir() / "train-cli";
   std::filesystem::create_directories(dir);
   const std::string scen = (dir / "tiny.json").string();
-  aoc::write_file_atomic(scen, R"({"format": "aoc-train", "version": 1, "name": "tiny", "task": "parity",
-    "model": {"implicit": true, "d_model": 8, "d_state": 2, "expand": 2, "headdim": 8},
-    "train": {"length": 8, "batch": 4, "steps": 3}, "eval": {"lengths": [8], "batch": 4}})");
+  aoc::write_file_atomic(scen, aoc::test::kTinyTrainScenario);
   const std::string out = (dir / "model").string();
   const Run r = run_aoc("train " + scen + " -o " + out);
   INFO(r.out);

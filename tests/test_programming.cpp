@@ -62,6 +62,21 @@ Program one_product(int rows, int cols) {
   return p;
 }
 
+// p written to a fresh folder `name` under the temporary directory, with seeded inputs of 3 samples
+// of 2 tokens beside it (aoc run --example-input).
+struct Written {
+  std::filesystem::path dir;
+  std::string prog, in;
+};
+Written write_with_inputs(const Program& p, const std::string& name) {
+  Written w{std::filesystem::temp_directory_path() / name, "", ""};
+  std::filesystem::create_directories(w.dir);
+  w.prog = (w.dir / "p.h5").string(), w.in = (w.dir / "x.h5").string();
+  write_program_h5(w.prog, p);
+  REQUIRE(run_aoc("run " + w.prog + " --example-input " + w.in + " --batch 3 --length 2 --seed 1").status == 0);
+  return w;
+}
+
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   double m = 0;
   for (std::size_t i = 0; i < a.data.size(); ++i) m = std::max(m, std::fabs(a.data[i] - b.data[i]));
@@ -203,11 +218,7 @@ TEST_CASE("check --budget: each stage of the machine against the reference, one 
   PassOptions o;
   o.compensate = &hw48();
   run_pipeline(p, o);
-  const auto dir = std::filesystem::temp_directory_path() / "aoc_test_budget";
-  std::filesystem::create_directories(dir);
-  const std::string prog = (dir / "p.h5").string(), in = (dir / "x.h5").string();
-  write_program_h5(prog, p);
-  REQUIRE(run_aoc("run " + prog + " --example-input " + in + " --batch 3 --length 2 --seed 1").status == 0);
+  const auto [dir, prog, in] = write_with_inputs(p, "aoc_test_budget");
   const Run r = run_aoc("check " + prog + " --inputs " + in + " --budget --json --quiet");
   INFO(r.out);
   REQUIRE(r.status == 0);
@@ -234,11 +245,7 @@ TEST_CASE("check: outputs that overflow on the machine from finite inputs fail t
   Program p = one_product(30, 40);
   for (double& w : p.weights["V"].data) w *= 1e300;  // beyond float: the f32 products overflow, the f64 reference does not
   run_pipeline(p, PassOptions{});
-  const auto dir = std::filesystem::temp_directory_path() / "aoc_test_overflow";
-  std::filesystem::create_directories(dir);
-  const std::string prog = (dir / "p.h5").string(), in = (dir / "x.h5").string();
-  write_program_h5(prog, p);
-  REQUIRE(run_aoc("run " + prog + " --example-input " + in + " --batch 3 --length 2 --seed 1").status == 0);
+  const auto [dir, prog, in] = write_with_inputs(p, "aoc_test_overflow");
   const Run r = run_aoc("check " + prog + " --inputs " + in + " --no-noise --no-quantize");
   INFO(r.out);
   CHECK(r.status == 1);
