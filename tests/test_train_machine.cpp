@@ -84,9 +84,7 @@ TEST_CASE("cli: aoc train --from --hw fine-tunes a model folder for a machine, t
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string scen = (dir / "tiny.json").string();
-  aoc::write_file_atomic(scen, R"({"format": "aoc-train", "version": 1, "name": "tiny", "task": "parity",
-    "model": {"implicit": true, "d_model": 8, "d_state": 2, "expand": 2, "headdim": 8},
-    "train": {"length": 8, "batch": 4, "steps": 3}, "eval": {"lengths": [8], "batch": 4}})");
+  aoc::write_file_atomic(scen, aoc::test::kTinyTrainScenario);
   const std::string base = (dir / "base").string();
   REQUIRE(run_aoc("train " + scen + " -o " + base + " --quiet").status == 0);
   const auto tune = [&](const std::string& out) { return run_aoc("train --from " + base + " --hw aoc-48 --steps 2 -o " + (dir / out).string()); };
@@ -110,5 +108,16 @@ TEST_CASE("cli: aoc train --from --hw fine-tunes a model folder for a machine, t
   const Run both = run_aoc("train " + scen + " --from " + base + " --hw aoc-48 -o " + (dir / "c").string());
   CHECK(both.status != 0);
   CHECK_THAT(both.out, Catch::Contains("give a scenario, or --from a model folder (not both)"));
+  CHECK(!std::filesystem::exists(dir / "c"));
+  // a folder whose weights are not its model's: one line naming the file, nothing written
+  std::filesystem::create_directories(dir / "other");
+  std::filesystem::copy_file(base + "/train.json", dir / "other" / "train.json");
+  ir::WeightStore wrong = w0;
+  wrong.at("layer0.in_proj").shape[0] += 1;
+  wrong.at("layer0.in_proj").data.resize(wrong.at("layer0.in_proj").data.size() + static_cast<std::size_t>(wrong.at("layer0.in_proj").shape[1]));
+  ir::write_weights_h5((dir / "other" / "weights.h5").string(), wrong);
+  const Run other = run_aoc("train --from " + (dir / "other").string() + " --hw aoc-48 -o " + (dir / "c").string());
+  CHECK(other.status != 0);
+  CHECK_THAT(other.out, Catch::Contains("other/weights.h5: model: weight 'layer0.in_proj'") && Catch::Contains("the weights of another model"));
   CHECK(!std::filesystem::exists(dir / "c"));
 }

@@ -91,8 +91,18 @@ int run(const Opts& o) {
   const nlohmann::ordered_json scenario = scenario_of(o, label);
   models::TrainScenario s = models::train_scenario_from(scenario, label);
   if (o.output.empty()) throw Error("train: no output folder (-o DIR)");
-  const std::unique_ptr<models::SequenceModel> model =
-      o.from.empty() ? models::make_model(s) : models::make_model(s, ir::read_weights_h5((std::filesystem::path(o.from) / "weights.h5").string()));
+  std::unique_ptr<models::SequenceModel> model;
+  if (o.from.empty()) {
+    model = models::make_model(s);
+  } else {
+    const std::string weights = (std::filesystem::path(o.from) / "weights.h5").string();
+    const ir::WeightStore w = ir::read_weights_h5(weights);
+    try {
+      model = models::make_model(s, w);
+    } catch (const Error& e) {
+      throw Error(weights + ": " + e.what() + " (the weights of another model than " + label + "'s?)");
+    }
+  }
   models::SequenceModel& m = *model;
   std::unique_ptr<CompiledMachine> machine;
   if (!o.hw.empty()) {
@@ -111,8 +121,13 @@ int run(const Opts& o) {
     std::printf("  for %s: %s%s, each step's weights compiled for it (compensated, SLM codes per tile, converters calibrated)\n",
                 machine->hardware().name.c_str(), o.ideal_optics ? "ideal optics" : "the machine as measured",
                 o.no_noise ? ", no noise" : ", every noise source of the file");
+  // The machine trained for, as train.json records it; part of what the config hash covers.
+  nlohmann::ordered_json machine_record;
+  if (machine)
+    machine_record = {{"from", o.from}, {"hardware", machine->hardware().name}, {"hardware_file", machine->hardware().path}, {"set", o.set},
+                      {"noise", !o.no_noise}, {"optics", o.ideal_optics ? "ideal" : "measured"}, {"noise_seed", o.seed}};
   nlohmann::ordered_json hashed = scenario;
-  if (machine) hashed["machine"] = {{"hardware", o.hw}, {"set", o.set}, {"noise", !o.no_noise}, {"optics", !o.ideal_optics}, {"seed", o.seed}};
+  if (machine) hashed["machine"] = machine_record;
   const std::string scenario_text = hashed.dump();
   const std::string config_hash = digest_hex(scenario_text.data(), scenario_text.size());
   const std::string checkpoint = (std::filesystem::path(o.output) / "checkpoint.h5").string();
@@ -214,8 +229,7 @@ int run(const Opts& o) {
                              {"train_seconds", so_far["train_seconds"]}, {"total_seconds", so_far["total_seconds"]},
                              {"cpu_seconds", so_far["cpu_seconds"]}, {"resumed", o.resume},
                              {"loss_curve_columns", {"step", "loss", "solve_iterations"}}, {"loss_curve", curve}, {"eval", evals}};
-  if (machine) log["machine"] = {{"from", o.from}, {"hardware", machine->hardware().name}, {"hardware_file", machine->hardware().path}, {"set", o.set},
-                                 {"noise", !o.no_noise}, {"optics", o.ideal_optics ? "ideal" : "measured"}, {"noise_seed", o.seed}};
+  if (machine) log["machine"] = machine_record;
   ir::write_weights_h5((std::filesystem::path(o.output) / "weights.h5").string(), weights);
   write_file_atomic((std::filesystem::path(o.output) / "config.json").string(), cfg);
   write_file_atomic((std::filesystem::path(o.output) / "train.json").string(), log.dump(1) + "\n");
