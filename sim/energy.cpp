@@ -46,6 +46,42 @@ constexpr double kLight = 299792458.0;      // m / s
 
 }  // namespace
 
+double PhotonBudget::led_joules_per_photon() const {
+  return kPlanck * kLight / (wavelength_nm * 1e-9) / (detector_quantum_efficiency * optical_path_efficiency * led_wall_plug_efficiency);
+}
+
+void derive_operating_point(const Reader& r, Hardware& hw) {
+  if (!hw.noise || !hw.noise->photons_derived) return;
+  NoiseSpec& n = *hw.noise;
+  const std::string F = "noise.photons_per_sample";
+  if (!hw.energy || !hw.energy->photon_budget)
+    r.fail(F + ".derived", "derived from the LED operating point, but the file has no energy.photon_budget (wavelength, path, quantum and wall-plug efficiency)");
+  const PhotonBudget& p = *hw.energy->photon_budget;
+  const std::string chain = "h c / " + num(p.wavelength_nm) + " nm / (quantum efficiency " + num(p.detector_quantum_efficiency) +
+                            " x optical path " + num(p.optical_path_efficiency) + " x wall-plug " + num(p.led_wall_plug_efficiency) + ")";
+  std::string how;
+  if (p.photons_per_sample > 0) {
+    // The design point of the budget: the LED energy follows from it (estimate), and so does the noise.
+    n.photons_per_sample = p.photons_per_sample;
+    n.photons_band = {p.photons_per_sample, p.photons_per_sample};
+    how = "derived: energy.photon_budget.photons_per_sample, the budget's design point (its LED energy is " + g4(p.photons_per_sample) +
+          " x " + chain + " = " + g4(p.photons_per_sample * p.led_joules_per_photon() * 1e12) + " pJ per channel-iteration)";
+  } else {
+    const EnergyComponent* led = hw.energy->find("led_drive");
+    if (!led) r.fail(F + ".derived", "derived from the LED operating point, but the file has neither energy.led_drive nor energy.photon_budget.photons_per_sample");
+    // One LED's electrical energy in a loop period, made light, carried and detected: on a square
+    // core each detector collects about one LED's worth of light over its fan-in.
+    const double per_pj = 1e-12 / p.led_joules_per_photon();
+    n.photons_per_sample = led->value.typ * per_pj;
+    n.photons_band = {led->value.min * per_pj, led->value.max * per_pj};
+    how = "derived: energy.led_drive " + g4(led->value.typ) + " pJ (" + g4(led->value.min) + ".." + g4(led->value.max) + ") / " + chain + " = " +
+          g4(n.photons_per_sample) + " (" + g4(n.photons_band[0]) + ".." + g4(n.photons_band[1]) + ") detected photons per detector sample";
+  }
+  std::string& src = hw.sources[F];
+  if (src.rfind("derived: ", 0) == 0 && src.find("; ") != std::string::npos) src.erase(0, src.find("; ") + 2);  // derived again after an override
+  src = how + "; " + src;
+}
+
 const EnergyComponent* EnergySpec::find(const std::string& name) const {
   for (const auto& c : components)
     if (c.name == name) return &c;
@@ -230,10 +266,8 @@ EnergyReport estimate(const Hardware& hw, const Workload& given, const GpuChoice
   if (photons > 0) {
     if (!e.photon_budget) throw missing("energy.photon_budget", "for the photon budget of " + num(photons) + " photons per sample");
     const PhotonBudget& p = *e.photon_budget;
-    const double photon_j = kPlanck * kLight / (p.wavelength_nm * 1e-9);
-    const double optical_pj = photons * photon_j / (p.detector_quantum_efficiency * p.optical_path_efficiency) * 1e12;
     rep.photon_budget = true;
-    rep.led_pj_photon = optical_pj / p.led_wall_plug_efficiency;
+    rep.led_pj_photon = photons * p.led_joules_per_photon() * 1e12;
     const EnergyComponent* file_led = e.find("led_drive");
     rep.notes.push_back("photon budget: " + num(photons) + " photons per sample (from " + photons_from + ") x h c / " +
                         num(p.wavelength_nm) + " nm / (quantum efficiency " + num(p.detector_quantum_efficiency) +

@@ -35,6 +35,8 @@ struct PhotonBudget {
   double detector_quantum_efficiency = 0;  // electrons per photon
   double led_wall_plug_efficiency = 0;     // optical power out over electrical power in
   double photons_per_sample = 0;           // optional design point (0: none); the workload (--photons) takes precedence
+  // The LED's electrical energy per detected photon: h c / lambda / (QE x path x WPE), in J.
+  double led_joules_per_photon() const;
 };
 
 struct EnergySpec {

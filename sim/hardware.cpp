@@ -357,7 +357,8 @@ void apply_override(const Reader& r, json& doc, const std::string& o) {
     if (dot == std::string::npos) break;
     start = dot + 1;
   }
-  if (node->is_object() && node->contains("value")) {
+  if (node->is_object() && (node->contains("value") || node->contains("derived"))) {
+    node->erase("derived");  // a value given replaces a derived one
     (*node)["value"] = value;
     if (node->contains("source") && (*node)["source"].is_string()) (*node)["source"] = "override " + o + " (was: " + (*node)["source"].get<std::string>() + ")";
   } else {
@@ -397,6 +398,7 @@ Hardware read_document(const Reader& r, const std::string& path, const json& doc
   if (const json* j = r.find(doc, "timing")) hw.timing = read_timing(r, *j, hw);
   if (const json* j = r.find(doc, "energy")) hw.energy = read_energy(r, *j, hw);
   if (const json* j = r.find(doc, "architecture")) hw.architecture = read_architecture(r, *j, hw);
+  derive_operating_point(r, hw);
   return hw;
 }
 
@@ -427,7 +429,11 @@ Hardware load_hardware(const std::string& path, const std::vector<std::string>& 
 json hardware_document(const std::string& path, const std::vector<std::string>& overrides) {
   const Reader r(path);
   json doc = overridden_document(r, path, overrides);
-  read_document(r, path, doc);  // validated as a load would
+  const Hardware hw = read_document(r, path, doc);  // validated as a load would
+  // Resolved: a derived value is written as the value it came to, with its arithmetic as source
+  if (hw.noise && hw.noise->photons_derived)
+    doc["noise"]["photons_per_sample"] = {{"value", hw.noise->photons_per_sample}, {"unit", "photons"},
+                                          {"source", hw.sources.at("noise.photons_per_sample")}};
   return doc;
 }
 
@@ -471,6 +477,7 @@ Hardware HardwareFile::load(const std::vector<std::string>& overrides) const {
     else if (section == "energy") hw.energy = read_energy(r, j, hw);
     else hw.architecture = read_architecture(r, j, hw);
   }
+  derive_operating_point(r, hw);
   return hw;
 }
 
@@ -696,7 +703,7 @@ std::string describe(const Hardware& hw) {
       o << "  " << pad(name, 24) << "  " << pad(value, 14) << "  " << source(std::string(title) + "." + name) << "\n";
   };
   if (const auto& n = hw.noise)
-    section("noise", {{"led_bias", g4(n->led_bias) + " V"}, {"photons_per_sample", g4(n->photons_per_sample)},
+    section("noise", {{"led_bias", g4(n->led_bias) + " V"}, {"photons_per_sample", g4(n->photons_per_sample) + (n->photons_derived ? " (" + g4(n->photons_band[0]) + ".." + g4(n->photons_band[1]) + ")" : "")},
                       {"thermal_sigma", g4(n->thermal_sigma) + " V"}, {"rin_sigma", g4(n->rin_sigma)},
                       {"slm_fixed_pattern_sigma", g4(n->slm_fixed_pattern_sigma)}, {"drift_sigma", g4(n->drift_sigma) + " V"},
                       {"drift_time_us", g4(n->drift_time_us) + " us"}, {"flicker_sigma", g4(n->flicker_sigma) + " V"}});

@@ -11,6 +11,12 @@ TimingSpec read_timing(const jsonr::Reader& r, const jsonr::json& j, Hardware& h
 EnergySpec read_energy(const jsonr::Reader& r, const jsonr::json& j, Hardware& hw);
 ArchitectureSpec read_architecture(const jsonr::Reader& r, const jsonr::json& j, Hardware& hw);
 
+// One operating point: where the noise section derives photons_per_sample ("derived": "energy"),
+// set it (and its band and source) from the energy section's LED figure. Called after the sections
+// are read, and again after overrides touch them, so that a --set of the LED drive moves the shot
+// noise with the energy.
+void derive_operating_point(const jsonr::Reader& r, Hardware& hw);
+
 // A table of quantities {"name": {"value": v, "unit": "...", "source": "..."}}: each known name
 // with its unit (checked) and range; unknown names are errors; sources go to hw.sources.
 struct QuantityField {

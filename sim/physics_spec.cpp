@@ -55,9 +55,23 @@ int bits(const Reader& r, double v, const std::string& field) {
 
 NoiseSpec read_noise(const Reader& r, const json& j, Hardware& hw) {
   NoiseSpec n;
-  read_quantities(r, j, "noise",
+  // photons_per_sample may be derived from the LED operating point instead of given: read the rest
+  // as quantities and mark it (derive_operating_point fills it in once the energy section is read).
+  json rest = j;
+  if (const json* p = r.find(j, "photons_per_sample"); p && p->is_object() && p->contains("derived")) {
+    const std::string F = "noise.photons_per_sample";
+    r.only_keys(*p, F, {"derived", "unit", "source"});
+    const std::string from = r.text(p->at("derived"), F + ".derived", false);
+    if (from != "energy") r.fail(F + ".derived", "expected \"energy\" (the LED operating point of the energy section), got \"" + from + "\"");
+    const std::string unit = r.text(r.need(*p, F, "unit"), F + ".unit", false);
+    if (unit != "photons") r.fail(F + ".unit", "expected \"photons\", got \"" + unit + "\"");
+    hw.sources[F] = r.text(r.need(*p, F, "source"), F + ".source", true);
+    n.photons_derived = true;
+    rest.erase("photons_per_sample");
+  }
+  read_quantities(r, rest, "noise",
                   {{"led_bias", "V", kPositive, &n.led_bias},
-                   {"photons_per_sample", "photons", kNonNegative, &n.photons_per_sample},
+                   {"photons_per_sample", "photons", kNonNegative, &n.photons_per_sample, !n.photons_derived},
                    {"thermal_sigma", "V", kNonNegative, &n.thermal_sigma},
                    {"rin_sigma", "1", kFraction, &n.rin_sigma},
                    {"slm_fixed_pattern_sigma", "1", kFraction, &n.slm_fixed_pattern_sigma},
@@ -65,6 +79,7 @@ NoiseSpec read_noise(const Reader& r, const json& j, Hardware& hw) {
                    {"drift_time_us", "us", kPositive, &n.drift_time_us},
                    {"flicker_sigma", "V", kNonNegative, &n.flicker_sigma}},
                   hw);
+  n.photons_band = {n.photons_per_sample, n.photons_per_sample};
   return n;
 }
 

@@ -20,6 +20,10 @@ struct NoiseSpec {
   double drift_sigma = 0;         // slow per-channel drift, V rms
   double drift_time_us = 1;       // time over which the drift decorrelates
   double flicker_sigma = 0;       // 1/f noise per channel, V rms over a solve
+  // "derived": "energy" in the file: photons_per_sample follows from the LED operating point of the
+  // energy section (derive_operating_point), with the band of the LED figure it came from.
+  bool photons_derived = false;
+  std::array<double, 2> photons_band{0, 0};  // (min, max) where derived; else both = photons_per_sample
 };
 
 struct ConverterSpec {

@@ -359,6 +359,12 @@ TEST_CASE("energy: under too few photons aoc estimate reports non-convergence an
   CHECK(few["iterations_measured"]["last_step_max_residual_rms"].get<double>() >
         few["iterations_measured"]["tolerance_rms_per_channel"].get<double>());
   CHECK_THAT(few["iterations_from"].get<std::string>(), Contains("NOT CONVERGED, 0 of 64 samples settled"));
+  // a run that delivers no fixed point has no efficiency to report (fewer joules must not score better)
+  CHECK(few["converged"] == false);
+  CHECK(few["tops_per_watt"].is_null());
+  CHECK_THAT(few["tops_per_watt_withheld"].get<std::string>(), Contains("did not converge"));
+  CHECK(many["converged"] == true);
+  CHECK(many["tops_per_watt"]["typ"].get<double>() > 0);
   // at 1e8 every sample settles, in fewer iterations; K is the p99 of their settling steps
   CHECK(many["iterations_measured"]["samples_settled"] == 64);
   CHECK(many["iterations_per_fixed_point"] == many["iterations_measured"]["settled_step_p99"]);
@@ -409,6 +415,7 @@ TEST_CASE("energy: aoc estimate --json -o writes the report with every line's co
 TEST_CASE("energy: aoc estimate of a machine without an energy section is a one-line error") {
   json j = bundled("aoc-16");
   j.erase("energy");
+  j["noise"]["photons_per_sample"] = {{"value", 1e5}, {"unit", "photons"}, {"source", "given: nothing to derive it from"}};
   const fs::path p = fs::temp_directory_path() / ("aoc-test-estimate-noenergy-" + std::to_string(::getpid()) + ".json");
   std::ofstream(p) << j.dump(1);
   const Run r = run_aoc("estimate --iterations 10 --hw " + p.string());
@@ -445,4 +452,47 @@ TEST_CASE("energy: every file a source cites is in the repository, and nothing c
     }
   }
   CHECK(paths > 50);
+}
+
+TEST_CASE("energy: the noise's photons are the light the LED energy pays for, and move with the LED drive") {
+  const aoc::HardwareFile file(aoc::resolve_hardware_path("aoc-48"));
+  const aoc::Hardware base = file.load({}), half = file.load({"energy.led_drive.typ=600"});
+  REQUIRE(base.noise);
+  CHECK(base.noise->photons_derived);
+  // 1200 pJ x wall-plug 0.1 x path 0.25 x QE 0.8 / (h c / 520 nm) = 6.28e7
+  const double photon_j = 6.62607015e-34 * 299792458.0 / 520e-9;
+  CHECK(base.noise->photons_per_sample == Approx(1200e-12 * 0.1 * 0.25 * 0.8 / photon_j).epsilon(1e-12));
+  CHECK(base.noise->photons_per_sample == Approx(6.283e7).epsilon(1e-3));
+  CHECK(base.noise->photons_band[0] == Approx(base.noise->photons_per_sample / 4).epsilon(1e-12));  // 300 pJ
+  CHECK(base.noise->photons_band[1] == Approx(base.noise->photons_per_sample * 2).epsilon(1e-12));  // 2400 pJ
+  CHECK_THAT(base.sources.at("noise.photons_per_sample"), Catch::Matchers::StartsWith("derived: energy.led_drive 1200 pJ"));
+  // half the LED energy: half the photons (twice the shot-noise variance) and half the LED line
+  CHECK(half.noise->photons_per_sample == Approx(base.noise->photons_per_sample / 2).epsilon(1e-12));
+  const aoc::Workload w = aoc::inference_workload(base, 48, 1000, 12);
+  CHECK(line(aoc::estimate(half, w), "led_drive").joules.typ == Approx(line(aoc::estimate(base, w), "led_drive").joules.typ / 2).epsilon(1e-12));
+  // re-derived after an override, the source says it once
+  const std::string& s = half.sources.at("noise.photons_per_sample");
+  CHECK(s.find("derived:") == s.rfind("derived:"));
+  // a value given replaces the derivation
+  const aoc::Hardware given = file.load({"noise.photons_per_sample=1e5"});
+  CHECK_FALSE(given.noise->photons_derived);
+  CHECK(given.noise->photons_per_sample == 1e5);
+}
+
+TEST_CASE("energy: the at-scale module's shot noise is its photon budget's design point") {
+  const aoc::Hardware hw = aoc::load_hardware(aoc::resolve_hardware_path("aoc-scale"));
+  CHECK(hw.noise->photons_derived);
+  CHECK(hw.noise->photons_per_sample == hw.energy->photon_budget->photons_per_sample);
+}
+
+TEST_CASE("energy: derived photons need the photon budget, and derive from the energy section only") {
+  json j = bundled("aoc-16");
+  j["energy"].erase("photon_budget");
+  CHECK_THAT(load_error(j), Contains("noise.photons_per_sample.derived: derived from the LED operating point, but the file has no energy.photon_budget"));
+  j = bundled("aoc-16");
+  j["noise"]["photons_per_sample"]["derived"] = "receiver";
+  CHECK_THAT(load_error(j), Contains("noise.photons_per_sample.derived: expected \"energy\""));
+  j = bundled("aoc-16");
+  j["noise"]["photons_per_sample"]["value"] = 5;
+  CHECK_THAT(load_error(j), Contains("noise.photons_per_sample.value: unknown key"));
 }

@@ -155,6 +155,13 @@ int run(const Opts& o) {
   const EnergyReport r = estimate(hw, w, o.gpu);
   const double F = static_cast<double>(o.fixed_points);
   const std::string how = measured ? measured_text(m, o) : "given (--iterations)";
+  // A loop that does not settle delivers no fixed point: its energy is spent, its operations are
+  // not useful, and an efficiency figure would reward the failure (fewer joules for the same count).
+  const bool converged = !measured || m.settled == m.batch;
+  char withheld[256] = "";
+  if (!converged)
+    std::snprintf(withheld, sizeof withheld, "none: the loop did not converge (%d of %d samples settled within the cap of %d), so it delivers no fixed point",
+                  m.settled, m.batch, m.cap);
 
   if (o.json) {
     nlohmann::ordered_json j{{"tool", "aoc estimate"}, {"version", AOC_VERSION}, {"hardware", hw.name}, {"n", n},
@@ -182,7 +189,13 @@ int run(const Opts& o) {
     j["energy_per_fixed_point_j"] = band_json({r.total_joules.min / F, r.total_joules.typ / F, r.total_joules.max / F});
     j["analog_macs"] = r.analog_macs;
     j["ops"] = r.ops;
-    j["tops_per_watt"] = band_json(r.tops_per_watt);
+    j["converged"] = converged;
+    if (converged) {
+      j["tops_per_watt"] = band_json(r.tops_per_watt);
+    } else {
+      j["tops_per_watt"] = nullptr;
+      j["tops_per_watt_withheld"] = withheld;
+    }
     j["gpu"] = gpu_json(r, "the same work: the analog MACs, per inference");
     j["notes"] = r.notes;
     emit_json(j.dump(1), o.json_out);
@@ -213,8 +226,11 @@ int run(const Opts& o) {
 
   std::printf("analog MACs: n*n*K = %.4g per fixed point, %.4g per inference; ops = 2 x MACs = %.4g\n", r.analog_macs / F,
               r.analog_macs, r.ops);
-  std::printf("TOPS/W: %.4g typ (band %.4g .. %.4g); %.4g fJ per MAC typ\n", r.tops_per_watt.typ, r.tops_per_watt.min,
-              r.tops_per_watt.max, r.total_joules.typ / r.analog_macs * 1e15);
+  if (converged)
+    std::printf("TOPS/W: %.4g typ (band %.4g .. %.4g); %.4g fJ per MAC typ\n", r.tops_per_watt.typ, r.tops_per_watt.min,
+                r.tops_per_watt.max, r.total_joules.typ / r.analog_macs * 1e15);
+  else
+    std::printf("TOPS/W: %s; the energy above is spent per attempt\n", withheld);
   char work[128];
   std::snprintf(work, sizeof work, "the same %.4g analog MACs", r.analog_macs);
   print_gpu(r, "inference", work);
@@ -405,7 +421,7 @@ void add_estimate(CLI::App& app) {
       "(its clock starts at loop closure) + readout window per fixed point, plus the SLM reload.\n"
       "K: measured on the machine with its converters and noise, the p99 of the steps at which samples\n"
       "change by less than half an ADC step rms per channel (NOT CONVERGED: the cap). TOPS/W counts 2\n"
-      "ops per analog MAC (n*n MACs per iteration).\n"
+      "ops per analog MAC (n*n MACs per iteration); a run that does not converge has none (null in JSON).\n"
       "A program (PROG): one token's actions counted from its ops (docs/energy.md, \"Programs\"): the\n"
       "optical tiles, every Convert (DAC/ADC), the digital ops, the weight reloads when the tiles\n"
       "outnumber the modules; per sequence = per token x --seq-len.\n"
