@@ -496,3 +496,29 @@ TEST_CASE("energy: derived photons need the photon budget, and derive from the e
   j["noise"]["photons_per_sample"]["value"] = 5;
   CHECK_THAT(load_error(j), Contains("noise.photons_per_sample.value: unknown key"));
 }
+
+TEST_CASE("energy: a loop whose optics do not move its fixed points is no computation and has no TOPS/W") {
+  auto estimate = [](const std::string& extra) {
+    const Run r = run_aoc("estimate --hw aoc-48 --json" + extra);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    return json::parse(r.out);
+  };
+  const json on = estimate(""), off = estimate(" --set defaults.scale=0.000001");
+  // the twin's gain: the optics move the fixed points by tens of mV, far above half an ADC step
+  CHECK(on["iterations_measured"]["optics_visible"] == true);
+  CHECK(on["iterations_measured"]["optics_term_rms"].get<double>() > 10 * on["iterations_measured"]["tolerance_rms_per_channel"].get<double>());
+  CHECK(on["converged"] == true);
+  CHECK(on["tops_per_watt"]["typ"].get<double>() > 0);
+  // bits of the product above the machine's noise and converters: log2(optics / error)
+  const json& m = on["iterations_measured"];
+  CHECK(m["product_bits"].get<double>() == Approx(std::log2(m["optics_term_rms"].get<double>() / m["error_rms"].get<double>())));
+  CHECK(m["product_bits"].get<double>() > 2);
+  // the optics' gain at 1e-6: the loop still settles (the leak), but on the input alone
+  CHECK(off["iterations_measured"]["samples_settled"] == 64);
+  CHECK(off["iterations_measured"]["optics_visible"] == false);
+  CHECK(off["converged"] == false);
+  CHECK(off["tops_per_watt"].is_null());
+  CHECK_THAT(off["tops_per_watt_withheld"].get<std::string>(), Contains("settles without computing"));
+  CHECK_THAT(off["iterations_from"].get<std::string>(), Contains("NOT A COMPUTATION"));
+}

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "compiler/graph_json.hpp"
@@ -50,6 +51,14 @@ struct Measured {
   double settled_mean = 0, settled_p99 = 0;  // over the samples that met the tolerance
   double tol = 0;                            // L2 over the n channels
   double tol_rms = 0, last_rms = 0;          // per channel: the tolerance, the largest residual at the last step
+  // How far the optics move the fixed points: rms per channel of the difference from the same run
+  // with the weights at 0 (the same inputs and noise draws). Below the tolerance the readout cannot
+  // tell the machine's answer from its input's: the loop converged without computing.
+  double optics_rms = 0;
+  bool optics_visible = true;
+  // What the machine's noise and converters move the fixed points by (against the same loop exact,
+  // noiseless, unquantized), and the bits of the optics' term above it: log2(optics / error).
+  double error_rms = 0, bits = 0;
   bool noise = false, quantize = false;
   std::string tol_from;
 };
@@ -80,13 +89,28 @@ Measured measure(const Hardware& hw, int n, const Opts& o) {
   const IterationSummary st = summarize(s, {});
   m.settled = static_cast<int>(st.solves), m.settled_mean = st.mean, m.settled_p99 = st.p99;
   m.k = m.settled == m.batch ? st.p99 : m.cap;
+  // the optics' gain all but off (the file's --set defaults.scale=1e-12): the weights' normalisation
+  // undoes a scaled matrix, and an all-zero one is refused
+  CoreConfig dark = CoreConfig::twin_defaults(hw);
+  dark.scale *= 1e-12;
+  for (double& b : dark.beta) b *= 1e-12;
+  const LoopRunResult d = run_loop(hw, dark, random_problem(n, kMeasureBatch, o.seed), lo);
+  m.optics_rms = std::sqrt((r.solve.z - d.solve.z).squaredNorm() / static_cast<double>(r.solve.z.size()));
+  m.optics_visible = m.optics_rms >= m.tol_rms;
+  LoopRunOptions exact = lo;
+  exact.noise = exact.quantize = false;
+  const LoopRunResult c = run_loop(hw, CoreConfig::twin_defaults(hw), random_problem(n, kMeasureBatch, o.seed), exact);
+  m.error_rms = std::sqrt((r.solve.z - c.solve.z).squaredNorm() / static_cast<double>(r.solve.z.size()));
+  m.bits = m.error_rms > 0 ? std::log2(m.optics_rms / m.error_rms) : std::numeric_limits<double>::infinity();
   return m;
 }
+
+bool loop_converged(const Measured& m) { return m.settled == m.batch && m.optics_visible; }
 
 // How K was measured, in one line for the text and the JSON.
 std::string measured_text(const Measured& m, const Opts& o) {
   const char* what = m.noise ? (o.photons > 0 ? "shot noise only" : "the machine's noise") : "no noise section";
-  char b[512];
+  char b[768];
   int at = 0;
   if (m.settled == m.batch)
     at = std::snprintf(b, sizeof b, "measured: every sample settled, at step %.3g mean, %d p99 (K)", m.settled_mean, m.k);
@@ -94,11 +118,16 @@ std::string measured_text(const Measured& m, const Opts& o) {
     at = std::snprintf(b, sizeof b, "measured: NOT CONVERGED, %d of %d samples settled within the cap of %d (K = the cap)", m.settled,
                        m.batch, m.cap);
   at = std::clamp(at, 0, static_cast<int>(sizeof b) - 1);
+  if (!m.optics_visible)
+    at += std::snprintf(b + at, sizeof b - at, "; NOT A COMPUTATION: the optics move the fixed points by %.3g mV rms, less than the %.3g mV the readout resolves, so the answer is the input's",
+                        1e3 * m.optics_rms, 1e3 * m.tol_rms);
+  at = std::clamp(at, 0, static_cast<int>(sizeof b) - 1);
   std::snprintf(b + at, sizeof b - at,
                 "; settled: residual below %.3g mV rms per channel, %s; a seeded random problem, batch %d, seed %llu, f32, %s%s; "
-                "the loop ran %d steps, its largest residual at the last %.3g mV",
+                "the loop ran %d steps, its largest residual at the last %.3g mV; the optics move the fixed points by %.3g mV rms, "
+                "the machine's noise and converters by %.3g mV rms: %.2g bits of the product delivered",
                 1e3 * m.tol_rms, m.tol_from.c_str(), m.batch, static_cast<unsigned long long>(o.seed), m.quantize ? "converters, " : "",
-                what, m.run, 1e3 * m.last_rms);
+                what, m.run, 1e3 * m.last_rms, 1e3 * m.optics_rms, 1e3 * m.error_rms, m.bits);
   return b;
 }
 
@@ -157,11 +186,14 @@ int run(const Opts& o) {
   const std::string how = measured ? measured_text(m, o) : "given (--iterations)";
   // A loop that does not settle delivers no fixed point: its energy is spent, its operations are
   // not useful, and an efficiency figure would reward the failure (fewer joules for the same count).
-  const bool converged = !measured || m.settled == m.batch;
-  char withheld[256] = "";
-  if (!converged)
+  const bool converged = !measured || loop_converged(m);
+  char withheld[320] = "";
+  if (measured && m.settled != m.batch)
     std::snprintf(withheld, sizeof withheld, "none: the loop did not converge (%d of %d samples settled within the cap of %d), so it delivers no fixed point",
                   m.settled, m.batch, m.cap);
+  else if (!converged)
+    std::snprintf(withheld, sizeof withheld, "none: the optics move the fixed points by %.3g mV rms, below the %.3g mV the readout resolves: the loop settles without computing",
+                  1e3 * m.optics_rms, 1e3 * m.tol_rms);
 
   if (o.json) {
     nlohmann::ordered_json j{{"tool", "aoc estimate"}, {"version", AOC_VERSION}, {"hardware", hw.name}, {"n", n},
@@ -171,7 +203,9 @@ int run(const Opts& o) {
                                   {"samples_settled", m.settled}, {"settled_step_mean", m.settled_mean}, {"settled_step_p99", m.settled_p99},
                                   {"k", m.k},
                                   {"tolerance_l2", m.tol}, {"tolerance_rms_per_channel", m.tol_rms}, {"tolerance_from", m.tol_from},
-                                  {"last_step_max_residual_rms", m.last_rms}, {"noise", m.noise}, {"converters", m.quantize}};
+                                  {"last_step_max_residual_rms", m.last_rms}, {"optics_term_rms", m.optics_rms}, {"error_rms", m.error_rms},
+                                  {"product_bits", std::isfinite(m.bits) ? nlohmann::ordered_json(m.bits) : nlohmann::ordered_json(nullptr)},
+                                  {"optics_visible", m.optics_visible}, {"noise", m.noise}, {"converters", m.quantize}};
     j["workload"] = {{"weight_writes", whole(w.weight_writes)}, {"weight_reloads", whole(w.weight_reloads)},
                      {"dac_conversions", whole(w.dac_conversions)}, {"adc_conversions", whole(w.adc_conversions)},
                      {"digital_macs", whole(w.digital_macs)}};
@@ -420,8 +454,10 @@ void add_estimate(CLI::App& app) {
       "seconds of static power (docs/energy.md). Latency: K loop periods + the settle left after them\n"
       "(its clock starts at loop closure) + readout window per fixed point, plus the SLM reload.\n"
       "K: measured on the machine with its converters and noise, the p99 of the steps at which samples\n"
-      "change by less than half an ADC step rms per channel (NOT CONVERGED: the cap). TOPS/W counts 2\n"
-      "ops per analog MAC (n*n MACs per iteration); a run that does not converge has none (null in JSON).\n"
+      "change by less than half an ADC step rms per channel (NOT CONVERGED: the cap); the same problem\n"
+      "is solved with the weights at 0, and where the optics move the fixed points by less than that\n"
+      "step the loop settles without computing (NOT A COMPUTATION). TOPS/W counts 2 ops per analog MAC\n"
+      "(n*n MACs per iteration); a run that does not converge or compute has none (null in JSON).\n"
       "A program (PROG): one token's actions counted from its ops (docs/energy.md, \"Programs\"): the\n"
       "optical tiles, every Convert (DAC/ADC), the digital ops, the weight reloads when the tiles\n"
       "outnumber the modules; per sequence = per token x --seq-len.\n"
