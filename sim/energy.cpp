@@ -44,6 +44,23 @@ const Range kEfficiency{0, 1, false, true};  // (0, 1]
 constexpr double kPlanck = 6.62607015e-34;  // J s
 constexpr double kLight = 299792458.0;      // m / s
 
+// What a converter's figure is worth at the machine's bits, and how that was reckoned ("" where the
+// figure is taken as it is).
+std::pair<double, std::string> resolution_factor(const Hardware& hw, const EnergyComponent& c) {
+  if (c.at_bits <= 0 || !hw.converters) return {1.0, ""};
+  const ConverterSpec& v = *hw.converters;
+  const int bits = c.name == "adc" ? v.adc_bits : c.name == "dac" ? v.dac_bits : v.slm_bits;
+  if (bits == c.at_bits) return {1.0, ""};
+  if (c.name == "slm_reload") {
+    const double f = static_cast<double>(bits) / c.at_bits;
+    return {f, "scaled to " + std::to_string(bits) + "-bit codes from the figure at " + std::to_string(c.at_bits) + " (x " + g4(f) +
+                   ": bits moved per write)"};
+  }
+  const double f = std::ldexp(1.0, bits - c.at_bits);
+  return {f, "scaled to " + std::to_string(bits) + " bits from the figure at " + std::to_string(c.at_bits) + " (x 2^" +
+                 std::to_string(bits - c.at_bits) + " = " + g4(f) + ": Walden's figure of merit, energy per conversion step constant)"};
+}
+
 }  // namespace
 
 double PhotonBudget::led_joules_per_photon() const {
@@ -111,8 +128,11 @@ EnergySpec read_energy(const Reader& r, const json& j, Hardware& hw) {
     const std::string F = sub("energy", name);
     const Kind& kind = kinds().at(name);
     r.object(c, F);
-    r.only_keys(c, F, {"min", "typ", "max", "unit", "source"});
+    const bool converter = name == "dac" || name == "adc" || name == "slm_reload";
+    if (converter) r.only_keys(c, F, {"min", "typ", "max", "unit", "source", "at_bits"});
+    else r.only_keys(c, F, {"min", "typ", "max", "unit", "source"});
     EnergyComponent comp;
+    if (const json* b = r.find(c, "at_bits")) comp.at_bits = static_cast<int>(r.integer(*b, F + ".at_bits", 1, 24));
     comp.name = name;
     comp.action = kind.action;
     comp.unit = r.text(r.need(c, F, "unit"), F + ".unit", false);
@@ -302,9 +322,10 @@ EnergyReport estimate(const Hardware& hw, const Workload& given, const GpuChoice
                  " | detector: " + source("energy.photon_budget.detector_quantum_efficiency") +
                  " | LED: " + source("energy.photon_budget.led_wall_plug_efficiency");
     } else if (c) {
-      l.per_action = c->value.typ;
-      l.joules = {count * c->value.min * scale, count * c->value.typ * scale, count * c->value.max * scale};
-      l.source = c->source;
+      const auto [factor, how] = resolution_factor(hw, *c);
+      l.per_action = c->value.typ * factor;
+      l.joules = {count * c->value.min * factor * scale, count * c->value.typ * factor * scale, count * c->value.max * factor * scale};
+      l.source = how.empty() ? c->source : how + "; the figure: " + c->source;
     } else if (count == 0) {
       l.source = "not in the file; not needed (count 0)";
     } else {

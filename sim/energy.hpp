@@ -26,6 +26,11 @@ struct EnergyComponent {
   std::string unit;    // "pJ" per action, or "W" for static power
   Band value;
   std::string source;  // paper, datasheet figure, survey, or "assumption: why"
+  // dac, adc, slm_reload: the converter resolution the figure holds at (0: none given). A machine
+  // at other bits (converters.*_bits) pays 2^(bits - at_bits) times it per conversion (Walden's figure
+  // of merit: constant energy per conversion step), and bits / at_bits per weight write (a code of
+  // that many bits moved to the SLM).
+  int at_bits = 0;
 };
 
 // The parameters that turn a photon count per detector sample into LED energy (energy.photon_budget).

@@ -522,3 +522,31 @@ TEST_CASE("energy: a loop whose optics do not move its fixed points is no comput
   CHECK_THAT(off["tops_per_watt_withheld"].get<std::string>(), Contains("settles without computing"));
   CHECK_THAT(off["iterations_from"].get<std::string>(), Contains("NOT A COMPUTATION"));
 }
+
+TEST_CASE("energy: converter energy follows the converters' bits from the figure's own resolution") {
+  const aoc::HardwareFile file(aoc::resolve_hardware_path("aoc-48"));
+  auto per_action = [&](const std::vector<std::string>& set, const char* name) {
+    const aoc::Hardware hw = file.load(set);
+    return line(aoc::estimate(hw, aoc::inference_workload(hw, 48, 1000, 10)), name);
+  };
+  // at the file's bits (ADC 10, DAC 8, SLM 9) the figures as written
+  CHECK(per_action({}, "adc").per_action == 28);
+  CHECK(per_action({}, "dac").per_action == 28);
+  CHECK(per_action({}, "slm_reload").per_action == 180);
+  // Walden: 2^(bits - at_bits) per conversion
+  CHECK(per_action({"converters.adc_bits=4"}, "adc").per_action == Approx(28.0 / 64));
+  CHECK(per_action({"converters.adc_bits=12"}, "adc").per_action == Approx(28.0 * 4));
+  CHECK(per_action({"converters.dac_bits=12"}, "dac").per_action == Approx(28.0 * 16));
+  const aoc::EnergyLine adc12 = per_action({"converters.adc_bits=12"}, "adc");
+  CHECK(adc12.joules.max == Approx(adc12.joules.typ * 10));  // the band scales with it (280 / 28)
+  CHECK_THAT(adc12.source, Contains("scaled to 12 bits from the figure at 10"));
+  // the SLM's codes: bits moved per write
+  CHECK(per_action({"converters.slm_bits=4"}, "slm_reload").per_action == Approx(180.0 * 4 / 9));
+  CHECK(per_action({"converters.slm_bits=12"}, "slm_reload").per_action == Approx(180.0 * 12 / 9));
+}
+
+TEST_CASE("energy: at_bits is for converters only") {
+  json j = bundled("aoc-16");
+  j["energy"]["control"]["at_bits"] = 8;
+  CHECK_THAT(load_error(j), Contains("energy.control.at_bits: unknown key"));
+}
