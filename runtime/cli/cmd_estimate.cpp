@@ -52,7 +52,7 @@ struct Measured {
   double tol = 0;                            // L2 over the n channels
   double tol_rms = 0, last_rms = 0;          // per channel: the tolerance, the largest residual at the last step
   // How far the optics move the fixed points: rms per channel of the difference from the same run
-  // with the weights at 0 (the same inputs and noise draws). Below the tolerance the readout cannot
+  // with the optics' gain at 1e-12 (the same inputs and noise draws). Below the tolerance the readout cannot
   // tell the machine's answer from its input's: the loop converged without computing.
   double optics_rms = 0;
   bool optics_visible = true;
@@ -455,8 +455,9 @@ void add_estimate(CLI::App& app) {
       "(its clock starts at loop closure) + readout window per fixed point, plus the SLM reload.\n"
       "K: measured on the machine with its converters and noise, the p99 of the steps at which samples\n"
       "change by less than half an ADC step rms per channel (NOT CONVERGED: the cap); the same problem\n"
-      "is solved with the weights at 0, and where the optics move the fixed points by less than that\n"
-      "step the loop settles without computing (NOT A COMPUTATION). TOPS/W counts 2 ops per analog MAC\n"
+      "is solved with the optics' gain at 1e-12, and where the optics move the fixed points by less than\n"
+      "that step the loop settles without computing (NOT A COMPUTATION); and exact, for the bits of the\n"
+      "product it delivers. TOPS/W counts 2 ops per analog MAC\n"
       "(n*n MACs per iteration); a run that does not converge or compute has none (null in JSON).\n"
       "A program (PROG): one token's actions counted from its ops (docs/energy.md, \"Programs\"): the\n"
       "optical tiles, every Convert (DAC/ADC), the digital ops, the weight reloads when the tiles\n"

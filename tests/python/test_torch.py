@@ -107,7 +107,9 @@ def test_a_layer_trains_through_the_noisy_quantized_machine():
     layer = AOCLayer(16, machine)
     x = 0.5 * torch.randn(32, 16)
     target = torch.tanh(x @ torch.randn(16, 16) / 4)
-    opt = torch.optim.Adam(layer.parameters(), lr=0.02)
+    # lr 0.005: at 0.02 the loss bottoms out after ~20 steps and climbs again (at 1e5 photons as at
+    # the 6.3e7 the file derives), so a 40-step window judged the overshoot, not the training
+    opt = torch.optim.Adam(layer.parameters(), lr=0.005)
     losses = []
     for _ in range(40):
         opt.zero_grad()
