@@ -80,7 +80,8 @@ Measured measure(const Hardware& hw, int n, const Opts& o) {
     m.tol_from = "the twin's 1e-3 (the file has no converters section to tie it to)";
   }
   m.tol = lo.solver.tol, m.tol_rms = m.tol / std::sqrt(static_cast<double>(n));
-  const LoopRunResult r = run_loop(hw, CoreConfig::twin_defaults(hw), random_problem(n, kMeasureBatch, o.seed), lo);
+  const LoopProblem problem = random_problem(n, kMeasureBatch, o.seed);  // one problem, solved three ways
+  const LoopRunResult r = run_loop(hw, CoreConfig::twin_defaults(hw), problem, lo);
   m.run = r.solve.steps, m.cap = lo.solver.max_iter;
   m.last_rms = r.solve.max_residual.back() / std::sqrt(static_cast<double>(n));
   std::vector<int> s;
@@ -94,12 +95,12 @@ Measured measure(const Hardware& hw, int n, const Opts& o) {
   CoreConfig dark = CoreConfig::twin_defaults(hw);
   dark.scale *= 1e-12;
   for (double& b : dark.beta) b *= 1e-12;
-  const LoopRunResult d = run_loop(hw, dark, random_problem(n, kMeasureBatch, o.seed), lo);
+  const LoopRunResult d = run_loop(hw, dark, problem, lo);
   m.optics_rms = std::sqrt((r.solve.z - d.solve.z).squaredNorm() / static_cast<double>(r.solve.z.size()));
   m.optics_visible = m.optics_rms >= m.tol_rms;
   LoopRunOptions exact = lo;
   exact.noise = exact.quantize = false;
-  const LoopRunResult c = run_loop(hw, CoreConfig::twin_defaults(hw), random_problem(n, kMeasureBatch, o.seed), exact);
+  const LoopRunResult c = run_loop(hw, CoreConfig::twin_defaults(hw), problem, exact);
   m.error_rms = std::sqrt((r.solve.z - c.solve.z).squaredNorm() / static_cast<double>(r.solve.z.size()));
   m.bits = m.error_rms > 0 ? std::log2(m.optics_rms / m.error_rms) : std::numeric_limits<double>::infinity();
   return m;
