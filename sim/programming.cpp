@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "sim/error.hpp"
 #include "sim/stages.hpp"
@@ -76,7 +77,12 @@ ChainProgramming program_for_chain(const Hardware& hw, const CoreConfig& cfg, co
   const MatrixXdR probe = target.unaryExpr([&](double w) { return w < 0 ? -delta : delta; });
   measure(target + probe, Weff_probe, offset_probe);
   const MatrixXdR gain = (Weff_probe - Weff).cwiseQuotient(probe);
-  const auto dark = (gain.array() < 0.1).eval();
+  // dark against what the block typically passes (its median gain), so that a gain common to every
+  // weight (a closed loop's scaling, a dim module) darkens none
+  std::vector<double> gains(gain.data(), gain.data() + gain.size());
+  std::nth_element(gains.begin(), gains.begin() + static_cast<std::ptrdiff_t>(gains.size() / 2), gains.end());
+  const double floor_gain = 0.1 * std::max(gains[gains.size() / 2], 1e-300);
+  const auto dark = (gain.array() < floor_gain).eval();
   prog.dark = static_cast<int>((dark && target.array() != 0).count());
   // Each round moves W by what is left of target - Weff over each weight's measured gain (a Newton
   // step on the chain's diagonal: most of the error goes at once where the distortion is mild); a
@@ -84,7 +90,7 @@ ChainProgramming program_for_chain(const Hardware& hw, const CoreConfig& cfg, co
   // to 1, after a round that helped), so a chain that does
   // not invert this way (the 16-variable machine's dense beam-splitter leak) keeps the best W
   // found, at worst the target itself.
-  const MatrixXdR inverse_gain = dark.select(0.0, gain.array().cwiseMax(0.1).inverse()).matrix();
+  const MatrixXdR inverse_gain = dark.select(0.0, gain.array().cwiseMax(floor_gain).inverse()).matrix();
   const auto error = [&](const MatrixXdR& E) { return dark.select(0.0, (E - target).array()).matrix().norm(); };
   double best = error(Weff), step = 1;
   MatrixXdR W_try, Weff_try;

@@ -8,8 +8,8 @@
 // drives, move W by what is left of target - Weff, until it stops improving. Each round is one
 // programming and one measurement of the chain (`rounds`; the energy and time of a reload each).
 // What cannot be corrected is reported: the residual, and the weights the chain passes at under a
-// tenth of their value (dark SLM pixels), which are left as they are (raising them would only raise
-// max |W|, which every other transmission is divided by).
+// tenth of the block's median gain (dark SLM pixels, unlit LEDs), which are left as they are
+// (raising them would only raise max |W|, which every other transmission is divided by).
 #pragma once
 #include <Eigen/Dense>
 
@@ -48,7 +48,7 @@ struct ChainProgramming {
   Eigen::VectorXd offset;  // M: what the chain adds to each output whatever the drives (into the bias)
   double residual = 0;     // max |Weff - target| / max |target| after the rounds, over every weight
   double rms_residual = 0; // rms (Weff - target) / max |target|
-  int dark = 0;            // weights the chain passes at under a tenth of their value, left as they are
+  int dark = 0;            // weights the chain passes at under a tenth of the block's median gain, left as they are
   int rounds = 0;          // chain measurements made (program-and-verify reads)
 };
 

@@ -115,6 +115,15 @@ TEST_CASE("programming: the measured chain's product of the programmed block is 
   const ChainProgramming on_dark = program_for_chain(hw, program_chain(hw), target, DriveCalibration{}, {8, out0, hw.channels});
   CHECK(on_dark.dark >= 9);
   CHECK(on_dark.residual > 0.1);
+  // Dark is against the block's own median gain: a module whose every gain is 20 times lower (its
+  // TIAs) darkens no weight and is programmed as well (an absolute floor had left it all dark).
+  Hardware dim = hw;
+  for (double& g : dim.gain_pos) g *= 0.05;
+  for (double& g : dim.gain_neg) g *= 0.05;
+  const ChainProgramming on_dim = program_for_chain(dim, program_chain(dim), target, DriveCalibration{}, {in0, out0, dim.channels});
+  INFO("dim module: dark " << on_dim.dark << ", residual " << on_dim.residual);
+  CHECK(on_dim.dark == g.dark);
+  CHECK(on_dim.residual < std::max(1e-3, 2 * g.residual));
 }
 
 TEST_CASE("programming: a chain without distortion is left as it is, bad blocks are refused") {
