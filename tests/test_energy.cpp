@@ -371,6 +371,32 @@ TEST_CASE("energy: under too few photons aoc estimate reports non-convergence an
   CHECK(many["iterations_per_fixed_point"].get<double>() < few["iterations_per_fixed_point"].get<double>());
 }
 
+TEST_CASE("energy: aoc estimate --bits finds the photons that leave that many bits of the product against shot noise") {
+  auto at = [](int bits) {
+    const Run r = run_aoc("estimate --hw aoc-48 --iterations 10 --json --bits " + std::to_string(bits));
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    return json::parse(r.out);
+  };
+  const json six = at(6), eight = at(8);
+  const json& f6 = six["photons_for_bits"];
+  const json& f8 = eight["photons_for_bits"];
+  // measured, not assumed: the optics' term over the shot noise is 2^bits at the photons found
+  CHECK(f6["bits_measured"].get<double>() == Approx(6).margin(0.05));
+  CHECK(f8["bits_measured"].get<double>() == Approx(8).margin(0.05));
+  CHECK(f8["optics_term_rms"].get<double>() / f8["shot_noise_rms"].get<double>() == Approx(256).epsilon(0.04));
+  // shot noise falls as 1/sqrt(P): two more bits take about 16 times the light, not the 4^bits rule's
+  // fixed count (the product's statistics and fan-in set it)
+  const double p6 = f6["photons_per_sample"].get<double>(), p8 = f8["photons_per_sample"].get<double>();
+  CHECK(p8 / p6 == Approx(16).epsilon(0.15));
+  CHECK(p8 != Approx(65536).epsilon(0.5));
+  // and the estimate runs in photon-budget mode at that count
+  CHECK(eight["photon_budget"] == true);
+  CHECK(eight["photons_for_bits"]["how"].get<std::string>().find("photons for 8 bits") == 0);
+  // --bits is the loop estimate's, and not beside --photons
+  CHECK(run_aoc("estimate --hw aoc-48 --bits 8 --photons 1000").status != 0);
+}
+
 TEST_CASE("energy: the measured iterations stop at half an ADC step rms per channel") {
   const Run r = run_aoc("estimate --hw aoc-48 --json");
   INFO(r.out);

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "compiler/graph_json.hpp"
@@ -27,7 +28,7 @@ struct Opts {
   std::string hw = "aoc-48", json_out, program, iterations_from;
   int n = 0, threads = 1;
   long long fixed_points = 64;
-  double iterations = -1, photons = 0;
+  double iterations = -1, photons = 0, bits = 0;
   std::int64_t seq_len = 1024;
   std::uint64_t seed = 1;
   bool json = false;
@@ -106,6 +107,68 @@ Measured measure(const Hardware& hw, int n, const Opts& o) {
   return m;
 }
 
+// The photons per detector sample at which shot noise alone leaves `bits` bits of the product at
+// the fixed points: log2(S / sigma) = bits, S the rms the optics move the fixed points by (exact
+// against the optics' gain at 1e-12) and sigma the rms shot noise moves them by (the same loop
+// exact), each loop run a fixed 40 steps (the readout's tolerance is far coarser than the noise).
+// sigma falls as 1/sqrt(P): P <- P (2^bits sigma / S)^2 from 4^bits, until the measured bits are
+// within 0.05 of the target (at most 4 measurements). The product's own statistics and fan-in set
+// it: for biased intensity encoding the light, and so the shot noise, grows with the n inputs a
+// detector sums while the signal of a random product grows as sqrt(n) (docs/energy.md).
+struct PhotonsForBits {
+  double bits = 0, photons = 0, optics_rms = 0, shot_rms = 0, delivered = 0;
+  int measurements = 0;
+};
+
+PhotonsForBits photons_for_bits(const Hardware& hw, int n, const Opts& o) {
+  if (!hw.noise) throw Error("--bits: " + hw.path + " has no noise section (its led_bias sets the light the shot noise comes from)");
+  LoopRunOptions lo;
+  lo.f64 = false;
+  lo.solver = SolverOptions::fixed(40);
+  lo.threads = o.threads;
+  lo.seed = o.seed;
+  const LoopProblem problem = random_problem(n, kMeasureBatch, o.seed);
+  const auto rms = [](const LoopRunResult& a, const LoopRunResult& b) {
+    return std::sqrt((a.solve.z - b.solve.z).squaredNorm() / static_cast<double>(a.solve.z.size()));
+  };
+  const LoopRunResult exact = run_loop(hw, CoreConfig::twin_defaults(hw), problem, lo);
+  CoreConfig dark = CoreConfig::twin_defaults(hw);
+  dark.scale *= 1e-12;
+  for (double& b : dark.beta) b *= 1e-12;
+  PhotonsForBits f;
+  f.bits = o.bits;
+  f.optics_rms = rms(exact, run_loop(hw, dark, problem, lo));
+  Hardware shot = hw;
+  NoiseSpec only;
+  only.led_bias = hw.noise->led_bias;
+  only.drift_time_us = hw.noise->drift_time_us;
+  lo.noise = true;
+  double P = std::pow(4.0, o.bits);
+  for (f.measurements = 1; f.measurements <= 4; ++f.measurements) {
+    only.photons_per_sample = P;
+    shot.noise = only;
+    f.photons = P;
+    f.shot_rms = rms(run_loop(shot, CoreConfig::twin_defaults(shot), problem, lo), exact);
+    f.delivered = std::log2(f.optics_rms / f.shot_rms);
+    if (!std::isfinite(f.delivered) || std::fabs(f.delivered - o.bits) <= 0.05) break;
+    P *= std::pow(std::exp2(o.bits) / std::exp2(f.delivered), 2);
+  }
+  f.measurements = std::min(f.measurements, 4);
+  if (!(f.optics_rms > 0) || !std::isfinite(f.delivered))
+    throw Error("--bits: the optics do not move the fixed points of " + hw.name + " (or the shot noise does not): no photon count gives bits of a product");
+  return f;
+}
+
+std::string photons_for_bits_text(const PhotonsForBits& f) {
+  char b[512];
+  std::snprintf(b, sizeof b,
+                "photons for %.3g bits of the product: %.4g per detector sample (measured: the optics move the fixed points by %.3g mV rms, "
+                "shot noise alone at %.4g photons by %.3g mV rms, %.3g bits; %d measurement%s from 4^bits = %.4g, a fixed 40 steps)",
+                f.bits, f.photons, 1e3 * f.optics_rms, f.photons, 1e3 * f.shot_rms, f.delivered, f.measurements,
+                f.measurements == 1 ? "" : "s", std::pow(4.0, f.bits));
+  return b;
+}
+
 bool loop_converged(const Measured& m) { return m.settled == m.batch && m.optics_visible; }
 
 // How K was measured, in one line for the text and the JSON.
@@ -160,8 +223,14 @@ void print_gpu(const EnergyReport& r, const char* per, const std::string& work) 
               g.pj_per_mac, g.tops_per_watt, r.total_joules.typ / g.joules, g.joules / r.total_joules.typ);
 }
 
-int run(const Opts& o) {
+int run(const Opts& given) {
+  Opts o = given;
   Hardware hw = load_hardware(resolve_hardware_path(o.hw), o.set);
+  const int n = o.n > 0 ? o.n : hw.channels;
+  if (n > hw.channels) throw Error("--n: " + std::to_string(n) + " is more than the " + std::to_string(hw.channels) + " channels of " + hw.name);
+  // --bits: the photon budget found for that many bits of the product, then photon-budget mode at it
+  std::optional<PhotonsForBits> for_bits;
+  if (o.bits > 0) for_bits = photons_for_bits(hw, n, o), o.photons = for_bits->photons;
   // Photon-budget mode: one number sets the precision, the shot noise of the run that measures K
   // (the other noise sources off) and the LEDs' energy.
   if (o.photons > 0 && !hw.noise)
@@ -174,8 +243,6 @@ int run(const Opts& o) {
     shot_only.photons_per_sample = o.photons;
     hw.noise = shot_only;
   }
-  const int n = o.n > 0 ? o.n : hw.channels;
-  if (n > hw.channels) throw Error("--n: " + std::to_string(n) + " is more than the " + std::to_string(hw.channels) + " channels of " + hw.name);
   const bool measured = o.iterations < 0;
   Measured m;
   if (measured) m = measure(hw, n, o);
@@ -211,6 +278,10 @@ int run(const Opts& o) {
                      {"dac_conversions", whole(w.dac_conversions)}, {"adc_conversions", whole(w.adc_conversions)},
                      {"digital_macs", whole(w.digital_macs)}};
     j["photon_budget"] = r.photon_budget;
+    if (for_bits)
+      j["photons_for_bits"] = {{"bits", for_bits->bits}, {"photons_per_sample", for_bits->photons}, {"optics_term_rms", for_bits->optics_rms},
+                               {"shot_noise_rms", for_bits->shot_rms}, {"bits_measured", for_bits->delivered},
+                               {"measurements", for_bits->measurements}, {"how", photons_for_bits_text(*for_bits)}};
     if (r.photon_budget) j["led_pj_per_channel_iteration"] = r.led_pj_photon;
     for (const auto& l : r.latency)
       j["latency"].push_back({{"name", l.name}, {"seconds", l.seconds}, {"per_fixed_point_s", l.seconds / F},
@@ -239,6 +310,7 @@ int run(const Opts& o) {
 
   std::printf("estimate: %s (%d channels), n %d, %lld fixed points per inference, %.4g iterations per fixed point\n",
               hw.name.c_str(), hw.channels, n, whole(w.fixed_points), K);
+  if (for_bits) std::printf("          %s\n", photons_for_bits_text(*for_bits).c_str());
   std::printf("          iterations %s\n", how.c_str());
   std::printf("          weights programmed once (%lld writes, %lld reload), %lld DAC and %lld ADC conversions, %lld digital MACs\n\n",
               whole(w.weight_writes), whole(w.weight_reloads), whole(w.dac_conversions), whole(w.adc_conversions),
@@ -435,6 +507,11 @@ void add_estimate(CLI::App& app) {
   c->add_option("--photons", o.photons,
                 "photons per detector sample: photon-budget mode, the LED energy follows from energy.photon_budget")
       ->check(positive());
+  c->add_option("--bits", o.bits,
+                "photon-budget mode at the photons per detector sample that leave this many bits of the product against "
+                "shot noise alone, measured on the loop (docs/energy.md, \"Photon budget\")")
+      ->check(between(1.0, 16.0))
+      ->excludes(c->get_option("--photons"));
   seed = c->add_option("--seed", o.seed, "seed of the problem the iterations are measured on")->check(seed_value())->capture_default_str();
   c->add_option("--threads", o.threads, "threads for the measurement")->check(positive())->capture_default_str();
   c->add_option("--gpu", o.gpu.gpu, "the GPU compared with: a key of scenarios/gpus.json (h100-sxm, h200-sxm, b200)")
@@ -468,6 +545,7 @@ void add_estimate(CLI::App& app) {
       "else once per pass, shared by --gpu-batch samples); energy at board power (docs/energy.md,\n"
       "\"GPU comparison\").\n"
       "Example:\n  aoc estimate --hw aoc-scale --fixed-points 1000000 --iterations 20\n"
+      "  aoc estimate --hw aoc-scale --fixed-points 1000000 --bits 8   (the photons 8 bits of the product need)\n"
       "  aoc estimate --hw aoc-48 --json -o estimate.json     (iterations measured on the loop)\n"
       "  aoc estimate --hw aoc-scale --iterations 20 --gpu h200-sxm --gpu-batch 64\n"
       "  aoc import config.json -o g.json --shapes-only && aoc estimate g.json --hw aoc-scale --iterations 20\n"
@@ -477,6 +555,7 @@ void add_estimate(CLI::App& app) {
     o.hw_given = hw->count() > 0, o.n_given = n->count() > 0, o.fixed_points_given = fp->count() > 0;
     o.seq_len_given = seq->count() > 0, o.seed_given = seed->count() > 0;
     if (o.program.empty() && o.seq_len_given) throw Error("--seq-len is for a program (aoc estimate PROG)");
+    if (!o.program.empty() && o.bits > 0) throw Error("--bits is for the loop estimate (aoc estimate --hw HW); a program takes --photons");
     if (o.program.empty() && !o.iterations_from.empty())
       throw Error("--iterations-from is for a program (aoc estimate PROG); the loop estimate measures its own");
     exit_status() = o.program.empty() ? run(o) : run_program(o);
