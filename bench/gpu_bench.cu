@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "bench/gpu_bench.hpp"
-#include "runtime/cublas_loader.hpp"
+#include "runtime/backend/cublas_loader.hpp"
 #include "sim/error.hpp"
 
 namespace aoc {

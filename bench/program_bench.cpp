@@ -11,10 +11,10 @@
 #include "compiler/import_config.hpp"
 #include "compiler/passes.hpp"
 #include "models/model.hpp"
-#include "runtime/backend.hpp"
-#include "runtime/output.hpp"
-#include "runtime/program_estimate.hpp"
-#include "runtime/program_run.hpp"
+#include "runtime/backend/backend.hpp"
+#include "runtime/io/output.hpp"
+#include "runtime/estimate/program_estimate.hpp"
+#include "runtime/run/program_run.hpp"
 #include "sim/error.hpp"
 #include "sim/hardware.hpp"
 
@@ -108,7 +108,7 @@ void time_parity(ProgramBench& b, const Hardware& hw, bool progress) {
 }
 
 // `aoc check PROG --inputs TOK --quantize --noise --seeds N` with the check's comparison
-// (runtime/program_check.hpp): the reference once, the simulator once per seed.
+// (runtime/run/program_check.hpp): the reference once, the simulator once per seed.
 void time_check(ProgramBench& b, const Hardware& hw, bool progress) {
   const ProgramBenchOptions& o = b.opt;
   b.check_path = need_file(o.check_config.empty() ? bundled_path("tests/data/implicit-lm/mamba2-state-tracking-implicit/config.json") : o.check_config,

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/program_check.hpp"
+#include "runtime/run/program_check.hpp"
 
 namespace aoc {
 

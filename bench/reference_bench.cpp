@@ -10,8 +10,8 @@
 #include "bench/program_bench.hpp"
 #include "compiler/import_config.hpp"
 #include "compiler/passes.hpp"
-#include "runtime/backend.hpp"
-#include "runtime/program_run.hpp"
+#include "runtime/backend/backend.hpp"
+#include "runtime/run/program_run.hpp"
 #include "sim/error.hpp"
 #include "sim/hardware.hpp"
 

@@ -33,7 +33,7 @@ struct OpContext {
   int tokens = 1;      // the sequence length in sequential mode (so that (row, token) names one solve)
 };
 
-// How a lowered program's hardware ops are computed (runtime/backend.hpp implements them). Without
+// How a lowered program's hardware ops are computed (runtime/backend/backend.hpp implements them). Without
 // hooks an optical op is its exact product and a Convert the identity.
 struct Hooks {
   virtual ~Hooks() = default;

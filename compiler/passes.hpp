@@ -48,7 +48,7 @@ struct PassOptions {
   const Hardware* compensate = nullptr;
   bool quantize = true;  // quantize runs (needs the converters section)
   // calibrate: runs the program on sample inputs and sets each converter's range, returning how
-  // many it set (runtime/backend.hpp, calibrate_converters); empty: no calibrate pass.
+  // many it set (runtime/backend/backend.hpp, calibrate_converters); empty: no calibrate pass.
   std::function<int(Program&)> calibrate = {};
 };
 

@@ -1,6 +1,6 @@
 // The mapping report of a compiled program (`aoc compile`): what runs where, the loops and their
 // layouts, the tiles on the modules, the weight programming rounds, the conversions per token and the
-// core utilisation. Energy and latency are `aoc estimate PROG`'s (runtime/program_estimate.hpp).
+// core utilisation. Energy and latency are `aoc estimate PROG`'s (runtime/estimate/program_estimate.hpp).
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>

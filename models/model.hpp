@@ -22,13 +22,13 @@ namespace aoc::models {
 // codes of `slm_bits` (sim/quantize.hpp, per matrix over +-max|W|, as the compiler quantizes) and
 // with receiver noise of rms `output_noise`, fresh per read (keyed by `seed` and a draw counter);
 // the crossings between digital and analog see a DAC of `dac_bits` and an ADC of `adc_bits`, each
-// over +-max|x| of the batch (what calibrated converters do, runtime/backend.hpp). Quantizers pass
+// over +-max|x| of the batch (what calibrated converters do, runtime/backend/backend.hpp). Quantizers pass
 // the gradient straight through. Where the crossings are is each model's (as the compiler's
 // partition puts them). 0 switches each off.
 //
 // With a machine (training for a hardware file: `aoc train --hw`), the products are the machine's
 // instead, and the other fields stay 0: each product is read on the tiles of the model compiled for
-// the machine, with the program's converters around it (runtime/train_machine.hpp).
+// the machine, with the program's converters around it (runtime/train/train_machine.hpp).
 class OpticalMachine;
 struct HardwareAware {
   int slm_bits = 0;
@@ -84,7 +84,7 @@ class SequenceModel {
 // The machine a model is trained for, as a compiled program runs it: the model's weights compiled
 // for a hardware file (tiles, compensation for the measured chain, SLM codes per tile, calibrated
 // converters) and each product read on the simulated machine's tiles with every noise source of
-// the file. runtime/train_machine.hpp implements it.
+// the file. runtime/train/train_machine.hpp implements it.
 class OpticalMachine {
  public:
   virtual ~OpticalMachine() = default;

@@ -44,7 +44,7 @@ struct TrainStep {
 };
 
 // Where a run stands: the next step and the optimizer's moments (with the model's weights and its
-// noise counter, what a checkpoint holds: runtime/train_checkpoint.hpp). A run from a restored state
+// noise counter, what a checkpoint holds: runtime/train/train_checkpoint.hpp). A run from a restored state
 // takes the steps an unbroken run takes, bit for bit (the data and the learning rate are keyed by
 // the step).
 struct TrainState {

@@ -6,10 +6,10 @@
 
 #include "python/bindings.hpp"
 #include "python/convert.hpp"
-#include "runtime/h5io.hpp"
-#include "runtime/loop_settings.hpp"
-#include "runtime/output.hpp"
-#include "runtime/problem.hpp"
+#include "runtime/io/h5io.hpp"
+#include "runtime/run/loop_settings.hpp"
+#include "runtime/io/output.hpp"
+#include "runtime/run/loop_problem.hpp"
 #include "sim/error.hpp"
 
 namespace aoc::python {
@@ -131,7 +131,7 @@ py::dict solve(py::array W, py::array x, py::object bias, py::object z0, const L
 }  // namespace
 
 void bind_loop(py::module_& m) {
-  py::class_<LoopSettings>(m, "LoopSettings", "What decides a loop run: aoc run's flags (runtime/loop_settings.hpp)")
+  py::class_<LoopSettings>(m, "LoopSettings", "What decides a loop run: aoc run's flags (runtime/run/loop_settings.hpp)")
       .def(py::init<>())
       .def_readwrite("hw", &LoopSettings::hw)
       .def_readwrite("set", &LoopSettings::set)

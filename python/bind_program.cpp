@@ -14,12 +14,12 @@
 #include "models/tasks.hpp"
 #include "python/bindings.hpp"
 #include "python/convert.hpp"
-#include "runtime/estimate_json.hpp"
-#include "runtime/output.hpp"
-#include "runtime/program_check.hpp"
-#include "runtime/program_estimate.hpp"
-#include "runtime/program_run.hpp"
-#include "runtime/program_settings.hpp"
+#include "runtime/estimate/estimate_json.hpp"
+#include "runtime/io/output.hpp"
+#include "runtime/run/program_check.hpp"
+#include "runtime/estimate/program_estimate.hpp"
+#include "runtime/run/program_run.hpp"
+#include "runtime/run/program_settings.hpp"
 #include "sim/error.hpp"
 #include "sim/files.hpp"
 
@@ -181,7 +181,7 @@ py::object estimate(const ir::Program& p, const py::object& iterations, std::int
 }  // namespace
 
 void bind_program(py::module_& m) {
-  py::class_<ProgramSettings>(m, "ProgramSettings", "What decides a program run: aoc run PROG's flags (runtime/program_settings.hpp)")
+  py::class_<ProgramSettings>(m, "ProgramSettings", "What decides a program run: aoc run PROG's flags (runtime/run/program_settings.hpp)")
       .def(py::init<>())
       .def_readwrite("sequence", &ProgramSettings::sequence)
       .def_readwrite("precision", &ProgramSettings::precision)

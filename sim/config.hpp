@@ -45,13 +45,13 @@ struct CoreConfig {
   // sim/physics_spec.hpp) and an annealing schedule that replaces alpha.
   double step_fraction = 1.0;
   AlphaSchedule alpha_schedule;
-  // The optimisation sampler (runtime/optimize.hpp): which channels are binary under
+  // The optimisation sampler (runtime/optimize/optimize.hpp): which channels are binary under
   // Nonlinearity::Ising (1 binary, 0 continuous; empty: every channel binary), and the inelastic
   // walls that clip the state to [-wall, wall] after every step.
   std::vector<std::uint8_t> binary;
   std::optional<double> wall;
   // The comparator's output level: t = level sign(z) on a binary channel, level z on a continuous
-  // one (1 for the ideal loop; the electronics' swing for the machine, runtime/optimize.cpp).
+  // one (1 for the ideal loop; the electronics' swing for the machine, runtime/optimize/optimize.cpp).
   double ising_level = 1.0;
 
   // The twin's AOCCell.from_parameters defaults for this machine (alpha from create_default_aoc_model).

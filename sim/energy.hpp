@@ -58,7 +58,7 @@ struct EnergySpec {
 //    analog MACs, one module's SLMs, and per fixed point one settle (from loop closure), one DAC
 //    step and timing.readout_samples ADC samples (all channels in parallel).
 //  - explicit (n = 0): every count as given, unset = 0 (a compiled program's counts per token,
-//    runtime/program_estimate.hpp).
+//    runtime/estimate/program_estimate.hpp).
 // Counts are doubles: a per-token count of a loop of K (mean) iterations need not be whole.
 struct Workload {
   int n = 0;                               // loop form: state size, channels used

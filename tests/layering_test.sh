@@ -11,7 +11,7 @@ check() {
   local layer=$1 below=$2 above=$3 flags=""
   for l in $below; do flags="$flags -I$BUILD/layers/$l"; done
   local own
-  own=$(cd "$BUILD/layers/$layer/$layer" && ls *.hpp | head -1)
+  own=$(cd "$BUILD/layers/$layer/$layer" && find -L . -name '*.hpp' -not -path './cli/*' | sort | head -1 | sed 's|^\./||')
   printf '#include "%s/%s"\n' "$layer" "$own" > "$T/ok.cpp"
   if ! out=$("$CXX" -std=c++20 -fsyntax-only -E $flags -I/usr/include/eigen3 "$T/ok.cpp" -o /dev/null 2>&1); then
     echo "FAIL: $layer: its own header $layer/$own not found with its include directories"; echo "$out" | head -5; exit 1
@@ -24,8 +24,8 @@ check() {
   echo "ok: $layer cannot include $above"
 }
 check sim "sim" "compiler/ir.hpp"
-check sim "sim" "runtime/backend.hpp"
+check sim "sim" "runtime/backend/backend.hpp"
 check compiler "sim compiler" "models/train.hpp"
-check compiler "sim compiler" "runtime/backend.hpp"
-check models "sim compiler models" "runtime/backend.hpp"
+check compiler "sim compiler" "runtime/backend/backend.hpp"
+check models "sim compiler models" "runtime/backend/backend.hpp"
 check runtime "sim compiler models runtime" "bench/loop_bench.hpp"

@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <string>
 
-#include "runtime/cuda_backend.hpp"
+#include "runtime/backend/cuda_backend.hpp"
 
 namespace {
 

@@ -11,7 +11,7 @@
 #include "compiler/verify.hpp"
 #include "models/aoc_ssm.hpp"
 #include "models/train.hpp"
-#include "runtime/backend.hpp"
+#include "runtime/backend/backend.hpp"
 #include "sim/files.hpp"
 #include "tests/graph_support.hpp"
 #include "tests/support.hpp"

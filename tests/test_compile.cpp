@@ -15,7 +15,7 @@
 #include "compiler/passes.hpp"
 #include "compiler/program_h5.hpp"
 #include "compiler/verify.hpp"
-#include "runtime/backend.hpp"
+#include "runtime/backend/backend.hpp"
 #include "sim/error.hpp"
 #include "tests/graph_support.hpp"
 #include "tests/support.hpp"

@@ -1,4 +1,4 @@
-// The GPU reference (runtime/cuda_backend.hpp, docs/cuda.md). The tests tagged [cuda] need a device:
+// The GPU reference (runtime/backend/cuda_backend.hpp, docs/cuda.md). The tests tagged [cuda] need a device:
 // ctest runs them with --needs-cuda and reports them as skipped where the cuda backend cannot run
 // (tests/main.cpp). The others run everywhere: what a build without CUDA, or a machine without a
 // device, says, and how `aoc check --backends` reads its list.
@@ -9,9 +9,9 @@
 #include "compiler/graph_json.hpp"
 #include "compiler/import_config.hpp"
 #include "compiler/passes.hpp"
-#include "runtime/backend.hpp"
-#include "runtime/cuda_backend.hpp"
-#include "runtime/program_run.hpp"
+#include "runtime/backend/backend.hpp"
+#include "runtime/backend/cuda_backend.hpp"
+#include "runtime/run/program_run.hpp"
 #include "sim/error.hpp"
 #include "tests/graph_support.hpp"
 #include "tests/support.hpp"

@@ -10,7 +10,7 @@
 
 #include "compiler/program_h5.hpp"
 #include "graph_support.hpp"
-#include "runtime/sweep_results.hpp"
+#include "runtime/sweep/sweep_results.hpp"
 #include "sim/error.hpp"
 #include "sim/h5file.hpp"
 

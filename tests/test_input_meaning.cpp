@@ -14,9 +14,9 @@
 #include "compiler/program_h5.hpp"
 #include "sim/h5file.hpp"
 #include "graph_support.hpp"
-#include "runtime/dt_golden.hpp"
-#include "runtime/sweep.hpp"
-#include "runtime/sweep_results.hpp"
+#include "runtime/run/dt_golden.hpp"
+#include "runtime/sweep/sweep.hpp"
+#include "runtime/sweep/sweep_results.hpp"
 #include "sim/error.hpp"
 #include "support.hpp"
 

@@ -13,7 +13,7 @@
 #include "compiler/graph_json.hpp"
 #include "compiler/ir.hpp"
 #include "compiler/verify.hpp"
-#include "runtime/h5io.hpp"
+#include "runtime/io/h5io.hpp"
 #include "sim/error.hpp"
 
 namespace fs = std::filesystem;

@@ -1,11 +1,11 @@
-// Optimisation problems (runtime/ising.hpp) and the sampler on the machine (runtime/optimize.hpp).
+// Optimisation problems (runtime/optimize/ising.hpp) and the sampler on the machine (runtime/optimize/optimize.hpp).
 #include <cmath>
 #include <fstream>
 #include <random>
 
 #include "graph_support.hpp"
-#include "runtime/ising.hpp"
-#include "runtime/optimize.hpp"
+#include "runtime/optimize/ising.hpp"
+#include "runtime/optimize/optimize.hpp"
 #include "sim/error.hpp"
 #include "support.hpp"
 

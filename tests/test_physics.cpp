@@ -9,7 +9,7 @@
 #include "sim/core.hpp"
 #include "sim/physics_spec.hpp"
 #include "sim/quantize.hpp"
-#include "runtime/loop_run.hpp"
+#include "runtime/run/loop_run.hpp"
 
 using namespace aoc;
 using namespace aoc::test;

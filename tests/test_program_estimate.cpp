@@ -1,4 +1,4 @@
-// The energy and latency of a compiled program (runtime/program_estimate.hpp, `aoc estimate PROG`,
+// The energy and latency of a compiled program (runtime/estimate/program_estimate.hpp, `aoc estimate PROG`,
 // docs/energy.md "Programs"): one token's counts of tiny programs checked by hand (tiles,
 // conversions, MACs, loop iterations, digital partial sums, weight reloads), the missing digital
 // throughput, a published config's tile count, and the command on a graph and a program file.
@@ -15,8 +15,8 @@
 #include "compiler/graph_json.hpp"
 #include "compiler/import_config.hpp"
 #include "compiler/program_h5.hpp"
-#include "runtime/program_estimate.hpp"
-#include "runtime/program_run.hpp"
+#include "runtime/estimate/program_estimate.hpp"
+#include "runtime/run/program_run.hpp"
 #include "sim/error.hpp"
 #include "sim/hardware.hpp"
 #include "tests/support.hpp"

@@ -11,7 +11,7 @@
 
 #include "compiler/passes.hpp"
 #include "compiler/program_h5.hpp"
-#include "runtime/backend.hpp"
+#include "runtime/backend/backend.hpp"
 #include "sim/programming.hpp"
 #include "sim/tile.hpp"
 #include "tests/graph_support.hpp"

@@ -1,4 +1,4 @@
-// The sweep report (runtime/report.hpp): the plots it draws from the columns a results file has,
+// The sweep report (runtime/sweep/report.hpp): the plots it draws from the columns a results file has,
 // the notes where columns are absent, the Pareto table against sweep::pareto_front, escaping, the
 // axes' scales and ticks, and one-line errors. The browser's view of it: tests/report_render.sh.
 #include <catch2/catch.hpp>
@@ -9,8 +9,8 @@
 #include <fstream>
 #include <limits>
 
-#include "runtime/report.hpp"
-#include "runtime/report_svg.hpp"
+#include "runtime/sweep/report.hpp"
+#include "runtime/sweep/report_svg.hpp"
 #include "sim/error.hpp"
 #include "tests/graph_support.hpp"
 #include "tests/support.hpp"

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "models/retina_data.hpp"
-#include "runtime/h5io.hpp"
+#include "runtime/io/h5io.hpp"
 #include "sim/error.hpp"
 #include "sim/h5file.hpp"
 #include "tests/support.hpp"

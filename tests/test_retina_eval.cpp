@@ -1,4 +1,4 @@
-// Evaluation of retina models on a machine (runtime/retina_eval.hpp, aoc retina eval): the compiled
+// Evaluation of retina models on a machine (runtime/retina/retina_eval.hpp, aoc retina eval): the compiled
 // graph on the digital reference is the trained model, the simulated machine without its
 // non-idealities is the reference, its noise is seeded, and what does not fit is refused by name.
 #include <catch2/catch.hpp>
@@ -10,9 +10,9 @@
 
 #include "compiler/graph_json.hpp"
 #include "models/retina_model.hpp"
-#include "runtime/output.hpp"
-#include "runtime/retina_eval.hpp"
-#include "runtime/retina_stimulus.hpp"
+#include "runtime/io/output.hpp"
+#include "runtime/retina/retina_eval.hpp"
+#include "runtime/retina/retina_stimulus.hpp"
 #include "sim/error.hpp"
 #include "support.hpp"
 #include "tests/graph_support.hpp"

@@ -1,4 +1,4 @@
-// `aoc run`: HDF5 input and output (runtime/h5io), and the command as a user meets it.
+// `aoc run`: HDF5 input and output (runtime/io/h5io), and the command as a user meets it.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -13,10 +13,10 @@
 
 #include "compiler/graph_json.hpp"
 #include "compiler/program_h5.hpp"
-#include "runtime/h5io.hpp"
-#include "runtime/output.hpp"
-#include "runtime/problem.hpp"
-#include "runtime/progress.hpp"
+#include "runtime/io/h5io.hpp"
+#include "runtime/io/output.hpp"
+#include "runtime/run/loop_problem.hpp"
+#include "runtime/io/progress.hpp"
 #include "sim/core.hpp"
 #include "sim/error.hpp"
 #include "sim/solver.hpp"

@@ -1,5 +1,5 @@
 // Design-space sweeps as a library: scenario files, sampling, the journal, the results file, the
-// Pareto front, and points evaluated (runtime/sweep*.hpp, docs/scenarios.md).
+// Pareto front, and points evaluated (runtime/sweep/sweep*.hpp, docs/scenarios.md).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -10,11 +10,11 @@
 
 #include "compiler/graph_json.hpp"
 #include "models/retina_data.hpp"
-#include "runtime/program_estimate.hpp"
-#include "runtime/retina_eval.hpp"
-#include "runtime/sweep.hpp"
-#include "runtime/sweep_eval.hpp"
-#include "runtime/sweep_results.hpp"
+#include "runtime/estimate/program_estimate.hpp"
+#include "runtime/retina/retina_eval.hpp"
+#include "runtime/sweep/sweep.hpp"
+#include "runtime/sweep/sweep_eval.hpp"
+#include "runtime/sweep/sweep_results.hpp"
 #include "sim/error.hpp"
 #include "sim/hardware.hpp"
 #include "tests/graph_support.hpp"

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "runtime/sweep_results.hpp"
+#include "runtime/sweep/sweep_results.hpp"
 #include "tests/support.hpp"
 
 using aoc::test::Run;

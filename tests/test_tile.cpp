@@ -9,7 +9,7 @@
 #include <random>
 
 #include "compiler/passes.hpp"
-#include "runtime/backend.hpp"
+#include "runtime/backend/backend.hpp"
 #include "sim/isa.hpp"
 #include "sim/tile.hpp"
 #include "tests/graph_support.hpp"

@@ -1,4 +1,4 @@
-// Training for a machine (runtime/train_machine.hpp): the model's products are read on the tiles of
+// Training for a machine (runtime/train/train_machine.hpp): the model's products are read on the tiles of
 // the model compiled for the hardware file, as `aoc run` reads them, and `aoc train --from DIR --hw`
 // fine-tunes a trained model folder for it.
 #include <catch2/catch.hpp>
@@ -8,7 +8,7 @@
 #include "compiler/graph_json.hpp"
 #include "models/mamba2.hpp"
 #include "models/tasks.hpp"
-#include "runtime/train_machine.hpp"
+#include "runtime/train/train_machine.hpp"
 #include "sim/error.hpp"
 #include "sim/files.hpp"
 #include "sim/json_reader.hpp"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "tests/support.hpp"
-#include "runtime/dt_golden.hpp"
+#include "runtime/run/dt_golden.hpp"
 #include "sim/hardware.hpp"
 #include "sim/stages.hpp"
 

@@ -8,7 +8,7 @@
 #include "compiler/import_config.hpp"
 #include "compiler/op_def.hpp"
 #include "runtime/cli/commands.hpp"
-#include "runtime/cuda_backend.hpp"
+#include "runtime/backend/cuda_backend.hpp"
 #include "sim/hardware.hpp"
 #ifdef AOC_HAVE_CUDA
 #include "bench/gpu_bench.hpp"

@@ -12,7 +12,7 @@
 #include "compiler/verify.hpp"
 #include "models/model.hpp"
 #include "runtime/cli/commands.hpp"
-#include "runtime/output.hpp"
+#include "runtime/io/output.hpp"
 #include "sim/error.hpp"
 #include "sim/files.hpp"
 #include "sim/json_reader.hpp"

@@ -6,7 +6,7 @@
 
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/loop_flags.hpp"
-#include "runtime/output.hpp"
+#include "runtime/io/output.hpp"
 #include "sim/error.hpp"
 
 namespace aoc::cli {

@@ -1,4 +1,4 @@
-// aoc optimize: solve an optimisation instance on the simulated machine (runtime/optimize.hpp) and
+// aoc optimize: solve an optimisation instance on the simulated machine (runtime/optimize/optimize.hpp) and
 // report the best objective, the success probability p against the known optimum, operations and
 // time to solution with 99 % confidence on the machine's clock, energy per solve, and simulated
 // annealing measured in the same run.
@@ -9,9 +9,9 @@
 
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/loop_flags.hpp"
-#include "runtime/h5io.hpp"
-#include "runtime/optimize.hpp"
-#include "runtime/output.hpp"
+#include "runtime/io/h5io.hpp"
+#include "runtime/optimize/optimize.hpp"
+#include "runtime/io/output.hpp"
 #include "sim/json_reader.hpp"
 
 namespace aoc::cli {

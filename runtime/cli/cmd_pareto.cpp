@@ -1,11 +1,11 @@
 // aoc pareto RESULTS.h5 --x energy --y accuracy: the points of a sweep that no other point beats on
-// both columns (runtime/sweep_results.hpp, docs/scenarios.md).
+// both columns (runtime/sweep/sweep_results.hpp, docs/scenarios.md).
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "runtime/cli/commands.hpp"
-#include "runtime/sweep_results.hpp"
+#include "runtime/sweep/sweep_results.hpp"
 #include "sim/error.hpp"
 #include "sim/json_reader.hpp"
 

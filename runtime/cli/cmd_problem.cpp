@@ -1,4 +1,4 @@
-// aoc problem: an optimisation instance as aoc's canonical JSON (runtime/ising.hpp): generated from
+// aoc problem: an optimisation instance as aoc's canonical JSON (runtime/optimize/ising.hpp): generated from
 // a seeded ensemble with its known optimum (exhaustive search or a planted state), or converted
 // from a G-set / Biq Mac edge list or a QPLIB file. `aoc optimize` reads what it writes.
 #include <cstdio>
@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/cli/commands.hpp"
-#include "runtime/ising.hpp"
-#include "runtime/output.hpp"
+#include "runtime/optimize/ising.hpp"
+#include "runtime/io/output.hpp"
 #include "sim/error.hpp"
 #include "sim/json_reader.hpp"
 

@@ -1,10 +1,10 @@
 // aoc report RESULTS.h5 -o report.html: one self-contained HTML page of a sweep's results, its plots
-// inline SVG (runtime/report.hpp, docs/scenarios.md "Report").
+// inline SVG (runtime/sweep/report.hpp, docs/scenarios.md "Report").
 #include <cstdio>
 
 #include "runtime/cli/commands.hpp"
-#include "runtime/output.hpp"
-#include "runtime/report.hpp"
+#include "runtime/io/output.hpp"
+#include "runtime/sweep/report.hpp"
 
 namespace aoc::cli {
 

@@ -14,8 +14,8 @@
 #include "models/retina_data.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/retina_report.hpp"
-#include "runtime/h5io.hpp"
-#include "runtime/output.hpp"
+#include "runtime/io/h5io.hpp"
+#include "runtime/io/output.hpp"
 #include "sim/error.hpp"
 #include "sim/h5file.hpp"
 

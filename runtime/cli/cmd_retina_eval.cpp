@@ -1,24 +1,24 @@
 // aoc retina eval --model DIR --data retina.h5: a trained retina model (aoc retina train) compiled
 // for a machine and run on the test movie, on the simulated machine (its converters and noise, by
 // default) or the digital reference; scored (CC, FEV, NLL) beside the ceiling and the digital
-// model's scores of its training record, with the energy and latency per frame (runtime/retina_eval.hpp).
+// model's scores of its training record, with the energy and latency per frame (runtime/retina/retina_eval.hpp).
 // aoc retina stimulus: the closed-loop search for a coarse movie that elicits the same responses on
-// the machine (runtime/retina_stimulus.hpp).
+// the machine (runtime/retina/retina_stimulus.hpp).
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "runtime/backend.hpp"
+#include "runtime/backend/backend.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/program_flags.hpp"
 #include "runtime/cli/retina_report.hpp"
-#include "runtime/estimate_json.hpp"
-#include "runtime/h5io.hpp"
-#include "runtime/output.hpp"
-#include "runtime/progress.hpp"
-#include "runtime/retina_eval.hpp"
-#include "runtime/retina_stimulus.hpp"
+#include "runtime/estimate/estimate_json.hpp"
+#include "runtime/io/h5io.hpp"
+#include "runtime/io/output.hpp"
+#include "runtime/io/progress.hpp"
+#include "runtime/retina/retina_eval.hpp"
+#include "runtime/retina/retina_stimulus.hpp"
 #include "sim/error.hpp"
 
 namespace aoc::cli {

@@ -12,8 +12,8 @@
 #include "models/retina_model.hpp"
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/retina_report.hpp"
-#include "runtime/output.hpp"
-#include "runtime/retina_eval.hpp"
+#include "runtime/io/output.hpp"
+#include "runtime/retina/retina_eval.hpp"
 #include "sim/error.hpp"
 
 namespace aoc::cli {

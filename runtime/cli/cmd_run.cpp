@@ -9,11 +9,11 @@
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/loop_flags.hpp"
 #include "runtime/cli/program_flags.hpp"
-#include "runtime/program_run.hpp"
-#include "runtime/progress.hpp"
-#include "runtime/h5io.hpp"
-#include "runtime/loop_run.hpp"
-#include "runtime/output.hpp"
+#include "runtime/run/program_run.hpp"
+#include "runtime/io/progress.hpp"
+#include "runtime/io/h5io.hpp"
+#include "runtime/run/loop_run.hpp"
+#include "runtime/io/output.hpp"
 #include "sim/error.hpp"
 
 namespace aoc::cli {

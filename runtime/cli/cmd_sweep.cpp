@@ -1,12 +1,12 @@
 // aoc sweep SCENARIO -o RESULTS.h5: every point of a design-space scenario on all cores (and under
-// mpirun on every rank), each finished point kept at once, resumable (runtime/sweep_run.hpp,
+// mpirun on every rank), each finished point kept at once, resumable (runtime/sweep/sweep_run.hpp,
 // docs/scenarios.md).
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "runtime/cli/commands.hpp"
-#include "runtime/output.hpp"
-#include "runtime/sweep_run.hpp"
+#include "runtime/io/output.hpp"
+#include "runtime/sweep/sweep_run.hpp"
 
 namespace aoc::cli {
 

@@ -8,7 +8,7 @@
 #include "compiler/graph_json.hpp"
 #include "models/tasks.hpp"
 #include "runtime/cli/commands.hpp"
-#include "runtime/output.hpp"
+#include "runtime/io/output.hpp"
 #include "sim/files.hpp"
 
 namespace aoc::cli {

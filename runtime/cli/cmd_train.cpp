@@ -1,7 +1,7 @@
 // aoc train SCENARIO.json -o DIR: trains a state-tracking model (models/train.hpp) and writes it as
 // a model directory: config.json (the importer's format), weights.h5, train.json (the scenario, the
 // loss curve, the evaluations, seed, version and config hash). docs/models.md. While it trains it
-// keeps DIR/checkpoint.h5 (runtime/train_checkpoint.hpp); --resume continues a killed run from it.
+// keeps DIR/checkpoint.h5 (runtime/train/train_checkpoint.hpp); --resume continues a killed run from it.
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -13,9 +13,9 @@
 #include "models/train.hpp"
 #include "models/train_scenario.hpp"
 #include "runtime/cli/commands.hpp"
-#include "runtime/output.hpp"
-#include "runtime/train_checkpoint.hpp"
-#include "runtime/train_machine.hpp"
+#include "runtime/io/output.hpp"
+#include "runtime/train/train_checkpoint.hpp"
+#include "runtime/train/train_machine.hpp"
 #include "sim/error.hpp"
 #include "sim/json_reader.hpp"
 

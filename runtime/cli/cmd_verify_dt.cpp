@@ -2,7 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/cli/commands.hpp"
-#include "runtime/dt_golden.hpp"
+#include "runtime/run/dt_golden.hpp"
 #include "sim/error.hpp"
 #include "sim/hardware.hpp"
 

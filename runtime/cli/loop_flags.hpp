@@ -6,12 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "runtime/loop_settings.hpp"
-#include "runtime/output.hpp"
+#include "runtime/run/loop_settings.hpp"
+#include "runtime/io/output.hpp"
 
 namespace aoc::cli {
 
-// The settings (runtime/loop_settings.hpp) as flags; --alpha sets LoopSettings::alpha when given.
+// The settings (runtime/run/loop_settings.hpp) as flags; --alpha sets LoopSettings::alpha when given.
 void add_loop_flags(CLI::App* c, LoopSettings& f, const char* seed_help);
 // The part that says which machine runs and how (machine, overrides, mode, precision, converters,
 // noise, bandwidth, seed, threads), for commands that run their own loop (aoc optimize).

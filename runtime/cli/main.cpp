@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "runtime/cli/commands.hpp"
-#include "runtime/output.hpp"
+#include "runtime/io/output.hpp"
 #include "sim/error.hpp"
 #include "sim/isa.hpp"
 #include "sim/json_reader.hpp"

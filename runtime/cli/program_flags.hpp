@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "runtime/program_settings.hpp"
+#include "runtime/run/program_settings.hpp"
 
 namespace aoc::cli {
 
-// The settings (runtime/program_settings.hpp), the inputs file and the meter as flags.
+// The settings (runtime/run/program_settings.hpp), the inputs file and the meter as flags.
 struct ProgramFlags : ProgramSettings {
   std::string inputs;
   bool quiet = false;

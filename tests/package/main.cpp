@@ -1,9 +1,9 @@
 // The loop of `aoc run` from a program of one's own, through find_package(aoc).
 #include <cstdio>
 
-#include "runtime/loop_settings.hpp"
-#include "runtime/output.hpp"
-#include "runtime/problem.hpp"
+#include "runtime/run/loop_settings.hpp"
+#include "runtime/io/output.hpp"
+#include "runtime/run/loop_problem.hpp"
 
 int main() {
   aoc::LoopSettings s;

@@ -1,0 +1,54 @@
+// What decides a run of the fixed-point loop, as `aoc run`, `aoc loop` and the Python module's
+// aoc.solve take it: the machine and its overrides, the mode, the stop rule, precision, converters,
+// noise, bandwidth, readout, annealing, seed, threads. One record, one way to turn it into the
+// core's configuration and the run's options, one config hash: the CLI and Python agree bit for bit.
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/run/loop_run.hpp"
+
+namespace aoc {
+
+struct LoopSettings {
+  std::string hw = "aoc-48", mode = "default", rule = "twin", precision = "f32";
+  std::vector<std::string> set;  // hardware overrides section.field=value
+  int max_iter = 40, threads = 1;
+  int first_sample = 0;  // the batch's first sample in the whole input (noise keys)
+  double tol = 1e-3, damping = 1.0;
+  std::optional<double> alpha;  // overrides the mode's and the input's alpha (mode ideal: 0.5 when not given)
+  std::uint64_t seed = 1;
+  bool quantize = false, noise = false, bandwidth = false, trace = false, hardware_readout = false;
+  std::string anneal;  // "linear:START:END:ITERS" or "exp:START:END:ITERS"
+};
+
+// Coefficients that come with the input (an input file's root attributes, aoc.solve's arguments):
+// they override the mode's; LoopSettings::alpha overrides alpha again.
+struct LoopCoefficients {
+  std::vector<double> alpha, beta;
+  std::optional<double> gamma;
+};
+
+// A field's value among the allowed ones, else aoc::Error "FIELD: expected one of A, B, got 'V'".
+void check_choice(const std::string& field, const std::string& v, std::initializer_list<const char*> allowed);
+
+// Every field checked (names as the CLI's flags): unknown mode, rule or precision, a tolerance that
+// is not positive, damping outside (0, 1], a non-finite alpha. Throws aoc::Error.
+void check_settings(const LoopSettings& s);
+Hardware load_machine(const LoopSettings& s);
+// The mode's configuration, then the input's coefficients, then alpha and the anneal schedule.
+CoreConfig loop_config(const LoopSettings& s, const Hardware& hw, const LoopCoefficients& given = {});
+LoopRunOptions run_options(const LoopSettings& s);
+
+// A digest over everything that decides the result: the settings in a canonical text, the hardware
+// file's bytes and the input arrays' values as float64 (threads are left out: they change nothing).
+template <class S>
+std::string loop_config_hash(const LoopSettings& s, const Hardware& hw, const CoreConfig& cfg, const LoopView<S>& p);
+
+extern template std::string loop_config_hash<float>(const LoopSettings&, const Hardware&, const CoreConfig&, const LoopView<float>&);
+extern template std::string loop_config_hash<double>(const LoopSettings&, const Hardware&, const CoreConfig&, const LoopView<double>&);
+
+}  // namespace aoc

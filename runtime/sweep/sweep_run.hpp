@@ -1,0 +1,38 @@
+// Running a sweep (`aoc sweep`): the points not yet in the journal, on a pool of threads, and under
+// `mpirun` on every rank; rank 0 hands out the points, and writes each finished row to the journal
+// as it arrives, then the results file. The rows are pure functions of their points and the file is
+// sorted by point, so it is the same for any thread or rank count. docs/scenarios.md.
+#pragma once
+#include <string>
+
+#include "runtime/sweep/sweep.hpp"
+
+namespace aoc::sweep {
+
+struct SweepOptions {
+  std::string output;  // RESULTS.h5
+  std::string csv;     // also a CSV of the rows (optional)
+  bool resume = false;
+  bool quiet = false;  // no progress bar
+  int threads = 0;     // per process; 0: the machine's cores (shared among the ranks on it)
+};
+
+struct SweepSummary {
+  std::size_t points = 0;       // in the scenario
+  std::size_t done_before = 0;  // read back from the journal (--resume)
+  std::size_t ran = 0;          // by this sweep, over every rank
+  std::size_t failed = 0;       // rows with status "error", all of them
+  double seconds = 0;
+  int ranks = 1, threads = 1;
+  bool root = true;             // this process wrote the results (rank 0)
+  bool stopped = false;         // another rank's error stopped this one before the points started
+};
+
+// Reads the scenario and runs it. Under mpirun (when aoc is built with MPI) every rank calls it;
+// an error on any rank before the points start stops them all.
+SweepSummary run_sweep(const std::string& scenario_path, const SweepOptions& o);
+
+// Whether this aoc was built with MPI.
+bool mpi_built();
+
+}  // namespace aoc::sweep
