@@ -13,6 +13,7 @@ docs/python.md shows a model trained through the noisy machine beside one traine
 """
 
 import math
+import warnings
 
 import numpy as np
 import torch
@@ -61,7 +62,9 @@ class Machine:
 
     def solve(self, x, W, bias, alpha):
         """The fixed points z (B, N) of alpha z + tanh(z) W + x + b on the machine (its readout), as a
-        tensor of x's dtype; the aocsim.solve Result is kept as last_result."""
+        tensor of x's dtype on x's device (computed on the CPU); the aocsim.solve Result is kept as
+        last_result. Solves that did not converge are counted in a RuntimeWarning."""
+        self.check_width(W.shape[-1])
         xn, Wn, bn = (t.detach().cpu().contiguous().numpy() for t in (x, W, bias))
         an = [float(a) for a in torch.as_tensor(alpha).detach().reshape(-1).cpu()]
         if len(an) == 1 and Wn.shape[0] != 1:
@@ -72,7 +75,19 @@ class Machine:
                       max_iter=self.max_iter, damping=self.damping, precision=self.precision, quantize=self.quantize,
                       noise=self.noise, bandwidth=self.bandwidth, seed=seed, threads=self.threads)
         self.last_result = r
-        return torch.from_numpy(np.ascontiguousarray(r.readout)).to(dtype=x.dtype)
+        converged = np.asarray(r.converged, dtype=bool)
+        if converged.size and not converged.all():
+            warnings.warn(f"aocsim.torch: {int((~converged).sum())} of {converged.size} solves on {self.hw.name} did not converge "
+                          f"within {self.max_iter} iterations (rule {self.rule}, tol {self.tol:g}); their readout is the last iterate. "
+                          "With noise on, a tolerance below the noise floor never converges: raise tol or max_iter.",
+                          RuntimeWarning, stacklevel=3)
+        return torch.from_numpy(np.ascontiguousarray(r.readout)).to(device=x.device, dtype=x.dtype)
+
+    def check_width(self, n):
+        """A state of n channels fits the machine's core, or aocsim.Error names the width."""
+        if int(n) > self.hw.channels:
+            raise aocsim.Error(f"width {int(n)}: more than the {self.hw.channels} channels of {self.hw.name} (one core runs one loop; "
+                               "use a machine with more channels, e.g. aoc-scale)")
 
     def __repr__(self):
         on = [k for k in ("noise", "quantize", "bandwidth") if getattr(self, k)]
@@ -147,6 +162,7 @@ class AOCLayer(nn.Module):
         self.alpha = nn.Parameter(torch.full((self.n,), float(alpha), dtype=dtype))
         self.beta = nn.Parameter(torch.tensor(float(beta), dtype=dtype))
         self.machine = machine if machine is not None else Machine(mode="ideal", precision="f64", rule="relative", tol=1e-9, max_iter=500)
+        self.machine.check_width(self.n)
         self.backward_mode = backward
         self.steps = steps if steps is not None else (30 if backward == "implicit" else 5)
         self.damping = damping if damping is not None else (1.0 if backward == "implicit" else 0.5)

@@ -76,6 +76,26 @@ def test_an_unknown_backward_is_an_error():
         FixedPoint.apply(x, W, b, a, exact(), "adjoint")
 
 
+def test_a_width_past_the_machines_channels_is_an_error_naming_it():
+    with pytest.raises(aocsim.Error, match="width 64: more than the 48 channels of aoc-48"):
+        AOCLayer(64, Machine("aoc-48"))
+    (x, W, b, a), _ = problem(n=20)
+    with pytest.raises(aocsim.Error, match="width 20: more than the 16 channels"):
+        Machine("aoc-16").solve(x, W, b, a)
+    AOCLayer(48, Machine("aoc-48"))  # the machine's own width is fine
+
+
+def test_solves_that_do_not_converge_are_counted_in_a_warning():
+    (x, W, b, a), _ = problem()
+    short = Machine(mode="ideal", precision="f64", rule="relative", tol=1e-15, max_iter=2)
+    with pytest.warns(RuntimeWarning, match="3 of 3 solves on .* did not converge within 2 iterations"):
+        short.solve(x, W, b, a)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        exact().solve(x, W, b, a)  # converged: no warning
+
+
 def test_a_noisy_machine_draws_new_noise_each_call_unless_told_not_to():
     (x, W, b, a), _ = problem(n=16)
     fresh, same = Machine("aoc-16", noise=True, seed=5), Machine("aoc-16", noise=True, seed=5, advance_seed=False)
