@@ -292,7 +292,7 @@ double rank_correlation(const std::vector<double>& x, const std::vector<double>&
 // latency over the points that ran, one bar each, from -1 to 1 (a tornado).
 Figure sensitivity_plot(const Data& d) {
   Figure f{"Sensitivity of each metric to each parameter"};
-  if (d.r.header.sampling == "grid") return {};
+  if (d.r.header.sampling == "grid") return Figure{};
   const std::vector<std::size_t> var = d.varied();
   std::vector<std::string> metrics;
   for (const char* m : {"accuracy", "agreement", "cc", "energy", "latency"})
@@ -302,7 +302,7 @@ Figure sensitivity_plot(const Data& d) {
     return f;
   }
   svg::Frame fr;
-  fr.x = svg::Axis{"Spearman rank correlation", "", -1, 1};
+  fr.x.label = "Spearman rank correlation", fr.x.lo = -1, fr.x.hi = 1;
   const double rows = static_cast<double>(var.size());
   fr.y.lo = -0.5, fr.y.hi = rows - 0.5;
   for (std::size_t r = 0; r < var.size(); ++r) fr.y.categories.push_back({static_cast<double>(var.size() - 1 - r), d.r.header.params[var[r]].name});
