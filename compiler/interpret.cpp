@@ -86,7 +86,7 @@ class Interp {
       std::string spec, out;
       const auto it = op.attrs.find("spec");
       const std::string* text = it == op.attrs.end() ? nullptr : std::get_if<std::string>(&it->second);
-      for (char c : text ? *text : std::string()) if (c != ' ') spec += c;
+      if (text) spec = kernels::parse_einsum(*text).text;
       std::map<char, char> name;
       for (char c : spec) out += c >= 'a' && c <= 'z' ? name.try_emplace(c, static_cast<char>('a' + name.size())).first->second : c;
       return out;

@@ -388,25 +388,37 @@ void einsum_terms(const double* const* d, const std::int64_t* off, const std::in
   }
 }
 
-Tensor einsum(const std::string& spec_attr, const std::vector<const Tensor*>& xs, int threads, const std::string& where) {
-  std::string spec;
-  for (char c : spec_attr)
-    if (c != ' ') spec += c;
-  const auto arrow = spec.find("->");
-  const std::string lhs = spec.substr(0, arrow);
-  std::vector<std::string> ops;
-  {
-    std::string cur;
-    for (char c : lhs) {
-      if (c == ',') ops.push_back(cur), cur.clear();
-      else cur += c;
-    }
-    ops.push_back(cur);
+EinsumSpec parse_einsum(const std::string& spec_attr) {
+  EinsumSpec s;
+  for (char ch : spec_attr)
+    if (ch != ' ') s.text += ch;
+  const std::size_t a = s.text.find("->");
+  s.arrow = a != std::string::npos;
+  const std::string lhs = s.text.substr(0, a);
+  for (std::size_t start = 0;;) {
+    const std::size_t comma = lhs.find(',', start);
+    s.terms.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
   }
+  if (s.arrow) {
+    s.out = s.text.substr(a + 2);
+  } else {
+    std::map<char, int> n;
+    for (const auto& t : s.terms)
+      for (char ch : t) ++n[ch];
+    for (auto [ch, k] : n)
+      if (k == 1) s.out += ch;
+  }
+  return s;
+}
+
+Tensor einsum(const std::string& spec_attr, const std::vector<const Tensor*>& xs, int threads, const std::string& where) {
+  const EinsumSpec parsed = parse_einsum(spec_attr);
+  const std::vector<std::string>& ops = parsed.terms;
   if (ops.size() != xs.size())
     fail(where, "spec '" + spec_attr + "' has " + std::to_string(ops.size()) + " operands, the op " + std::to_string(xs.size()));
   std::map<char, std::int64_t> size;
-  std::map<char, int> count;
   for (size_t o = 0; o < ops.size(); ++o) {
     if (ops[o].size() != xs[o]->shape.size())
       fail(where, "spec '" + spec_attr + "': operand " + std::to_string(o) + " '" + ops[o] + "' does not match its shape " + shape_text(xs[o]->shape));
@@ -417,15 +429,10 @@ Tensor einsum(const std::string& spec_attr, const std::vector<const Tensor*>& xs
       auto [it, fresh] = size.emplace(c, d);
       if (!fresh && it->second != d)
         fail(where, "spec '" + spec_attr + "': '" + std::string(1, c) + "' is " + std::to_string(it->second) + " and " + std::to_string(d));
-      ++count[c];
     }
   }
-  std::string out;
-  if (arrow == std::string::npos) {  // implicit form: the letters that occur once, in order
-    for (auto [c, k] : count)
-      if (k == 1) out += c;
-  } else {
-    out = spec.substr(arrow + 2);
+  const std::string& out = parsed.out;
+  if (parsed.arrow) {
     std::set<char> seen;
     for (char c : out) {
       if (!size.count(c)) fail(where, "spec '" + spec_attr + "': output letter '" + std::string(1, c) + "' is in no operand");

@@ -139,6 +139,16 @@ Tensor embedding(const Tensor& ids, const Tensor& table, const std::string& wher
 std::vector<Tensor> split(const Tensor& x, const Dims& sizes, std::int64_t axis_attr, size_t n_out, const std::string& where);
 Tensor concat(const std::vector<const Tensor*>& xs, std::int64_t axis_attr, const std::string& where);
 Tensor reshape(const Tensor& x, const Dims& target, const std::string& where);
+// An einsum spec without spaces, split into its operand terms and its output (the implicit form's
+// output: the letters that occur once, in alphabetical order). The one reader of a spec: the
+// verifier, the kernel and the interpreter's pattern matching go through it.
+struct EinsumSpec {
+  std::string text;
+  std::vector<std::string> terms;
+  std::string out;
+  bool arrow = false;  // the explicit form, "...->out"
+};
+EinsumSpec parse_einsum(const std::string& spec_attr);
 Tensor einsum(const std::string& spec_attr, const std::vector<const Tensor*>& xs, int threads, const std::string& where);
 // q, k, v [B, L, D]: `heads` heads of D/heads channels, rotate-half RoPE on q and k with theta,
 // causal softmax attention with scale 1/sqrt(d_head).

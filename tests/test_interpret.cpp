@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "compiler/interpret.hpp"
+#include "compiler/kernels.hpp"
 #include "compiler/verify.hpp"
 #include "sim/error.hpp"
 
@@ -277,6 +278,19 @@ TEST_CASE("interpret: Reshape keeps row-major data, 0 copies a dim and -1 infers
                     "interpret: op #0 Reshape 'op': shape [-1, -1] has more than one -1");
   CHECK_THROWS_WITH(run1(OpKind::Reshape, {{"x", x}}, {{"shape", V{5, -1}}}),
                     "interpret: op #0 Reshape 'op': cannot reshape [2, 3, 4] to [5, -1]");
+}
+
+TEST_CASE("interpret: one einsum parser: spaces dropped, terms split, the implicit output sorted") {
+  const kernels::EinsumSpec e = kernels::parse_einsum("bl h, b l n , blhp -> blhpn");
+  CHECK(e.text == "blh,bln,blhp->blhpn");
+  CHECK(e.terms == std::vector<std::string>{"blh", "bln", "blhp"});
+  CHECK(e.arrow);
+  CHECK(e.out == "blhpn");
+  const kernels::EinsumSpec i = kernels::parse_einsum("ij,jk");  // implicit: j is summed, i and k stay, in order
+  CHECK_FALSE(i.arrow);
+  CHECK(i.out == "ik");
+  CHECK(kernels::parse_einsum("ba").out == "ab");  // implicit form transposes to alphabetical order, as numpy
+  CHECK(kernels::parse_einsum("ii").out.empty());  // a trace
 }
 
 TEST_CASE("interpret: Einsum computes a matrix product") {

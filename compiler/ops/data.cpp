@@ -124,42 +124,9 @@ std::vector<Type> infer_reshape(const InferCtx& c, const Op& o, const std::vecto
   return {{x.dtype, out}};
 }
 
-// An einsum spec without spaces, split into its operand terms and its output (the implicit form's
-// output: the letters that occur once, in order).
-struct Spec {
-  std::string text;
-  std::vector<std::string> terms;
-  std::string out;
-  bool arrow = false;
-};
-
-Spec parse_spec(const std::string& attr) {
-  Spec s;
-  for (char ch : attr)
-    if (ch != ' ') s.text += ch;
-  const std::size_t a = s.text.find("->");
-  s.arrow = a != std::string::npos;
-  const std::string lhs = s.text.substr(0, a);
-  for (std::size_t start = 0;;) {
-    const std::size_t comma = lhs.find(',', start);
-    s.terms.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  if (s.arrow) {
-    s.out = s.text.substr(a + 2);
-  } else {
-    std::map<char, int> n;
-    for (const auto& t : s.terms)
-      for (char ch : t) ++n[ch];
-    for (auto [ch, k] : n)
-      if (k == 1) s.out += ch;
-  }
-  return s;
-}
 
 std::vector<Type> infer_einsum(const InferCtx& c, const Op& o, const std::vector<Type>& in) {
-  const Spec s = parse_spec(attr_string(o, "spec"));
+  const kernels::EinsumSpec s = kernels::parse_einsum(attr_string(o, "spec"));
   if (!s.arrow) c.bad("attribute spec \"" + s.text + "\" needs an explicit \"->\" and output");
   if (s.terms.size() != in.size())
     c.bad("spec \"" + s.text + "\" has " + std::to_string(s.terms.size()) + " operands, the op has " + std::to_string(in.size()) + " inputs");
@@ -190,7 +157,7 @@ std::vector<Type> infer_einsum(const InferCtx& c, const Op& o, const std::vector
 
 // The letter on axis 1 of a sequence operand must stay on axis 1.
 void einsum_per_token(const EvalCtx& c, const Op& op, const std::vector<const Tensor*>&, const std::vector<std::size_t>& seq) {
-  const Spec s = parse_spec(attr_string(op, "spec"));
+  const kernels::EinsumSpec s = kernels::parse_einsum(attr_string(op, "spec"));
   for (std::size_t i : seq)
     if (i < s.terms.size() && s.terms[i].size() >= 2 && (s.out.size() < 2 || s.out[1] != s.terms[i][1]))
       c.fail("spec '" + s.text + "' " + (s.out.find(s.terms[i][1]) == std::string::npos ? "sums" : "moves") + " letter '" +
@@ -198,7 +165,7 @@ void einsum_per_token(const EvalCtx& c, const Op& op, const std::vector<const Te
 }
 
 DigitalCost cost_einsum(const CostCtx& c, const Op& o) {
-  const Spec s = parse_spec(attr_string(o, "spec"));
+  const kernels::EinsumSpec s = kernels::parse_einsum(attr_string(o, "spec"));
   std::map<char, double> size;
   for (std::size_t arg = 0; arg < s.terms.size() && arg < o.inputs.size(); ++arg) {
     const Shape& sh = c.type(o.inputs[arg]).shape;
