@@ -64,6 +64,29 @@ struct Measured {
   std::string tol_from;
 };
 
+// The rms per channel of the difference of two runs' fixed points.
+double rms_difference(const LoopRunResult& a, const LoopRunResult& b) {
+  return std::sqrt((a.solve.z - b.solve.z).squaredNorm() / static_cast<double>(a.solve.z.size()));
+}
+
+// The machine with the optics' gain all but off (the file's --set defaults.scale=1e-12): the
+// weights' normalisation undoes a scaled matrix, and an all-zero one is refused.
+CoreConfig dark_optics(const Hardware& hw) {
+  CoreConfig dark = CoreConfig::twin_defaults(hw);
+  dark.scale *= 1e-12;
+  for (double& b : dark.beta) b *= 1e-12;
+  return dark;
+}
+
+// The noise section reduced to shot noise at P photons per detector sample (the bias it acts on kept).
+NoiseSpec shot_noise_only(const NoiseSpec& file, double photons) {
+  NoiseSpec only;
+  only.led_bias = file.led_bias;
+  only.drift_time_us = file.drift_time_us;
+  only.photons_per_sample = photons;
+  return only;
+}
+
 Measured measure(const Hardware& hw, int n, const Opts& o) {
   LoopRunOptions lo;
   lo.f64 = false;
@@ -91,18 +114,12 @@ Measured measure(const Hardware& hw, int n, const Opts& o) {
   const IterationSummary st = summarize(s, {});
   m.settled = static_cast<int>(st.solves), m.settled_mean = st.mean, m.settled_p99 = st.p99;
   m.k = m.settled == m.batch ? st.p99 : m.cap;
-  // the optics' gain all but off (the file's --set defaults.scale=1e-12): the weights' normalisation
-  // undoes a scaled matrix, and an all-zero one is refused
-  CoreConfig dark = CoreConfig::twin_defaults(hw);
-  dark.scale *= 1e-12;
-  for (double& b : dark.beta) b *= 1e-12;
-  const LoopRunResult d = run_loop(hw, dark, problem, lo);
-  m.optics_rms = std::sqrt((r.solve.z - d.solve.z).squaredNorm() / static_cast<double>(r.solve.z.size()));
+  m.optics_rms = rms_difference(r, run_loop(hw, dark_optics(hw), problem, lo));
   m.optics_visible = m.optics_rms >= m.tol_rms;
   LoopRunOptions exact = lo;
   exact.noise = exact.quantize = false;
   const LoopRunResult c = run_loop(hw, CoreConfig::twin_defaults(hw), problem, exact);
-  m.error_rms = std::sqrt((r.solve.z - c.solve.z).squaredNorm() / static_cast<double>(r.solve.z.size()));
+  m.error_rms = rms_difference(r, c);
   m.bits = m.error_rms > 0 ? std::log2(m.optics_rms / m.error_rms) : std::numeric_limits<double>::infinity();
   return m;
 }
@@ -128,34 +145,23 @@ PhotonsForBits photons_for_bits(const Hardware& hw, int n, const Opts& o) {
   lo.threads = o.threads;
   lo.seed = o.seed;
   const LoopProblem problem = random_problem(n, kMeasureBatch, o.seed);
-  const auto rms = [](const LoopRunResult& a, const LoopRunResult& b) {
-    return std::sqrt((a.solve.z - b.solve.z).squaredNorm() / static_cast<double>(a.solve.z.size()));
-  };
   const LoopRunResult exact = run_loop(hw, CoreConfig::twin_defaults(hw), problem, lo);
-  CoreConfig dark = CoreConfig::twin_defaults(hw);
-  dark.scale *= 1e-12;
-  for (double& b : dark.beta) b *= 1e-12;
   PhotonsForBits f;
   f.bits = o.bits;
-  f.optics_rms = rms(exact, run_loop(hw, dark, problem, lo));
+  f.optics_rms = rms_difference(exact, run_loop(hw, dark_optics(hw), problem, lo));
+  if (!(f.optics_rms > 0)) throw Error("--bits: the optics do not move the fixed points of " + hw.name + ": no photon count gives bits of a product");
   Hardware shot = hw;
-  NoiseSpec only;
-  only.led_bias = hw.noise->led_bias;
-  only.drift_time_us = hw.noise->drift_time_us;
   lo.noise = true;
   double P = std::pow(4.0, o.bits);
-  for (f.measurements = 1; f.measurements <= 4; ++f.measurements) {
-    only.photons_per_sample = P;
-    shot.noise = only;
-    f.photons = P;
-    f.shot_rms = rms(run_loop(shot, CoreConfig::twin_defaults(shot), problem, lo), exact);
+  for (int k = 1; k <= 4; ++k) {
+    shot.noise = shot_noise_only(*hw.noise, P);
+    f.photons = P, f.measurements = k;
+    f.shot_rms = rms_difference(run_loop(shot, CoreConfig::twin_defaults(shot), problem, lo), exact);
     f.delivered = std::log2(f.optics_rms / f.shot_rms);
-    if (!std::isfinite(f.delivered) || std::fabs(f.delivered - o.bits) <= 0.05) break;
+    if (!std::isfinite(f.delivered)) throw Error("--bits: shot noise at " + std::to_string(P) + " photons does not move the fixed points of " + hw.name);
+    if (std::fabs(f.delivered - o.bits) <= 0.05) break;
     P *= std::pow(std::exp2(o.bits) / std::exp2(f.delivered), 2);
   }
-  f.measurements = std::min(f.measurements, 4);
-  if (!(f.optics_rms > 0) || !std::isfinite(f.delivered))
-    throw Error("--bits: the optics do not move the fixed points of " + hw.name + " (or the shot noise does not): no photon count gives bits of a product");
   return f;
 }
 
@@ -236,13 +242,7 @@ int run(const Opts& given) {
   if (o.photons > 0 && !hw.noise)
     throw Error("--photons: " + hw.path + " has no noise section, so the photon count would change the LEDs' energy but not the "
                 "shot noise or the iterations; add one (docs/hardware.md) or leave --photons out");
-  if (o.photons > 0) {
-    NoiseSpec shot_only;
-    shot_only.led_bias = hw.noise->led_bias;
-    shot_only.drift_time_us = hw.noise->drift_time_us;
-    shot_only.photons_per_sample = o.photons;
-    hw.noise = shot_only;
-  }
+  if (o.photons > 0) hw.noise = shot_noise_only(*hw.noise, o.photons);
   const bool measured = o.iterations < 0;
   Measured m;
   if (measured) m = measure(hw, n, o);
