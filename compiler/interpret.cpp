@@ -312,6 +312,7 @@ class Interp {
     SolverOptions so;
     so.rule = rule == "relative" ? StopRule::Relative : rule == "fixed" ? StopRule::FixedCount : rule == "twin" ? StopRule::Twin : StopRule::Released;
     so.max_iter = static_cast<int>(max_iter), so.tol = tol, so.damping = damping, so.compact = false;
+    so.floor_patience = opt_.floor_patience;
     const bool commit = commit_;
     commit_ = false;  // sequential mode: the iterations read the committed states and leave them
     Tensor zt = make(zshape);
@@ -329,6 +330,7 @@ class Interp {
     st.op = op.name.empty() ? op.outputs[0] : op.name;
     st.iterations = sr.iterations;
     st.converged = sr.converged;
+    st.at_floor = sr.at_floor;
     st.shape = {static_cast<std::size_t>(S)};
     Tensor result = make(zshape);
     for (std::int64_t r = 0; r < S; ++r)
@@ -414,7 +416,8 @@ InterpretResult run_sequential(const Graph& g, const Env& inputs, Interp& run, b
     if (t == 0)
       for (const auto& st : run.stats) {
         const size_t n = st.iterations.size() * static_cast<size_t>(L);
-        fps.push_back({st.op, std::vector<int>(n, 0), std::vector<std::uint8_t>(n, 0), {st.iterations.size(), static_cast<size_t>(L)}});
+        fps.push_back({st.op, std::vector<int>(n, 0), std::vector<std::uint8_t>(n, 0), std::vector<std::uint8_t>(n, 0),
+                       {st.iterations.size(), static_cast<size_t>(L)}});
       }
     if (run.stats.size() != fps.size()) throw Error("interpret: sequential mode: token " + std::to_string(t) + " ran another set of FixedPoints");
     for (size_t k = 0; k < fps.size(); ++k)
@@ -422,6 +425,7 @@ InterpretResult run_sequential(const Graph& g, const Env& inputs, Interp& run, b
         const size_t at = b * static_cast<size_t>(L) + static_cast<size_t>(t);
         fps[k].iterations[at] = run.stats[k].iterations[b];
         fps[k].converged[at] = run.stats[k].converged[b];
+        if (!run.stats[k].at_floor.empty()) fps[k].at_floor[at] = run.stats[k].at_floor[b];
       }
   }
 

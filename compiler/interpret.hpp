@@ -49,6 +49,9 @@ struct InterpretOptions {
                        // mode: those that carry the sequence concatenated over the tokens)
   const Hooks* hooks = nullptr;
   Mode mode = Mode::Simultaneous;
+  // FixedPoint ops under the relative rule stop a sample at the noise floor after this many steps
+  // without progress (SolverOptions::floor_patience; the sim backend sets it when noise is on).
+  int floor_patience = 0;
   bool fuse = true;  // a FixedPoint body's selective-scan steps as one pass (the same values; false: the ops as written)
   // Called after each token (sequential mode: done = tokens run, total = L) and after each step of
   // a top-level FixedPoint (simultaneous mode: done = steps, total = its max_iter), for progress.
@@ -63,6 +66,7 @@ struct FixedPointStats {
   std::string op;  // the op's name (its first output's name when it has none)
   std::vector<int> iterations;
   std::vector<std::uint8_t> converged;
+  std::vector<std::uint8_t> at_floor;  // stopped at the noise floor (InterpretOptions::floor_patience)
   std::vector<std::size_t> shape;  // of iterations and converged: [B], or [B, L] in sequential mode
 };
 

@@ -423,6 +423,9 @@ void pass_compensate(Program& p, const PassOptions& o, PassStats& stats) {
   }
   const Hardware& hw = *o.compensate;
   const CoreConfig chain = program_chain(hw);
+  // what the tiles' LED drivers make of a value: each path's swing and common light (the model the
+  // programming corrects against must be the machine's own, or the common light is left as an offset)
+  const DriveCalibration drive = drive_calibration(hw, chain);
   struct Job {
     OpticalPlan* plan;
     std::size_t k;
@@ -441,7 +444,7 @@ void pass_compensate(Program& p, const PassOptions& o, PassStats& stats) {
     const Tile& t = plan.tiles[jobs[j].k];
     try {
       const ChainProgramming g =
-          program_for_chain(hw, chain, spread_over_leds(p.target, t, tile_block(plan, t, p.weights.at(plan.weight), false)), DriveCalibration{},
+          program_for_chain(hw, chain, spread_over_leds(p.target, t, tile_block(plan, t, p.weights.at(plan.weight), false)), drive,
                             {static_cast<int>(t.core_col0), static_cast<int>(t.core_row0), hw.channels});
       const std::vector<int> leds = tile_leds(p.target, t);
       for (std::int64_t i = 0; i < t.rows; ++i)

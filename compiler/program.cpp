@@ -64,6 +64,12 @@ void CompensationSummary::add(const OpticalPlan& plan) {
   rms = tiles ? std::sqrt(sum / static_cast<double>(tiles)) : 0.0;
 }
 
+double OpticalPlan::drive_range_on(const Target& t) const {
+  if (drive_range > 0) return drive_range;
+  const double dac = std::max(std::fabs(t.dac_lo), std::fabs(t.dac_hi));
+  return dac > 0 ? dac : 1.0;
+}
+
 std::int64_t OpticalPlan::column_blocks() const {
   std::set<std::int64_t> c;
   for (const Tile& t : tiles) c.insert(t.col0);
@@ -163,6 +169,7 @@ void check_plan(const Program& prog, const OpticalPlan& p, const Op& o, const st
                       ", outside a core of " + std::to_string(prog.target.channels));
     covered += t.rows * t.cols;
   }
+  if (!(std::isfinite(p.drive_range) && p.drive_range >= 0)) bad_plan(p, "drive range " + jsonr::num(p.drive_range) + " is not a finite number >= 0");
   if (covered != rows * cols) bad_plan(p, "tiles cover " + std::to_string(covered) + " elements of " + std::to_string(rows * cols));
   if (const auto pair = overlapping_tiles(p.tiles))
     bad_plan(p, "tiles " + std::to_string(pair->first) + " and " + std::to_string(pair->second) + " overlap");

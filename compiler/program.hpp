@@ -20,6 +20,8 @@ struct Hardware;
 namespace aoc::ir {
 
 // One core-sized block of an optical op's matrix (torch convention [out, in]: rows are outputs).
+struct Target;
+
 struct Tile {
   std::int64_t row0 = 0, col0 = 0, rows = 0, cols = 0;
   int module = 0;  // which optical module holds it
@@ -55,6 +57,10 @@ struct OpticalPlan {
   // reads each tile's outputs (aoc compile --calibrate: the largest |partial sum| on the reference,
   // times the margin); 0: the machine's ADC range.
   double sum_range = 0;
+  // The range +-drive_range of the values the LED drivers take (LedModel::Driver: the range is set
+  // to the electronics' swing; a value past it is held at the rail): aoc compile --calibrate: the
+  // largest |input| on the reference, times the margin; 0: the machine's DAC range (1 without one).
+  double drive_range = 0;
   // compensate: what each tile's SLM is programmed with so that the measured chain's product is the
   // weights (rows * cols, [out, in] row-major; quantize cuts the codes from it), and per tile how
   // well that went. Empty: the weights are programmed as they are (ideal optics, or --no-compensate).
@@ -63,6 +69,7 @@ struct OpticalPlan {
 
   bool compensated() const { return !compensation.empty(); }
   std::int64_t weights() const { return rows * cols; }
+  double drive_range_on(const Target& t) const;  // drive_range, or what 0 stands for on t
   // Where element (t.row0 + i, t.col0 + c) of the [out, in] matrix sits in codes and programmed.
   std::size_t element(const Tile& t, std::int64_t i, std::int64_t c) const {
     return static_cast<std::size_t>((t.row0 + i) * cols + t.col0 + c);

@@ -108,6 +108,7 @@ void write_program_h5(const std::string& path, const Program& p) {
     plans.push_back({{"op", pl.op}, {"weight", pl.weight}, {"aoc_layout", pl.aoc_layout}, {"rows", pl.rows}, {"cols", pl.cols},
                      {"loop", pl.loop}, {"slm_bits", pl.slm_bits}, {"codes", !pl.codes.empty()}, {"tiles", tiles}});
     if (pl.sum_range > 0) plans.back()["sum_range"] = pl.sum_range;
+    if (pl.drive_range > 0) plans.back()["drive_range"] = pl.drive_range;
     if (pl.compensated()) {  // per tile: [residual, rms residual, dark weights, program-and-verify reads]
       json c = json::array();
       for (const TileProgramming& t : pl.compensation) c.push_back({t.residual, t.rms_residual, t.dark, t.rounds});
@@ -197,6 +198,7 @@ Program read_program_h5(const std::string& path) {
       pl.loop = r.text(r.need(j, F, "loop"), F + ".loop", false);
       pl.slm_bits = static_cast<int>(r.integer(r.need(j, F, "slm_bits"), F + ".slm_bits", 0, 24));
       if (const auto* v = r.find(j, "sum_range")) pl.sum_range = r.number(*v, F + ".sum_range", jsonr::kNonNegative);
+      if (const auto* v = r.find(j, "drive_range")) pl.drive_range = r.number(*v, F + ".drive_range", jsonr::kNonNegative);
       const jsonr::json& tiles = r.need(j, F, "tiles");
       if (!tiles.is_array()) r.fail(F + ".tiles", "expected an array");
       for (std::size_t i = 0; i < tiles.size(); ++i) {

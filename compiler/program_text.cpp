@@ -76,7 +76,8 @@ std::string print_program(const Program& p, bool all_tiles) {
     s << "plan '" << plan.op << "' @" << plan.weight << " [" << plan.rows << " x " << plan.cols << "] "
       << (plan.loop.empty() ? "top level" : "in loop '" + plan.loop + "'") << ": " << plan.tiles.size() << " tile"
       << (plan.tiles.size() == 1 ? "" : "s") << (plan.slm_bits ? ", SLM " + std::to_string(plan.slm_bits) + " bit" : "")
-      << (plan.codes.empty() ? "" : " (codes)") << (plan.sum_range > 0 ? ", partial sums +-" + jsonr::num(plan.sum_range) : "");
+      << (plan.codes.empty() ? "" : " (codes)") << (plan.sum_range > 0 ? ", partial sums +-" + jsonr::num(plan.sum_range) : "")
+      << (plan.drive_range > 0 ? ", drives +-" + jsonr::num(plan.drive_range) : "");
     if (plan.compensated()) {
       CompensationSummary c;
       c.add(plan);
@@ -347,6 +348,7 @@ class TextParser {
     }
     if (accept(" (codes)")) fail("plan '" + p.op + "': its SLM codes are not in the printed form (parse a program printed before quantize, or read its HDF5)");
     if (accept(", partial sums +-")) p.sum_range = number();
+    if (accept(", drives +-")) p.drive_range = number();
     if (accept(", compensated"))
       fail("plan '" + p.op + "': its compensated SLM values are not in the printed form (parse a program printed before compensate, or read its HDF5)");
     end_of_line();

@@ -12,7 +12,13 @@ namespace aoc {
 // The electronics' fitted sigmoid, an exact tanh, or the optimiser's comparator (Ising): sign(z) on
 // a binary variable's channel (CoreConfig::binary), the state itself on a continuous one.
 enum class Nonlinearity { Twin, Tanh, Ising };
-enum class LedModel { Twin, Linear };    // the fitted microLED cubics, or drive = signal
+// How a value becomes the light of its LED (led_response, sim/stages.hpp). Twin: the fitted microLED
+// cubics on the electronics' output (the loop, where nothing stands between the two); Linear: drive =
+// signal; Driver: a compiled tile's LED driver, which takes the value as a fraction of its drive range
+// (OpticalPlan::drive_range), sets the range to the electronics' swing and predistorts it so that
+// the two paths' mean light is linear in the value: the same LEDs as the loop's, at the same
+// operating point, corrected as an operator corrects a DAC-driven LED.
+enum class LedModel { Twin, Linear, Driver };
 // How the photocurrent is scaled back to a state: the twin's normalise_matrix=True (s/N with s =
 // beta or scale), its normalise_matrix=False (max|W|), or an exact gain beta (effective W' = beta*W).
 enum class GainMode { ScaleOverN, MaxAbs, Explicit };

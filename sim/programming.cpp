@@ -12,27 +12,36 @@ namespace aoc {
 
 CoreConfig program_chain(const Hardware& hw) {
   CoreConfig c = CoreConfig::twin_defaults(hw);
+  c.led = LedModel::Driver;
+  c.closed_loop = true;
   c.gain = GainMode::Explicit;
-  c.beta = {1.0};
-  c.led = LedModel::Linear;
-  c.closed_loop = false;
+  c.beta = {1.0 / led_response(hw, c.led).slope()};  // a unit of value through a unit weight: a unit out
   return c;
 }
 
 DriveCalibration drive_calibration(const Hardware& hw, const CoreConfig& cfg) {
   DriveCalibration c;
   if (cfg.nonlinearity == Nonlinearity::Ising) throw Error("drive calibration: give the machine's own nonlinearity, whose swing the comparator has");
-  if (cfg.nonlinearity == Nonlinearity::Tanh && cfg.led == LedModel::Linear) return c;  // the ideal loop: t = sign(z) exactly
-  // the electronics driven to the walls: their swing, and what the LEDs make of it
-  const double hi = electronics_nonlinearity(hw, cfg, 0, 1.0), lo = electronics_nonlinearity(hw, cfg, 0, -1.0);
-  c.level = 0.5 * (hi - lo);
-  if (cfg.led == LedModel::Twin) {
-    const double pos_hi = cubic(hw.led_pos, c.level), pos_lo = cubic(hw.led_pos, -c.level);
-    const double neg_hi = cubic(hw.led_neg, c.level), neg_lo = cubic(hw.led_neg, -c.level);
+  const LedResponse led = led_response(hw, cfg.led);
+  if (cfg.led == LedModel::Driver) {
+    c.level = 1;  // the driver's range, in values
+  } else {
+    if (cfg.nonlinearity == Nonlinearity::Tanh && cfg.led == LedModel::Linear) return c;  // the ideal loop: t = sign(z) exactly
+    // the electronics driven to the walls: their swing, and what the LEDs make of it
+    c.level = 0.5 * (electronics_nonlinearity(hw, cfg, 0, 1.0) - electronics_nonlinearity(hw, cfg, 0, -1.0));
+  }
+  if (cfg.led == LedModel::Driver) {
+    // A driver's values spread over its range, most of them near 0: linearised there (the light at
+    // value 0 is the offset; taken at +-1 instead, the paths' even terms left an offset error that
+    // the digital state memory summed over the tokens)
+    c.pos_swing = led.pos[2], c.neg_swing = led.neg[2];
+    c.pos_common = led.pos[3], c.neg_common = led.neg[3];
+  } else {
+    // a comparator's values are +-level only: the secant through them
+    const double pos_hi = cubic(led.pos, c.level), pos_lo = cubic(led.pos, -c.level);
+    const double neg_hi = cubic(led.neg, c.level), neg_lo = cubic(led.neg, -c.level);
     c.pos_swing = 0.5 * (pos_hi - pos_lo), c.neg_swing = 0.5 * (neg_hi - neg_lo);
     c.pos_common = 0.5 * (pos_hi + pos_lo), c.neg_common = 0.5 * (neg_hi + neg_lo);
-  } else {
-    c.pos_swing = c.neg_swing = c.level;
   }
   if (!(c.slope() > 0)) throw Error(hw.path + ": the LEDs' response to the comparator's swing is not positive: the machine cannot run the sampler");
   return c;

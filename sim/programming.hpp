@@ -19,16 +19,17 @@
 
 namespace aoc {
 
-// The chain a compiled program's tiles run (docs/physics.md, "The tile model"): the twin's
-// calibrated optics with an explicit gain of 1, so that out = x W when every non-ideality is off,
-// the LED drive linear in the value, and no closed-loop correction (the twin's is tied to its own
-// loop's operating point).
+// The chain a compiled program's tiles run (docs/physics.md, "The tile model"): the loop's machine,
+// its fitted LEDs and closed-loop correction, with the LEDs behind a driver (LedModel::Driver) and
+// the gain set so that a unit value through a unit weight gives a unit out: out = x W when every
+// non-ideality is off.
 CoreConfig program_chain(const Hardware& hw);
 
 // How the drives come out of the electronics and LEDs at the operating point: the value's swing
 // (level) and each path's LED's response to it, linearised: half the difference of its drives at
 // +-level (what a sign changes) and half their sum (the light a drive adds whatever its sign, the
-// common mode). Linear LEDs: level 1, slope 1, no common mode.
+// common mode). Linear LEDs: level 1, slope 1, no common mode. Behind a driver (values anywhere in
+// [-1, 1], most near 0): the light at value 0 and the slope there.
 struct DriveCalibration {
   double level = 1;
   double pos_swing = 1, neg_swing = 1, pos_common = 0, neg_common = 0;

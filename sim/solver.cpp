@@ -105,6 +105,10 @@ void solve_per_sample(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z
   Batch<T> z = z0, in = inj, prev(B, N), fz(B, N);
   const T tau = static_cast<T>(opt.damping);
   std::vector<std::uint8_t> held(static_cast<std::size_t>(B), 0);  // converged, row kept (compact = false)
+  std::vector<double> lowest(static_cast<std::size_t>(B), std::numeric_limits<double>::infinity());  // floor_patience
+  std::vector<int> since(static_cast<std::size_t>(B), 0);  // steps since the residual last fell under kFloorGain x lowest
+  // per sample, the sum of its iterates over those steps: at the floor the result is their mean
+  std::vector<double> window(opt.floor_patience > 0 ? static_cast<std::size_t>(B) * N : 0, 0.0);
   int n_active = B;
   for (int k = 0; k < opt.max_iter && n_active > 0; ++k) {
     const int A = static_cast<int>(idx.size());
@@ -135,10 +139,25 @@ void solve_per_sample(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z
         for (int j = 0; j < N; ++j) nz[j] = (T(1) - tau) * oz[j] + tau * nz[j];
       res.iterations[r] = k + 1;
       res.residual[r] = d;
+      bool floor = false;
+      double* sum = window.empty() ? nullptr : window.data() + static_cast<std::size_t>(r) * N;
+      if (sum) {
+        if (d < SolverOptions::kFloorGain * lowest[r]) {
+          lowest[r] = d, since[r] = 0;
+          std::fill(sum, sum + N, 0.0);
+        } else {
+          for (int j = 0; j < N; ++j) sum[j] += static_cast<double>(nz[j]);
+          floor = ++since[r] >= opt.floor_patience;
+        }
+      }
       if (rel < opt.tol) {
-        res.converged[r] = 1;
-        res.settled[r] = k + 1;
+        res.converged[r] = 1, res.settled[r] = k + 1;
         write_row(nz, N, res.z, r);
+      } else if (floor) {
+        res.at_floor[r] = 1;
+        for (int j = 0; j < N; ++j) res.z(r, j) = sum[j] / since[r];
+      }
+      if (rel < opt.tol || floor) {
         --n_active;
         if (!opt.compact) held[r] = 1, keep.push_back(a);
       } else {
@@ -175,9 +194,14 @@ void solve_released(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z0,
   const int B = z0.rows, N = z0.n;
   Batch<T> z = z0, prev(B, N), fz(B, N);
   const T tau = static_cast<T>(opt.damping);
-  bool met = false;
+  bool met = false, floor = false;
+  // floor_patience: the batch's residual, its lowest, the steps since it last fell under
+  // kFloorGain x that, and the sum of the iterates over those steps (at the floor: their mean)
+  double lowest = std::numeric_limits<double>::infinity();
+  int since = 0;
+  std::vector<double> window(opt.floor_patience > 0 ? static_cast<std::size_t>(B) * N : 0, 0.0);
   int k = 0;
-  for (; k < opt.max_iter && !met; ++k) {
+  for (; k < opt.max_iter && !met && !floor; ++k) {
     f(z, inj, k == 0 ? nullptr : &prev, fz, StepContext{k, nullptr, false, opt.first_sample});
     ++res.steps;
     trace_step(res, opt.trace, B, N);
@@ -199,19 +223,34 @@ void solve_released(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z0,
       }
     }
     res.max_residual.back() = worst;
-    met = std::sqrt(dd) / (1e-6 + std::sqrt(zz)) < opt.tol;
+    const double rel = std::sqrt(dd) / (1e-6 + std::sqrt(zz));
+    met = rel < opt.tol;
     prev = z;
     for (int r = 0; r < B; ++r) {
       T* zr = z.row(r);
       const T* fr = fz.row(r);
       for (int j = 0; j < N; ++j) zr[j] = (T(1) - tau) * zr[j] + tau * fr[j];
     }
+    if (!window.empty() && !met) {
+      if (rel < SolverOptions::kFloorGain * lowest) {
+        lowest = rel, since = 0;
+        std::fill(window.begin(), window.end(), 0.0);
+      } else {
+        for (int r = 0; r < B; ++r)
+          for (int j = 0; j < N; ++j) window[static_cast<std::size_t>(r) * N + j] += static_cast<double>(z.row(r)[j]);
+        floor = ++since >= opt.floor_patience;
+      }
+    }
   }
+  if (floor)  // the final call at the mean of the iterates at the floor
+    for (int r = 0; r < B; ++r)
+      for (int j = 0; j < N; ++j) z.row(r)[j] = static_cast<T>(window[static_cast<std::size_t>(r) * N + j] / since);
   f(z, inj, k == 0 ? nullptr : &prev, fz, StepContext{k, nullptr, true, opt.first_sample});
   for (int r = 0; r < B; ++r) {
     write_row(fz.row(r), N, res.z, r);
     res.iterations[r] = k;
     res.converged[r] = met;
+    res.at_floor[r] = floor;
     if (met) res.settled[r] = k;
   }
 }
@@ -229,6 +268,7 @@ SolveResult solve_fixed_point(const StepFn<T>& f, const Batch<T>& inj, const Bat
   res.iterations.assign(B, 0);
   res.converged.assign(B, 0);
   res.settled.assign(B, 0);
+  res.at_floor.assign(B, 0);
   res.residual.assign(B, std::numeric_limits<double>::infinity());
   res.z.setConstant(std::numeric_limits<double>::quiet_NaN());  // never uninitialised, whatever a step returns
   if (opt.rule == StopRule::Relative) solve_per_sample(f, inj, z0, opt, res);

@@ -38,6 +38,15 @@ struct SolverOptions {
   // sample's row is held (for a step function whose rows are not independent inputs, a graph body).
   bool compact = true;
   int first_sample = 0;  // StepContext::first_sample: the batch's first sample in the whole input
+  // Relative and released rules, for a noisy machine: a sample (released: the batch) whose
+  // residual has not fallen under kFloorGain of its lowest for this many steps has reached the
+  // noise floor and stops there (counted in SolveResult::at_floor, not as converged), its result
+  // the mean of the iterates of those steps (released: the final call's f at that mean); they
+  // scatter about the fixed point, and their mean is closer to it than any one of them. A residual
+  // made of noise draws hovers at a level no tolerance under it is ever met; a contraction still on
+  // its way falls by more every few steps. 0: off (the reference and every noise-free run).
+  int floor_patience = 0;
+  static constexpr double kFloorGain = 0.9;
 
   static SolverOptions twin() { return {}; }
   static SolverOptions relative(double tol, int max_iter, double damping) { return {StopRule::Relative, max_iter, tol, damping, false}; }
@@ -50,6 +59,7 @@ struct SolveResult {
   std::vector<std::uint8_t> converged; // per sample: its residual met the tolerance
   std::vector<double> residual;        // per sample: residual of the returned iterate
   std::vector<int> settled;            // per sample: the first step whose residual met the tolerance (0: none did)
+  std::vector<std::uint8_t> at_floor;  // per sample: stopped at the noise floor (SolverOptions::floor_patience)
   std::vector<std::uint8_t> finite;    // per sample: its returned iterate and residual are finite (0: it diverged to NaN or inf)
   int steps = 0;                       // steps run on the batch (the longest sample)
   std::vector<double> max_residual;    // per step: max over the samples still iterating

@@ -1,5 +1,6 @@
 #include "sim/stages.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "sim/error.hpp"
@@ -90,6 +91,62 @@ double twin_sigmoid(const std::array<double, 6>& k, double z) {
 }
 
 double cubic(const std::array<double, 4>& p, double t) { return ((p[0] * t + p[1]) * t + p[2]) * t + p[3]; }
+
+double LedResponse::slope() const { return 0.25 * (cubic(pos, 1) - cubic(pos, -1) + cubic(neg, 1) - cubic(neg, -1)); }
+
+double LedResponse::nonlinearity() const {
+  double worst = 0;
+  for (const auto* p : {&pos, &neg}) {
+    const double hi = cubic(*p, 1), lo = cubic(*p, -1);
+    for (int i = 0; i <= 200; ++i) {
+      const double t = -1 + i / 100.0;
+      worst = std::max(worst, std::fabs(cubic(*p, t) - 0.5 * (hi + lo) - 0.5 * (hi - lo) * t));
+    }
+  }
+  return worst / slope();
+}
+
+LedResponse led_response(const Hardware& hw, LedModel led) {
+  LedResponse r;
+  if (led == LedModel::Linear) return r;
+  if (led == LedModel::Twin) {
+    r.pos = hw.led_pos, r.neg = hw.led_neg;
+    return r;
+  }
+  // The driver: its range onto the electronics' swing, through the inverse of the mean response.
+  const CoreConfig own = CoreConfig::twin_defaults(hw);
+  const double hi = electronics_nonlinearity(hw, own, 0, 1.0), lo = electronics_nonlinearity(hw, own, 0, -1.0);
+  const double level = 0.5 * (hi - lo), centre = 0.5 * (hi + lo);
+  const auto mean = [&](double u) { return 0.5 * (cubic(hw.led_pos, u) + cubic(hw.led_neg, u)); };
+  const auto mean_slope = [&](double u) {
+    const auto d = [](const std::array<double, 4>& p, double x) { return (3 * p[0] * x + 2 * p[1]) * x + p[2]; };
+    return 0.5 * (d(hw.led_pos, u) + d(hw.led_neg, u));
+  };
+  const double m_lo = mean(centre - level), m_hi = mean(centre + level);
+  if (!(m_hi > m_lo)) throw Error(hw.path + ": the LEDs' mean response does not rise over the electronics' swing: no driver can linearise it");
+  constexpr int kPoints = 129;
+  Eigen::MatrixXd A(kPoints, 4);
+  Eigen::VectorXd yp(kPoints), yn(kPoints);
+  for (int i = 0; i < kPoints; ++i) {
+    const double t = -1 + 2.0 * i / (kPoints - 1);
+    const double want = 0.5 * (m_lo + m_hi) + 0.5 * (m_hi - m_lo) * t;
+    double u = centre + level * t;  // Newton on mean(u) = want, from the straight line
+    for (int k = 0; k < 50; ++k) {
+      const double g = mean_slope(u);
+      if (!(g > 0)) throw Error(hw.path + ": the LEDs' mean response is not monotonic over the electronics' swing: no driver can linearise it");
+      const double step = (mean(u) - want) / g;
+      u -= step;
+      if (std::fabs(step) < 1e-15) break;
+    }
+    A.row(i) << t * t * t, t * t, t, 1;
+    yp(i) = cubic(hw.led_pos, u), yn(i) = cubic(hw.led_neg, u);
+  }
+  const auto qr = A.colPivHouseholderQr();
+  const Eigen::Vector4d cp = qr.solve(yp), cn = qr.solve(yn);
+  for (int k = 0; k < 4; ++k) r.pos[static_cast<std::size_t>(k)] = cp(k), r.neg[static_cast<std::size_t>(k)] = cn(k);
+  r.clamp = true;
+  return r;
+}
 
 namespace {
 
@@ -300,12 +357,10 @@ StepStages twin_step_stages(const Hardware& hw, const CoreConfig& cfg, const Mat
   for (Eigen::Index r = 0; r < z.rows(); ++r)
     for (int j = 0; j < N; ++j) s.after_tanh(r, j) = electronics_nonlinearity(hw, cfg, j, z(r, j));
   // 2. microLED drive of the two optical paths
-  if (cfg.led == LedModel::Twin) {
-    s.after_led_pos = s.after_tanh.unaryExpr([&](double t) { return cubic(hw.led_pos, t); });
-    s.after_led_neg = s.after_tanh.unaryExpr([&](double t) { return cubic(hw.led_neg, t); });
-  } else {
-    s.after_led_pos = s.after_led_neg = s.after_tanh;
-  }
+  const LedResponse led = led_response(hw, cfg.led);
+  const auto held = [&](double t) { return led.clamp ? std::clamp(t, -1.0, 1.0) : t; };
+  s.after_led_pos = s.after_tanh.unaryExpr([&](double t) { return cubic(led.pos, held(t)); });
+  s.after_led_neg = s.after_tanh.unaryExpr([&](double t) { return cubic(led.neg, held(t)); });
   // 3-11. the optical and analog chain
   MatrixXdR g = optical_chain(hw, cfg, W, s.after_led_pos, s.after_led_neg, &s);
   // 12. leak / feedback

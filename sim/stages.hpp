@@ -81,4 +81,25 @@ inline bool is_binary_channel(const CoreConfig& cfg, int channel) {
 }
 double cubic(const std::array<double, 4>& p, double t);
 
+// The light each path's LED gives for a value t, as cubics (highest power first) on t, and whether
+// t is held to [-1, 1] first (a driver's rails). Twin: the hardware's fitted cubics. Linear: t itself.
+// Driver: the fitted cubics behind a driver that maps t in [-1, 1] onto the electronics' swing (their
+// output at z = +-1) through the inverse of the two LEDs' mean response, so that the mean light is
+// m(0) + slope t; each path keeps what its LED differs from the mean by. The predistorted responses
+// are fitted as cubics in t by least squares over 129 points (within 1e-4 of the swing of the exact
+// inverse on the 48-variable machine's LEDs). What one drive cannot make linear on both paths (the
+// two paths' responses differ: on aoc-48 0.4 % of the swing, even in t) is left, and no weight
+// correction removes it: nonlinearity() says how much.
+struct LedResponse {
+  std::array<double, 4> pos{0, 0, 1, 0}, neg{0, 0, 1, 0};
+  bool clamp = false;
+  bool linear() const { return !clamp && pos == neg && pos == std::array<double, 4>{0, 0, 1, 0}; }
+  // Half the difference of the mean light at t = +-1: what a unit of value changes.
+  double slope() const;
+  // The largest departure of either path's light from its straight line through t = +-1, over
+  // t in [-1, 1], relative to slope().
+  double nonlinearity() const;
+};
+LedResponse led_response(const Hardware& hw, LedModel led);
+
 }  // namespace aoc

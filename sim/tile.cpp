@@ -212,7 +212,12 @@ void add_octaves(const float* kn, std::size_t half, std::size_t stride, int k_fr
 }  // namespace
 
 template <class T>
-OpticalTile<T>::OpticalTile(const Hardware& hw, const CoreConfig& chain, Optics optics) : hw_(hw), chain_(chain), optics_(optics) {}
+OpticalTile<T>::OpticalTile(const Hardware& hw, const CoreConfig& chain, Optics optics)
+    : hw_(hw), chain_(chain), optics_(optics), led_(led_response(hw, chain.led)) {
+  // Ideal optics behind a driver: ideal LEDs at the driver's operating point (the same light, so
+  // the same shot noise), linear at its slope; the product is divided by the slope again (program).
+  if (optics == Optics::Ideal && chain.led == LedModel::Driver) led_.pos = led_.neg = {0, 0, led_response(hw, chain.led).slope(), 0};
+}
 
 template <class T>
 void OpticalTile<T>::set_noise(const TileNoise& n) {
@@ -282,6 +287,7 @@ void OpticalTile<T>::program(const Eigen::Ref<const MatrixXdR>& W, int in0, int 
     f = factor_optical_chain(hw_, chain_, core, in0, K, out0, M, slm);
   } else {
     f = ideal_chain(W, slm);
+    if (chain_.led == LedModel::Driver) f.band /= led_.slope(), f.detector_gain /= led_.slope();
   }
   K_ = K, M_ = M, ldi_ = padded<T>(K), ldo_ = padded<T>(M), nl_ = static_cast<int>(f.T.cols()), ldl_ = padded<T>(nl_), h0_ = f.h0, q0_ = f.q0;
   T_ = pack_panels<T>(f.T, K, ldi_, ldl_);
@@ -323,27 +329,31 @@ std::size_t OpticalTile<T>::scratch_size(int rows) const {
 template <class T>
 void OpticalTile<T>::drives(const T* t, int rows, T* L) const {
   const int ldl = 2 * ldi_;
-  if (chain_.led == LedModel::Twin) {
-    const T p3 = T(hw_.led_pos[0]), p2 = T(hw_.led_pos[1]), p1 = T(hw_.led_pos[2]), p0 = T(hw_.led_pos[3]);
-    const T n3 = T(hw_.led_neg[0]), n2 = T(hw_.led_neg[1]), n1 = T(hw_.led_neg[2]), n0 = T(hw_.led_neg[3]);
-    for (int r = 0; r < rows; ++r) {
-      const T* tr = t + static_cast<size_t>(r) * ldi_;
-      T* lp = L + static_cast<size_t>(r) * ldl;
-      T* ln = lp + ldi_;
-      for (int j = 0; j < ldi_; ++j) {
-        const T x = tr[j];
-        lp[j] = ((p3 * x + p2) * x + p1) * x + p0;
-        ln[j] = ((n3 * x + n2) * x + n1) * x + n0;
-      }
-    }
-  } else {
+  if (led_.linear()) {
     for (int r = 0; r < rows; ++r) {
       const T* tr = t + static_cast<size_t>(r) * ldi_;
       T* lp = L + static_cast<size_t>(r) * ldl;
       std::memcpy(lp, tr, sizeof(T) * ldi_);
       std::memcpy(lp + ldi_, tr, sizeof(T) * ldi_);
     }
+    return;
   }
+  const T p3 = T(led_.pos[0]), p2 = T(led_.pos[1]), p1 = T(led_.pos[2]), p0 = T(led_.pos[3]);
+  const T n3 = T(led_.neg[0]), n2 = T(led_.neg[1]), n1 = T(led_.neg[2]), n0 = T(led_.neg[3]);
+  const auto each = [&](auto held) {
+    for (int r = 0; r < rows; ++r) {
+      const T* tr = t + static_cast<size_t>(r) * ldi_;
+      T* lp = L + static_cast<size_t>(r) * ldl;
+      T* ln = lp + ldi_;
+      for (int j = 0; j < ldi_; ++j) {
+        const T x = held(tr[j]);
+        lp[j] = ((p3 * x + p2) * x + p1) * x + p0;
+        ln[j] = ((n3 * x + n2) * x + n1) * x + n0;
+      }
+    }
+  };
+  if (led_.clamp) each([](T x) { return std::clamp(x, T(-1), T(1)); });  // the driver's rails
+  else each([](T x) { return x; });
 }
 
 // A read's scratch: the drives L (rows x 2 ld_in), then Work: the light on the two paths (2 rows x

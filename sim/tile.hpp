@@ -99,6 +99,9 @@ class OpticalTile {
   // read's time), F32 otherwise (the map stays in cache; double tiles keep double).
   static constexpr std::size_t kHalfMapAbove = std::size_t(1) << 20;
   void set_light_map(LightMap m);
+  // Whether an LED driver (LedModel::Driver) holds its values at the rails of its range, [-1, 1], as
+  // its DAC does: on by default; off where the run's converters are ideal (no clipping anywhere).
+  void set_drive_rails(bool on) { led_.clamp = on && chain_.led == LedModel::Driver; }
   bool half_light_map() const { return half_map_; }  // after program(): what it keeps
 
   // Programs W (K x M, AOC convention: LED channel i drives detector j by W(i, j)) at LED channel
@@ -171,6 +174,7 @@ class OpticalTile {
   const Hardware& hw_;
   CoreConfig chain_;
   Optics optics_;
+  LedResponse led_;  // the drives' cubics (ideal optics under a driver: linear at its slope)
   int K_ = 0, M_ = 0, ldi_ = 0, ldo_ = 0, nl_ = 0, ldl_ = 0, h0_ = 0, q0_ = 0;  // nl_: light columns
   AlignedVector<T> T_;                // FactoredChain::T in panels of kColumnGrain light columns (pack_panels)
   AlignedVector<kern::Half> H_;       // the same in half precision instead (set_light_map)

@@ -232,6 +232,68 @@ TEST_CASE("solver: under the relative rule a sample's result and iteration count
   CHECK(counts.size() > 1);  // samples left the batch at different steps
 }
 
+TEST_CASE("solver: with floor_patience a noisy sample stops at its noise floor, a contraction on its way does not") {
+  // f(z) = q z + inj + e_k, e_k a fresh draw of size sigma each step: the residual falls as q^k
+  // until it reaches the draws' level, where no tolerance under it is met.
+  const int B = 3, N = 16;
+  std::mt19937_64 rng(7);
+  const RowMatrix<double> inj = uniform(B, N, 0.5, 1.0, rng);
+  const double sigma = 1e-3;
+  const StepFn<double> noisy = [&](const Batch<double>& z, const Batch<double>& in, const Batch<double>*, Batch<double>& out,
+                                   const StepContext& ctx) {
+    if (out.rows != z.rows || out.n != z.n) out = Batch<double>(z.rows, z.n);
+    for (int r = 0; r < z.rows; ++r) {
+      std::mt19937_64 g(static_cast<std::uint64_t>(1000 * ctx.iteration + (ctx.samples ? ctx.samples[r] : r)));
+      std::normal_distribution<double> e(0.0, sigma);
+      for (int j = 0; j < z.n; ++j) out.row(r)[j] = 0.5 * z.row(r)[j] + in.row(r)[j] + e(g);
+    }
+  };
+  const Batch<double> zero(B, N);
+  SolverOptions o = SolverOptions::relative(1e-9, 400, 1.0);
+  const SolveResult endless = solve_fixed_point<double>(noisy, Batch<double>::from(inj), zero, o);
+  o.floor_patience = 8;
+  const SolveResult floor = solve_fixed_point<double>(noisy, Batch<double>::from(inj), zero, o);
+  for (int r = 0; r < B; ++r) {
+    INFO("sample " << r);
+    CHECK(endless.iterations[static_cast<size_t>(r)] == 400);
+    CHECK(endless.at_floor[static_cast<size_t>(r)] == 0);
+    CHECK(floor.converged[static_cast<size_t>(r)] == 0);
+    CHECK(floor.at_floor[static_cast<size_t>(r)] == 1);
+    CHECK(floor.iterations[static_cast<size_t>(r)] < 60);  // ~15 steps down to sigma, then the patience
+    // it stopped at the fixed point 2 inj, to the noise's level
+    CHECK((floor.z.row(r) - 2.0 * inj.row(r)).norm() < 20 * sigma * std::sqrt(N));
+  }
+  // The result at the floor is the mean of the last 8 iterates: closer to the fixed point than one
+  // iterate (the last of the endless run), whose error is the noise of a single step and its echoes.
+  const double err_mean = (floor.z - 2.0 * inj).squaredNorm(), err_one = (endless.z - 2.0 * inj).squaredNorm();
+  INFO("squared error: mean at the floor " << err_mean << ", one iterate " << err_one);
+  CHECK(err_mean < 0.7 * err_one);
+  // The released rule (one residual for the batch) stops the batch at its floor the same way, its
+  // final call at the mean of the last 8 iterates.
+  SolverOptions rel{StopRule::Released, 400, 1e-9, 1.0, false};
+  const SolveResult rel_endless = solve_fixed_point<double>(noisy, Batch<double>::from(inj), zero, rel);
+  rel.floor_patience = 8;
+  const SolveResult rel_floor = solve_fixed_point<double>(noisy, Batch<double>::from(inj), zero, rel);
+  CHECK(rel_endless.steps == 400);
+  CHECK(rel_floor.steps < 60);
+  CHECK(rel_floor.at_floor == std::vector<std::uint8_t>(B, 1));
+  CHECK(rel_floor.converged == std::vector<std::uint8_t>(B, 0));
+  CHECK((rel_floor.z - 2.0 * inj).norm() < 20 * sigma * std::sqrt(B * N));
+  // Noise-free contractions, fast or slow (0.95 per step: 8 steps fall by 0.66 < 0.9), reach the
+  // tolerance with the same steps and the same bits as without the rule.
+  for (double q : {0.5, 0.95}) {
+    INFO("q = " << q);
+    SolverOptions plain = SolverOptions::relative(1e-10, 2000, 1.0), patient = plain;
+    patient.floor_patience = 8;
+    const SolveResult a = solve_fixed_point<double>(linear_map<double>(q), Batch<double>::from(inj), zero, plain);
+    const SolveResult b = solve_fixed_point<double>(linear_map<double>(q), Batch<double>::from(inj), zero, patient);
+    CHECK(a.iterations == b.iterations);
+    CHECK(b.converged == std::vector<std::uint8_t>(B, 1));
+    CHECK(b.at_floor == std::vector<std::uint8_t>(B, 0));
+    CHECK(same_bits(a.z, b.z));
+  }
+}
+
 TEST_CASE("solver: damping below 1 changes the trajectory but reaches the same fixed point of a contraction") {
   const int B = 3, N = 4;
   std::mt19937_64 rng(5);

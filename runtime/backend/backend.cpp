@@ -101,13 +101,16 @@ class CalibrationHooks : public CpuHooks {
  public:
   CalibrationHooks(const ir::Program& p, int threads) : CpuHooks(p, threads), prog_(p) {}
   mutable std::map<std::string, double> largest;
-  mutable std::map<std::string, double> largest_sum;  // per split matrix: the largest |partial sum| of a tile
+  mutable std::map<std::string, double> largest_sum;
+  mutable std::map<std::string, double> largest_input;  // per optical op: the largest |value| its LED drivers take
 
   // The exact product, and for a matrix split over column blocks the largest partial sum a tile
   // hands its ADC where the machine adds them digitally.
   Tensor optical(const ir::Op& op, const Tensor& x, const Tensor& w, const OpContext& ctx) const override {
     Tensor y = CpuHooks::optical(op, x, w, ctx);
     const ir::OpticalPlan* plan = prog_.plan(op.name);
+    double& in = largest_input[op.name];
+    for (double v : x.data) in = std::max(in, std::fabs(v));
     if (plan->column_blocks() > 1) {
       const std::int64_t R = static_cast<std::int64_t>(x.data.size()) / plan->cols;
       double& m = largest_sum[op.name];
@@ -167,6 +170,7 @@ class SimHooks : public ir::Hooks {
           for (int led : ir::tile_leds(p.target, t)) at.back().push_back(led - static_cast<int>(t.core_col0));
         auto tile = std::make_unique<OpticalTile<T>>(hw_, chain_, o.optics ? Optics::Calibrated : Optics::Ideal);
         tile->set_light_map(o.light_map);
+        tile->set_drive_rails(o.quantize);
         if (o.noise) {
           TileNoise n;
           n.spec = *hw.noise;
@@ -243,6 +247,9 @@ class SimHooks : public ir::Hooks {
     const std::int64_t blocks = (R + kRows - 1) / kRows;
     const std::size_t n_tiles = plan->tiles.size();
     for (const auto& tile : tiles) tile->prepare_reads(static_cast<int>(R));
+    // The LED drivers take each value as a fraction of their range (LedModel::Driver); the outputs
+    // come back in values.
+    const double range = plan->drive_range_on(p_.target), per_range = 1.0 / range;
     auto rows_of = [&](std::int64_t b) { return static_cast<int>(std::min<std::int64_t>(kRows, R - b * kRows)); };
     // Tile k's inputs of block b (kRows x its ld_in) in this thread's buffer, then room for its
     // read's scratch: reused across reads, no allocation in the loop.
@@ -260,9 +267,9 @@ class SimHooks : public ir::Hooks {
         const double* xr = x.data.data() + (b * kRows + r) * plan->cols + t.col0;
         T* ir = in + static_cast<std::size_t>(r) * ldi;
         if (at.empty())
-          for (std::int64_t j = 0; j < t.cols; ++j) ir[j] = static_cast<T>(xr[j]);
+          for (std::int64_t j = 0; j < t.cols; ++j) ir[j] = static_cast<T>(xr[j] * per_range);
         else
-          for (std::int64_t j = 0; j < t.cols; ++j) ir[at[static_cast<std::size_t>(j)]] = static_cast<T>(xr[j]);
+          for (std::int64_t j = 0; j < t.cols; ++j) ir[at[static_cast<std::size_t>(j)]] = static_cast<T>(xr[j] * per_range);
       }
       return in;
     };
@@ -296,15 +303,14 @@ class SimHooks : public ir::Hooks {
         const T* o = out + static_cast<std::size_t>(r) * ldo;
         if (!sums) {
           if (off)
-            for (std::int64_t i = 0; i < t.rows; ++i) yr[i] += static_cast<double>(o[i]) - off[i];
+            for (std::int64_t i = 0; i < t.rows; ++i) yr[i] += range * (static_cast<double>(o[i]) - off[i]);
           else
-            for (std::int64_t i = 0; i < t.rows; ++i) yr[i] += static_cast<double>(o[i]);
+            for (std::int64_t i = 0; i < t.rows; ++i) yr[i] += range * static_cast<double>(o[i]);
           continue;
         }
         thread_local std::vector<double> part;
-        part.assign(o, o + t.rows);
-        if (off)
-          for (std::int64_t i = 0; i < t.rows; ++i) part[static_cast<std::size_t>(i)] -= off[i];
+        part.resize(static_cast<std::size_t>(t.rows));
+        for (std::int64_t i = 0; i < t.rows; ++i) part[static_cast<std::size_t>(i)] = range * (static_cast<double>(o[i]) - (off ? off[i] : 0.0));
         counters.adc_clipped += adc.quantize_all(part.data(), part.size());
         counters.adc += t.rows;
         for (std::int64_t i = 0; i < t.rows; ++i) yr[i] += part[static_cast<std::size_t>(i)];
@@ -414,7 +420,7 @@ class SimHooks : public ir::Hooks {
 }  // namespace
 
 ProgramResult run_with_hooks(const ir::Program& p, const std::map<std::string, Tensor>& inputs, const BackendOptions& o,
-                             const ir::Hooks& hooks) {
+                             const ir::Hooks& hooks, bool noisy) {
   if (p.weights.empty() && !p.graph.weights.empty())
     throw Error("run: the program has no weights (compiled from a shapes-only graph): it can be estimated, not run");
   ir::InterpretOptions io;
@@ -423,6 +429,7 @@ ProgramResult run_with_hooks(const ir::Program& p, const std::map<std::string, T
   io.hooks = &hooks;
   io.mode = o.mode;
   io.progress = o.progress;
+  io.floor_patience = noisy ? o.floor_patience : 0;
   ir::InterpretResult r = ir::interpret(p.graph, p.weights, inputs, io);
   ProgramResult res;
   res.values = std::move(r.values);
@@ -457,7 +464,7 @@ class SimBackend : public Backend {
     const auto t0 = std::chrono::steady_clock::now();
     SimHooks<T> hooks(p, hw_, o);
     const double programming = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    ProgramResult res = run_with_hooks(p, inputs, o, hooks);
+    ProgramResult res = run_with_hooks(p, inputs, o, hooks, o.noise);
     res.counters = {hooks.counters.dac, hooks.counters.adc, hooks.counters.dac_clipped, hooks.counters.adc_clipped};
     res.programming_seconds = programming;
     std::tie(res.tiles, res.half_map_tiles) = hooks.light_maps();
@@ -486,8 +493,10 @@ int calibrate_converters(ir::Program& p, const std::map<std::string, ir::Tensor>
     op.attrs["hi"] = margin * it->second;
     ++set;
   });
-  for (ir::OpticalPlan& plan : p.optical)
+  for (ir::OpticalPlan& plan : p.optical) {
     if (const auto it = hooks.largest_sum.find(plan.op); it != hooks.largest_sum.end() && it->second > 0) plan.sum_range = margin * it->second, ++set;
+    if (const auto it = hooks.largest_input.find(plan.op); it != hooks.largest_input.end() && it->second > 0) plan.drive_range = margin * it->second, ++set;
+  }
   return set;
 }
 

@@ -44,6 +44,9 @@ struct BackendOptions {
   // a sample's index there, so a batch split over several runs draws what one run of the whole would
   int first_sample = 0;
   bool trace = false;          // every top-level value, not only the outputs
+  // sim, with noise: a relative-rule FixedPoint stops a sample whose residual has made no progress
+  // for this many steps: it is at the noise floor (SolverOptions::floor_patience; 0: off)
+  int floor_patience = 8;
   // Progress: after each token (sequential) or fixed-point step (simultaneous); see ir::InterpretOptions.
   std::function<void(long long done, long long total)> progress;
 };
@@ -79,9 +82,9 @@ class Backend {
 std::unique_ptr<Backend> make_backend(const std::string& name, const Hardware* hw = nullptr);
 
 // A program run through the interpreter with the given hooks for its optical and Convert ops: what
-// every backend is.
+// every backend is. noisy: the hooks draw noise (o.floor_patience applies).
 ProgramResult run_with_hooks(const ir::Program& p, const std::map<std::string, ir::Tensor>& inputs, const BackendOptions& o,
-                             const ir::Hooks& hooks);
+                             const ir::Hooks& hooks, bool noisy = false);
 
 // Calibration of the converters: runs the program exactly (the cpu backend) on sample inputs and
 // sets every Convert's range (attrs lo, hi) to +-margin x the largest |value| it saw, so that each

@@ -67,7 +67,7 @@ BackendList parse_backends(const std::string& text) {
 struct Checked {
   std::string name;
   bool physics = false;  // the sim backend: --quantize, --noise, the optics, --set, --precision and the seeds apply
-  Stat abs, rel, arg, codes, fails, iters, differ, acc, acc_last, acc_whole;  // against --labels: every position, the last, whole sequences
+  Stat abs, rel, arg, codes, fails, floor, iters, differ, acc, acc_last, acc_whole;  // against --labels: every position, the last, whole sequences
   std::vector<double> per_position;                                           // against --labels: the mean over the runs at each position
   Stat ce;                                                 // next-token cross-entropy (a language model on /tokens)
   std::string precision;  // as the runs record it
@@ -246,7 +246,7 @@ int run(Opts o, const CLI::App* c) {
           if (ref_ce) ce.push_back(cross_entropy(r).value_or(std::numeric_limits<double>::quiet_NaN()));
           ch.precision = ch.physics ? precision_text(o.precision, r) : ch.name == "cuda-f32" ? "f32" : "f64";
         });
-    ch.abs = st.abs, ch.rel = st.rel, ch.arg = st.argmax, ch.codes = st.codes, ch.fails = st.failures, ch.iters = st.iterations,
+    ch.abs = st.abs, ch.rel = st.rel, ch.arg = st.argmax, ch.codes = st.codes, ch.fails = st.failures, ch.floor = st.at_floor, ch.iters = st.iterations,
     ch.differ = st.iterations_differ, ch.acc = stat(acc), ch.acc_last = stat(acc_last), ch.acc_whole = stat(acc_whole);
     for (double& a : ch.per_position) a /= static_cast<double>(acc.size());
     if (ref_ce) ch.ce = stat(ce);
@@ -286,7 +286,8 @@ int run(Opts o, const CLI::App* c) {
                                {"seed", o.seed}, {"seeds", ch.physics ? o.seeds : 1},
                                {"set", ch.physics ? o.set : std::vector<std::string>{}}, {"compile_set", p.target.overrides}};
       j["max_abs_error"] = band(ch.abs), j["max_rel_error"] = band(ch.rel), j["argmax_agreement"] = band(ch.arg);
-      j["adc_code_agreement"] = band(ch.codes), j["convergence_failures"] = band(ch.fails), j["iterations_mean"] = band(ch.iters);
+      j["adc_code_agreement"] = band(ch.codes), j["convergence_failures"] = band(ch.fails), j["noise_floor_stops"] = band(ch.floor);
+      j["iterations_mean"] = band(ch.iters);
       j["iterations_differing"] = band(ch.differ);
       j["reference_iterations_mean"] = ref_it.mean, j["reference_convergence_failures"] = ref_it.solves - ref_it.converged;
       if (labels) {
@@ -326,6 +327,7 @@ int run(Opts o, const CLI::App* c) {
       line("argmax agreement", ch.arg);
       line("ADC-code agreement", ch.codes);
       line("convergence failures", ch.fails);
+      if (ch.floor.max > 0) line("stopped at noise floor", ch.floor);
       line("iterations (mean)", ch.iters);
       line("iterations differing", ch.differ);
       if (labels) line("accuracy, last position", ch.acc_last), line("accuracy (labels)", ch.acc);

@@ -44,7 +44,8 @@ Comparison compare_runs(const ir::Program& p, const ProgramResult& dut, const Pr
   c.argmax = pos ? static_cast<double>(same) / pos : 1.0;
   c.codes = p.target.adc_bits > 0 && elems ? static_cast<double>(same_codes) / elems : 1.0;
   const IterationSummary s = summarize(dut);
-  c.failures = static_cast<int>(s.solves - s.converged);
+  c.failures = static_cast<int>(s.solves - s.converged - s.at_floor);
+  c.at_floor = static_cast<int>(s.at_floor);
   c.iterations = s.mean;
   for (std::size_t k = 0; k < dut.fixed_points.size() && k < ref.fixed_points.size(); ++k)
     for (std::size_t i = 0; i < dut.fixed_points[k].iterations.size() && i < ref.fixed_points[k].iterations.size(); ++i)
@@ -66,7 +67,7 @@ SeedStats check_over_seeds(const Backend& dut, const ir::Program& p, const std::
                            const std::function<void(int, BackendOptions&)>& before,
                            const std::function<void(int, const ProgramResult&)>& after) {
   if (seeds < 1) throw Error("check: at least one seed is needed, got " + std::to_string(seeds));
-  std::vector<double> abs, rel, arg, codes, fails, iters, differ;
+  std::vector<double> abs, rel, arg, codes, fails, floor, iters, differ;
   for (int k = 0; k < seeds; ++k) {
     BackendOptions o = base;
     o.seed = base.seed + static_cast<std::uint64_t>(k);
@@ -74,10 +75,10 @@ SeedStats check_over_seeds(const Backend& dut, const ir::Program& p, const std::
     const ProgramResult r = dut.run(p, inputs, o);
     const Comparison c = compare_runs(p, r, ref);
     abs.push_back(c.max_abs), rel.push_back(c.max_rel), arg.push_back(c.argmax), codes.push_back(c.codes);
-    fails.push_back(c.failures), iters.push_back(c.iterations), differ.push_back(c.iterations_differ);
+    fails.push_back(c.failures), floor.push_back(c.at_floor), iters.push_back(c.iterations), differ.push_back(c.iterations_differ);
     if (after) after(k, r);
   }
-  return {stat(abs), stat(rel), stat(arg), stat(codes), stat(fails), stat(iters), stat(differ)};
+  return {stat(abs), stat(rel), stat(arg), stat(codes), stat(fails), stat(floor), stat(iters), stat(differ)};
 }
 
 LabelScore label_score(const ir::Program& p, const ProgramResult& r, const ir::Tensor* labels, const std::string& file) {

@@ -15,7 +15,8 @@ namespace aoc {
 struct Comparison {
   double max_abs = 0, max_rel = 0;  // over every output element; rel: against the reference's largest |value|
   double argmax = 1, codes = 1;     // fraction of positions / elements that agree
-  int failures = 0;                 // fixed points of the run checked that missed their tolerance
+  int failures = 0;                 // fixed points of the run checked that missed their tolerance (and did not settle at the noise floor)
+  int at_floor = 0;                 // fixed points stopped at the noise floor (above their tolerance, no longer falling)
   double iterations = 0;            // their mean iterations
   int iterations_differ = 0;        // solves (per sample, or per sample and token) whose step count is not the reference's
 };
@@ -31,7 +32,7 @@ Stat stat(const std::vector<double>& v);  // v not empty
 
 // The comparisons of runs on several noise seeds, figure by figure.
 struct SeedStats {
-  Stat abs, rel, argmax, codes, failures, iterations, iterations_differ;
+  Stat abs, rel, argmax, codes, failures, at_floor, iterations, iterations_differ;
 };
 
 // `dut` run on the seeds base.seed, base.seed + 1, ... (`seeds` of them), each run compared with

@@ -104,7 +104,7 @@ std::string set_text(const std::vector<std::string>& set) {
   return t;
 }
 
-IterationSummary summarize(const std::vector<int>& iterations, const std::vector<std::uint8_t>& converged) {
+IterationSummary summarize(const std::vector<int>& iterations, const std::vector<std::uint8_t>& converged, const std::vector<std::uint8_t>& at_floor) {
   IterationSummary s;
   if (iterations.empty()) return s;
   std::vector<int> sorted = iterations;
@@ -114,17 +114,19 @@ IterationSummary summarize(const std::vector<int>& iterations, const std::vector
   s.p99 = sorted[static_cast<std::size_t>(std::ceil(0.99 * static_cast<double>(sorted.size()))) - 1];
   s.solves = static_cast<long long>(sorted.size());
   for (std::uint8_t c : converged) s.converged += c;
+  for (std::uint8_t c : at_floor) s.at_floor += c;
   return s;
 }
 
 IterationSummary summarize(const ProgramResult& r) {
   std::vector<int> it;
-  std::vector<std::uint8_t> conv;
+  std::vector<std::uint8_t> conv, floor;
   for (const auto& fp : r.fixed_points) {
     it.insert(it.end(), fp.iterations.begin(), fp.iterations.end());
     conv.insert(conv.end(), fp.converged.begin(), fp.converged.end());
+    floor.insert(floor.end(), fp.at_floor.begin(), fp.at_floor.end());
   }
-  return summarize(it, conv);
+  return summarize(it, conv, floor);
 }
 
 IterationSummary read_run_iterations(const std::string& path, const std::string& op) {

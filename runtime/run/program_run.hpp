@@ -42,8 +42,10 @@ struct IterationSummary {
   double mean = 0;
   int p99 = 0, min = 0, max = 0;
   long long solves = 0, converged = 0;
+  long long at_floor = 0;  // of the others, stopped at the noise floor (SolverOptions::floor_patience)
 };
-IterationSummary summarize(const std::vector<int>& iterations, const std::vector<std::uint8_t>& converged);
+IterationSummary summarize(const std::vector<int>& iterations, const std::vector<std::uint8_t>& converged,
+                           const std::vector<std::uint8_t>& at_floor = {});
 IterationSummary summarize(const ProgramResult& r);  // every FixedPoint of a run together
 
 // One top-level FixedPoint's solves as an `aoc run` output file records them (the datasets
