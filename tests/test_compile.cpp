@@ -2,6 +2,7 @@
 // one job and leaves a program the verifier accepts; a compiled model run on the CPU reference is
 // the interpreter's result within 1e-9, tiled or not; the simulator is the reference when its
 // converters and noise are off.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <limits>
 
@@ -16,6 +17,7 @@
 #include "compiler/program_h5.hpp"
 #include "compiler/verify.hpp"
 #include "runtime/backend/backend.hpp"
+#include "runtime/io/h5io.hpp"
 #include "sim/error.hpp"
 #include "tests/graph_support.hpp"
 #include "tests/support.hpp"
@@ -430,6 +432,28 @@ TEST_CASE("cli: aoc compile of a graph with weights but none given or beside it 
   CHECK(r.status != 0);
   CHECK_THAT(r.out, Catch::Contains("--weights") && Catch::Contains("--shapes-only"));
   CHECK_FALSE(std::filesystem::exists(prog));
+}
+
+TEST_CASE("cli: aoc run says which noisy solves stopped at their noise floor, and records them") {
+  CliModel m;
+  REQUIRE(run_aoc("compile " + m.graph + " --weights " + m.weights + " -o " + m.prog).status == 0);
+  REQUIRE(run_aoc("run " + m.prog + " --example-input " + m.tokens + " --batch 2 --length 4").status == 0);
+  const std::string quiet = (m.dir / "quiet.h5").string(), loud = (m.dir / "loud.h5").string();
+  // the file's noise, and a receiver fifty times louder: a residual made of noise never meets the tolerance
+  const Run a = run_aoc("run " + m.prog + " --inputs " + m.tokens + " --backend sim --quantize --noise -o " + quiet);
+  const Run b = run_aoc("run " + m.prog + " --inputs " + m.tokens + " --backend sim --quantize --noise --set noise.thermal_sigma=0.05 -o " + loud);
+  INFO(a.out << b.out);
+  REQUIRE((a.status == 0 && b.status == 0));
+  CHECK_THAT(b.out, Catch::Contains("stopped at the noise floor"));
+  const std::vector<double> floor = aoc::read_h5_array(loud, "deq.at_floor").values;
+  CHECK(std::count(floor.begin(), floor.end(), 1.0) > 0);
+  const Run j = run_aoc("run " + m.prog + " --inputs " + m.tokens + " --backend sim --quantize --noise --set noise.thermal_sigma=0.05 --json -o " + loud);
+  REQUIRE(j.status == 0);
+  CHECK(nlohmann::json::parse(j.out).at("noise_floor_stops").get<long long>() == std::count(floor.begin(), floor.end(), 1.0));
+  // the reference never stops at a floor: no such dataset
+  const std::string cpu = (m.dir / "cpu-floor.h5").string();
+  REQUIRE(run_aoc("run " + m.prog + " --inputs " + m.tokens + " --backend cpu -o " + cpu).status == 0);
+  CHECK_THROWS(aoc::read_h5_array(cpu, "deq.at_floor"));
 }
 
 TEST_CASE("cli: aoc run runs a program on both backends and aoc check compares them") {

@@ -95,6 +95,7 @@ void run_program(const Opts& o, const CLI::App* c) {
                              {"output", o.output},      {"backend", o.backend},   {"mode", f.sequence},  {"precision", m.precision},
                              {"quantize", m.quantize},  {"noise", m.noise},       {"optics", m.optics},  {"seed", f.seed},
                              {"set", f.set},            {"threads", f.threads},   {"solves", it.solves}, {"converged", it.converged},
+                             {"noise_floor_stops", it.at_floor},
                              {"iterations", {{"mean", it.mean}, {"p99", it.p99}, {"min", it.min}, {"max", it.max}}},
                              {"output_digest", digest}, {"seconds", secs}};
     if (sim)
@@ -112,7 +113,8 @@ void run_program(const Opts& o, const CLI::App* c) {
                 f.sequence.c_str(), f.threads);
   if (!f.set.empty()) std::printf("     run-time --set %s\n", set_text(f.set).c_str());
   if (it.solves)
-    std::printf("%lld of %lld fixed points converged; iterations mean %.2f, min %d, max %d\n", it.converged, it.solves, it.mean, it.min, it.max);
+    std::printf("%lld of %lld fixed points converged%s; iterations mean %.2f, min %d, max %d\n", it.converged, it.solves,
+                it.at_floor ? (", " + std::to_string(it.at_floor) + " stopped at the noise floor").c_str() : "", it.mean, it.min, it.max);
   if (sim)
     std::printf("conversions: %lld DAC (%lld clipped), %lld ADC (%lld clipped)\n", r.counters.dac, r.counters.dac_clipped,
                 r.counters.adc, r.counters.adc_clipped);

@@ -82,6 +82,8 @@ std::string write_program_output(const std::string& path, const ir::Program&, co
   for (const auto& fp : r.fixed_points) {
     arrays.push_back({fp.op + ".iterations", fp.shape, std::vector<double>(fp.iterations.begin(), fp.iterations.end()), true});
     arrays.push_back({fp.op + ".converged", fp.shape, std::vector<double>(fp.converged.begin(), fp.converged.end()), true});
+    if (std::find(fp.at_floor.begin(), fp.at_floor.end(), 1) != fp.at_floor.end())  // a noisy run's solves stopped at the floor
+      arrays.push_back({fp.op + ".at_floor", fp.shape, std::vector<double>(fp.at_floor.begin(), fp.at_floor.end()), true});
   }
   std::string bytes;
   for (const auto& a : arrays) bytes.append(reinterpret_cast<const char*>(a.values.data()), sizeof(double) * a.values.size());
