@@ -101,7 +101,7 @@ class CalibrationHooks : public CpuHooks {
  public:
   CalibrationHooks(const ir::Program& p, int threads) : CpuHooks(p, threads), prog_(p) {}
   mutable std::map<std::string, double> largest;
-  mutable std::map<std::string, double> largest_sum;
+  mutable std::map<std::string, double> largest_sum;    // per split matrix: the largest |partial sum| of a tile
   mutable std::map<std::string, double> largest_input;  // per optical op: the largest |value| its LED drivers take
 
   // The exact product, and for a matrix split over column blocks the largest partial sum a tile
