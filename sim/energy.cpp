@@ -43,6 +43,7 @@ const Range kEfficiency{0, 1, false, true};  // (0, 1]
 // Physical constants (SI, exact since 2019).
 constexpr double kPlanck = 6.62607015e-34;  // J s
 constexpr double kLight = 299792458.0;      // m / s
+constexpr double kElementaryCharge = 1.602176634e-19;  // C
 
 // What a converter's figure is worth at the machine's bits, and how that was reckoned ("" where the
 // figure is taken as it is).
@@ -67,8 +68,11 @@ double PhotonBudget::led_joules_per_photon() const {
   return kPlanck * kLight / (wavelength_nm * 1e-9) / (detector_quantum_efficiency * optical_path_efficiency * led_wall_plug_efficiency);
 }
 
-void derive_operating_point(const Reader& r, Hardware& hw) {
-  if (!hw.noise || !hw.noise->photons_derived) return;
+namespace {
+
+// The photons per detector sample from the LED figure (or the photon budget's design point).
+void derive_photons(const Reader& r, Hardware& hw) {
+  if (!hw.noise->photons_derived) return;
   NoiseSpec& n = *hw.noise;
   const std::string F = "noise.photons_per_sample";
   if (!hw.energy || !hw.energy->photon_budget)
@@ -97,6 +101,34 @@ void derive_operating_point(const Reader& r, Hardware& hw) {
   std::string& src = hw.sources[F];
   if (src.rfind("derived: ", 0) == 0 && src.find("; ") != std::string::npos) src.erase(0, src.find("; ") + 2);  // derived again after an override
   src = how + "; " + src;
+}
+
+// The receiver's electrons per detector sample from its input-referred current noise density: each
+// path's amplifier integrates over one loop period T, a noise bandwidth of 1/(2T), and the two
+// paths add in power, so N = sqrt(2) x i x sqrt(1/(2T)) x T / q = i sqrt(T) / q. The tile counts
+// them in units of the light, through photons_per_sample: with that at 0 (shot noise switched off)
+// they are off too.
+void derive_receiver(const Reader& r, Hardware& hw) {
+  NoiseSpec& n = *hw.noise;
+  n.receiver_electrons = 0;
+  if (!(n.receiver_noise_density > 0)) return;
+  const std::string F = "noise.receiver_noise_density";
+  if (!hw.timing) r.fail(F, "an amplifier's noise density needs the loop period it integrates over (timing.loop_period_ns), and the file has no timing section");
+  const double T = hw.timing->loop_period_ns * 1e-9;
+  n.receiver_electrons = n.receiver_noise_density * std::sqrt(T) / kElementaryCharge;
+  hw.sources["noise.receiver_electrons"] =
+      "derived: noise.receiver_noise_density " + g4(n.receiver_noise_density * 1e12) + " pA/sqrt(Hz) on each of two paths over the loop period's noise bandwidth 1/(2 x " +
+      g4(hw.timing->loop_period_ns) + " ns): " + g4(n.receiver_noise_density * 1e12) + " pA x sqrt(" + g4(hw.timing->loop_period_ns) + " ns) / q = " +
+      g4(n.receiver_electrons) + " electrons rms per detector sample, against the shot noise's sqrt(" + g4(n.photons_per_sample) + ") = " +
+      g4(std::sqrt(n.photons_per_sample)) + " at full light";
+}
+
+}  // namespace
+
+void derive_operating_point(const Reader& r, Hardware& hw) {
+  if (!hw.noise) return;
+  derive_photons(r, hw);
+  derive_receiver(r, hw);
 }
 
 const EnergyComponent* EnergySpec::find(const std::string& name) const {

@@ -702,11 +702,21 @@ std::string describe(const Hardware& hw) {
     for (const auto& [name, value] : items)
       o << "  " << pad(name, 24) << "  " << pad(value, 14) << "  " << source(std::string(title) + "." + name) << "\n";
   };
-  if (const auto& n = hw.noise)
-    section("noise", {{"led_bias", g4(n->led_bias) + " V"}, {"photons_per_sample", g4(n->photons_per_sample) + (n->photons_derived ? " (" + g4(n->photons_band[0]) + ".." + g4(n->photons_band[1]) + ")" : "")},
-                      {"thermal_sigma", g4(n->thermal_sigma) + " V"}, {"rin_sigma", g4(n->rin_sigma)},
-                      {"slm_fixed_pattern_sigma", g4(n->slm_fixed_pattern_sigma)}, {"drift_sigma", g4(n->drift_sigma) + " V"},
-                      {"drift_time_us", g4(n->drift_time_us) + " us"}, {"flicker_sigma", g4(n->flicker_sigma) + " V"}});
+  if (const auto& n = hw.noise) {
+    std::vector<std::pair<std::string, std::string>> items = {
+        {"led_bias", g4(n->led_bias) + " V"},
+        {"photons_per_sample", g4(n->photons_per_sample) + (n->photons_derived ? " (" + g4(n->photons_band[0]) + ".." + g4(n->photons_band[1]) + ")" : "")},
+        {"thermal_sigma", g4(n->thermal_sigma) + " V"}};
+    if (n->receiver_noise_density > 0)
+      items.insert(items.end(), {{"receiver_noise_density", g4(n->receiver_noise_density) + " A/sqrt(Hz)"},
+                                 {"receiver_electrons", g4(n->receiver_electrons) + " e-"}});
+    items.insert(items.end(), {{"rin_sigma", g4(n->rin_sigma)},
+                               {"slm_fixed_pattern_sigma", g4(n->slm_fixed_pattern_sigma)},
+                               {"drift_sigma", g4(n->drift_sigma) + " V"},
+                               {"drift_time_us", g4(n->drift_time_us) + " us"},
+                               {"flicker_sigma", g4(n->flicker_sigma) + " V"}});
+    section("noise", items);
+  }
   if (const auto& c = hw.converters)
     section("converters", {{"slm_bits", std::to_string(c->slm_bits)}, {"dac_bits", std::to_string(c->dac_bits)},
                            {"dac_min", g4(c->dac_range[0]) + " V"}, {"dac_max", g4(c->dac_range[1]) + " V"},

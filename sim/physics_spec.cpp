@@ -73,6 +73,7 @@ NoiseSpec read_noise(const Reader& r, const json& j, Hardware& hw) {
                   {{"led_bias", "V", kPositive, &n.led_bias},
                    {"photons_per_sample", "photons", kNonNegative, &n.photons_per_sample, !n.photons_derived},
                    {"thermal_sigma", "V", kNonNegative, &n.thermal_sigma},
+                   {"receiver_noise_density", "A/sqrt(Hz)", kNonNegative, &n.receiver_noise_density, false},
                    {"rin_sigma", "1", kFraction, &n.rin_sigma},
                    {"slm_fixed_pattern_sigma", "1", kFraction, &n.slm_fixed_pattern_sigma},
                    {"drift_sigma", "V", kNonNegative, &n.drift_sigma},

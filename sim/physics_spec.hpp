@@ -14,7 +14,12 @@ namespace aoc {
 struct NoiseSpec {
   double led_bias = 0;            // LED bias light, in the units of the LED drive (signals swing around it)
   double photons_per_sample = 0;  // photons detected per detector per iteration at the reference power
-  double thermal_sigma = 0;       // receiver (TIA) thermal noise, V rms per channel per iteration
+  double thermal_sigma = 0;       // the analog electronics' own noise after the detectors, V rms per channel per iteration
+  // The detector amplifier's input-referred current noise, A/sqrt(Hz) per path; its electrons per
+  // sample (derive_operating_point: both paths over the shot-matched bandwidth 1/(2T), i sqrt(T) / q)
+  // meet the signal where the photons do, so the light's level sets both (0: none).
+  double receiver_noise_density = 0;
+  double receiver_electrons = 0;
   double rin_sigma = 0;           // LED relative intensity noise, relative rms per iteration
   double slm_fixed_pattern_sigma = 0;  // relative rms error of each SLM transmission, per programming
   double drift_sigma = 0;         // slow per-channel drift, V rms

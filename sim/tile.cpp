@@ -571,12 +571,14 @@ void OpticalTile<T>::add_output_noise(const T* light, int rows, const StepContex
   const NoiseSpec& ns = noise_.spec;
   const bool shot = ns.photons_per_sample > 0, thermal = ns.thermal_sigma > 0;
   const bool correlated = ns.drift_sigma > 0 || ns.flicker_sigma > 0;
-  // Shot and receiver noise are independent Gaussians on the same detector in the same read: their
-  // sum is one Gaussian of the summed variance, so one draw (eps) serves both. Photons on a
-  // detector = photons_per_sample x light / the reference light (the tile's LEDs at their bias
-  // through full transmission, unit fan-in).
+  // Shot, receiver and electronics noise are independent Gaussians on the same detector in the same
+  // read: their sum is one Gaussian of the summed variance, so one draw (eps) serves all three.
+  // Photons on a detector = photons_per_sample x light / the reference light (the tile's LEDs at
+  // their bias through full transmission, unit fan-in); the receiver's electrons are counted in the
+  // same light units, so both go through the detector's gain.
   const T var_thermal = static_cast<T>(ns.thermal_sigma * ns.thermal_sigma), sigma = kappa * std::sqrt(var_thermal);
   const T bias = static_cast<T>(ns.led_bias), per_light = shot ? static_cast<T>(ns.led_bias * K_ / ns.photons_per_sample) : T(0);
+  const T receiver = static_cast<T>(ns.receiver_electrons) * per_light, var_receiver = receiver * receiver;
   const T* gain = detector_gain_.data();
   const T* light_bias = light_bias_.data();
   thread_local std::vector<double> fresh;  // a block's evaluation, in double
@@ -598,7 +600,7 @@ void OpticalTile<T>::add_output_noise(const T* light, int rows, const StepContex
       if (shot) {
         for (int j = a0; j < a1; ++j) {
           const T detected = std::max(T(0), lp[j] + ln[j] + bias * light_bias[j]);
-          o[j] += kappa * std::sqrt(gain[j] * gain[j] * detected * per_light + var_thermal) * static_cast<T>(er[j]);
+          o[j] += kappa * std::sqrt(gain[j] * gain[j] * (detected * per_light + var_receiver) + var_thermal) * static_cast<T>(er[j]);
         }
       } else if (thermal) {
         for (int j = a0; j < a1; ++j) o[j] += sigma * static_cast<T>(er[j]);

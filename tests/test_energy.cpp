@@ -505,6 +505,26 @@ TEST_CASE("energy: the noise's photons are the light the LED energy pays for, an
   CHECK(given.noise->photons_per_sample == 1e5);
 }
 
+TEST_CASE("energy: the receiver's electrons follow from its noise density over the loop period") {
+  const aoc::HardwareFile file(aoc::resolve_hardware_path("aoc-48"));
+  const aoc::Hardware base = file.load({}), slow = file.load({"timing.loop_period_ns=80"}), quiet = file.load({"noise.receiver_noise_density=0"});
+  // 3 pA/sqrt(Hz) on each of two paths over 1/(2 x 20 ns): 3e-12 sqrt(20e-9) / q = 2648 electrons
+  CHECK(base.noise->receiver_electrons == Approx(3e-12 * std::sqrt(20e-9) / 1.602176634e-19).epsilon(1e-12));
+  CHECK(base.noise->receiver_electrons == Approx(2648).epsilon(1e-3));
+  CHECK(slow.noise->receiver_electrons == Approx(2 * base.noise->receiver_electrons).epsilon(1e-12));  // 4x the period: 2x
+  CHECK(quiet.noise->receiver_electrons == 0);
+  CHECK_THAT(base.sources.at("noise.receiver_electrons"), Catch::Matchers::StartsWith("derived: noise.receiver_noise_density 3 pA/sqrt(Hz)"));
+  // the integrated module's front end: a 20 fF capacitor's reset noise, 57 electrons
+  const aoc::Hardware scale = aoc::load_hardware(aoc::resolve_hardware_path("aoc-scale"));
+  CHECK(scale.noise->receiver_electrons == Approx(57).epsilon(0.01));
+  json j = bundled("aoc-16");
+  j.erase("timing");
+  CHECK_THAT(load_error(j), Contains("noise.receiver_noise_density: an amplifier's noise density needs the loop period"));
+  j = bundled("aoc-16");
+  j["noise"]["receiver_noise_density"]["unit"] = "pA/sqrt(Hz)";
+  CHECK_THAT(load_error(j), Contains("noise.receiver_noise_density.unit: expected \"A/sqrt(Hz)\""));
+}
+
 TEST_CASE("energy: the at-scale module's shot noise is its photon budget's design point") {
   const aoc::Hardware hw = aoc::load_hardware(aoc::resolve_hardware_path("aoc-scale"));
   CHECK(hw.noise->photons_derived);

@@ -220,6 +220,29 @@ TEST_CASE("tile: shot noise has the variance of the photons each detector receiv
   }
 }
 
+TEST_CASE("tile: the receiver's electrons add to the shot noise in the light's units, and fall against the signal as the light grows") {
+  const Eigen::RowVectorXd t = Eigen::RowVectorXd::LinSpaced(K, 0.05, 0.9);
+  const Reader clean(Optics::Ideal, nullptr);
+  const MatrixXdR y0 = clean.read(t, 1);
+  const MatrixXdR W = weights();
+  const double m = W.cwiseAbs().maxCoeff();
+  for (double P : {1e4, 1e6}) {
+    TileNoise n = only(&NoiseSpec::photons_per_sample, P);
+    n.spec.receiver_electrons = 30;
+    const Reader r(Optics::Ideal, &n);
+    const MatrixXdR y = r.read(t, 4000);
+    const double u = 0.06 * K / P;  // the light of one detected photon (or electron)
+    for (int j : {0, 7, 19}) {
+      double light = 0;
+      for (int i = 0; i < K; ++i) light += (0.06 + t(i)) * std::abs(W(i, j)) / m;
+      const double expect = m * m * (light * u + 30.0 * 30.0 * u * u);
+      const double v = var_of(y.col(j).array() - y0(0, j));
+      INFO("P " << P << " channel " << j << " receiver share " << 900 * u / (light + 900 * u));
+      CHECK(std::abs(v / expect - 1) < 5 * std::sqrt(2.0 / 4000));
+    }
+  }
+}
+
 TEST_CASE("tile: receiver noise has the set rms and is drawn afresh every iteration") {
   const TileNoise n = only(&NoiseSpec::thermal_sigma, 0.01);
   const Reader r(Optics::Ideal, &n), clean(Optics::Ideal, nullptr);

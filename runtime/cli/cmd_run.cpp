@@ -248,7 +248,7 @@ void add_run(CLI::App& app) {
       "  aoc run in.h5 --hw my-machine.json -o q.h5 --quantize --trace\n"
       "  aoc run model.aocp.h5 --example-input tokens.h5 --batch 4 --length 16     seeded inputs of a program\n"
       "  aoc run model.aocp.h5 --inputs tokens.h5 --quantize --noise -o out.h5   a compiled program on the simulated core\n"
-      "  aoc run model.aocp.h5 --inputs tokens.h5 --noise --set noise.thermal_sigma=0.005 -o hot.h5   with 5x its receiver noise\n"
+      "  aoc run model.aocp.h5 --inputs tokens.h5 --noise --set noise.thermal_sigma=0.005 -o hot.h5   with 5x its electronics noise\n"
       "  aoc run model.aocp.h5 --inputs tokens.h5 --ideal-optics -o ideal.h5   exact optical products\n"
       "  aoc run model.aocp.h5 --inputs tokens.h5 --backend cpu -o ref.h5     the digital reference\n"
       "A loop input: root attributes alpha, beta (one value or N) and gamma of the input override the\n"

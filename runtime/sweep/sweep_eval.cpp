@@ -201,7 +201,8 @@ struct Evaluator::Impl {
     if (!noisy) return false;
     if (!hw.noise) throw Error(s.hardware_path + ": noise: missing (needed for a noisy run: set noise_scale 0 to run without noise)");
     NoiseSpec& n = *hw.noise;
-    for (double* level : {&n.thermal_sigma, &n.rin_sigma, &n.slm_fixed_pattern_sigma, &n.drift_sigma, &n.flicker_sigma}) *level *= rp.noise_scale;
+    for (double* level : {&n.thermal_sigma, &n.receiver_electrons, &n.rin_sigma, &n.slm_fixed_pattern_sigma, &n.drift_sigma, &n.flicker_sigma})
+      *level *= rp.noise_scale;
     if (n.slm_fixed_pattern_sigma > 1)
       throw Error("noise_scale " + jsonr::num(rp.noise_scale) + ": noise.slm_fixed_pattern_sigma becomes " + jsonr::num(n.slm_fixed_pattern_sigma) +
                   ", more than 1");

@@ -76,3 +76,25 @@ def test_the_package_loads_beside_microsofts_aoc(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", "aoc-16"]
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MAKE_SCALE_HW = os.path.join(ROOT, "scripts", "make-scale-hw")
+
+
+def test_the_bundled_at_scale_module_is_what_its_generator_writes(tmp_path):
+    import subprocess, sys
+    out = tmp_path / "aoc-scale.json"
+    subprocess.run([sys.executable, MAKE_SCALE_HW, "-o", str(out)], check=True)
+    with open(os.path.join(ROOT, "scenarios", "hardware", "aoc-scale.json"), encoding="utf-8") as f:
+        assert out.read_text(encoding="utf-8") == f.read(), "edit scripts/make-scale-hw, then run it: the JSON is its output"
+
+
+def test_a_machine_of_256_channels_is_one_command_and_estimates(tmp_path, cli):
+    import json, subprocess, sys
+    out = tmp_path / "aoc-256.json"
+    subprocess.run([sys.executable, MAKE_SCALE_HW, "--channels", "256", "--name", "aoc-256", "-o", str(out)], check=True)
+    hw = aocsim.Hardware(str(out))
+    assert hw.name == "aoc-256" and hw.channels == 256
+    assert "stand-in" in hw.to_dict()["description"]
+    assert "aoc-256" in cli("estimate", "--hw", out, "--fixed-points", 1000)
