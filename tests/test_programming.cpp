@@ -242,7 +242,7 @@ TEST_CASE("compensate: statistics, the printed program, the file and the thread 
   CHECK_THROWS_WITH(verify_program(bad), Catch::Contains("47 offsets for 48 outputs"));
 }
 
-TEST_CASE("check --budget: each stage of the machine against the reference, one line each") {
+TEST_CASE("check --budget: each stage of the machine against the reference, one line each, with ideal optics too") {
   Program p = one_product(30, 40);
   PassOptions o;
   o.compensate = &hw48();
@@ -275,7 +275,17 @@ TEST_CASE("check --budget: each stage of the machine against the reference, one 
   CHECK(b[4]["set"].size() == 5);  // one source alone: the other five off
   CHECK(b[9]["noise"] == true);
   CHECK(j["compensated"] == true);
-  const Run bad = run_aoc("check " + prog + " --inputs " + in + " --budget --ideal-optics");
+  // with ideal optics: the same stages without the chain's row, every one with ideal optics
+  const Run ri = run_aoc("check " + prog + " --inputs " + in + " --budget --ideal-optics --json --quiet");
+  REQUIRE(ri.status == 0);
+  const nlohmann::json ji = nlohmann::json::parse(ri.out);
+  CHECK(ji["ideal_optics"] == true);
+  REQUIRE(ji["budget"].size() == b.size() - 1);
+  for (const auto& row : ji["budget"]) CHECK(row["optics"] == false);
+  CHECK(ji["budget"][1]["stage"] == b[2]["stage"]);
+  CHECK(ji["budget"].back()["noise"] == true);
+  CHECK(ji["budget"][1]["max_abs_error"].get<double>() != b[2]["max_abs_error"].get<double>());
+  const Run bad = run_aoc("check " + prog + " --inputs " + in + " --budget --ideal");
   CHECK(bad.status != 0);
   CHECK_THAT(bad.out, Catch::Contains("does not apply with --budget"));
   std::filesystem::remove_all(dir);

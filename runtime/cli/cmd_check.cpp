@@ -77,30 +77,33 @@ struct Checked {
 // has a name: the lowering alone (exact products and conversions, ideal optics), the optical chain
 // as the program was compiled for it, the SLM codes and converters on top, then each noise source
 // of the hardware file alone on top of those (the others at 0), then every source: the machine.
+// With --ideal-optics the same stages without the chain: the two budgets side by side say which
+// stage the chain makes dearer.
 struct BudgetStage {
   std::string name;
   bool optics = false, quantize = false, noise = false;
   std::vector<std::string> set;  // run-time --set on top of the user's (the other noise sources off)
 };
 
-std::vector<BudgetStage> budget_stages(const Hardware& hw) {
-  std::vector<BudgetStage> v = {{"lowering alone: exact, ideal optics", false, false, false, {}},
-                                {"+ the optical chain as measured", true, false, false, {}},
-                                {"+ SLM codes, DAC and ADC", true, true, false, {}}};
+std::vector<BudgetStage> budget_stages(const Hardware& hw, bool optics) {
+  std::vector<BudgetStage> v = {{"lowering alone: exact, ideal optics", false, false, false, {}}};
+  if (optics) v.push_back({"+ the optical chain as measured", true, false, false, {}});
+  v.push_back({"+ SLM codes, DAC and ADC", optics, true, false, {}});
   if (!hw.noise) return v;
   const NoiseSpec& n = *hw.noise;
   const std::vector<std::tuple<const char*, const char*, double>> sources = {
-      {"receiver noise", "thermal_sigma", n.thermal_sigma},       {"shot noise", "photons_per_sample", n.photons_per_sample},
+      {"electronics noise", "thermal_sigma", n.thermal_sigma},
+      {n.receiver_electrons > 0 ? "shot and receiver noise" : "shot noise", "photons_per_sample", n.photons_per_sample},
       {"LED intensity noise", "rin_sigma", n.rin_sigma},          {"SLM fixed pattern", "slm_fixed_pattern_sigma", n.slm_fixed_pattern_sigma},
       {"drift", "drift_sigma", n.drift_sigma},                    {"1/f noise", "flicker_sigma", n.flicker_sigma}};
   for (const auto& [name, field, level] : sources) {
     if (!(level > 0)) continue;
-    BudgetStage s{std::string("+ ") + name + " alone", true, true, true, {}};
+    BudgetStage s{std::string("+ ") + name + " alone", optics, true, true, {}};
     for (const auto& [other, f, l] : sources)
       if (f != field && l > 0) s.set.push_back(std::string("noise.") + f + "=0");
     v.push_back(s);
   }
-  v.push_back({"+ every noise source: the machine", true, true, true, {}});
+  v.push_back({optics ? "+ every noise source: the machine" : "+ every noise source, ideal optics", optics, true, true, {}});
   return v;
 }
 
@@ -120,7 +123,7 @@ int run(Opts o, const CLI::App* c) {
   if (o.ideal && !c->get_option("--precision")->count()) o.precision = "f64";
   if (o.budget) {
     if (!has_sim) throw Error("check: --budget explains the sim backend's loss: list sim in --backends");
-    refuse_given(c, "check", {"--ideal", "--ideal-optics", "--quantize", "--no-quantize", "--noise", "--no-noise"},
+    refuse_given(c, "check", {"--ideal", "--quantize", "--no-quantize", "--noise", "--no-noise"},
                  "does not apply with --budget (it switches the optics, converters and noise on one stage at a time)");
     refuse_given(c, "check", {"--max-abs-error", "--max-rel-error", "--min-argmax-agreement", "--min-code-agreement", "--max-failures"},
                  "does not apply with --budget (check the machine without it to apply a tolerance)");
@@ -159,7 +162,7 @@ int run(Opts o, const CLI::App* c) {
   const std::optional<double> ref_ce = cross_entropy(reference);
 
   if (o.budget) {
-    std::vector<BudgetStage> stages = budget_stages(hw);
+    std::vector<BudgetStage> stages = budget_stages(hw, !o.ideal_optics);
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
     std::vector<std::string> text;
     char buf[512];
@@ -200,15 +203,16 @@ int run(Opts o, const CLI::App* c) {
                                {"mode", o.sequence}, {"precision", o.precision}, {"seed", o.seed}, {"seeds", o.seeds},
                                {"set", o.set}, {"compile_set", p.target.overrides},
                                {"compensated", std::any_of(p.optical.begin(), p.optical.end(), [](const ir::OpticalPlan& q) { return q.compensated(); })},
-                               {"reference_iterations_mean", ref_it.mean}};
+                               {"ideal_optics", o.ideal_optics}, {"reference_iterations_mean", ref_it.mean}};
       if (labels) j["labels"] = o.labels, j["reference_accuracy_last"] = ref_accuracy.last, j["reference_accuracy"] = ref_accuracy.all;
       j["budget"] = rows;
       emit_json(j.dump(1), o.json_out);
       return 0;
     }
-    std::printf("check --budget: %s on %s against %s, %s mode, %s; each stage on top of the ones above it, a noise source alone on top of the "
-                "converters (%d seed(s) from %llu)\n",
-                o.program.c_str(), o.inputs.c_str(), list.reference.c_str(), o.sequence.c_str(), o.precision.c_str(), o.seeds,
+    std::printf("check --budget: %s on %s against %s, %s mode, %s%s; each stage on top of the ones above it, a noise source alone on top of "
+                "the converters (%d seed(s) from %llu)\n",
+                o.program.c_str(), o.inputs.c_str(), list.reference.c_str(), o.sequence.c_str(), o.precision.c_str(),
+                o.ideal_optics ? ", ideal optics" : "", o.seeds,
                 static_cast<unsigned long long>(o.seed));
     std::printf("  %-40s %9s %13s %11s%s\n", "stage", "argmax", "max abs err", "iterations", labels ? "   accuracy last / all" : "");
     for (const std::string& l : text) std::printf("%s\n", l.c_str());
@@ -366,7 +370,8 @@ void add_check(CLI::App& app) {
               "--precision f32): the lowering alone");
   c->add_flag("--budget", o.budget,
               "explain a loss: the simulator's stages switched on one at a time against the reference (the lowering alone, the "
-              "optical chain as compiled, the SLM codes and converters, each noise source alone, every source), one line each");
+              "optical chain as compiled, the SLM codes and converters, each noise source alone, every source), one line each; "
+              "with --ideal-optics the same stages without the chain");
   c->add_option("--seeds", o.seeds, "noise seeds to run the simulator on (seed, seed+1, ...): statistics over them")
       ->check(between(1, 100000))
       ->capture_default_str();
