@@ -374,8 +374,9 @@ EnergyReport estimate(const Hardware& hw, const Workload& given, const GpuChoice
   rep.tops_per_watt = {rep.ops / rep.total_joules.max * 1e-12, rep.ops / rep.total_joules.typ * 1e-12,
                        rep.ops / rep.total_joules.min * 1e-12};
 
+  // The GPU runs each of the AOC's optical passes in series as a kernel that waits for the one before.
   rep.gpu = gpu_roofline(find_gpu(gpu.gpu), gpu_precision(hw, gpu), gpu.batch, *w.gpu_macs, *w.analog_macs,
-                         *w.gpu_distinct_weights);
+                         *w.gpu_distinct_weights, *w.loop_periods);
   return rep;
 }
 

@@ -12,6 +12,8 @@ struct GpuSpec {
   std::string key, name;
   std::map<std::string, double> dense_tops;  // TOPS (TFLOPS) by precision: bf16, fp8, int8
   double memory_tb_per_s = 0, memory_gb = 0, l2_mb = 0, board_watts = 0;
+  double l2_tb_per_s = 0;  // the L2's bandwidth to the SMs (what a pass over weights held in it streams at)
+  double launch_us = 0;    // the time a dependent kernel adds: its launch, synchronisation and ramp
   std::string source;
 };
 
@@ -35,31 +37,36 @@ struct GpuChoice {
 
 int bytes_per_weight(const std::string& precision);  // bf16: 2; fp8, int8: 1
 
-// Some work on one GPU. Weights that fit in the L2 cache are read from memory once for the whole
-// work (the L2's own bandwidth is taken as not limiting); larger ones stream from memory once per
-// pass and serve the whole batch. Activations, state and caches are not counted, so the memory time
-// is a lower bound (and a memory-bound verdict safe). Figures are for the work itself: a batch's
-// pass takes batch x seconds. Kernel launches and synchronisation between dependent passes are not
-// counted either.
+// Some work on one GPU. Each pass over the weights streams them to the SMs: from the L2 where they
+// fit in it (read from memory once for the whole work), else from memory; a pass serves the whole
+// batch. Passes that depend on each other (a fixed point's iterations, a token's layers) are
+// kernels one after another, each adding its launch time. The time is the largest of compute,
+// memory and L2 streaming, plus the launches. Activations, state and caches are not counted, so
+// the streaming times are lower bounds. Figures are for the work itself: a batch's pass takes
+// batch x seconds.
 struct GpuRoofline {
   std::string gpu, name, precision, source;
   double batch = 1;
-  double tops = 0, memory_tb_per_s = 0, l2_mb = 0, watts = 0;  // the GPU: dense peak at the precision, bandwidth, L2, board power
+  double tops = 0, memory_tb_per_s = 0, l2_mb = 0, l2_tb_per_s = 0, launch_us = 0, watts = 0;  // the GPU
   double macs = 0;          // the work's MACs
   double distinct_weight_bytes = 0;  // the work's distinct weights
   bool weights_in_l2 = false;        // they fit in the L2: read from memory once
   double weight_bytes = 0;           // read from memory: the distinct weights once, or weight MACs x bytes / batch
-  double compute_seconds = 0, memory_seconds = 0;
-  double seconds = 0;       // the larger of the two
+  double l2_bytes = 0;               // streamed from the L2 (weights in it): weight MACs x bytes / batch
+  double kernels = 0;                // dependent kernels: the work's dependent passes / batch
+  double compute_seconds = 0, memory_seconds = 0, l2_seconds = 0, launch_seconds = 0;
+  double seconds = 0;       // max(compute, memory, L2) + launches
   double joules = 0;        // board power x seconds
   double pj_per_mac = 0;    // joules / macs
   double tops_per_watt = 0;  // 2 macs / joules
-  bool memory_bound() const { return memory_seconds > compute_seconds; }
+  // What bounds it: the largest term (compute, memory, L2 or launch).
+  std::string bound() const;
 };
 
 // macs: all the work's MACs; weight_macs: those that multiply by a weight (each reads one at batch
-// 1); distinct_weights: how many different weights those are.
+// 1); distinct_weights: how many different weights those are; dependent_passes: the products that
+// must wait for the one before (the AOC's loop periods in series), each a kernel at batch 1.
 GpuRoofline gpu_roofline(const GpuSpec& g, const std::string& precision, double batch, double macs, double weight_macs,
-                         double distinct_weights);
+                         double distinct_weights, double dependent_passes);
 
 }  // namespace aoc

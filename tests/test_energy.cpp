@@ -194,7 +194,9 @@ TEST_CASE("energy: the GPU comparison defaults to the H100 SXM at the machine's 
   CHECK(r.gpu.weights_in_l2);  // 4 x 4 weights
   CHECK(r.gpu.weight_bytes == 32);
   CHECK(r.gpu.compute_seconds == Approx(512 / 989.4e12).epsilon(1e-12));
-  CHECK(r.gpu.joules == Approx(700 * std::max(r.gpu.compute_seconds, r.gpu.memory_seconds)).epsilon(1e-12));
+  CHECK(r.gpu.kernels == aoc::estimate(small_machine(), small_work()).gpu.kernels);
+  CHECK(r.gpu.joules ==
+        Approx(700 * (std::max({r.gpu.compute_seconds, r.gpu.memory_seconds, r.gpu.l2_seconds}) + r.gpu.launch_seconds)).epsilon(1e-12));
   CHECK_THAT(r.gpu.source, Contains("physics.md"));
   const aoc::EnergyReport b = aoc::estimate(small_machine(), small_work(), {"b200", "fp8", 1});
   CHECK(b.gpu.name == "NVIDIA B200 (HGX)");

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -218,12 +219,16 @@ void print_sources(const EnergyReport& r, const std::vector<std::string>& notes)
 // The GPU line: which bound holds at the batch, then the time and energy of the same work.
 void print_gpu(const EnergyReport& r, const char* per, const std::string& work) {
   const GpuRoofline& g = r.gpu;
-  std::printf("GPU, %s at %s, batch %.4g (%.4g TOPS dense, %.4g TB/s, %.4g W): %s, %s\n", g.name.c_str(), g.precision.c_str(), g.batch,
-              g.tops, g.memory_tb_per_s, g.watts, work.c_str(), g.memory_bound() ? "MEMORY-BOUND" : "COMPUTE-BOUND");
+  std::string bound = g.bound();
+  for (char& ch : bound) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  std::printf("GPU, %s at %s, batch %.4g (%.4g TOPS dense, %.4g TB/s, %.4g W): %s, %s-BOUND\n", g.name.c_str(), g.precision.c_str(), g.batch,
+              g.tops, g.memory_tb_per_s, g.watts, work.c_str(), bound.c_str());
   const std::string weights = g.weights_in_l2 ? "in its L2: read once" : "over its L2: streamed once per pass, shared by the batch";
-  std::printf("     compute %s at peak; weights %s (%s, %d byte%s each), %s from memory in %s:\n", si(g.compute_seconds, "s").c_str(),
+  std::printf("     compute %s at peak; weights %s (%s, %d byte%s each), %s from memory in %s", si(g.compute_seconds, "s").c_str(),
               si(g.distinct_weight_bytes, "B").c_str(), weights.c_str(), bytes_per_weight(g.precision),
               bytes_per_weight(g.precision) == 1 ? "" : "s", si(g.weight_bytes, "B").c_str(), si(g.memory_seconds, "s").c_str());
+  if (g.weights_in_l2) std::printf(", %s from the L2 at %.4g TB/s in %s", si(g.l2_bytes, "B").c_str(), g.l2_tb_per_s, si(g.l2_seconds, "s").c_str());
+  std::printf(";\n     %.4g dependent kernels at %.4g us each: %s:\n", g.kernels, g.launch_us, si(g.launch_seconds, "s").c_str());
   std::printf("     %s and %s per %s", si(g.joules, "J").c_str(), si(g.seconds, "s").c_str(), per);
   std::printf(" at board power (%.4g pJ per MAC, %.4g TOPS/W); the AOC's typ energy is %.4g x the GPU's (GPU / AOC = %.4g)\n\n",
               g.pj_per_mac, g.tops_per_watt, r.total_joules.typ / g.joules, g.joules / r.total_joules.typ);

@@ -10,9 +10,11 @@ nlohmann::ordered_json gpu_json(const EnergyReport& r, const std::string& what) 
   const GpuRoofline& g = r.gpu;
   return {{"gpu", g.gpu}, {"name", g.name}, {"what", what}, {"precision", g.precision}, {"batch", g.batch},
           {"dense_tops", g.tops}, {"memory_tb_per_s", g.memory_tb_per_s}, {"board_watts", g.watts}, {"macs", g.macs},
-          {"l2_mb", g.l2_mb}, {"distinct_weight_bytes", g.distinct_weight_bytes}, {"weights_in_l2", g.weights_in_l2},
-          {"weight_bytes", g.weight_bytes}, {"compute_seconds", g.compute_seconds}, {"memory_seconds", g.memory_seconds},
-          {"bound", g.memory_bound() ? "memory" : "compute"}, {"seconds", g.seconds}, {"joules", g.joules},
+          {"l2_mb", g.l2_mb}, {"l2_tb_per_s", g.l2_tb_per_s}, {"launch_us", g.launch_us},
+          {"distinct_weight_bytes", g.distinct_weight_bytes}, {"weights_in_l2", g.weights_in_l2},
+          {"weight_bytes", g.weight_bytes}, {"l2_bytes", g.l2_bytes}, {"kernels", g.kernels},
+          {"compute_seconds", g.compute_seconds}, {"memory_seconds", g.memory_seconds}, {"l2_seconds", g.l2_seconds},
+          {"launch_seconds", g.launch_seconds}, {"bound", g.bound()}, {"seconds", g.seconds}, {"joules", g.joules},
           {"pj_per_mac", g.pj_per_mac}, {"tops_per_watt", g.tops_per_watt},
           {"energy_ratio_gpu_over_aoc_typ", g.joules / r.total_joules.typ}, {"source", g.source}};
 }
