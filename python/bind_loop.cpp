@@ -72,6 +72,7 @@ py::dict solve_as(const py::array& W, const py::array& x, const py::array& bias,
   d["steps"] = sr.steps;
   d["iterations"] = owned_array(std::move(sr.iterations), {B});
   d["converged"] = bool_array(sr.converged);
+  d["at_floor"] = bool_array(sr.at_floor);
   d["finite"] = bool_array(sr.finite);
   d["residual"] = owned_array(std::move(sr.residual), {B});
   d["settled"] = owned_array(std::move(sr.settled), {B});
@@ -143,6 +144,7 @@ void bind_loop(py::module_& m) {
       .def_readwrite("first_sample", &LoopSettings::first_sample)
       .def_readwrite("tol", &LoopSettings::tol)
       .def_readwrite("damping", &LoopSettings::damping)
+      .def_readwrite("floor_patience", &LoopSettings::floor_patience)
       .def_readwrite("alpha", &LoopSettings::alpha)
       .def_readwrite("seed", &LoopSettings::seed)
       .def_readwrite("quantize", &LoopSettings::quantize)

@@ -55,7 +55,34 @@ void trace_step(SolveResult& res, bool trace, int B, int N) {
   }
 }
 
-// Twin rule and fixed count: every sample steps together.
+// SolverOptions::floor_patience for one residual series (a sample's, or the released rule's batch):
+// whether it has stopped falling, and the sum of the iterates since it last fell under kFloorGain of
+// its lowest (their mean is the result at the floor).
+struct FloorWatch {
+  double lowest = std::numeric_limits<double>::infinity();
+  int since = 0;
+  // d: this step's residual; add(sum) adds this step's iterate(s) to the n values of sum. True once
+  // the residual has not fallen for `patience` steps.
+  template <class Add>
+  bool observe(double d, int patience, double* sum, std::size_t n, Add add) {
+    if (d < SolverOptions::kFloorGain * lowest) {
+      lowest = d, since = 0;
+      std::fill(sum, sum + n, 0.0);
+      return false;
+    }
+    add(sum);
+    return ++since >= patience;
+  }
+};
+
+template <class T>
+void add_row(double* sum, const T* row, int n) {
+  for (int j = 0; j < n; ++j) sum[j] += static_cast<double>(row[j]);
+}
+
+// Twin rule and fixed count: every sample steps together. With floor_patience (twin rule, a noisy
+// machine) a sample whose residual has stopped falling is at its floor: its result is the mean of
+// those iterates, and the batch stops once every sample has met the tolerance or reached its floor.
 template <class T>
 void solve_together(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z0, const SolverOptions& opt,
                     SolveResult& res) {
@@ -63,6 +90,9 @@ void solve_together(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z0,
   const bool twin = opt.rule == StopRule::Twin;
   Batch<T> z = z0, fz(B, N), prev(B, N);
   std::vector<double> best(B, std::numeric_limits<double>::infinity());
+  const bool watch_floor = twin && opt.floor_patience > 0;
+  std::vector<FloorWatch> watch(watch_floor ? static_cast<std::size_t>(B) : 0);
+  std::vector<double> window(watch_floor ? static_cast<std::size_t>(B) * N : 0, 0.0);
   for (int k = 0; k < opt.max_iter; ++k) {
     f(z, inj, k == 0 ? nullptr : &prev, fz, StepContext{k, nullptr, false, opt.first_sample});
     ++res.steps;
@@ -76,17 +106,32 @@ void solve_together(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z0,
         res.residual_trace(k, r) = d;
         write_row(fz.row(r), N, res.state_trace, k * B + r);
       }
+      if (res.at_floor[r]) continue;  // its result is kept
       // twin: the lowest residual seen; a NaN one is kept only until a comparable one comes
       if (!twin || res.iterations[r] == 0 || std::isnan(best[r]) || d < best[r]) {
         best[r] = d;
         res.iterations[r] = k + 1;
         write_row(fz.row(r), N, res.z, r);
       }
+      if (watch_floor && !(best[r] < opt.tol)) {
+        double* sum = window.data() + static_cast<std::size_t>(r) * N;
+        const T* row = fz.row(r);
+        if (watch[r].observe(d, opt.floor_patience, sum, static_cast<std::size_t>(N), [&](double* s) { add_row(s, row, N); })) {
+          res.at_floor[r] = 1;
+          res.iterations[r] = k + 1;
+          for (int j = 0; j < N; ++j) res.z(r, j) = sum[j] / watch[r].since;
+        }
+      }
     }
     res.max_residual.back() = worst;
     std::swap(prev, z);
     std::swap(z, fz);
     if (twin && worst < opt.tol) break;
+    if (watch_floor) {
+      bool all = true;
+      for (int r = 0; r < B && all; ++r) all = res.at_floor[r] || best[r] < opt.tol;
+      if (all) break;
+    }
   }
   for (int r = 0; r < B; ++r) {
     res.residual[r] = best[r];
@@ -105,9 +150,7 @@ void solve_per_sample(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z
   Batch<T> z = z0, in = inj, prev(B, N), fz(B, N);
   const T tau = static_cast<T>(opt.damping);
   std::vector<std::uint8_t> held(static_cast<std::size_t>(B), 0);  // converged, row kept (compact = false)
-  std::vector<double> lowest(static_cast<std::size_t>(B), std::numeric_limits<double>::infinity());  // floor_patience
-  std::vector<int> since(static_cast<std::size_t>(B), 0);  // steps since the residual last fell under kFloorGain x lowest
-  // per sample, the sum of its iterates over those steps: at the floor the result is their mean
+  std::vector<FloorWatch> watch(opt.floor_patience > 0 ? static_cast<std::size_t>(B) : 0);  // per sample, with its window
   std::vector<double> window(opt.floor_patience > 0 ? static_cast<std::size_t>(B) * N : 0, 0.0);
   int n_active = B;
   for (int k = 0; k < opt.max_iter && n_active > 0; ++k) {
@@ -141,21 +184,13 @@ void solve_per_sample(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z
       res.residual[r] = d;
       bool floor = false;
       double* sum = window.empty() ? nullptr : window.data() + static_cast<std::size_t>(r) * N;
-      if (sum) {
-        if (d < SolverOptions::kFloorGain * lowest[r]) {
-          lowest[r] = d, since[r] = 0;
-          std::fill(sum, sum + N, 0.0);
-        } else {
-          for (int j = 0; j < N; ++j) sum[j] += static_cast<double>(nz[j]);
-          floor = ++since[r] >= opt.floor_patience;
-        }
-      }
+      if (sum) floor = watch[r].observe(d, opt.floor_patience, sum, static_cast<std::size_t>(N), [&](double* s) { add_row(s, nz, N); });
       if (rel < opt.tol) {
         res.converged[r] = 1, res.settled[r] = k + 1;
         write_row(nz, N, res.z, r);
       } else if (floor) {
         res.at_floor[r] = 1;
-        for (int j = 0; j < N; ++j) res.z(r, j) = sum[j] / since[r];
+        for (int j = 0; j < N; ++j) res.z(r, j) = sum[j] / watch[r].since;
       }
       if (rel < opt.tol || floor) {
         --n_active;
@@ -195,10 +230,8 @@ void solve_released(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z0,
   Batch<T> z = z0, prev(B, N), fz(B, N);
   const T tau = static_cast<T>(opt.damping);
   bool met = false, floor = false;
-  // floor_patience: the batch's residual, its lowest, the steps since it last fell under
-  // kFloorGain x that, and the sum of the iterates over those steps (at the floor: their mean)
-  double lowest = std::numeric_limits<double>::infinity();
-  int since = 0;
+  // floor_patience: the batch's relative residual watched as one series, its window the whole iterate
+  FloorWatch watch;
   std::vector<double> window(opt.floor_patience > 0 ? static_cast<std::size_t>(B) * N : 0, 0.0);
   int k = 0;
   for (; k < opt.max_iter && !met && !floor; ++k) {
@@ -231,20 +264,14 @@ void solve_released(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z0,
       const T* fr = fz.row(r);
       for (int j = 0; j < N; ++j) zr[j] = (T(1) - tau) * zr[j] + tau * fr[j];
     }
-    if (!window.empty() && !met) {
-      if (rel < SolverOptions::kFloorGain * lowest) {
-        lowest = rel, since = 0;
-        std::fill(window.begin(), window.end(), 0.0);
-      } else {
-        for (int r = 0; r < B; ++r)
-          for (int j = 0; j < N; ++j) window[static_cast<std::size_t>(r) * N + j] += static_cast<double>(z.row(r)[j]);
-        floor = ++since >= opt.floor_patience;
-      }
-    }
+    if (!window.empty() && !met)
+      floor = watch.observe(rel, opt.floor_patience, window.data(), window.size(), [&](double* s) {
+        for (int r = 0; r < B; ++r) add_row(s + static_cast<std::size_t>(r) * N, z.row(r), N);
+      });
   }
   if (floor)  // the final call at the mean of the iterates at the floor
     for (int r = 0; r < B; ++r)
-      for (int j = 0; j < N; ++j) z.row(r)[j] = static_cast<T>(window[static_cast<std::size_t>(r) * N + j] / since);
+      for (int j = 0; j < N; ++j) z.row(r)[j] = static_cast<T>(window[static_cast<std::size_t>(r) * N + j] / watch.since);
   f(z, inj, k == 0 ? nullptr : &prev, fz, StepContext{k, nullptr, true, opt.first_sample});
   for (int r = 0; r < B; ++r) {
     write_row(fz.row(r), N, res.z, r);

@@ -38,15 +38,18 @@ struct SolverOptions {
   // sample's row is held (for a step function whose rows are not independent inputs, a graph body).
   bool compact = true;
   int first_sample = 0;  // StepContext::first_sample: the batch's first sample in the whole input
-  // Relative and released rules, for a noisy machine: a sample (released: the batch) whose
+  // Twin, relative and released rules, for a noisy machine: a sample (released: the batch) whose
   // residual has not fallen under kFloorGain of its lowest for this many steps has reached the
   // noise floor and stops there (counted in SolveResult::at_floor, not as converged), its result
   // the mean of the iterates of those steps (released: the final call's f at that mean); they
   // scatter about the fixed point, and their mean is closer to it than any one of them. A residual
   // made of noise draws hovers at a level no tolerance under it is ever met; a contraction still on
-  // its way falls by more every few steps. 0: off (the reference and every noise-free run).
+  // its way falls by more every few steps. Under the twin rule the batch stops once every sample
+  // has met the tolerance or reached its floor. 0: off (the reference and every noise-free run);
+  // kNoisyPatience on every noisy run unless the user says otherwise.
   int floor_patience = 0;
   static constexpr double kFloorGain = 0.9;
+  static constexpr int kNoisyPatience = 8;
 
   static SolverOptions twin() { return {}; }
   static SolverOptions relative(double tol, int max_iter, double damping) { return {StopRule::Relative, max_iter, tol, damping, false}; }

@@ -207,6 +207,28 @@ TEST_CASE("cli: aoc loop refuses a non-finite --alpha, and a diverged solve exit
   CHECK(digest(a.out) == digest(b.out));  // NaN results, bit for bit the same: no uninitialised memory
 }
 
+TEST_CASE("cli: aoc loop with noise stops samples at their noise floor, --floor-patience 0 runs to --max-iter") {
+  const auto field = [](const std::string& out, const std::string& key) {
+    const auto at = out.find("\"" + key + "\": ");
+    REQUIRE(at != std::string::npos);
+    return std::stoi(out.substr(at + key.size() + 4));
+  };
+  const Run floor = run_aoc("loop --hw aoc-48 --batch 16 --noise --quantize --json");
+  REQUIRE(floor.status == 0);
+  CHECK(field(floor.out, "noise_floor_stops") + field(floor.out, "converged") == 16);
+  CHECK(field(floor.out, "noise_floor_stops") > 0);
+  CHECK(field(floor.out, "steps") < 40);
+  const Run endless = run_aoc("loop --hw aoc-48 --batch 16 --noise --quantize --json --floor-patience 0");
+  REQUIRE(endless.status == 0);
+  CHECK(field(endless.out, "noise_floor_stops") == 0);
+  CHECK(field(endless.out, "steps") == 40);
+  // noise-free runs never use the rule: the same bits with any patience
+  const Run a = run_aoc("loop --hw aoc-48 --batch 4 --json"), b = run_aoc("loop --hw aoc-48 --batch 4 --json --floor-patience 3");
+  const auto digest = [](const std::string& out) { return out.substr(out.find("\"digest\""), 30); };
+  CHECK(digest(a.out) == digest(b.out));
+  CHECK_THAT(run_aoc("loop --floor-patience -1").out, Catch::Contains("--floor-patience"));
+}
+
 TEST_CASE("cli: two identical aoc compile runs a second apart write byte-identical programs and weights") {
   const auto dir = std::filesystem::temp_directory_path() / "aoc-identical";
   std::filesystem::create_directories(dir);

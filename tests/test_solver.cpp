@@ -232,7 +232,7 @@ TEST_CASE("solver: under the relative rule a sample's result and iteration count
   CHECK(counts.size() > 1);  // samples left the batch at different steps
 }
 
-TEST_CASE("solver: with floor_patience a noisy sample stops at its noise floor, a contraction on its way does not") {
+TEST_CASE("solver: with floor_patience a noisy sample stops at its noise floor under every rule, a contraction on its way does not") {
   // f(z) = q z + inj + e_k, e_k a fresh draw of size sigma each step: the residual falls as q^k
   // until it reaches the draws' level, where no tolerance under it is met.
   const int B = 3, N = 16;
@@ -279,9 +279,29 @@ TEST_CASE("solver: with floor_patience a noisy sample stops at its noise floor, 
   CHECK(rel_floor.at_floor == std::vector<std::uint8_t>(B, 1));
   CHECK(rel_floor.converged == std::vector<std::uint8_t>(B, 0));
   CHECK((rel_floor.z - 2.0 * inj).norm() < 20 * sigma * std::sqrt(B * N));
+  // The twin rule (the loop core's) stops the batch once every sample is at its floor, each at
+  // the mean of its last 8 iterates; without the rule it runs to max_iter.
+  SolverOptions tw = SolverOptions::twin();
+  tw.max_iter = 400, tw.tol = 1e-9;
+  const SolveResult tw_endless = solve_fixed_point<double>(noisy, Batch<double>::from(inj), zero, tw);
+  tw.floor_patience = 8;
+  const SolveResult tw_floor = solve_fixed_point<double>(noisy, Batch<double>::from(inj), zero, tw);
+  CHECK(tw_endless.steps == 400);
+  CHECK(tw_endless.at_floor == std::vector<std::uint8_t>(B, 0));
+  CHECK(tw_floor.steps < 60);
+  CHECK(tw_floor.at_floor == std::vector<std::uint8_t>(B, 1));
+  CHECK(tw_floor.converged == std::vector<std::uint8_t>(B, 0));
+  CHECK((tw_floor.z - 2.0 * inj).squaredNorm() < 0.7 * (tw_endless.z - 2.0 * inj).squaredNorm());
   // Noise-free contractions, fast or slow (0.95 per step: 8 steps fall by 0.66 < 0.9), reach the
-  // tolerance with the same steps and the same bits as without the rule.
+  // tolerance with the same steps and the same bits as without the rule, under either rule.
   for (double q : {0.5, 0.95}) {
+    SolverOptions twin_plain = SolverOptions::twin(), twin_patient;
+    twin_plain.max_iter = 2000, twin_plain.tol = 1e-10, twin_patient = twin_plain, twin_patient.floor_patience = 8;
+    const SolveResult ta = solve_fixed_point<double>(linear_map<double>(q), Batch<double>::from(inj), zero, twin_plain);
+    const SolveResult tb = solve_fixed_point<double>(linear_map<double>(q), Batch<double>::from(inj), zero, twin_patient);
+    CHECK(ta.steps == tb.steps);
+    CHECK(tb.at_floor == std::vector<std::uint8_t>(B, 0));
+    CHECK(same_bits(ta.z, tb.z));
     INFO("q = " << q);
     SolverOptions plain = SolverOptions::relative(1e-10, 2000, 1.0), patient = plain;
     patient.floor_patience = 8;

@@ -126,7 +126,7 @@ def _hardware_set(hw, set):
 
 def solve(W, x, bias=None, z0=None, *, hw="aoc-48", set=None, mode="default", alpha=None, beta=None, gamma=None, rule="twin",
           tol=1e-3, max_iter=40, damping=1.0, precision="f32", quantize=False, noise=False, bandwidth=False,
-          hardware_readout=False, anneal=None, seed=1, threads=1, first_sample=0, trace=False):
+          hardware_readout=False, anneal=None, seed=1, threads=1, first_sample=0, trace=False, floor_patience=8):
     """Solve the loop's fixed points on the simulated core, as ``aoc run`` does.
 
     W: (N, N) weights in AOC convention; x: (B, N) inputs (or (N,) for one sample); bias: (N,);
@@ -142,8 +142,11 @@ def solve(W, x, bias=None, z0=None, *, hw="aoc-48", set=None, mode="default", al
     or "f64". quantize: SLM codes, DAC and ADC; noise: the machine's noise; bandwidth: finite loop
     bandwidth; hardware_readout: settle, then average the ADC window; anneal: "linear:START:END:ITERS"
     or "exp:START:END:ITERS". seed, first_sample: the noise keys; threads: results do not depend on it.
+    floor_patience: with noise (twin and relative rules), a sample whose residual has not fallen under
+    0.9 of its lowest for this many steps stops at its noise floor, its fixed point the mean of those
+    iterates (``at_floor`` in the result; 0: off).
 
-    Returns a Result: z (B, N) fixed points, readout (B, N), iterations, converged, residual, settled,
+    Returns a Result: z (B, N) fixed points, readout (B, N), iterations, converged, at_floor, residual, settled,
     finite (per sample), steps, max_residual (per step), with trace residual_trace and state_trace,
     with quantize slm_codes, slm_scale, dac_codes, adc_codes; output_digest (the CLI's "digest of the
     output arrays"), fixed_point_digest, config_hash, borrowed, hardware.
@@ -156,6 +159,7 @@ def solve(W, x, bias=None, z0=None, *, hw="aoc-48", set=None, mode="default", al
     s.hw, s.set, s.mode, s.rule, s.precision = _hardware_name(hw), _hardware_set(hw, set), mode, rule, precision
     s.tol, s.max_iter, s.damping, s.threads, s.first_sample, s.seed = float(tol), int(max_iter), float(damping), int(threads), \
         int(first_sample), int(seed)
+    s.floor_patience = int(floor_patience)
     s.quantize, s.noise, s.bandwidth, s.hardware_readout, s.trace = bool(quantize), bool(noise), bool(bandwidth), \
         bool(hardware_readout), bool(trace)
     s.anneal = anneal or ""

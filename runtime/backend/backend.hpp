@@ -26,6 +26,7 @@
 #include "compiler/program.hpp"
 #include "sim/config.hpp"
 #include "sim/quantize.hpp"
+#include "sim/solver.hpp"
 
 namespace aoc {
 
@@ -46,7 +47,7 @@ struct BackendOptions {
   bool trace = false;          // every top-level value, not only the outputs
   // sim, with noise: a relative-rule FixedPoint stops a sample whose residual has made no progress
   // for this many steps: it is at the noise floor (SolverOptions::floor_patience; 0: off)
-  int floor_patience = 8;
+  int floor_patience = SolverOptions::kNoisyPatience;
   // Progress: after each token (sequential) or fixed-point step (simultaneous); see ir::InterpretOptions.
   std::function<void(long long done, long long total)> progress;
 };

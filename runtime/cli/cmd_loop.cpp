@@ -49,6 +49,7 @@ int run(const Opts& o) {
   }
 
   const int conv = static_cast<int>(std::count(r.converged.begin(), r.converged.end(), 1));
+  const int at_floor = static_cast<int>(std::count(r.at_floor.begin(), r.at_floor.end(), 1));
   const int diverged = non_finite_samples(r);
   const auto exit_status = [&] {  // a diverged sample is reported after the results, and fails the run
     if (diverged) std::fprintf(stderr, "aoc: error: loop: %s\n", non_finite_text(r).c_str());
@@ -62,7 +63,8 @@ int run(const Opts& o) {
     nlohmann::json j{{"tool", "aoc loop"}, {"version", AOC_VERSION}, {"hardware", hw.name}, {"overrides", o.set},
                      {"mode", o.mode}, {"rule", o.rule}, {"precision", o.precision}, {"seed", o.seed}, {"first_sample", o.first_sample},
                      {"batch", o.batch}, {"n", n}, {"quantize", o.quantize}, {"noise", o.noise},
-                     {"bandwidth", o.bandwidth}, {"steps", r.steps}, {"converged", conv}, {"non_finite", diverged},
+                     {"bandwidth", o.bandwidth}, {"steps", r.steps}, {"converged", conv}, {"noise_floor_stops", at_floor},
+                     {"floor_patience", o.noise && o.rule != "fixed" ? o.floor_patience : 0}, {"non_finite", diverged},
                      {"iterations", r.iterations}, {"mean_iterations", imean},
                      {"max_residual_per_step", r.max_residual}, {"digest", digest}, {"seconds", secs}};
     if (o.compare) {
@@ -83,8 +85,9 @@ int run(const Opts& o) {
               o.bandwidth ? "on" : "off", o.set.empty() ? "" : ", with hardware overrides");
   std::printf("step  max residual over the batch\n");
   for (size_t k = 0; k < r.max_residual.size(); ++k) std::printf("%4zu  %.3e\n", k + 1, r.max_residual[k]);
-  std::printf("\n%d of %d samples converged; iterations per sample: mean %.1f, min %d, max %d; %d steps run\n", conv,
-              o.batch, imean, *imin, *imax, r.steps);
+  std::printf("\n%d of %d samples converged", conv, o.batch);
+  if (at_floor) std::printf(", %d stopped at the noise floor (their residual stopped falling: the mean of their last %d iterates)", at_floor, o.floor_patience);
+  std::printf("; iterations per sample: mean %.1f, min %d, max %d; %d steps run\n", imean, *imin, *imax, r.steps);
   std::printf("sample 0 fixed point, first channels:");
   for (int j = 0; j < std::min(n, 6); ++j) std::printf(" %+.4f", r.z(0, j));
   if (o.compare)

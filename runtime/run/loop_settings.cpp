@@ -25,6 +25,7 @@ void check_settings(const LoopSettings& s) {
   check_choice("rule", s.rule, {"twin", "relative", "fixed"});
   check_choice("precision", s.precision, {"f32", "f64"});
   if (s.max_iter < 1) throw Error("max_iter: must be at least 1, got " + std::to_string(s.max_iter));
+  if (s.floor_patience < 0) throw Error("floor_patience: must be at least 0 (0: off), got " + std::to_string(s.floor_patience));
   if (s.threads < 1) throw Error("threads: must be at least 1, got " + std::to_string(s.threads));
   if (s.first_sample < 0 || s.first_sample > (1 << 30)) throw Error("first_sample: must be from 0 to 2^30, got " + std::to_string(s.first_sample));
   if (!(s.tol > 0) || !std::isfinite(s.tol)) throw Error("tol: must be a positive finite number, got " + numbers_text({s.tol}));
@@ -65,6 +66,7 @@ LoopRunOptions run_options(const LoopSettings& s) {
   else r.solver = SolverOptions::fixed(s.max_iter, s.tol);
   r.solver.trace = s.trace;
   r.solver.first_sample = s.first_sample;
+  if (s.noise && s.rule != "fixed") r.solver.floor_patience = s.floor_patience;
   r.quantize = s.quantize;
   r.noise = s.noise;
   r.bandwidth = s.bandwidth;
@@ -98,7 +100,9 @@ std::string loop_config_hash(const LoopSettings& s, const Hardware& hw, const Co
     << "\ngamma " << (cfg.gamma ? numbers_text({*cfg.gamma}, "") : "none") << "\nrule " << s.rule << "\nmax_iter " << s.max_iter
     << "\ntol " << numbers_text({s.tol}, "") << "\ndamping " << numbers_text({s.damping}, "") << "\nprecision " << s.precision
     << "\nquantize " << s.quantize << "\nnoise " << s.noise << "\nbandwidth " << s.bandwidth << "\nseed " << s.seed << "\nfirst_sample " << s.first_sample
-    << "\ntrace " << s.trace << "\nW " << p.W.rows() << " x " << p.W.cols() << "\nx " << p.x.rows() << " x " << p.x.cols() << "\n";
+    << "\ntrace " << s.trace;
+  if (s.noise && s.rule != "fixed") t << "\nfloor_patience " << s.floor_patience;  // noise-free digests as before
+  t << "\nW " << p.W.rows() << " x " << p.W.cols() << "\nx " << p.x.rows() << " x " << p.x.cols() << "\n";
   std::string bytes = t.str();
   bytes.reserve(bytes.size() + sizeof(double) * static_cast<std::size_t>(p.W.size() + p.bias.size() + p.x.size() + p.z0.size()));
   append_doubles(bytes, p.W);

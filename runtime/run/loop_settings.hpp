@@ -22,6 +22,9 @@ struct LoopSettings {
   std::optional<double> alpha;  // overrides the mode's and the input's alpha (mode ideal: 0.5 when not given)
   std::uint64_t seed = 1;
   bool quantize = false, noise = false, bandwidth = false, trace = false, hardware_readout = false;
+  // with noise, under the twin and relative rules: a sample whose residual has stopped falling for
+  // this many steps stops at its noise floor (SolverOptions::floor_patience; 0: off)
+  int floor_patience = SolverOptions::kNoisyPatience;
   std::string anneal;  // "linear:START:END:ITERS" or "exp:START:END:ITERS"
 };
 

@@ -142,7 +142,8 @@ def test_a_layer_trains_through_the_noisy_quantized_machine():
 
 
 def test_hardware_aware_training_beats_plain_training_on_the_noisy_machine():
-    # scripts/hardware-aware-training's models at one training seed and fewer steps (docs/python.md)
+    # scripts/hardware-aware-training's models at one training seed and its 300 steps (docs/python.md;
+    # at 200 the machine-trained model had not yet pulled away: 0.953 against 0.941)
     import importlib.machinery
     import importlib.util
     import os
@@ -152,8 +153,8 @@ def test_hardware_aware_training_beats_plain_training_on_the_noisy_machine():
     loader.exec_module(script)
     noisy = dict(noise=True, quantize=True)
     x, y = script.data(512, seed=2)
-    plain = script.train(Machine(mode="ideal", precision="f64", rule="relative", tol=1e-9, max_iter=500), 200, seed=0)
-    aware = script.train(Machine("aoc-16", seed=100, **noisy), 200, seed=0)
+    plain = script.train(Machine(mode="ideal", precision="f64", rule="relative", tol=1e-9, max_iter=500), 300, seed=0)
+    aware = script.train(Machine("aoc-16", seed=100, **noisy), 300, seed=0)
     judge = [Machine("aoc-16", seed=10_000 + s, advance_seed=False, **noisy) for s in range(2)]
     on_machine = {name: np.mean([script.accuracy(m, j, x, y) for j in judge]) for name, m in (("plain", plain), ("aware", aware))}
     assert on_machine["aware"] > on_machine["plain"] + 0.02
