@@ -115,6 +115,21 @@ TEST_CASE("run: with noise and quantization off the fixed points are those of ao
   CHECK(word_after(r.out, "(fixed points ") == loop_digest);
 }
 
+TEST_CASE("run: a noisy loop input's samples stop at their noise floor, marked in /at_floor, absent from a noise-free run") {
+  const auto d = fresh_dir("at-floor");
+  const auto in = (d / "in.h5").string(), noisy = (d / "noisy.h5").string(), clean = (d / "clean.h5").string();
+  REQUIRE(run_aoc("run --example-input " + in + " --n 48 --batch 8 --seed 3").status == 0);
+  const Run r = run_aoc("run " + in + " --hw aoc-48 --noise --quantize -o " + noisy);
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.out, Catch::Contains("stopped at the noise floor"));
+  const std::vector<double> at = aoc::read_h5_array(noisy, "at_floor").values;
+  REQUIRE(at.size() == 8);
+  CHECK(std::count(at.begin(), at.end(), 1.0) > 0);
+  REQUIRE(run_aoc("run " + in + " --hw aoc-48 -o " + clean).status == 0);
+  CHECK_THROWS(aoc::read_h5_array(clean, "at_floor"));
+}
+
 TEST_CASE("run: the fixed points equal a direct OpticalCore solve with the input attributes applied") {
   const auto d = fresh_dir("vs-core");
   const auto in = (d / "in.h5").string(), out = (d / "out.h5").string();

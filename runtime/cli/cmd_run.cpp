@@ -188,14 +188,14 @@ void run(const Opts& o, const CLI::App* c) {
 
   const SolveResult& s = r.solve;
   const int B = static_cast<int>(s.z.rows());
-  const IterationSummary it = summarize(s.iterations, s.converged);
+  const IterationSummary it = summarize(s.iterations, s.converged, s.at_floor);
   const std::string digest = run_output_digest(r, m), fixed_points = digest_hex(s.z.data(), sizeof(double) * s.z.size());
   if (o.json) {
     emit_json(nlohmann::ordered_json{{"tool", "aoc run"}, {"version", AOC_VERSION}, {"input", o.input}, {"output", o.output},
                                      {"hardware", hw.name}, {"samples", B}, {"n", p.W.rows()}, {"mode", o.mode}, {"rule", o.rule},
                                      {"precision", o.precision}, {"quantize", o.quantize}, {"noise", o.noise}, {"seed", o.seed},
                                      {"set", o.set}, {"threads", o.threads},
-                                     {"converged", it.converged},
+                                     {"converged", it.converged}, {"noise_floor_stops", it.at_floor},
                                      {"iterations", {{"mean", it.mean}, {"min", it.min}, {"max", it.max}}}, {"steps", s.steps},
                                      {"output_digest", digest}, {"fixed_point_digest", fixed_points}, {"config_hash", hash},
                                      {"seconds", secs}}
@@ -208,8 +208,9 @@ void run(const Opts& o, const CLI::App* c) {
   std::printf("     %s stop rule (tol %.0e, max %d), %s, quantize %s, noise %s, seed %llu, %d thread(s)\n", o.rule.c_str(),
               o.tol, o.max_iter, o.precision.c_str(), o.quantize ? "on" : "off", o.noise ? "on" : "off",
               static_cast<unsigned long long>(o.seed), o.threads);
-  std::printf("%lld of %d samples converged; iterations per sample: mean %.1f, min %d, max %d; %d steps run; %.3g ms\n", it.converged,
-              B, it.mean, it.min, it.max, s.steps, secs * 1e3);
+  std::printf("%lld of %d samples converged", it.converged, B);
+  if (it.at_floor) std::printf(", %lld stopped at the noise floor", it.at_floor);
+  std::printf("; iterations per sample: mean %.1f, min %d, max %d; %d steps run; %.3g ms\n", it.mean, it.min, it.max, s.steps, secs * 1e3);
   std::printf("digest of the output arrays %s (fixed points %s)\nwrote %s\n", digest.c_str(), fixed_points.c_str(), o.output.c_str());
 }
 

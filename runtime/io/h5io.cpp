@@ -5,6 +5,7 @@
 #include <H5Cpp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -116,6 +117,10 @@ std::vector<OutArray> out_arrays(const LoopRunResult& r, const RunOutputMeta& m)
       {"converged", {B}, s.converged.data(), s.converged.size(), Kind::U8},
       {"residual", {B}, s.residual.data(), sizeof(double) * s.residual.size(), Kind::F64},
       {"max_residual_per_step", {steps}, s.max_residual.data(), sizeof(double) * steps, Kind::F64}};
+  // where a noisy solve stopped at its noise floor, which samples (absent otherwise: the files and
+  // digests of every other run as before)
+  if (std::find(s.at_floor.begin(), s.at_floor.end(), 1) != s.at_floor.end())
+    a.push_back({"at_floor", {B}, s.at_floor.data(), s.at_floor.size(), Kind::U8});
   if (m.quantized) {
     const hsize_t n = r.slm_codes.rows();
     a.push_back({"slm_codes", {n, n}, r.slm_codes.data(), sizeof(std::int32_t) * r.slm_codes.size(), Kind::I32});
