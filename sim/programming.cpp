@@ -22,21 +22,18 @@ CoreConfig program_chain(const Hardware& hw) {
 DriveCalibration drive_calibration(const Hardware& hw, const CoreConfig& cfg) {
   DriveCalibration c;
   if (cfg.nonlinearity == Nonlinearity::Ising) throw Error("drive calibration: give the machine's own nonlinearity, whose swing the comparator has");
+  if (cfg.nonlinearity == Nonlinearity::Tanh && cfg.led == LedModel::Linear) return c;  // the ideal loop: t = sign(z) exactly
   const LedResponse led = led_response(hw, cfg.led);
   if (cfg.led == LedModel::Driver) {
-    c.level = 1;  // the driver's range, in values
-  } else {
-    if (cfg.nonlinearity == Nonlinearity::Tanh && cfg.led == LedModel::Linear) return c;  // the ideal loop: t = sign(z) exactly
-    // the electronics driven to the walls: their swing, and what the LEDs make of it
-    c.level = 0.5 * (electronics_nonlinearity(hw, cfg, 0, 1.0) - electronics_nonlinearity(hw, cfg, 0, -1.0));
-  }
-  if (cfg.led == LedModel::Driver) {
-    // A driver's values spread over its range, most of them near 0: linearised there (the light at
-    // value 0 is the offset; taken at +-1 instead, the paths' even terms left an offset error that
-    // the digital state memory summed over the tokens)
+    // The driver's range is its unit of value. Its values spread over that range, most of them near
+    // 0: linearised there (the light at value 0 is the offset; taken at +-1 instead, the paths' even
+    // terms left an offset error that the digital state memory summed over the tokens)
+    c.level = 1;
     c.pos_swing = led.pos[2], c.neg_swing = led.neg[2];
     c.pos_common = led.pos[3], c.neg_common = led.neg[3];
   } else {
+    // the electronics driven to the walls: their swing, and what the LEDs make of it
+    c.level = 0.5 * (electronics_nonlinearity(hw, cfg, 0, 1.0) - electronics_nonlinearity(hw, cfg, 0, -1.0));
     // a comparator's values are +-level only: the secant through them
     const double pos_hi = cubic(led.pos, c.level), pos_lo = cubic(led.pos, -c.level);
     const double neg_hi = cubic(led.neg, c.level), neg_lo = cubic(led.neg, -c.level);

@@ -216,7 +216,10 @@ OpticalTile<T>::OpticalTile(const Hardware& hw, const CoreConfig& chain, Optics 
     : hw_(hw), chain_(chain), optics_(optics), led_(led_response(hw, chain.led)) {
   // Ideal optics behind a driver: ideal LEDs at the driver's operating point (the same light, so
   // the same shot noise), linear at its slope; the product is divided by the slope again (program).
-  if (optics == Optics::Ideal && chain.led == LedModel::Driver) led_.pos = led_.neg = {0, 0, led_response(hw, chain.led).slope(), 0};
+  if (optics == Optics::Ideal && chain.led == LedModel::Driver) {
+    const double slope = led_.slope();
+    led_.pos = led_.neg = {0, 0, slope, 0};
+  }
 }
 
 template <class T>

@@ -45,8 +45,8 @@ struct BackendOptions {
   // a sample's index there, so a batch split over several runs draws what one run of the whole would
   int first_sample = 0;
   bool trace = false;          // every top-level value, not only the outputs
-  // sim, with noise: a relative-rule FixedPoint stops a sample whose residual has made no progress
-  // for this many steps: it is at the noise floor (SolverOptions::floor_patience; 0: off)
+  // sim, with noise: a FixedPoint stops a sample (the released rule: the batch) whose residual has
+  // made no progress for this many steps: it is at the noise floor (SolverOptions::floor_patience; 0: off)
   int floor_patience = SolverOptions::kNoisyPatience;
   // Progress: after each token (sequential) or fixed-point step (simultaneous); see ir::InterpretOptions.
   std::function<void(long long done, long long total)> progress;
