@@ -445,7 +445,7 @@ void pass_compensate(Program& p, const PassOptions& o, PassStats& stats) {
     try {
       const ChainProgramming g =
           program_for_chain(hw, chain, spread_over_leds(p.target, t, tile_block(plan, t, p.weights.at(plan.weight), false)), drive,
-                            {static_cast<int>(t.core_col0), static_cast<int>(t.core_row0), hw.channels});
+                            {static_cast<int>(t.core_col0), static_cast<int>(t.core_row0), hw.channels}, 40, o.trim_range);
       const std::vector<int> leds = tile_leds(p.target, t);
       for (std::int64_t i = 0; i < t.rows; ++i)
         for (std::int64_t c = 0; c < t.cols; ++c)
@@ -453,6 +453,7 @@ void pass_compensate(Program& p, const PassOptions& o, PassStats& stats) {
       TileProgramming& r = plan.compensation[jobs[j].k];
       r.residual = g.residual, r.rms_residual = g.rms_residual, r.dark = g.dark, r.rounds = g.rounds;
       r.offset.assign(g.offset.data(), g.offset.data() + g.offset.size());
+      r.gain.assign(g.gain.data(), g.gain.data() + g.gain.size());
     } catch (const std::exception& e) {
       errors[j] = "plan '" + plan.op + "': tile " + std::to_string(jobs[j].k) + ": " + e.what();
     }
@@ -464,6 +465,7 @@ void pass_compensate(Program& p, const PassOptions& o, PassStats& stats) {
   stats.add("tiles compensated", all.tiles);
   stats.add("dark weights", all.dark);
   stats.add("program-and-verify reads", all.reads);
+  stats.add("detector gains trimmed", all.trimmed);
   stats.add("worst residual (ppm of max |w|)", std::llround(all.worst * 1e6));
 }
 

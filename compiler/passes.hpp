@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "compiler/program.hpp"
+#include "sim/programming.hpp"
 #include "sim/quantize.hpp"
 
 namespace aoc {
@@ -46,6 +47,7 @@ struct PassOptions {
   // pass; the compiler's callers give the hardware the program is compiled for). It must outlive
   // the pipeline.
   const Hardware* compensate = nullptr;
+  double trim_range = kDetectorTrimRange;  // compensate: how far a detector's gain may be trimmed (1: none)
   bool quantize = true;  // quantize runs (needs the converters section)
   // calibrate: runs the program on sample inputs and sets each converter's range, returning how
   // many it set (runtime/backend/backend.hpp, calibrate_converters); empty: no calibrate pass.

@@ -59,8 +59,10 @@ std::int64_t led_span(const Target& target, const Tile& t) {
 
 void CompensationSummary::add(const OpticalPlan& plan) {
   double sum = rms * rms * static_cast<double>(tiles);
-  for (const TileProgramming& c : plan.compensation)
+  for (const TileProgramming& c : plan.compensation) {
     ++tiles, worst = std::max(worst, c.residual), sum += c.rms_residual * c.rms_residual, dark += c.dark, reads += c.rounds;
+    for (double g : c.gain) trimmed += g < 1, deepest = std::max(deepest, 1 / g);
+  }
   rms = tiles ? std::sqrt(sum / static_cast<double>(tiles)) : 0.0;
 }
 
@@ -199,6 +201,10 @@ void check_plan(const Program& prog, const OpticalPlan& p, const Op& o, const st
         bad_plan(p, tk + "has " + std::to_string(c.offset.size()) + " offsets for " + std::to_string(p.tiles[k].rows) + " outputs");
       for (double v : c.offset)
         if (!std::isfinite(v)) bad_plan(p, tk + "offset is not finite");
+      if (static_cast<std::int64_t>(c.gain.size()) != p.tiles[k].rows)
+        bad_plan(p, tk + "has " + std::to_string(c.gain.size()) + " detector gains for " + std::to_string(p.tiles[k].rows) + " outputs");
+      for (double v : c.gain)
+        if (!(v > 0 && v <= 1)) bad_plan(p, tk + "detector gain " + jsonr::num(v) + " is not in (0, 1]");
       if (!(std::isfinite(c.residual) && c.residual >= 0 && std::isfinite(c.rms_residual) && c.rms_residual >= 0))
         bad_plan(p, tk + "residual is not a finite number >= 0");
       if (c.dark < 0 || c.dark > p.tiles[k].rows * p.tiles[k].cols || c.rounds < 0) bad_plan(p, tk + "dark weights or reads out of range");

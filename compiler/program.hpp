@@ -41,6 +41,9 @@ struct TileProgramming {
   int dark = 0;             // weights the chain passes at under a tenth (dark SLM pixels), left as they are
   int rounds = 0;           // program-and-verify reads of the chain
   std::vector<double> offset;  // the tile's rows (outputs)
+  // Each output's detector gain trim in (0, 1] (sim/programming.hpp): the SLM holds the row that
+  // much brighter, its detector's gain stage turned down by as much. The tile's rows (outputs).
+  std::vector<double> gain;
 };
 
 struct OpticalPlan {
@@ -88,6 +91,8 @@ struct CompensationSummary {
   std::int64_t tiles = 0;
   double worst = 0, rms = 0;  // rms: over the tiles' rms residuals
   long long dark = 0, reads = 0;
+  long long trimmed = 0;  // detectors whose gain is trimmed down (gain < 1)
+  double deepest = 1;     // the largest trim, 1 / the smallest gain
   void add(const OpticalPlan& plan);
 };
 

@@ -142,18 +142,23 @@ void write_program_h5(const std::string& path, const Program& p) {
       f.createDataSet("code_step/" + std::to_string(k), H5::PredType::IEEE_F64LE, H5::DataSpace(1, &n), dcpl)
           .write(pl.code_step.data(), H5::PredType::NATIVE_DOUBLE);
     }
-    create_group(f, "programmed"), create_group(f, "offset");
+    create_group(f, "programmed"), create_group(f, "offset"), create_group(f, "gain");
     for (std::size_t k = 0; k < p.optical.size(); ++k) {
       const OpticalPlan& pl = p.optical[k];
       if (!pl.compensated()) continue;
       const hsize_t dims[2] = {static_cast<hsize_t>(pl.rows), static_cast<hsize_t>(pl.cols)};
       f.createDataSet("programmed/" + std::to_string(k), H5::PredType::IEEE_F64LE, H5::DataSpace(2, dims), dcpl)
           .write(pl.programmed.data(), H5::PredType::NATIVE_DOUBLE);
-      std::vector<double> offsets;
-      for (const TileProgramming& t : pl.compensation) offsets.insert(offsets.end(), t.offset.begin(), t.offset.end());
+      std::vector<double> offsets, gains;
+      for (const TileProgramming& t : pl.compensation) {
+        offsets.insert(offsets.end(), t.offset.begin(), t.offset.end());
+        gains.insert(gains.end(), t.gain.begin(), t.gain.end());
+      }
       const hsize_t n = offsets.size();
       f.createDataSet("offset/" + std::to_string(k), H5::PredType::IEEE_F64LE, H5::DataSpace(1, &n), dcpl)
           .write(offsets.data(), H5::PredType::NATIVE_DOUBLE);
+      f.createDataSet("gain/" + std::to_string(k), H5::PredType::IEEE_F64LE, H5::DataSpace(1, &n), dcpl)
+          .write(gains.data(), H5::PredType::NATIVE_DOUBLE);
     }
   });
 }
@@ -234,10 +239,12 @@ Program read_program_h5(const std::string& path) {
           r.fail(F + ".rows", "rows x cols = " + std::to_string(pl.rows) + " x " + std::to_string(pl.cols) + " is more than 2^40 values");
         pl.programmed = get_numbers<double>(f, path, "programmed/" + std::to_string(k), static_cast<std::uint64_t>(pl.rows * pl.cols), 2);
         const std::vector<double> offsets = get_numbers<double>(f, path, "offset/" + std::to_string(k), static_cast<std::uint64_t>(outputs), 1);
+        const std::vector<double> gains = get_numbers<double>(f, path, "gain/" + std::to_string(k), static_cast<std::uint64_t>(outputs), 1);
         std::size_t at = 0;
         for (std::size_t i = 0; i < pl.tiles.size(); ++i) {
           const auto a = static_cast<std::ptrdiff_t>(at), b = static_cast<std::ptrdiff_t>(at + static_cast<std::size_t>(pl.tiles[i].rows));
           pl.compensation[i].offset.assign(offsets.begin() + a, offsets.begin() + b);
+          pl.compensation[i].gain.assign(gains.begin() + a, gains.begin() + b);
           at = static_cast<std::size_t>(b);
         }
       }

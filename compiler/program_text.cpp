@@ -81,7 +81,7 @@ std::string print_program(const Program& p, bool all_tiles) {
     if (plan.compensated()) {
       CompensationSummary c;
       c.add(plan);
-      s << ", compensated (worst residual " << jsonr::num(c.worst) << ", " << c.dark << " dark)";
+      s << ", compensated (worst residual " << jsonr::num(c.worst) << ", " << c.dark << " dark, " << c.trimmed << " detector gains trimmed)";
     }
     s << "\n";
     const std::size_t shown = all_tiles ? plan.tiles.size() : std::min<std::size_t>(plan.tiles.size(), 4);
@@ -91,7 +91,7 @@ std::string print_program(const Program& p, bool all_tiles) {
         << " -> module " << t.module << ", pass " << t.pass << ", core " << t.core_row0 << ", " << t.core_col0;
       if (plan.compensated())
         s << " (residual " << jsonr::num(plan.compensation[i].residual) << ", rms " << jsonr::num(plan.compensation[i].rms_residual) << ", "
-          << plan.compensation[i].dark << " dark)";
+          << plan.compensation[i].dark << " dark, trims to 1/" << jsonr::num(1 / *std::min_element(plan.compensation[i].gain.begin(), plan.compensation[i].gain.end())) << ")";
       s << "\n";
     }
     if (plan.tiles.size() > shown) s << "  ... " << plan.tiles.size() - shown << " more\n";

@@ -106,7 +106,8 @@ ojson mapping_report(const Program& p) {
       CompensationSummary c;
       c.add(pl);
       all.add(pl);
-      plans.back()["compensation"] = {{"worst_residual", c.worst}, {"rms_residual", c.rms}, {"dark_weights", c.dark}, {"program_and_verify_reads", c.reads}};
+      plans.back()["compensation"] = {{"worst_residual", c.worst}, {"rms_residual", c.rms}, {"dark_weights", c.dark}, {"program_and_verify_reads", c.reads},
+                                      {"detectors_trimmed", c.trimmed}, {"deepest_trim", c.deepest}};
     }
   }
   const double core = static_cast<double>(t.channels) * t.channels;
@@ -121,7 +122,9 @@ ojson mapping_report(const Program& p) {
                   {"utilisation", cores.empty() ? 0.0 : static_cast<double>(weights) / (static_cast<double>(cores.size()) * core)}};
   // compensate: the tiles programmed for the measured chain, the worst tile's residual (relative to
   // its largest weight), the weights it cannot reach and the chain reads it took
-  r["compensation"] = {{"tiles", all.tiles}, {"worst_residual", all.worst}, {"dark_weights", all.dark}, {"program_and_verify_reads", all.reads}};
+  // and the detectors whose gain it trimmed (the deepest trim: 1 / the smallest gain)
+  r["compensation"] = {{"tiles", all.tiles}, {"worst_residual", all.worst}, {"dark_weights", all.dark}, {"program_and_verify_reads", all.reads},
+                       {"detectors_trimmed", all.trimmed}, {"deepest_trim", all.deepest}};
   r["plans"] = plans;
   return r;
 }
@@ -170,9 +173,9 @@ std::string mapping_report_text(const ojson& r) {
   if (const auto& c = r["compensation"]; c["tiles"].get<long long>() > 0) {
     std::snprintf(buf, sizeof buf,
                   "  compensated for the measured optical chain: %lld tiles, worst residual %.2g of a tile's largest weight, %lld dark weights "
-                  "left, %lld program-and-verify reads\n",
+                  "left, %lld program-and-verify reads, %lld detector gains trimmed (down to 1/%.3g)\n",
                   c["tiles"].get<long long>(), c["worst_residual"].get<double>(), c["dark_weights"].get<long long>(),
-                  c["program_and_verify_reads"].get<long long>());
+                  c["program_and_verify_reads"].get<long long>(), c["detectors_trimmed"].get<long long>(), c["deepest_trim"].get<double>());
     s += buf;
   }
   for (const auto& pl : r["plans"])

@@ -44,20 +44,16 @@ DriveCalibration drive_calibration(const Hardware& hw, const CoreConfig& cfg) {
   return c;
 }
 
-ChainProgramming program_for_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& target, const DriveCalibration& cal,
-                                   const ChainPlace& at, int max_rounds) {
+namespace {
+
+// The program-and-verify loop for one goal from a first guess W0 (K x M): prog.W, offset, dark,
+// rounds; Weff the last measured product.
+ChainProgramming correct(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& target, const DriveCalibration& cal,
+                         const ChainPlace& at, int C, int max_rounds, const MatrixXdR& W0, MatrixXdR& Weff) {
   const int K = static_cast<int>(target.rows()), M = static_cast<int>(target.cols());
-  if (K < 1 || M < 1) throw Error("programming: empty weight block");
-  if (!target.allFinite()) throw Error("programming: the weights contain NaN or infinity");
-  const int C = at.channels > 0 ? at.channels : std::max(at.in0 + K, at.out0 + M);
-  if (at.in0 < 0 || at.out0 < 0 || at.in0 + K > C || at.out0 + M > C)
-    throw Error("programming: a block of " + std::to_string(K) + " x " + std::to_string(M) + " at (" + std::to_string(at.in0) + ", " +
-                std::to_string(at.out0) + ") does not fit a core of " + std::to_string(C) + " channels");
   ChainProgramming prog;
-  prog.W = target;
-  prog.offset = Eigen::VectorXd::Zero(M);
+  prog.W = W0;
   const double scale = target.cwiseAbs().maxCoeff();
-  if (scale == 0) return prog;  // a dark block: nothing to correct (its offset is the chain's, read as such)
   CoreConfig unit = cfg;
   unit.gain = GainMode::Explicit;
   unit.beta = {1.0 / cal.slope()};  // the gain at which the product comes out at the scale of target
@@ -65,15 +61,15 @@ ChainProgramming program_for_chain(const Hardware& hw, const CoreConfig& cfg, co
   // Weff's row i is what drive i's value changes; the offset is what every drive adds whatever its
   // value (the LEDs' common mode) plus the chain's constant.
   MatrixXdR core = MatrixXdR::Zero(C, C);
-  const auto measure = [&](const MatrixXdR& W, MatrixXdR& Weff, Eigen::VectorXd& offset) {
+  const auto measure = [&](const MatrixXdR& W, MatrixXdR& E, Eigen::VectorXd& offset) {
     core.block(at.in0, at.out0, K, M) = W;
     const FactoredChain ch = factor_optical_chain(hw, unit, core, at.in0, K, at.out0, M);
     const MatrixXdR F = ch.folded();  // 2K x M: [LED+ | LED-] F + c
-    Weff = cal.pos_swing * F.topRows(K) + cal.neg_swing * F.bottomRows(K);
+    E = cal.pos_swing * F.topRows(K) + cal.neg_swing * F.bottomRows(K);
     offset = (cal.pos_common * F.topRows(K) + cal.neg_common * F.bottomRows(K)).colwise().sum().transpose() + ch.c;
     ++prog.rounds;
   };
-  MatrixXdR Weff, Weff_probe;
+  MatrixXdR Weff_probe;
   Eigen::VectorXd offset_probe;
   measure(prog.W, Weff, prog.offset);
   // Which weights the chain passes: every weight moved by a tenth of the block's scale away from
@@ -81,7 +77,7 @@ ChainProgramming program_for_chain(const Hardware& hw, const CoreConfig& cfg, co
   // dark (an unlit LED, a dead pixel). Its neighbours' moves reach it through the crosstalk only.
   const double delta = 0.1 * scale;
   const MatrixXdR probe = target.unaryExpr([&](double w) { return w < 0 ? -delta : delta; });
-  measure(target + probe, Weff_probe, offset_probe);
+  measure(prog.W + probe, Weff_probe, offset_probe);
   const MatrixXdR gain = (Weff_probe - Weff).cwiseQuotient(probe);
   // dark against what the block typically passes (its median gain), so that a gain common to every
   // weight (a closed loop's scaling, a dim module) darkens none
@@ -93,9 +89,8 @@ ChainProgramming program_for_chain(const Hardware& hw, const CoreConfig& cfg, co
   // Each round moves W by what is left of target - Weff over each weight's measured gain (a Newton
   // step on the chain's diagonal: most of the error goes at once where the distortion is mild); a
   // round that leaves more error than before is undone and the step halved (and doubled again, up
-  // to 1, after a round that helped), so a chain that does
-  // not invert this way (the 16-variable machine's dense beam-splitter leak) keeps the best W
-  // found, at worst the target itself.
+  // to 1, after a round that helped), so a chain that does not invert this way (the 16-variable
+  // machine's dense beam-splitter leak) keeps the best W found, at worst the first guess.
   const MatrixXdR inverse_gain = dark.select(0.0, gain.array().cwiseMax(floor_gain).inverse()).matrix();
   const auto error = [&](const MatrixXdR& E) { return dark.select(0.0, (E - target).array()).matrix().norm(); };
   double best = error(Weff), step = 1;
@@ -112,6 +107,46 @@ ChainProgramming program_for_chain(const Hardware& hw, const CoreConfig& cfg, co
     } else {
       step *= 0.5;
     }
+  }
+  return prog;
+}
+
+}  // namespace
+
+ChainProgramming program_for_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& target, const DriveCalibration& cal,
+                                   const ChainPlace& at, int max_rounds, double trim_range) {
+  const int K = static_cast<int>(target.rows()), M = static_cast<int>(target.cols());
+  if (K < 1 || M < 1) throw Error("programming: empty weight block");
+  if (!target.allFinite()) throw Error("programming: the weights contain NaN or infinity");
+  if (!(trim_range >= 1)) throw Error("programming: the detectors' trim range must be >= 1");
+  const int C = at.channels > 0 ? at.channels : std::max(at.in0 + K, at.out0 + M);
+  if (at.in0 < 0 || at.out0 < 0 || at.in0 + K > C || at.out0 + M > C)
+    throw Error("programming: a block of " + std::to_string(K) + " x " + std::to_string(M) + " at (" + std::to_string(at.in0) + ", " +
+                std::to_string(at.out0) + ") does not fit a core of " + std::to_string(C) + " channels");
+  const double scale = target.cwiseAbs().maxCoeff();
+  if (scale == 0) {  // a dark block: nothing to correct (its offset is the chain's, read as such)
+    ChainProgramming prog;
+    prog.W = target, prog.offset = Eigen::VectorXd::Zero(M), prog.gain = Eigen::VectorXd::Ones(M);
+    return prog;
+  }
+  MatrixXdR Weff;
+  ChainProgramming prog = correct(hw, cfg, target, cal, at, C, max_rounds, target, Weff);
+  prog.gain = Eigen::VectorXd::Ones(M);
+  // Each column's trim: what it lacks of the block's largest column, within the range. The trimmed
+  // block starts from the first one's columns scaled by it (the chain is close to linear in a
+  // column), so its correction takes a few rounds.
+  const Eigen::VectorXd columns = prog.W.cwiseAbs().colwise().maxCoeff().transpose();
+  const double top = columns.maxCoeff();
+  Eigen::VectorXd trim = Eigen::VectorXd::Ones(M);
+  for (int j = 0; j < M; ++j)
+    if (columns(j) > 0) trim(j) = std::min(trim_range, top / columns(j));
+  if (trim.maxCoeff() > 1 + 1e-9) {
+    const int first = prog.rounds;
+    prog = correct(hw, cfg, target * trim.asDiagonal(), cal, at, C, max_rounds, prog.W * trim.asDiagonal(), Weff);
+    prog.rounds += first;
+    prog.gain = trim.cwiseInverse();
+    prog.offset = prog.offset.cwiseProduct(prog.gain);
+    Weff = Weff * prog.gain.asDiagonal();
   }
   const MatrixXdR left = Weff - target;
   prog.residual = left.cwiseAbs().maxCoeff() / scale;

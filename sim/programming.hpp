@@ -10,6 +10,15 @@
 // What cannot be corrected is reported: the residual, and the weights the chain passes at under a
 // tenth of the block's median gain (dark SLM pixels, unlit LEDs), which are left as they are
 // (raising them would only raise max |W|, which every other transmission is divided by).
+//
+// Detector trims: the chain passes some detectors' columns at a fraction of others' (the TIA gains'
+// spread, the fan-in's and the SLM's), so the block programmed for it has columns far below its
+// largest. Every transmission is a fraction of the block's largest, so those columns use a few of
+// the SLM's codes and send little light: coarse, and noisy against the shot and receiver noise. An
+// operator trims each detector's gain stage (the electronics' per-channel gain after the TIA) down
+// by what its column lacks, up to a bound, and programs the column that much brighter: the same
+// product, each column on the whole code range and with more light. The trim comes after the
+// receiver, so the shot and receiver noise go down with it; the electronics after it do not.
 #pragma once
 #include <Eigen/Dense>
 
@@ -51,13 +60,21 @@ struct ChainProgramming {
   double rms_residual = 0; // rms (Weff - target) / max |target|
   int dark = 0;            // weights the chain passes at under a tenth of the block's median gain, left as they are
   int rounds = 0;          // chain measurements made (program-and-verify reads)
+  Eigen::VectorXd gain;    // M: each detector's gain trim, in (0, 1] (1: as the machine's); the
+                           // product through the chain times it is the target
 };
+
+// How far a detector's gain stage can be turned down: three binary steps of a programmable gain
+// amplifier (x1 .. x1/8). 1: no trims.
+constexpr double kDetectorTrimRange = 8;
 
 // The SLM block whose product through cfg's calibrated chain, driven at cal's operating point
 // (drives swing * value + common), is closest to `target` (K x M), at most `max_rounds` corrections
-// (fewer once the product is the target to 1e-12).
+// (fewer once the product is the target to 1e-12). trim_range > 1: the detectors' gains trimmed as
+// above (a first programming finds each column's need, a second programs the trimmed block from it;
+// both count their reads).
 // Deterministic: the same block, place and machine give the same result on any thread.
 ChainProgramming program_for_chain(const Hardware& hw, const CoreConfig& cfg, const MatrixXdR& target, const DriveCalibration& cal,
-                                   const ChainPlace& at = {}, int max_rounds = 40);
+                                   const ChainPlace& at = {}, int max_rounds = 40, double trim_range = 1);
 
 }  // namespace aoc

@@ -239,10 +239,12 @@ void OpticalTile<T>::set_light_map(LightMap m) {
 }
 
 template <class T>
-void OpticalTile<T>::program(const Eigen::Ref<const MatrixXdR>& W, int in0, int out0, int channels) {
+void OpticalTile<T>::program(const Eigen::Ref<const MatrixXdR>& W, int in0, int out0, int channels, const Eigen::VectorXd* gain) {
   const int K = static_cast<int>(W.rows()), M = static_cast<int>(W.cols());
   if (K < 1 || M < 1) throw Error("tile: empty weight block");
   if (!W.allFinite()) throw Error("weights: contains NaN or infinity");
+  if (gain && (gain->size() != M || !(gain->array() > 0).all() || !gain->allFinite()))
+    throw Error("tile: expected " + std::to_string(M) + " detector gains > 0");
   const bool calibrated = optics_ == Optics::Calibrated;
   const int C = calibrated ? (channels > 0 ? channels : hw_.channels) : K;
   if (calibrated && (in0 < 0 || out0 < 0 || in0 + K > C || out0 + M > C))
@@ -291,6 +293,11 @@ void OpticalTile<T>::program(const Eigen::Ref<const MatrixXdR>& W, int in0, int 
   } else {
     f = ideal_chain(W, slm);
     if (chain_.led == LedModel::Driver) f.band /= led_.slope(), f.detector_gain /= led_.slope();
+  }
+  if (gain) {  // the trim sits in each detector's gain stage: everything its output takes, scaled
+    f.band *= gain->asDiagonal();
+    if (f.Q.size()) f.Q *= gain->asDiagonal();
+    f.c = f.c.cwiseProduct(*gain), f.detector_gain = f.detector_gain.cwiseProduct(*gain);
   }
   K_ = K, M_ = M, ldi_ = padded<T>(K), ldo_ = padded<T>(M), nl_ = static_cast<int>(f.T.cols()), ldl_ = padded<T>(nl_), h0_ = f.h0, q0_ = f.q0;
   T_ = pack_panels<T>(f.T, K, ldi_, ldl_);

@@ -107,8 +107,9 @@ class OpticalTile {
   // Programs W (K x M, AOC convention: LED channel i drives detector j by W(i, j)) at LED channel
   // in0 and detector out0 of the module's core. Calibrated optics folds the chain of a core of
   // `channels` (0: the machine's; the loop core uses its own size, as the twin does), which must
-  // hold the block.
-  void program(const Eigen::Ref<const MatrixXdR>& W, int in0 = 0, int out0 = 0, int channels = 0);
+  // hold the block. gain (M, optional): each detector's gain trim (sim/programming.hpp), which
+  // scales its output and the shot and receiver noise with it, not the electronics' after it.
+  void program(const Eigen::Ref<const MatrixXdR>& W, int in0 = 0, int out0 = 0, int channels = 0, const Eigen::VectorXd* gain = nullptr);
   int programmings() const { return programmings_; }
 
   int inputs() const { return K_; }

@@ -31,16 +31,20 @@ MatrixXdR block(int K, int M, double seed) {
   return W;
 }
 
-// What a tile programmed with W at (in0, out0) reads for the value rows x (noise off): x Weff + c.
-MatrixXdR read_tile(const Hardware& hw, const MatrixXdR& W, int in0, int out0, const MatrixXdR& x) {
+// What a tile programmed with W at (in0, out0) reads for the value rows x: x Weff + c (behind the
+// detector gains `gain` where given; with `noise`, each row a fresh draw).
+MatrixXdR read_tile(const Hardware& hw, const MatrixXdR& W, int in0, int out0, const MatrixXdR& x, const Eigen::VectorXd* gain = nullptr,
+                    const TileNoise* noise = nullptr) {
   OpticalTile<double> tile(hw, program_chain(hw), Optics::Calibrated);
-  tile.program(W, in0, out0);
+  if (noise) tile.set_noise(*noise);
+  tile.program(W, in0, out0, 0, gain);
   const int rows = static_cast<int>(x.rows());
   AlignedVector<double> in(static_cast<size_t>(rows) * tile.ld_in(), 0.0), out(static_cast<size_t>(rows) * tile.ld_out(), 0.0),
       scratch(tile.scratch_size(rows));
   for (int r = 0; r < rows; ++r)
     for (int i = 0; i < x.cols(); ++i) in[static_cast<size_t>(r) * tile.ld_in() + i] = x(r, i);
   std::vector<int> slots(static_cast<size_t>(rows), 0);
+  for (int r = 0; r < rows; ++r) slots[static_cast<size_t>(r)] = r;
   tile.read(in.data(), rows, StepContext{0, slots.data()}, 0, kern::Epilogue<double>{}, out.data(), scratch.data());
   MatrixXdR y(rows, W.cols());
   for (int r = 0; r < rows; ++r)
@@ -134,6 +138,60 @@ TEST_CASE("programming: the measured chain's product of the programmed block is 
   CHECK(on_dim.residual < std::max(1e-3, 2 * g.residual));
 }
 
+TEST_CASE("programming: detector trims put each column on the code range, the product stays the block, its noise drops") {
+  const Hardware& hw = hw48();
+  const int in0 = 9, out0 = 20;
+  MatrixXdR target = block(12, 10, 0.7);
+  target.col(3) *= 0.2;  // a column of small weights: a fifth of the code range untrimmed
+  const CoreConfig chain = program_chain(hw);
+  const DriveCalibration cal = drive_calibration(hw, chain);
+  const ChainProgramming flat = program_for_chain(hw, chain, target, cal, {in0, out0, hw.channels});
+  const ChainProgramming trim = program_for_chain(hw, chain, target, cal, {in0, out0, hw.channels}, 40, kDetectorTrimRange);
+  CHECK((flat.gain.array() == 1).all());
+  REQUIRE(trim.gain.size() == 10);
+  CHECK((trim.gain.array() > 0).all());
+  CHECK((trim.gain.array() <= 1).all());
+  CHECK(trim.gain.minCoeff() >= 1 / kDetectorTrimRange - 1e-12);
+  CHECK(trim.gain(3) < 0.3);  // the small column: turned down about five times, programmed as bright
+  CHECK(trim.rounds > flat.rounds);  // the second programming's reads are counted
+  // Every column on (nearly) the whole range: its largest |value| within the trim's bound of the
+  // block's largest, where untrimmed the small column sat at about a fifth.
+  const auto spread = [](const MatrixXdR& W) {
+    const Eigen::VectorXd c = W.cwiseAbs().colwise().maxCoeff().transpose();
+    return c.minCoeff() / c.maxCoeff();
+  };
+  INFO("column spread untrimmed " << spread(flat.W) << ", trimmed " << spread(trim.W) << ", gains " << trim.gain.transpose());
+  CHECK(spread(flat.W) < 0.3);
+  CHECK(spread(trim.W) > 0.9);
+  // The product through the trimmed detectors is the block, as well as untrimmed.
+  MatrixXdR x(5, 12);
+  for (int r = 0; r < 5; ++r)
+    for (int i = 0; i < 12; ++i) x(r, i) = std::cos(0.9 * r + 0.4 * i);
+  const MatrixXdR want = x * target;
+  const double scale = want.cwiseAbs().maxCoeff();
+  const double err_flat = (read_tile(hw, flat.W, in0, out0, x).rowwise() - flat.offset.transpose() - want).cwiseAbs().maxCoeff();
+  const double err_trim = (read_tile(hw, trim.W, in0, out0, x, &trim.gain).rowwise() - trim.offset.transpose() - want).cwiseAbs().maxCoeff();
+  INFO("error untrimmed " << err_flat << ", trimmed " << err_trim << ", scale " << scale << ", residual " << trim.residual);
+  CHECK(err_trim < 2 * err_flat + 1e-3 * scale);
+  CHECK(trim.residual < 1e-3);
+  // Shot noise only: the small column's light is five times brighter behind a gain five times
+  // lower, so its noise in the output's units falls by about sqrt(5) (the variance by the trim).
+  TileNoise n;
+  n.spec.photons_per_sample = 1e4;
+  n.spec.led_bias = 0.06;
+  n.seed = 3;
+  const MatrixXdR same = x.row(0).replicate(400, 1);
+  const auto sd = [&](const MatrixXdR& W, const Eigen::VectorXd* gain, int j) {
+    const MatrixXdR y = read_tile(hw, W, in0, out0, same, gain, &n);
+    const Eigen::VectorXd c = y.col(j);
+    return std::sqrt((c.array() - c.mean()).square().mean());
+  };
+  const double sd_flat = sd(flat.W, nullptr, 3), sd_trim = sd(trim.W, &trim.gain, 3);
+  INFO("small column's noise: untrimmed " << sd_flat << ", trimmed " << sd_trim << ", gain " << trim.gain(3));
+  CHECK(sd_trim < 0.7 * sd_flat);
+  CHECK(sd_trim > 0.2 * sd_flat);
+}
+
 TEST_CASE("programming: a chain without distortion is left as it is, bad blocks are refused") {
   const Hardware& hw = hw48();
   CoreConfig ideal = program_chain(hw);
@@ -221,7 +279,8 @@ TEST_CASE("compensate: statistics, the printed program, the file and the thread 
   CHECK(a.optical[0].codes == b.optical[0].codes);
   const std::string text = print_program(a);
   CHECK(text.find(", compensated (worst residual ") != std::string::npos);
-  CHECK(text.find("dark)") != std::string::npos);
+  CHECK(text.find("detector gains trimmed)") != std::string::npos);
+  CHECK(text.find("dark, trims to 1/") != std::string::npos);
   CHECK_THROWS_WITH(parse_program(text), Catch::Contains("codes"));
   const auto dir = std::filesystem::temp_directory_path() / "aoc_test_programming";
   std::filesystem::create_directories(dir);
@@ -234,12 +293,16 @@ TEST_CASE("compensate: statistics, the printed program, the file and the thread 
     CHECK(r.optical[0].compensation[k].offset == a.optical[0].compensation[k].offset);
     CHECK(r.optical[0].compensation[k].residual == a.optical[0].compensation[k].residual);
     CHECK(r.optical[0].compensation[k].dark == a.optical[0].compensation[k].dark);
+    CHECK(r.optical[0].compensation[k].gain == a.optical[0].compensation[k].gain);
   }
   std::filesystem::remove_all(dir);
   // The verifier refuses a compensation that does not match the tiles.
   Program bad = a;
   bad.optical[0].compensation[1].offset.pop_back();
   CHECK_THROWS_WITH(verify_program(bad), Catch::Contains("47 offsets for 48 outputs"));
+  bad = a;
+  bad.optical[0].compensation[0].gain[2] = 1.5;
+  CHECK_THROWS_WITH(verify_program(bad), Catch::Contains("detector gain 1.5 is not in (0, 1]"));
 }
 
 TEST_CASE("check --budget: each stage of the machine against the reference, one line each, with ideal optics too") {

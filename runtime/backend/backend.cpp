@@ -194,15 +194,19 @@ class SimHooks : public ir::Hooks {
       const ir::Tile& t = g.plan->tiles[g.k];
       try {
         // What the SLM holds: on the machine as measured, the values compensated for its chain
-        // (where the compensate pass ran) or their codes; with ideal optics the weights themselves
-        // or their codes (a compensated program's codes are the compensated values': the weights'
-        // codes are cut here by the same quantizer).
+        // (where the compensate pass ran) or their codes, behind the detector gains it trimmed;
+        // with ideal optics the weights themselves or their codes, untrimmed (a compensated
+        // program's codes are the compensated values': the weights' codes are cut here by the same
+        // quantizer).
         const ir::OpticalPlan& plan = *g.plan;
         const bool codes = o.quantize && !plan.codes.empty();
+        const bool trimmed = o.optics && plan.compensated();
+        const Eigen::VectorXd gain = trimmed ? Eigen::Map<const Eigen::VectorXd>(plan.compensation[g.k].gain.data(), t.rows) : Eigen::VectorXd();
         const MatrixXdR W = !codes                               ? ir::tile_block(plan, t, *g.weight, o.optics)
                             : o.optics || !plan.compensated()    ? ir::tile_code_block(plan, g.k)
                             : quantized_block(ir::tile_block(plan, t, *g.weight, false), plan.slm_bits);
-        g.tile->program(ir::spread_over_leds(p.target, t, W), static_cast<int>(t.core_col0), static_cast<int>(t.core_row0));
+        g.tile->program(ir::spread_over_leds(p.target, t, W), static_cast<int>(t.core_col0), static_cast<int>(t.core_row0), 0,
+                        trimmed ? &gain : nullptr);
       } catch (const std::exception& e) {
         errors[j] = e.what();
       }

@@ -22,7 +22,7 @@ namespace {
 
 struct Opts {
   std::string graph, weights, hw = "aoc-48", output, report_json, calibrate;
-  double margin = 1.0;
+  double margin = 1.0, trim_range = kDetectorTrimRange;
   std::vector<std::string> set;
   int tile_size = 0;
   bool json = false, shapes_only = false, no_quantize = false, no_tile = false, no_gather = false, no_compensate = false, print_after_all = false, print = false, quiet = false;
@@ -54,6 +54,7 @@ int run(const Opts& o) {
   po.tile_size = o.tile_size;
   po.gather = !o.no_gather;
   if (!o.no_compensate) po.compensate = &hw;
+  po.trim_range = o.trim_range;
   if (!o.calibrate.empty())
     po.calibrate = [&](ir::Program& q) {
       Progress meter("steps", !o.quiet);  // the calibration run: the exact reference, simultaneous mode
@@ -112,6 +113,11 @@ void add_compile(CLI::App& app) {
   c->add_flag("--no-quantize", o.no_quantize, "keep exact weights (no SLM codes)");
   c->add_flag("--no-compensate", o.no_compensate,
               "program each tile's weights as they are: the machine's measured optical chain then distorts them (the raw chain)");
+  c->add_option("--trim-range", o.trim_range,
+                 "how far compensate may turn each detector's gain down so that its column of the tile is "
+                 "programmed on the SLM's whole code range (1: no trims)")
+      ->check(CLI::Range(1.0, 1e6))
+      ->capture_default_str();
   c->add_flag("--no-tile", o.no_tile, "one tile per matrix, whatever its size (the untiled reference)");
   c->add_flag("--no-gather", o.no_gather, "keep Linears that read one value as separate products");
   c->add_flag("--print-after-all", o.print_after_all, "print the program after every pass, with the pass's options and statistics");
@@ -122,7 +128,9 @@ void add_compile(CLI::App& app) {
       "partition, tile, compensate, quantize, and calibrate with --calibrate (docs/program.md).\n"
       "compensate programs each tile for the machine's measured optical chain (SLM distortion,\n"
       "fan-in, gains, crosstalk): the SLM values whose product through the chain is the tile's\n"
-      "weights, the chain's offset taken out at the detectors; --print shows each tile's residual.\n"
+      "weights, the chain's offset taken out at the detectors, and each detector's gain trimmed\n"
+      "down (up to --trim-range) so that its column uses the SLM's whole code range and more\n"
+      "light; --print shows each tile's residual and trims.\n"
       "--print-after-all shows each pass's options and statistics and the program after it.\n"
       "The report says what runs optically, in the analog electronics and digitally, the ADC/DAC\n"
       "conversions per token, the tiles on the modules and whether weights must be reloaded.\n"
