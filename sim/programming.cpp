@@ -73,12 +73,19 @@ ChainProgramming correct(const Hardware& hw, const CoreConfig& cfg, const Matrix
   Eigen::VectorXd offset_probe;
   measure(prog.W, Weff, prog.offset);
   // Which weights the chain passes: every weight moved by a tenth of the block's scale away from
-  // zero (on the path of its sign), once; a weight whose product moves by under a tenth of that is
-  // dark (an unlit LED, a dead pixel). Its neighbours' moves reach it through the crosstalk only.
+  // zero (on the path of its sign); a weight whose product moves by under a tenth of that is dark
+  // (an unlit LED, a dead pixel). The detectors hear their neighbours, so the probe moves every
+  // third column at once (three reads): a weight's measured gain is its own, not its neighbours'
+  // moves leaking in (which, of either sign, made some gains look small and their steps overshoot).
   const double delta = 0.1 * scale;
   const MatrixXdR probe = target.unaryExpr([&](double w) { return w < 0 ? -delta : delta; });
-  measure(prog.W + probe, Weff_probe, offset_probe);
-  const MatrixXdR gain = (Weff_probe - Weff).cwiseQuotient(probe);
+  MatrixXdR gain(K, M);
+  for (int phase = 0; phase < std::min(3, M); ++phase) {
+    MatrixXdR moved = prog.W;
+    for (int j = phase; j < M; j += 3) moved.col(j) += probe.col(j);
+    measure(moved, Weff_probe, offset_probe);
+    for (int j = phase; j < M; j += 3) gain.col(j) = (Weff_probe.col(j) - Weff.col(j)).cwiseQuotient(probe.col(j));
+  }
   // dark against what the block typically passes (its median gain), so that a gain common to every
   // weight (a closed loop's scaling, a dim module) darkens none
   std::vector<double> gains(gain.data(), gain.data() + gain.size());
@@ -134,7 +141,7 @@ ChainProgramming program_for_chain(const Hardware& hw, const CoreConfig& cfg, co
   prog.gain = Eigen::VectorXd::Ones(M);
   // Each column's trim: what it lacks of the block's largest column, within the range. The trimmed
   // block starts from the first one's columns scaled by it (the chain is close to linear in a
-  // column), so its correction takes a few rounds.
+  // column).
   const Eigen::VectorXd columns = prog.W.cwiseAbs().colwise().maxCoeff().transpose();
   const double top = columns.maxCoeff();
   Eigen::VectorXd trim = Eigen::VectorXd::Ones(M);

@@ -64,9 +64,10 @@ struct ChainProgramming {
                            // product through the chain times it is the target
 };
 
-// How far a detector's gain stage can be turned down: three binary steps of a programmable gain
-// amplifier (x1 .. x1/8). 1: no trims.
-constexpr double kDetectorTrimRange = 8;
+// How far a detector's gain stage can be turned down: four binary steps of a programmable gain
+// amplifier (x1 .. x1/16, 24 dB), which covers the deepest trim a shipped model's tile asks for on
+// aoc-48 (15.5, a5-implicit). 1: no trims.
+constexpr double kDetectorTrimRange = 16;
 
 // The SLM block whose product through cfg's calibrated chain, driven at cal's operating point
 // (drives swing * value + common), is closest to `target` (K x M), at most `max_rounds` corrections
