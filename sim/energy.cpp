@@ -28,6 +28,7 @@ const std::map<std::string, Kind>& kinds() {
       {"slm_reload", {"weight_write", "pJ"}},
       {"dac", {"conversion", "pJ"}},
       {"adc", {"conversion", "pJ"}},
+      {"activation_io", {"bit", "pJ"}},
       {"digital", {"mac", "pJ"}},
       {"control", {"fixed_point", "pJ"}},
   };
@@ -35,8 +36,8 @@ const std::map<std::string, Kind>& kinds() {
 }
 
 // The order of the report: the loop, the weights, the conversions, the rest.
-const char* const kOrder[] = {"led_drive", "photodetector_receiver", "analog_electronics", "slm_static",
-                              "slm_reload", "dac", "adc", "digital", "control"};
+const char* const kOrder[] = {"led_drive", "photodetector_receiver", "analog_electronics", "slm_static", "slm_reload",
+                              "dac",       "adc",                    "activation_io",      "digital",    "control"};
 
 const Range kEfficiency{0, 1, false, true};  // (0, 1]
 
@@ -210,6 +211,7 @@ Workload resolved(const Workload& given, const TimingSpec& t) {
   fill(w.receiver_channel_iterations, n * (K + *w.hold_periods) * F);
   fill(w.analog_macs, n * n * K * F);
   fill(w.modules, 1);
+  fill(w.reloaded_channels, n * w.weight_reloads);
   fill(w.loop_periods, F * K);
   fill(w.settle_events, F);
   fill(w.dac_steps, F);
@@ -245,8 +247,9 @@ EnergyReport estimate(const Hardware& hw, const Workload& given, const GpuChoice
   const EnergySpec& e = *hw.energy;
   const Workload w = resolved(given, t);
   for (double c : {w.fixed_points, w.weight_writes, w.weight_reloads, w.dac_conversions, w.adc_conversions, w.digital_macs,
-                   *w.led_channel_iterations, *w.receiver_channel_iterations, *w.hold_periods, *w.analog_macs, *w.modules, *w.loop_periods,
-                   *w.settle_events, *w.dac_steps, *w.adc_samples, w.serial_digital_macs.value_or(0), *w.gpu_macs, *w.gpu_distinct_weights})
+                   *w.led_channel_iterations, *w.receiver_channel_iterations, *w.hold_periods, *w.analog_macs, *w.modules,
+                   *w.reloaded_channels, *w.loop_periods, *w.settle_events, *w.dac_steps, *w.adc_samples,
+                   w.serial_digital_macs.value_or(0), *w.gpu_macs, *w.gpu_distinct_weights})
     if (!(c >= 0 && std::isfinite(c))) throw Error("estimate: action counts must be finite and >= 0, got " + num(c));
 
   EnergyReport rep;
@@ -329,17 +332,56 @@ EnergyReport estimate(const Hardware& hw, const Workload& given, const GpuChoice
                         (file_led ? "the file's led_drive figure (typ " + num(file_led->value.typ) + " pJ)" : std::string("led_drive (the file has none)")));
   }
 
+  // Through a weight reload the core waits with its electronics on: the reprogrammed modules'
+  // receivers and analog electronics draw their power for the reload's loop periods, and the
+  // controller, whose figure per fixed point is its power over the settle and the readout window,
+  // for the reload's worth of those windows. The LEDs may be off: nothing is detected.
+  const double reload_s = w.weight_reloads * t.slm_reload_us * 1e-6;
+  const double reload_periods = t.slm_reload_us * 1e3 / t.loop_period_ns;  // per reload
+  const double reload_channel_periods = *w.reloaded_channels * reload_periods;
+  const double control_window_ns = t.settle_ns + readout_window_ns(t);
+  const double reload_control = reload_s / (control_window_ns * 1e-9);  // in fixed points' worth
+  if (reload_s > 0) {
+    std::string note = "during the weight reloads (" + count(w.weight_reloads) + " x " + num(t.slm_reload_us) +
+                       " us) the core waits with its receivers, analog electronics and controller on and its LEDs off: " +
+                       count(*w.reloaded_channels) + " reloaded channel(s) x " + count(reload_periods) + " loop periods per reload (" +
+                       num(t.slm_reload_us) + " us / " + num(t.loop_period_ns) + " ns) = " + g4(reload_channel_periods) +
+                       " receiver and analog channel-iterations beside the loop's";
+    if (const EnergyComponent* c = e.find("control"))
+      note += "; the controller's " + g4(c->value.typ * 1e-12) + " J per fixed point is its power over one fixed point's settle and "
+              "readout window (" + num(t.settle_ns) + " ns + " + num(readout_window_ns(t)) + " ns): " +
+              g4(c->value.typ * 1e-12 / (control_window_ns * 1e-9)) + " W, billed over the reloads as " + g4(reload_s) + " s / " +
+              num(control_window_ns) + " ns = " + g4(reload_control) + " fixed points' worth (" + g4(reload_control * c->value.typ * 1e-12) +
+              " J typ)";
+    rep.notes.push_back(note);
+  }
+  // Activation I/O: every conversion's code crosses the module's edge, each DAC input in and each
+  // ADC sample out (the module has no digital logic: a readout window's samples are averaged off it).
+  double activation_bits = 0;
+  if (w.dac_conversions + w.adc_conversions > 0) {
+    if (!hw.converters)
+      throw missing("converters", "for the bits of the activation I/O, " + g4(w.dac_conversions) + " DAC and " + g4(w.adc_conversions) +
+                                      " ADC conversions of the estimate");
+    const ConverterSpec& v = *hw.converters;
+    activation_bits = w.dac_conversions * v.dac_bits + w.adc_conversions * v.adc_bits;
+    rep.notes.push_back("activation I/O: " + g4(w.dac_conversions) + " DAC conversions x " + std::to_string(v.dac_bits) + " bits in + " +
+                        g4(w.adc_conversions) + " ADC conversions x " + std::to_string(v.adc_bits) + " bits out (every ADC sample leaves "
+                        "the module; a readout window's samples are averaged off it) = " + g4(activation_bits) + " bits");
+  }
+
   // Energy: count of each component's action over the workload times its figure.
   for (const char* name : kOrder) {
     const Kind& kind = kinds().at(name);
     const std::string action = kind.action;
     double count = 0;
-    if (action == "channel_iteration") count = std::string(name) == "led_drive" ? *w.led_channel_iterations : *w.receiver_channel_iterations;
+    if (action == "channel_iteration")
+      count = std::string(name) == "led_drive" ? *w.led_channel_iterations : *w.receiver_channel_iterations + reload_channel_periods;
     else if (action == "second") count = rep.total_seconds * *w.modules;
     else if (action == "weight_write") count = w.weight_writes;
     else if (action == "conversion") count = std::string(name) == "dac" ? w.dac_conversions : w.adc_conversions;
+    else if (action == "bit") count = activation_bits;
     else if (action == "mac") count = w.digital_macs;
-    else if (action == "fixed_point") count = F;
+    else if (action == "fixed_point") count = F + reload_control;
     const double scale = std::string(kind.unit) == "W" ? 1.0 : 1e-12;
     EnergyLine l{name, action, count, 0, {}, ""};
     const EnergyComponent* c = e.find(name);

@@ -55,8 +55,9 @@ struct EnergySpec {
 //  - the loop form (n > 0): F fixed points of K iterations each (mean) on n channels, the one loop
 //    of `aoc estimate --hw`. Every count below that is left unset follows from it: n*(K + H)*F LED
 //    and receiver channel-iterations (H: the hold after the iterations, hold_periods()), n*n*K*F
-//    analog MACs, one module's SLMs, and per fixed point one settle (from loop closure), one DAC
-//    step and timing.readout_samples ADC samples (all channels in parallel).
+//    analog MACs, one module's SLMs, n channels powered through each reload, and per fixed point
+//    one settle (from loop closure), one DAC step and timing.readout_samples ADC samples (all
+//    channels in parallel).
 //  - explicit (n = 0): every count as given, unset = 0 (a compiled program's counts per token,
 //    runtime/estimate/program_estimate.hpp).
 // Counts are doubles: a per-token count of a loop of K (mean) iterations need not be whole.
@@ -79,6 +80,9 @@ struct Workload {
   std::optional<double> hold_periods;                 // loop form: per fixed point, see hold_periods()
   std::optional<double> analog_macs;                  // weights x inputs of the optical passes
   std::optional<double> modules;                      // modules whose SLMs draw static power over the whole latency
+  // The channels of the modules each reload reprograms, summed over the reloads: their receivers and
+  // analog electronics stay powered through the reload (loop form: n per reload). The LEDs are off.
+  std::optional<double> reloaded_channels;
   // Serial counts: the latency (loop form: derived when unset).
   std::optional<double> loop_periods;   // optical periods one after another (timing.loop_period_ns each)
   std::optional<double> settle_events;  // waits before a readout (timing.settle_ns each)

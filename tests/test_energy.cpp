@@ -49,19 +49,25 @@ aoc::Hardware small_machine() {
   t.slm_reload_us = 1024;
   t.dac_conversion_ns = 8;
   hw.timing = t;
+  aoc::ConverterSpec v;
+  v.slm_bits = 9;
+  v.dac_bits = 8;
+  v.adc_bits = 4;
+  hw.converters = v;
   aoc::EnergySpec e;
   e.components = {comp("led_drive", "pJ", 1, 2, 4),       comp("photodetector_receiver", "pJ", 0.25, 0.5, 1),
                   comp("analog_electronics", "pJ", 0.5, 1, 2), comp("slm_static", "W", 1, 2, 4),
                   comp("slm_reload", "pJ", 2, 4, 8),      comp("dac", "pJ", 4, 8, 16),
-                  comp("adc", "pJ", 1, 2, 4),             comp("digital", "pJ", 0.125, 0.25, 0.5),
-                  comp("control", "pJ", 8, 16, 32)};
+                  comp("adc", "pJ", 1, 2, 4),             comp("activation_io", "pJ", 0.5, 1, 2),
+                  comp("digital", "pJ", 0.125, 0.25, 0.5), comp("control", "pJ", 8, 16, 32)};
   hw.energy = e;
   return hw;
 }
 
 // n 4, 2 fixed points of 8 iterations, each closed for 8 + 4 periods (the 64 ns settle lies within
 // the 128 ns of iterations, then the 64 ns readout window): 96 channel-iterations; 16 weight writes
-// and one reload; 8 DAC and 32 ADC conversions (4 readout samples per channel); 64 digital MACs.
+// and one reload; 8 DAC and 32 ADC conversions (4 readout samples per channel), 8 x 8 + 32 x 4 =
+// 192 bits of activation I/O; 64 digital MACs.
 aoc::Workload small_work() {
   aoc::Workload w;
   w.n = 4;
@@ -78,6 +84,10 @@ aoc::Workload small_work() {
 // loop 2 x 8 x 16 ns, no settle left after the iterations, readout 2 x 4 samples / 62.5 MHz, 2 x 8 ns
 // input conversion, one 1024 us reload.
 const double kSmallSeconds = 256e-9 + 128e-9 + 16e-9 + 1024e-6;
+// The one 1024 us reload: 4 channels x 1024 us / 16 ns = 256,000 receiver and analog channel-periods,
+// and the controller for 1024 us / (64 ns settle + 64 ns window) = 8000 fixed points' worth.
+const double kReloadChannelPeriods = 4 * 64000;
+const double kReloadControl = 8000;
 
 template <class Line>
 const Line& named(const std::vector<Line>& lines, const std::string& name) {
@@ -122,27 +132,92 @@ std::string estimate_error(const aoc::Hardware& hw, const aoc::Workload& w) {
 
 TEST_CASE("energy: a hand-computed workload gives every line and the total to the last digit") {
   const aoc::EnergyReport r = aoc::estimate(small_machine(), small_work());
-  // count x figure: 96 channel-iterations x 2, 0.5, 1 pJ; 16 writes x 4 pJ; 8 x 8 pJ; 32 x 2 pJ; 64 x 0.25 pJ; 2 x 16 pJ
+  // count x figure: 96 channel-iterations x 2 pJ (LEDs); 96 + 256,000 (the reload) x 0.5 and 1 pJ;
+  // 16 writes x 4 pJ; 8 x 8 pJ; 32 x 2 pJ; 192 bits x 1 pJ; 64 x 0.25 pJ; 2 + 8000 x 16 pJ
+  const double rx = 96 + kReloadChannelPeriods, ctl = 2 + kReloadControl;
   CHECK(line(r, "led_drive").count == Approx(96).epsilon(1e-14));
   CHECK(line(r, "led_drive").joules.typ == Approx(192e-12).epsilon(1e-14));
   CHECK(line(r, "led_drive").joules.min == Approx(96e-12).epsilon(1e-14));
   CHECK(line(r, "led_drive").joules.max == Approx(384e-12).epsilon(1e-14));
-  CHECK(line(r, "photodetector_receiver").joules.typ == Approx(48e-12).epsilon(1e-14));
-  CHECK(line(r, "analog_electronics").joules.typ == Approx(96e-12).epsilon(1e-14));
+  CHECK(line(r, "photodetector_receiver").count == Approx(rx).epsilon(1e-14));
+  CHECK(line(r, "photodetector_receiver").joules.typ == Approx(rx * 0.5e-12).epsilon(1e-14));
+  CHECK(line(r, "analog_electronics").joules.typ == Approx(rx * 1e-12).epsilon(1e-14));
   CHECK(line(r, "slm_static").count == Approx(kSmallSeconds).epsilon(1e-14));
   CHECK(line(r, "slm_static").joules.typ == Approx(2 * kSmallSeconds).epsilon(1e-14));
   CHECK(line(r, "slm_static").joules.max == Approx(4 * kSmallSeconds).epsilon(1e-14));
   CHECK(line(r, "slm_reload").joules.typ == 64e-12);
   CHECK(line(r, "dac").joules.typ == 64e-12);
   CHECK(line(r, "adc").joules.typ == 64e-12);
+  CHECK(line(r, "activation_io").count == 192);
+  CHECK(line(r, "activation_io").joules.typ == 192e-12);
   CHECK(line(r, "digital").joules.typ == 16e-12);
-  CHECK(line(r, "control").count == 2);
-  CHECK(line(r, "control").joules.typ == 32e-12);
+  CHECK(line(r, "control").count == Approx(ctl).epsilon(1e-14));
+  CHECK(line(r, "control").joules.typ == Approx(ctl * 16e-12).epsilon(1e-14));
   CHECK(line(r, "control").source == "test figure for control");
-  CHECK(r.total_joules.typ == Approx(192e-12 + 48e-12 + 96e-12 + 2 * kSmallSeconds + 64e-12 + 64e-12 + 64e-12 + 16e-12 + 32e-12).epsilon(1e-14));
-  CHECK(r.total_joules.min == Approx(96e-12 + 24e-12 + 48e-12 + 1 * kSmallSeconds + 32e-12 + 32e-12 + 32e-12 + 8e-12 + 16e-12).epsilon(1e-14));
-  CHECK(r.total_joules.max == Approx(384e-12 + 96e-12 + 192e-12 + 4 * kSmallSeconds + 128e-12 + 128e-12 + 128e-12 + 32e-12 + 64e-12).epsilon(1e-14));
+  CHECK(r.total_joules.typ ==
+        Approx(192e-12 + rx * 1.5e-12 + 2 * kSmallSeconds + 64e-12 + 64e-12 + 64e-12 + 192e-12 + 16e-12 + ctl * 16e-12).epsilon(1e-14));
+  CHECK(r.total_joules.min ==
+        Approx(96e-12 + rx * 0.75e-12 + 1 * kSmallSeconds + 32e-12 + 32e-12 + 32e-12 + 96e-12 + 8e-12 + ctl * 8e-12).epsilon(1e-14));
+  CHECK(r.total_joules.max ==
+        Approx(384e-12 + rx * 3e-12 + 4 * kSmallSeconds + 128e-12 + 128e-12 + 128e-12 + 384e-12 + 32e-12 + ctl * 32e-12).epsilon(1e-14));
   CHECK_FALSE(r.photon_budget);
+}
+
+TEST_CASE("energy: activation I/O is the bits of every conversion, each DAC input in and each ADC sample out") {
+  // the loop form: n x F DAC conversions at dac_bits, n x F x readout_samples ADC samples at adc_bits
+  const aoc::Hardware hw = small_machine();
+  const aoc::EnergyReport r = aoc::estimate(hw, aoc::inference_workload(hw, 4, 2, 8));
+  CHECK(line(r, "activation_io").action == "bit");
+  CHECK(line(r, "activation_io").count == 4 * 2 * 8 + 4 * 2 * 4 * 4);
+  CHECK(line(r, "activation_io").joules.max == (4 * 2 * 8 + 4 * 2 * 4 * 4) * 2e-12);
+  // the bundled bench machine: 48 channels x 64 fixed points, an 8-bit DAC, 40 samples of a 10-bit ADC
+  const aoc::Hardware b = aoc::load_hardware(aoc::resolve_hardware_path("aoc-48"));
+  const aoc::EnergyLine io = line(aoc::estimate(b, aoc::inference_workload(b, 48, 64, 10)), "activation_io");
+  CHECK(io.count == 48.0 * 64 * 8 + 48.0 * 64 * 40 * 10);
+  CHECK(io.joules.typ == Approx(io.count * b.energy->find("activation_io")->value.typ * 1e-12).epsilon(1e-14));
+  CHECK_FALSE(io.source.empty());
+  // the bits follow the converters' resolution
+  aoc::Hardware wide = small_machine();
+  wide.converters->adc_bits = 12;
+  CHECK(line(aoc::estimate(wide, small_work()), "activation_io").count == 8 * 8 + 32 * 12);
+  // without a converters section the bits are unknown: an error naming it
+  aoc::Hardware none = small_machine();
+  none.converters.reset();
+  CHECK_THAT(estimate_error(none, small_work()), Contains("small.json: converters: missing"));
+}
+
+TEST_CASE("energy: through a weight reload the receivers, analog electronics and controller stay on, the LEDs off") {
+  aoc::Workload w = small_work();
+  w.weight_reloads = 0;
+  const aoc::EnergyReport without = aoc::estimate(small_machine(), w);
+  const aoc::EnergyReport with = aoc::estimate(small_machine(), small_work());
+  CHECK(*with.work.reloaded_channels == 4);  // the loop form: n channels per reload
+  CHECK(line(with, "led_drive").count == line(without, "led_drive").count);
+  CHECK(line(with, "photodetector_receiver").count - line(without, "photodetector_receiver").count == Approx(kReloadChannelPeriods));
+  CHECK(line(with, "analog_electronics").count - line(without, "analog_electronics").count == Approx(kReloadChannelPeriods));
+  CHECK(line(with, "control").count - line(without, "control").count == Approx(kReloadControl));
+  bool said = false;
+  for (const auto& n : with.notes) said = said || (n.find("LEDs off") != std::string::npos && n.find("(1024 us / 16 ns)") != std::string::npos);
+  CHECK(said);
+  // proportional to the reload time: what a reload adds doubles with timing.slm_reload_us
+  const aoc::HardwareFile file(aoc::resolve_hardware_path("aoc-48"));
+  auto at = [&](const std::string& us) {
+    const aoc::Hardware hw = file.load({"timing.slm_reload_us=" + us});
+    return aoc::estimate(hw, aoc::inference_workload(hw, 48, 64, 10));
+  };
+  const aoc::EnergyReport r0 = at("0"), r1 = at("10000"), r2 = at("20000");
+  for (const char* name : {"photodetector_receiver", "analog_electronics", "control"}) {
+    INFO(name);
+    const double added = line(r1, name).joules.typ - line(r0, name).joules.typ;
+    CHECK(added > 0);
+    CHECK(line(r2, name).joules.typ - line(r0, name).joules.typ == Approx(2 * added).epsilon(1e-9));
+  }
+  // aoc-48's 10 ms: 48 channels x 500,000 periods x 2 nJ (receivers) and 3 nJ (analog); the controller's
+  // 18 uJ per 2.5 us settle + 6.4 us window, 2.02 W, for 10 ms
+  CHECK(line(r1, "photodetector_receiver").joules.typ - line(r0, "photodetector_receiver").joules.typ == Approx(48 * 5e5 * 2e-9));
+  CHECK(line(r1, "analog_electronics").joules.typ - line(r0, "analog_electronics").joules.typ == Approx(48 * 5e5 * 3e-9));
+  CHECK(line(r1, "control").joules.typ - line(r0, "control").joules.typ == Approx(18e-6 * 10e-3 / 8.9e-6));
+  CHECK(line(r1, "led_drive").joules.typ == line(r0, "led_drive").joules.typ);
 }
 
 TEST_CASE("energy: latency is iterations x loop period, the settle left after them and the readout window per fixed point, plus the reloads") {
@@ -166,6 +241,7 @@ TEST_CASE("energy: the settle clock starts at loop closure, so a short solve wai
 
 TEST_CASE("energy: the LEDs, receivers and analog electronics are on every period the loop is closed, through settle and readout") {
   aoc::Workload w = small_work();
+  w.weight_reloads = 0;              // the loop alone (a reload keeps the receivers on too: below)
   w.iterations_per_fixed_point = 2;  // closed for 2 iterations + 2 settle periods + 4 readout periods
   const aoc::EnergyReport r = aoc::estimate(small_machine(), w);
   CHECK(*r.work.hold_periods == Approx(6).epsilon(1e-14));
@@ -188,7 +264,7 @@ TEST_CASE("energy: TOPS/W is 2 n n K F ops over the energy, its band from the ma
 TEST_CASE("energy: the GPU comparison defaults to the H100 SXM at the machine's precision, batch 1, on the same MACs") {
   const aoc::EnergyReport r = aoc::estimate(small_machine(), small_work());
   CHECK(r.gpu.gpu == "h100-sxm");
-  CHECK(r.gpu.precision == "bf16");  // no converters section
+  CHECK(r.gpu.precision == "bf16");  // 9-bit SLM codes
   CHECK(r.gpu.batch == 1);
   CHECK(r.gpu.macs == 256);
   CHECK(r.gpu.weights_in_l2);  // 4 x 4 weights
@@ -263,7 +339,7 @@ TEST_CASE("energy: a component the file lacks and the workload does not use cont
   w.digital_macs = 0;
   const aoc::EnergyReport r = aoc::estimate(hw, w);
   CHECK(line(r, "digital").joules.max == 0);
-  CHECK(r.total_joules.typ == Approx(192e-12 + 48e-12 + 96e-12 + 2 * kSmallSeconds + 64e-12 + 64e-12 + 64e-12 + 0.0 + 32e-12).epsilon(1e-14));
+  CHECK(r.total_joules.typ == Approx(aoc::estimate(small_machine(), small_work()).total_joules.typ - 16e-12).epsilon(1e-14));
 }
 
 TEST_CASE("energy: a machine without a timing section cannot be estimated") {
@@ -307,7 +383,7 @@ TEST_CASE("energy: the bundled machines load with their timing, converters and e
     CHECK(hw.converters->slm_bits == 9);
     CHECK(hw.converters->dac_range[0] == hw.clip_lo);
     REQUIRE(hw.energy);
-    CHECK(hw.energy->components.size() == 9);
+    CHECK(hw.energy->components.size() == 10);
     REQUIRE(hw.energy->photon_budget);
     CHECK(hw.energy->photon_budget->wavelength_nm == 520);
     for (const auto& c : hw.energy->components) CHECK_FALSE(c.source.empty());
@@ -434,10 +510,24 @@ TEST_CASE("energy: aoc estimate --json -o writes the report with every line's co
   fs::remove(p);
   CHECK(j["n"] == 48);
   CHECK(j["analog_macs"].get<double>() == 48.0 * 48 * 16 * 4);
-  CHECK(j["energy"].size() == 9);
+  CHECK(j["energy"].size() == 10);
   for (const auto& l : j["energy"]) CHECK_FALSE(l["source"].get<std::string>().empty());
   for (const auto& l : j["latency"]) CHECK_FALSE(l["source"].get<std::string>().empty());
   CHECK(j["tops_per_watt"]["typ"].get<double>() > 0);
+}
+
+TEST_CASE("energy: a hardware file without activation_io cannot estimate conversions: a one-line error naming the file and the field") {
+  json j = bundled("aoc-16");
+  j["energy"].erase("activation_io");
+  const fs::path p = fs::temp_directory_path() / ("aoc-test-estimate-noio-" + std::to_string(::getpid()) + ".json");
+  std::ofstream(p) << j.dump(1);
+  const Run r = run_aoc("estimate --iterations 10 --hw " + p.string());
+  fs::remove(p);
+  INFO(r.out);
+  CHECK(r.status == 1);
+  CHECK_THAT(r.out, Contains(p.string() + ": energy.activation_io: missing (needed for"));
+  CHECK_THAT(r.out, Contains("bits of the estimate"));
+  CHECK(r.out.find('\n') == r.out.size() - 1);
 }
 
 TEST_CASE("energy: aoc estimate of a machine without an energy section is a one-line error") {

@@ -188,6 +188,52 @@ TEST_CASE("program estimate: a program whose tiles exceed the modules reloads we
   CHECK(said);
 }
 
+TEST_CASE("program estimate: activation I/O is the bits of the program's DAC and ADC conversions") {
+  // aoc-48: an 8-bit DAC and a 10-bit ADC. x in (100 DAC conversions), tanh(y) out (60 ADC).
+  const Compiled c = compile(linear_graph_text(true), {"architecture.modules=6", "architecture.partial_sums=analog"});
+  const aoc::ProgramEstimate e = estimate(c);
+  CHECK(energy_line(e.token, "activation_io").count == 100 * 8 + 60 * 10);
+  CHECK(energy_line(e.token, "activation_io").joules.typ ==
+        Approx((100 * 8 + 60 * 10) * c.hw.energy->find("activation_io")->value.typ * 1e-12).epsilon(1e-14));
+  // column tiles summed digitally: their partial sums leave the module too (120 more ADC conversions)
+  const Compiled d = compile(linear_graph_text(false), {"architecture.modules=6"});
+  CHECK(energy_line(estimate(d).token, "activation_io").count == 100 * 8 + (60 + 120) * 10);
+}
+
+TEST_CASE("program estimate: a reload bills the reprogrammed modules' receivers and analog electronics and the controller for its time") {
+  // 6 tiles on 4 modules: each token reprograms modules 0 and 1 twice (two reload events).
+  const std::vector<std::string> set = {"architecture.modules=4", "architecture.partial_sums=analog"};
+  const Compiled c = compile(linear_graph_text(false), set);
+  const aoc::ProgramEstimate e = estimate(c);
+  const aoc::Workload& w = e.token.work;
+  const aoc::TimingSpec& t = *c.hw.timing;
+  CHECK(w.weight_reloads == 2);
+  CHECK(*w.reloaded_channels == 2 * 2 * 48);
+  const double periods = t.slm_reload_us * 1e3 / t.loop_period_ns;  // 500,000 on aoc-48
+  CHECK(energy_line(e.token, "photodetector_receiver").count == Approx(*w.receiver_channel_iterations + 2 * 2 * 48 * periods));
+  CHECK(energy_line(e.token, "analog_electronics").count == Approx(*w.receiver_channel_iterations + 2 * 2 * 48 * periods));
+  CHECK(energy_line(e.token, "led_drive").count == *w.led_channel_iterations);
+  const double window_s = (t.settle_ns + 40 / t.readout_rate_mhz * 1e3) * 1e-9;
+  CHECK(energy_line(e.token, "control").count == Approx(w.fixed_points + 2 * t.slm_reload_us * 1e-6 / window_s));
+  // the initial programming loads the 4 modules at once
+  CHECK(*e.load.work.reloaded_channels == 4 * 48);
+  CHECK(energy_line(e.load, "photodetector_receiver").count == Approx(4 * 48 * periods));
+  // proportional to timing.slm_reload_us
+  std::vector<std::string> slow = set;
+  slow.push_back("timing.slm_reload_us=20000");
+  const Compiled cs = compile(linear_graph_text(false), slow);
+  const aoc::ProgramEstimate es = estimate(cs);
+  for (const char* name : {"photodetector_receiver", "analog_electronics", "control"}) {
+    INFO(name);
+    // what the token costs without the reloads: its channel-iterations, or its control runs
+    const double figure = c.hw.energy->find(name)->value.typ * 1e-12;
+    const double loop_only = (std::string(name) == "control" ? w.fixed_points : *w.receiver_channel_iterations) * figure;
+    const double reload = energy_line(e.token, name).joules.typ - loop_only;
+    CHECK(reload > 0);
+    CHECK(energy_line(es.token, name).joules.typ - loop_only == Approx(2 * reload));
+  }
+}
+
 TEST_CASE("program estimate: a loop body counts K times per token, K the max_iter upper bound unless given") {
   const Compiled c = compile(kLoop, {});
   const aoc::ProgramEstimate bound = estimate(c);

@@ -281,7 +281,7 @@ int run(const Opts& given) {
                                   {"optics_visible", m.optics_visible}, {"noise", m.noise}, {"converters", m.quantize}};
     j["workload"] = {{"weight_writes", whole(w.weight_writes)}, {"weight_reloads", whole(w.weight_reloads)},
                      {"dac_conversions", whole(w.dac_conversions)}, {"adc_conversions", whole(w.adc_conversions)},
-                     {"digital_macs", whole(w.digital_macs)}};
+                     {"digital_macs", whole(w.digital_macs)}, {"reloaded_channels", whole(*r.work.reloaded_channels)}};
     j["photon_budget"] = r.photon_budget;
     if (for_bits)
       j["photons_for_bits"] = {{"bits", for_bits->bits}, {"photons_per_sample", for_bits->photons}, {"optics_term_rms", for_bits->optics_rms},

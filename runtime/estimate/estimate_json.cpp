@@ -56,6 +56,7 @@ nlohmann::ordered_json program_estimate_json(const ProgramEstimate& e, const Har
                     {"dac_conversions", w.dac_conversions}, {"adc_conversions", w.adc_conversions},
                     {"partial_sum_adc_conversions", e.partial_sum_adc}, {"digital_ops", w.digital_macs},
                     {"weight_reloads", w.weight_reloads}, {"weight_writes", w.weight_writes},
+                    {"reloaded_channels", *w.reloaded_channels},
                     {"control_runs", w.fixed_points}, {"loop_periods", *w.loop_periods}, {"settle_events", *w.settle_events},
                     {"dac_steps", *w.dac_steps}, {"adc_samples", *w.adc_samples}};
   for (const auto& [kind, d] : e.digital) j["digital_ops_by_kind"][kind] = {{"ops", d.ops}, {"rule", d.rule}};

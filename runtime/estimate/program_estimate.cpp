@@ -58,12 +58,19 @@ class Counter {
       for (const Tile& t : plan.tiles) frame_[{t.module, t.pass}] += static_cast<double>(t.rows * t.cols);
     std::vector<int> state(static_cast<std::size_t>(p_.target.modules), -1);
     for (const auto& [where, writes] : frame_)
-      if (where.second == 0) state[static_cast<std::size_t>(where.first)] = 0, e_.initial_writes += writes;
+      if (where.second == 0) {
+        state[static_cast<std::size_t>(where.first)] = 0, e_.initial_writes += writes;
+        initial_reloaded_channels += p_.target.channels;
+      }
     simulate(p_.graph.ops, state);
     const Reload steady = simulate(p_.graph.ops, state);
     e_.work.weight_reloads = steady.events;
     e_.work.weight_writes = steady.writes;
+    e_.work.reloaded_channels = steady.modules * p_.target.channels;
   }
+
+  // The channels of the modules the initial programming loads (those holding a pass-0 tile).
+  double initial_reloaded_channels = 0;
 
   Workload& w() { return e_.work; }
 
@@ -222,6 +229,7 @@ class Counter {
 
   struct Reload {
     double events = 0, writes = 0;
+    double modules = 0;  // modules reprogrammed, summed over the events
   };
 
   // Walks the ops in order with the tile each module holds: an op's tiles of one pass that are not
@@ -241,6 +249,7 @@ class Counter {
         const double rest = std::max(0.0, E - 1), f = std::min(1.0, E);
         r.events += f * first.events + rest * next.events;
         r.writes += f * first.writes + rest * next.writes;
+        r.modules += f * first.modules + rest * next.modules;
         continue;
       }
       if (place(o) != Place::Optical) continue;
@@ -254,6 +263,7 @@ class Counter {
           if (held != t->pass) {
             held = t->pass, any = true;
             r.writes += frame_.at({t->module, t->pass});
+            r.modules += 1;
           }
         }
         if (any) r.events += 1;
@@ -335,6 +345,7 @@ ProgramEstimate estimate_program(const Program& p, const Hardware& hw, const Pro
   load.fixed_points = 0;
   load.weight_writes = e.initial_writes;
   load.weight_reloads = e.initial_writes > 0 ? 1 : 0;
+  load.reloaded_channels = c.initial_reloaded_channels;
   load.modules = std::max(1, e.modules_used);
   load.photons_per_sample = o.photons_per_sample;
   e.load = estimate(hw, load, o.gpu);

@@ -85,7 +85,7 @@ struct Group {
 };
 
 const char* const kEnergyLines[] = {"led_drive", "photodetector_receiver", "analog_electronics", "slm_static", "slm_reload",
-                                    "dac",       "adc",                    "digital",            "control"};
+                                    "dac",       "adc",                    "activation_io",      "digital",    "control"};
 const char* const kLatencyLines[] = {"loop", "settle", "readout", "conversions", "digital", "weight_reload"};
 
 std::vector<Group> groups(bool runs) {
