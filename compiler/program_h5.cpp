@@ -1,5 +1,5 @@
 // The program file (HDF5, docs/program.md):
-//   /            attributes format = "aoc-program", version = 1, tool = the aoc version
+//   /            attributes format = "aoc-program", version = 2, tool = the aoc version
 //   /graph       the lowered graph, as the JSON text of docs/ir.md (a string)
 //   /program     the target, the passes and the optical plans with their tiles (a JSON string)
 //   /weights/<name>   float64, one dataset per weight (absent in a shapes-only program)
@@ -27,7 +27,7 @@ namespace {
 
 using json = nlohmann::ordered_json;
 constexpr const char* kFormat = "aoc-program";
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;  // 2: compensated plans carry each detector's gain trim (/gain/<k>)
 
 bool exists(const H5::H5File& f, const std::string& name) { return H5Lexists(f.getId(), name.c_str(), H5P_DEFAULT) > 0; }
 
@@ -184,7 +184,9 @@ Program read_program_h5(const std::string& path) {
     r.object(meta, "");
     const auto& fmt = r.need(meta, "", "format");
     if (!fmt.is_string() || fmt.get<std::string>() != kFormat) r.fail("format", "expected \"aoc-program\"");
-    if (r.integer(r.need(meta, "", "version"), "version", 0, 1 << 30) != kVersion) r.fail("version", "unsupported version");
+    if (const auto v = r.integer(r.need(meta, "", "version"), "version", 0, 1 << 30); v != kVersion)
+      r.fail("version", "version " + std::to_string(v) + " is not this aoc's (" + std::to_string(kVersion) +
+                            (v < kVersion ? "): a program from an older aoc; compile it again" : "): a program from a newer aoc"));
     p.graph = parse_graph(get_string(f, path, "graph"), path + ": /graph");
     p.target = read_target(r, r.need(meta, "", "target"));
     for (const auto& s : r.need(meta, "", "passes")) p.passes.push_back(r.text(s, "passes", true));
