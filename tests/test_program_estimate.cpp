@@ -188,6 +188,41 @@ TEST_CASE("program estimate: a program whose tiles exceed the modules reloads we
   CHECK(said);
 }
 
+TEST_CASE("program estimate: a batch shares each module programming, on the machine and the GPU alike") {
+  // 6 tiles on 4 modules: two reload events per token at batch 1.
+  const Compiled c = compile(linear_graph_text(false), {"architecture.modules=4", "architecture.partial_sums=analog"});
+  const aoc::ProgramEstimate one = estimate(c);
+  aoc::ProgramEstimateOptions o;
+  o.batch = 8;
+  const aoc::ProgramEstimate eight = aoc::estimate_program(c.program, c.hw, o);
+  const aoc::Workload &w1 = one.token.work, &w8 = eight.token.work;
+  CHECK(eight.batch == 8);
+  CHECK(w8.weight_reloads == Approx(w1.weight_reloads / 8));
+  CHECK(w8.weight_writes == Approx(w1.weight_writes / 8));
+  CHECK(*w8.reloaded_channels == Approx(*w1.reloaded_channels / 8));
+  // the products still run one vector at a time: the same light, conversions and MACs
+  CHECK(*w8.led_channel_iterations == *w1.led_channel_iterations);
+  CHECK(w8.adc_conversions == w1.adc_conversions);
+  CHECK(*w8.analog_macs == *w1.analog_macs);
+  CHECK(latency_line(eight.token, "weight_reload").seconds == Approx(latency_line(one.token, "weight_reload").seconds / 8));
+  CHECK(eight.token.total_joules.typ < one.token.total_joules.typ);
+  o.batch = 0.5;
+  CHECK_THROWS_WITH(aoc::estimate_program(c.program, c.hw, o), Contains("batch must be >= 1"));
+  // the CLI's --batch batches the GPU too; the loop estimate refuses it
+  const std::string path = (temp_dir() / "batched.h5").string();
+  aoc::ir::write_program_h5(path, c.program);
+  const Run r = run_aoc("estimate " + path + " --batch 8 --json");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  const json j = json::parse(r.out);
+  CHECK(j["batch"] == 8);
+  CHECK(j["gpu"]["batch"] == 8);
+  CHECK(j["per_token"]["weight_reloads"].get<double>() == Approx(w1.weight_reloads / 8));
+  const Run loop = run_aoc("estimate --hw aoc-48 --iterations 5 --batch 8");
+  CHECK(loop.status != 0);
+  CHECK_THAT(loop.out, Contains("--batch is for a program"));
+}
+
 TEST_CASE("program estimate: activation I/O is the bits of the program's DAC and ADC conversions") {
   // aoc-48: an 8-bit DAC and a 10-bit ADC. x in (100 DAC conversions), tanh(y) out (60 ADC).
   const Compiled c = compile(linear_graph_text(true), {"architecture.modules=6", "architecture.partial_sums=analog"});

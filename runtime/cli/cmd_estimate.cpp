@@ -29,7 +29,7 @@ struct Opts {
   std::string hw = "aoc-48", json_out, program, iterations_from;
   int n = 0, threads = 1;
   long long fixed_points = 64;
-  double iterations = -1, photons = 0, bits = 0;
+  double iterations = -1, photons = 0, bits = 0, batch = 0;  // batch 0: not given
   std::int64_t seq_len = 1024;
   std::uint64_t seed = 1;
   bool json = false;
@@ -236,6 +236,9 @@ void print_gpu(const EnergyReport& r, const char* per, const std::string& work) 
 
 int run(const Opts& given) {
   Opts o = given;
+  if (o.batch > 0)
+    throw Error("--batch is for a program (PROG): the loop's fixed points already share one weight load; --gpu-batch batches "
+                "the GPU");
   Hardware hw = load_hardware(resolve_hardware_path(o.hw), o.set);
   const int n = o.n > 0 ? o.n : hw.channels;
   if (n > hw.channels) throw Error("--n: " + std::to_string(n) + " is more than the " + std::to_string(hw.channels) + " channels of " + hw.name);
@@ -389,6 +392,7 @@ void measured_iterations(const ir::Program& p, const std::string& program_file, 
 int run_program(const Opts& o) {
   if (o.n_given || o.fixed_points_given || o.seed_given)
     throw Error("--n, --fixed-points and --seed are for the loop estimate (without PROG); a program's counts come from its ops");
+
   ir::Program p;
   std::string hw_path, how;
   std::vector<std::string> overrides;
@@ -411,6 +415,7 @@ int run_program(const Opts& o) {
   po.seq_len = o.seq_len;
   if (o.photons > 0) po.photons_per_sample = o.photons;
   po.gpu = o.gpu;
+  if (o.batch > 0) po.batch = po.gpu.batch = o.batch;
   const ProgramEstimate e = estimate_program(p, hw, po);
   const EnergyReport& r = e.token;
   const Workload& w = r.work;
@@ -422,8 +427,9 @@ int run_program(const Opts& o) {
     return 0;
   }
 
-  std::printf("estimate: %s on %s (%d channels, %d modules), per token and per sequence of %lld tokens\n", e.program.c_str(),
-              hw.name.c_str(), e.channels, e.modules, static_cast<long long>(e.seq_len));
+  std::printf("estimate: %s on %s (%d channels, %d modules), per token and per sequence of %lld tokens%s\n", e.program.c_str(),
+              hw.name.c_str(), e.channels, e.modules, static_cast<long long>(e.seq_len),
+              e.batch > 1 ? (", batch " + jsonr::num(e.batch) + " (per sequence-token)").c_str() : "");
   std::printf("          from %s\n", how.c_str());
   for (const auto& l : e.loops)
     std::printf("          FixedPoint '%s' (%s): K = %.4g iterations per token, %s\n", l.name.c_str(), l.layout.c_str(),
@@ -525,6 +531,12 @@ void add_estimate(CLI::App& app) {
                 "samples (or sequences) sharing each pass of the GPU over the weights: 1 is decode one at a time, "
                 "memory-bound for large models")
       ->check(between(1.0, 1e12))->capture_default_str();
+  c->add_option("--batch", o.batch,
+                "program: B sequences stepped together on both sides: each module programming serves the B sequences' "
+                "vectors before the next reload, and B sequences share each GPU pass (sets --gpu-batch); figures per "
+                "sequence-token")
+      ->check(between(1.0, 1e12))
+      ->excludes(c->get_option("--gpu-batch"));
   c->add_option("--gpu-precision", o.gpu.precision,
                 "the GPU's precision (default: the machine's weights: fp8 for 8 bits or fewer, bf16 above)")
       ->check(CLI::IsMember({"bf16", "fp8", "int8"}));

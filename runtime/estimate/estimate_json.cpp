@@ -37,7 +37,7 @@ nlohmann::ordered_json program_estimate_json(const ProgramEstimate& e, const Har
   const Band per_seq{r.total_joules.min * L, r.total_joules.typ * L, r.total_joules.max * L};
   nlohmann::ordered_json j{{"tool", "aoc estimate"}, {"version", AOC_VERSION}, {"program", e.program}, {"source", how},
                            {"hardware", hw.name}, {"hardware_path", hw_path}, {"overrides", overrides},
-                           {"seq_len", e.seq_len}};
+                           {"seq_len", e.seq_len}, {"batch", e.batch}};
   for (const auto& l : e.loops)
     j["loops"].push_back({{"name", l.name}, {"layout", l.layout}, {"iterations", l.iterations}, {"upper_bound", l.upper_bound},
                           {"iterations_from", l.from}, {"depth", l.depth}});

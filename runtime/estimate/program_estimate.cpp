@@ -330,9 +330,18 @@ ProgramEstimate estimate_program(const Program& p, const Hardware& hw, const Pro
   w.serial_digital_macs = 0;
   w.modules = std::max(1, e.modules_used);
 
+  if (!(o.batch >= 1 && std::isfinite(o.batch))) throw Error("estimate: the batch must be >= 1");
+  e.batch = o.batch;
   Counter c(p, hw, o, e);
   c.count();
   c.reloads();
+  if (o.batch > 1 && w.weight_reloads > 0) {
+    w.weight_reloads /= o.batch, w.weight_writes /= o.batch, *w.reloaded_channels /= o.batch;
+    e.notes.push_back("batch " + jsonr::num(o.batch) + ": the sequences step together, so each module programming serves " +
+                      jsonr::num(o.batch) + " vectors before the next reload; a sequence-token's share of the reloads, weight "
+                      "writes and the electronics' wait through them is 1/" + jsonr::num(o.batch) + " (one token of the whole "
+                      "batch takes " + jsonr::num(o.batch) + " x the latency per sequence-token)");
+  }
   w.gpu_macs = *w.analog_macs + w.digital_macs;
   w.gpu_distinct_weights = static_cast<double>(e.parameters);  // the GPU holds every parameter
   e.utilisation = e.tile_runs > 0 ? *w.analog_macs / (e.tile_runs * static_cast<double>(e.channels) * e.channels) : 0;

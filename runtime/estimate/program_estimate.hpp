@@ -26,6 +26,11 @@ struct ProgramEstimateOptions {
   std::optional<double> iterations;  // K of every FixedPoint; nullopt: measured, else each one's max_iter (an upper bound)
   std::map<std::string, MeasuredIterations> measured;  // by FixedPoint (op_label), used where `iterations` is unset
   std::int64_t seq_len = 1024;       // L: tokens per sequence; attention's mean context is L / 2
+  // B sequences stepped together, token by token: each programming of a module serves the B
+  // sequences' vectors before the next reload, so a token's reloads, weight writes and the
+  // electronics' wait through them are shared by B (the counts below are per sequence-token).
+  // Everything else runs one vector at a time on the modules, as at batch 1.
+  double batch = 1;
   std::optional<double> photons_per_sample;  // photon-budget mode (as `aoc estimate --photons`)
   GpuChoice gpu;                              // the GPU the token is compared with
 };
@@ -67,6 +72,7 @@ struct ProgramEstimate {
   int modules_used = 0;              // distinct modules holding a tile
   int passes = 0;                    // programmings of the busiest module (max tile.pass + 1)
   std::int64_t seq_len = 0;
+  double batch = 1;  // sequences sharing each programming (ProgramEstimateOptions::batch)
 
   std::map<std::string, int> placement;  // ops by place (optical, analog, digital), Convert by direction (dac, adc)
   std::vector<LoopCount> loops;
