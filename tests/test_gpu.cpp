@@ -24,9 +24,9 @@ std::string write_catalogue(const std::string& name, const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("gpu: the bundled catalogue has the H100 SXM, H200 SXM and B200 with their datasheet figures and sources") {
+TEST_CASE("gpu: the bundled catalogue has the H100 SXM, H200 SXM, B200 and an INT8 TPU with their figures and sources") {
   const std::vector<aoc::GpuSpec> gpus = aoc::read_gpus(aoc::bundled_gpus_path());
-  REQUIRE(gpus.size() == 3);
+  REQUIRE(gpus.size() == 4);
   const aoc::GpuSpec h100 = aoc::find_gpu("h100-sxm"), h200 = aoc::find_gpu("h200-sxm"), b200 = aoc::find_gpu("b200");
   CHECK(h100.dense_tops.at("bf16") == 989.4);
   CHECK(h100.dense_tops.at("fp8") == 1978.9);
@@ -35,7 +35,17 @@ TEST_CASE("gpu: the bundled catalogue has the H100 SXM, H200 SXM and B200 with t
   CHECK(h200.memory_tb_per_s == 4.8);
   CHECK(b200.dense_tops.at("fp8") == 4500);
   CHECK(b200.board_watts == 1000);
-  for (const auto& g : gpus) CHECK_THAT(g.source, Contains("physics.md"));
+  for (const auto& g : gpus) CHECK_THAT(g.source, Contains(g.key == "tpu-v1" ? "Jouppi et al." : "physics.md"));
+  // The digital INT8 baseline: an 8-bit systolic array only, its weights streamed from DDR3, so a
+  // module's 4.2 MB of weights at batch 1 is memory-bound, and asking it for fp8 names what it has.
+  const aoc::GpuSpec tpu = aoc::find_gpu("tpu-v1");
+  CHECK(tpu.dense_tops.size() == 1);
+  CHECK(tpu.dense_tops.at("int8") == 92);
+  const double w = 2048.0 * 2048.0;
+  const aoc::GpuRoofline r = aoc::gpu_roofline(tpu, "int8", 1, w, w, w, 1);
+  CHECK_FALSE(r.weights_in_l2);
+  CHECK(r.bound() == "memory");
+  CHECK_THROWS_WITH(aoc::gpu_roofline(tpu, "fp8", 1, w, w, w, 1), Contains("tpu-v1 has no fp8") && Contains("int8"));
 }
 
 TEST_CASE("gpu: weights larger than the L2 make batch-1 work memory-bound, and a large batch compute-bound") {
