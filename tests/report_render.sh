@@ -64,7 +64,9 @@ EOF
 }
 
 start=$(date +%s)
-check parity tests/data/sweeps/report-parity.json 9
+# 8: the energy chart has no 'without' companion since no component is over 90 % of it (the
+# electronics are billed through the weight reloads beside the SLMs' static power)
+check parity tests/data/sweeps/report-parity.json 8
 check cores scenarios/sweeps/mamba2-1.3b-cores.json 5
 grep -q 'absent Accuracy' "$T/cores.txt" || { echo "FAIL: cores: the accuracy plot is not noted as absent"; cat "$T/cores.txt"; exit 1; }
 echo "report renders in chromium: $(($(date +%s) - start)) s"
