@@ -58,7 +58,7 @@ void save_model(const Model& m, const std::string& graph_path, const std::string
 }
 
 ir::Program compile(const Model& m, const std::string& hw_name, const std::vector<std::string>& set, bool quantize, bool tile, int tile_size,
-                    bool gather, bool compensate, const py::object& calibrate, double margin) {
+                    bool gather, bool compensate, double trim_range, const py::object& calibrate, double margin) {
   const std::string hw_path = resolve_hardware_path(hw_name);
   const Hardware hw = load_hardware(hw_path, set);
   ir::Program p;
@@ -70,6 +70,8 @@ ir::Program compile(const Model& m, const std::string& hw_name, const std::vecto
   ir::PassOptions po;
   po.quantize = quantize, po.tile = tile, po.tile_size = tile_size, po.gather = gather;
   if (compensate) po.compensate = &hw;
+  if (!(trim_range >= 1)) throw Error("compile: trim_range must be >= 1 (1: no detector trims)");
+  po.trim_range = trim_range;
   std::map<std::string, ir::Tensor> samples;
   if (!calibrate.is_none()) {
     // {input name: array}, or one array for a graph of one input (as aoc compile --calibrate FILE)
@@ -222,7 +224,8 @@ void bind_program(py::module_& m) {
       .def("load_weights", [](Model& g, const std::string& path) { g.weights = ir::read_weights_h5(path); }, py::arg("path"))
       .def("to_json", [](const Model& g) { return ir::write_graph(g.graph); })
       .def("compile", &compile, py::arg("hw") = "aoc-48", py::arg("set") = std::vector<std::string>{}, py::arg("quantize") = true,
-           py::arg("tile") = true, py::arg("tile_size") = 0, py::arg("gather") = true, py::arg("compensate") = true, py::arg("calibrate") = py::none(),
+           py::arg("tile") = true, py::arg("tile_size") = 0, py::arg("gather") = true, py::arg("compensate") = true,
+           py::arg("trim_range") = kDetectorTrimRange, py::arg("calibrate") = py::none(),
            py::arg("margin") = 1.0);
   m.def(
       "import_config",

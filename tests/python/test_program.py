@@ -143,3 +143,12 @@ def test_a_trained_model_folder_task_calibration_and_labels_as_the_cli(cli, tmp_
     assert mine.reference_accuracy_last == theirs["reference_accuracy_last"]
     with pytest.raises(aocsim.Error, match="labels"):
         p.check({"tokens": test.tokens}, labels=test.labels[:, :3], noise=False)
+    # trim_range is aoc compile's --trim-range: the same program, trims or none
+    cli("compile", tmp_path / "g.json", "--weights", weights, "--calibrate", tmp_path / "cal.h5", "--trim-range", 1, "-o", tmp_path / "flat.h5")
+    flat = aocsim.import_config(config, weights=weights).compile("aoc-48", calibrate=cal.tokens, trim_range=1)
+    assert str(flat) == str(aocsim.load_program(tmp_path / "flat.h5"))
+    import re
+    trimmed = lambda prog: [int(n) for n in re.findall(r"(\d+) detector gains trimmed", str(prog))]
+    assert trimmed(flat) and all(n == 0 for n in trimmed(flat)) and sum(trimmed(p)) > 0
+    with pytest.raises(aocsim.Error, match="trim_range"):
+        aocsim.import_config(config, weights=weights).compile("aoc-48", trim_range=0.5)
