@@ -35,10 +35,6 @@ const std::map<std::string, Kind>& kinds() {
   return k;
 }
 
-// The order of the report: the loop, the weights, the conversions, the rest.
-const char* const kOrder[] = {"led_drive", "photodetector_receiver", "analog_electronics", "slm_static", "slm_reload",
-                              "dac",       "adc",                    "activation_io",      "digital",    "control"};
-
 const Range kEfficiency{0, 1, false, true};  // (0, 1]
 
 // Physical constants (SI, exact since 2019).
@@ -370,7 +366,7 @@ EnergyReport estimate(const Hardware& hw, const Workload& given, const GpuChoice
   }
 
   // Energy: count of each component's action over the workload times its figure.
-  for (const char* name : kOrder) {
+  for (const char* name : kEnergyComponents) {
     const Kind& kind = kinds().at(name);
     const std::string action = kind.action;
     double count = 0;

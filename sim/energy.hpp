@@ -16,6 +16,11 @@ namespace aoc {
 
 struct Hardware;
 
+// Every energy component, in the order of the report: the loop, the weights, the conversions,
+// the rest (the file's energy section names them; a sweep's breakdown columns follow them).
+inline constexpr const char* kEnergyComponents[] = {"led_drive", "photodetector_receiver", "analog_electronics", "slm_static", "slm_reload",
+                                                    "dac",       "adc",                    "activation_io",      "digital",    "control"};
+
 struct Band {
   double min = 0, typ = 0, max = 0;
 };

@@ -392,7 +392,6 @@ void measured_iterations(const ir::Program& p, const std::string& program_file, 
 int run_program(const Opts& o) {
   if (o.n_given || o.fixed_points_given || o.seed_given)
     throw Error("--n, --fixed-points and --seed are for the loop estimate (without PROG); a program's counts come from its ops");
-
   ir::Program p;
   std::string hw_path, how;
   std::vector<std::string> overrides;

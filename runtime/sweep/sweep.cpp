@@ -13,6 +13,7 @@
 #include "runtime/optimize/ising.hpp"
 #include "runtime/io/output.hpp"
 #include "runtime/run/program_run.hpp"
+#include "sim/energy.hpp"
 #include "sim/error.hpp"
 #include "sim/hardware.hpp"
 #include "sim/json_reader.hpp"
@@ -84,8 +85,6 @@ struct Group {
   bool retina = false;  // a retina model's scores (workload.retina)
 };
 
-const char* const kEnergyLines[] = {"led_drive", "photodetector_receiver", "analog_electronics", "slm_static", "slm_reload",
-                                    "dac",       "adc",                    "activation_io",      "digital",    "control"};
 const char* const kLatencyLines[] = {"loop", "settle", "readout", "conversions", "digital", "weight_reload"};
 
 std::vector<Group> groups(bool runs) {
@@ -108,7 +107,7 @@ std::vector<Group> groups(bool runs) {
                true});
   g.push_back({"retina", true, false, {{"cc", "1", "max"}, {"fev", "1", "max"}, {"nll", "1", "min"}}, false, true});
   if (runs) g[2].columns.insert(g[2].columns.end(), {{"reference_iterations", "1", "min"}, {"failures", "1", "min"}});
-  for (const char* c : kEnergyLines) g[7].columns.push_back({std::string("energy.") + c, "J", ""});
+  for (const char* c : kEnergyComponents) g[7].columns.push_back({std::string("energy.") + c, "J", ""});
   for (const char* c : kLatencyLines) g[7].columns.push_back({std::string("latency.") + c, "s", ""});
   return g;
 }
