@@ -116,7 +116,7 @@ void add_compile(CLI::App& app) {
   c->add_option("--trim-range", o.trim_range,
                  "how far compensate may turn each detector's gain down so that its column of the tile is "
                  "programmed on the SLM's whole code range (1: no trims)")
-      ->check(CLI::Range(1.0, 1e6))
+      ->check(between(1.0, 1e6))
       ->capture_default_str();
   c->add_flag("--no-tile", o.no_tile, "one tile per matrix, whatever its size (the untiled reference)");
   c->add_flag("--no-gather", o.no_gather, "keep Linears that read one value as separate products");
