@@ -181,6 +181,21 @@ TEST_CASE("retina eval: aoc retina eval writes predictions that aoc retina score
   CHECK(header == "frame,cell,pred,rate,true_rate");
 }
 
+TEST_CASE("retina eval: --set changes the machine the model runs on and is recorded") {
+  const fs::path d = scratch("cli-set.h5");
+  aoc::retina::write_dataset(d.string(), data());
+  Model m(spec("ln"), 3);
+  const aoc::RetinaModelFiles f = folder(m, "cli-set-ln");
+  const std::string cmd = "retina eval --model " + f.dir + " --data " + d.string() + " --skip 10 --json --quiet";
+  const aoc::test::Run plain = aoc::test::run_aoc(cmd), noisy = aoc::test::run_aoc(cmd + " --set noise.thermal_sigma=0.5");
+  INFO(plain.out << noisy.out);
+  REQUIRE(plain.status == 0);
+  REQUIRE(noisy.status == 0);
+  const auto a = nlohmann::json::parse(plain.out), b = nlohmann::json::parse(noisy.out);
+  CHECK(b["set"] == nlohmann::json::array({"noise.thermal_sigma=0.5"}));
+  CHECK(b["scores"]["cc_mean"].get<double>() != a["scores"]["cc_mean"].get<double>());
+}
+
 TEST_CASE("retina eval: the sim's flags are refused on the digital reference") {
   const aoc::test::Run r = aoc::test::run_aoc("retina eval --model x --data y --backend cpu --noise");
   CHECK(r.status != 0);

@@ -189,6 +189,7 @@ void check_machine_flags(const CLI::App* c, const std::string& cmd, EvalOpts& o)
     o.f.quantize = o.f.noise = false;
   }
   o.s.run = o.f;
+  o.s.set = o.f.set;  // the machine is loaded (and the graph compiled) with them: RetinaEvalSettings::set
 }
 
 }  // namespace
