@@ -147,6 +147,7 @@ void bind_loop(py::module_& m) {
       .def_readwrite("floor_patience", &LoopSettings::floor_patience)
       .def_readwrite("alpha", &LoopSettings::alpha)
       .def_readwrite("seed", &LoopSettings::seed)
+      .def_readwrite("program_seed", &LoopSettings::program_seed)
       .def_readwrite("quantize", &LoopSettings::quantize)
       .def_readwrite("noise", &LoopSettings::noise)
       .def_readwrite("bandwidth", &LoopSettings::bandwidth)

@@ -194,6 +194,7 @@ void bind_program(py::module_& m) {
       .def_readwrite("ideal_optics", &ProgramSettings::ideal_optics)
       .def_readwrite("trace", &ProgramSettings::trace)
       .def_readwrite("seed", &ProgramSettings::seed)
+      .def_readwrite("program_seed", &ProgramSettings::program_seed)
       .def_readwrite("threads", &ProgramSettings::threads);
 
   py::class_<Model>(m, "Graph")

@@ -14,6 +14,7 @@
 #include "sim/tile.hpp"
 
 #include <memory>
+#include <optional>
 
 namespace aoc {
 
@@ -22,6 +23,7 @@ namespace aoc {
 struct NoiseRun {
   NoiseSpec spec;
   std::uint64_t seed = 0;
+  std::optional<std::uint64_t> program_seed;  // the SLM's programming errors (TileNoise::program_seed); none: seed
   double loop_period_us = 0.02;    // one iteration
   double sample_spacing_us = 10;   // time between the starts of consecutive samples' solves
 };

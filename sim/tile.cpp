@@ -260,6 +260,7 @@ void OpticalTile<T>::program(const Eigen::Ref<const MatrixXdR>& W, int in0, int 
     const double sd = noise_.spec.slm_fixed_pattern_sigma;
     const auto prog = static_cast<std::uint32_t>(programmings_);
     const noise::Source src = keyed(noise::Source::SlmPattern, noise_.stream);
+    const std::uint64_t pseed = noise_.program_seed.value_or(noise_.seed);
     const int S = calibrated ? C : M, r0 = calibrated ? in0 : 0, i0 = calibrated ? 0 : in0, j0 = calibrated ? 0 : out0;
     pattern.pos = MatrixXdR::Ones(calibrated ? C : K, S);
     pattern.neg = MatrixXdR::Ones(calibrated ? C : K, S);
@@ -270,8 +271,8 @@ void OpticalTile<T>::program(const Eigen::Ref<const MatrixXdR>& W, int in0, int 
     std::vector<double> ep(static_cast<size_t>(c1 - c0)), en(ep.size());
     for (int i = r0; i < r0 + K; ++i) {
       const auto pi = static_cast<std::uint32_t>(i0 + i);
-      noise::normals(noise_.seed, src, 2 * prog, pi, static_cast<std::uint32_t>(j0 + c0), c1 - c0, ep.data());
-      noise::normals(noise_.seed, src, 2 * prog + 1, pi, static_cast<std::uint32_t>(j0 + c0), c1 - c0, en.data());
+      noise::normals(pseed, src, 2 * prog, pi, static_cast<std::uint32_t>(j0 + c0), c1 - c0, ep.data());
+      noise::normals(pseed, src, 2 * prog + 1, pi, static_cast<std::uint32_t>(j0 + c0), c1 - c0, en.data());
       for (int j = c0; j < c1; ++j) {
         pattern.pos(i, j) = 1 + sd * ep[static_cast<size_t>(j - c0)];
         pattern.neg(i, j) = 1 + sd * en[static_cast<size_t>(j - c0)];

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -77,6 +78,9 @@ FactoredChain factor_optical_chain(const Hardware& hw, const CoreConfig& cfg, co
 struct TileNoise {
   NoiseSpec spec;
   std::uint64_t seed = 0;
+  // Keys the SLM's programming errors (the chip as written) apart from the read noise: one program
+  // seed and several seeds evaluate one programmed chip under fresh read noise. None: `seed`.
+  std::optional<std::uint64_t> program_seed;
   std::uint32_t stream = 0;       // which tile: keys its white noise and SLM pattern (< 2^28)
   std::uint32_t channel0 = 0;     // its first detector in the machine: keys its drift and 1/f noise
   double loop_period_us = 0.02;   // one iteration on the clock

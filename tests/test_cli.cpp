@@ -364,6 +364,14 @@ TEST_CASE("cli: aoc check checks the machine by default, its converters and nois
   CHECK(ideal["quantize"] == false);
   CHECK(ideal["max_abs_error"]["max"].get<double>() < 1e-9);
   CHECK(machine["max_abs_error"]["max"].get<double>() > 1e-3);  // the machine is not the exact lowering
+  // one programmed chip under two read-noise seeds: recorded, and a different run from new chips
+  const auto chip = record("--seeds 2 --program-seed 7"), chips = record("--seeds 2");
+  CHECK(chip["program_seed"] == 7);
+  CHECK(chips["program_seed"].is_null());
+  CHECK(chip["max_abs_error"]["mean"] != chips["max_abs_error"]["mean"]);
+  const Run bad = run_aoc("check " + prog + " --inputs " + tok + " --program-seed -1");
+  CHECK(bad.status != 0);
+  CHECK(bad.out.find("--program-seed") != std::string::npos);
 }
 
 TEST_CASE("cli: every command that writes files prints a JSON record of what it did with --json") {

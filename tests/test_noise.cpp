@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -179,6 +180,27 @@ TEST_CASE("noise: the SLM fixed pattern is drawn once per programming, the same 
   Batch<double> second;
   core.step(z, inj, nullptr, second);
   CHECK(std::memcmp(a0.row(0), second.row(0), sizeof(double) * 48) != 0);
+}
+
+TEST_CASE("noise: a program seed holds the SLM's pattern (the chip) while the read noise's seed changes") {
+  const Problem p(4);
+  NoiseRun chip = only(&NoiseSpec::slm_fixed_pattern_sigma, 0.02, 11), read = chip, other = chip;
+  const auto pattern_of = [&](std::uint64_t seed, std::optional<std::uint64_t> program_seed) {
+    NoiseRun n = chip;
+    n.seed = seed, n.program_seed = program_seed;
+    return step<double>(p, &n);
+  };
+  // the pattern alone: the program seed decides it, whatever the noise seed
+  const auto a = pattern_of(11, 5), b = pattern_of(12, 5), c = pattern_of(12, std::nullopt), d = pattern_of(5, std::nullopt);
+  CHECK(std::memcmp(a.row(0), b.row(0), sizeof(double) * 48) == 0);
+  CHECK(std::memcmp(a.row(0), d.row(0), sizeof(double) * 48) == 0);  // a program seed keys the pattern as the noise seed did
+  CHECK(std::memcmp(b.row(0), c.row(0), sizeof(double) * 48) != 0);   // without one, the noise seed is a new chip
+  // with read noise on, the same chip under two read seeds: the read noise differs
+  read.spec.thermal_sigma = other.spec.thermal_sigma = 1e-3;
+  read.program_seed = other.program_seed = 5;
+  other.seed = 12;
+  const auto r11 = step<double>(p, &read), r12 = step<double>(p, &other);
+  CHECK(std::memcmp(r11.row(0), r12.row(0), sizeof(double) * 48) != 0);
 }
 
 TEST_CASE("noise: the SLM fixed pattern's relative error has the set rms") {

@@ -126,7 +126,8 @@ def _hardware_set(hw, set):
 
 def solve(W, x, bias=None, z0=None, *, hw="aoc-48", set=None, mode="default", alpha=None, beta=None, gamma=None, rule="twin",
           tol=1e-3, max_iter=40, damping=1.0, precision="f32", quantize=False, noise=False, bandwidth=False,
-          hardware_readout=False, anneal=None, seed=1, threads=1, first_sample=0, trace=False, floor_patience=8):
+          hardware_readout=False, anneal=None, seed=1, threads=1, first_sample=0, trace=False, floor_patience=8,
+          program_seed=None):
     """Solve the loop's fixed points on the simulated core, as ``aoc run`` does.
 
     W: (N, N) weights in AOC convention; x: (B, N) inputs (or (N,) for one sample); bias: (N,);
@@ -142,6 +143,9 @@ def solve(W, x, bias=None, z0=None, *, hw="aoc-48", set=None, mode="default", al
     or "f64". quantize: SLM codes, DAC and ADC; noise: the machine's noise; bandwidth: finite loop
     bandwidth; hardware_readout: settle, then average the ADC window; anneal: "linear:START:END:ITERS"
     or "exp:START:END:ITERS". seed, first_sample: the noise keys; threads: results do not depend on it.
+    program_seed: the SLM's programming errors (its fixed pattern, the chip as written) keyed apart
+    from the read noise: one program_seed under several seeds is one chip under fresh read noise
+    (None: the noise seed, a new chip per seed; ``--program-seed``).
     floor_patience: with noise (twin and relative rules), a sample whose residual has not fallen under
     0.9 of its lowest for this many steps stops at its noise floor, its fixed point the mean of those
     iterates (``at_floor`` in the result; 0: off).
@@ -160,6 +164,7 @@ def solve(W, x, bias=None, z0=None, *, hw="aoc-48", set=None, mode="default", al
     s.tol, s.max_iter, s.damping, s.threads, s.first_sample, s.seed = float(tol), int(max_iter), float(damping), int(threads), \
         int(first_sample), int(seed)
     s.floor_patience = int(floor_patience)
+    s.program_seed = None if program_seed is None else int(program_seed)
     s.quantize, s.noise, s.bandwidth, s.hardware_readout, s.trace = bool(quantize), bool(noise), bool(bandwidth), \
         bool(hardware_readout), bool(trace)
     s.anneal = anneal or ""
@@ -221,11 +226,12 @@ def load_program(path):
     return _aoc.Program.load(str(path))
 
 
-def _program_settings(quantize, noise, ideal_optics, precision, light_map, set, seed, threads, sequence, trace):
+def _program_settings(quantize, noise, ideal_optics, precision, light_map, set, seed, threads, sequence, trace, program_seed=None):
     s = _aoc.ProgramSettings()
     s.quantize, s.noise, s.ideal_optics, s.trace = bool(quantize), bool(noise), bool(ideal_optics), bool(trace)
     s.precision, s.light_map, s.sequence = precision, light_map, sequence
     s.set, s.seed, s.threads = _overrides(set), int(seed), int(threads)
+    s.program_seed = None if program_seed is None else int(program_seed)
     return s
 
 
@@ -234,28 +240,31 @@ def _inputs(inputs):
 
 
 def _program_run(self, inputs, backend="sim", *, quantize=False, noise=False, ideal_optics=False, precision="f32",
-                 light_map="auto", set=None, seed=1, threads=1, sequence="simultaneous", first_sample=0, trace=False):
+                 light_map="auto", set=None, seed=1, threads=1, sequence="simultaneous", first_sample=0, trace=False,
+                 program_seed=None):
     """Run the program on inputs {name: array} (``aoc run PROG``). backend: "sim" (the simulated
     machine), "cpu" (the exact digital reference), "cuda" or "cuda-f32". The sim backend's switches:
     quantize (SLM codes and every DAC/ADC), noise, ideal_optics, precision ("f32", "f64"), light_map,
-    set (run-time overrides: noise.*, timing.*, converter bits), seed. sequence: "simultaneous" or
+    set (run-time overrides: noise.*, timing.*, converter bits), seed, program_seed (the SLM's
+    programming errors apart from the read noise, as ``aoc run --program-seed``). sequence: "simultaneous" or
     "sequential". Returns a Result: outputs {name: float64 array}, fixed_points [{op, iterations,
     converged}] (shape [B], or [B, L] sequential), counters (DAC/ADC conversions and clips), precision."""
-    s = _program_settings(quantize, noise, ideal_optics, precision, light_map, set, seed, threads, sequence, trace)
+    s = _program_settings(quantize, noise, ideal_optics, precision, light_map, set, seed, threads, sequence, trace, program_seed)
     r = Result(self._run(_inputs(inputs), backend, s, int(first_sample)))
     r["fixed_points"] = [Result(f) for f in r["fixed_points"]]
     return r
 
 
 def _program_check(self, inputs, *, labels=None, seeds=1, quantize=True, noise=True, ideal_optics=False, precision="f32",
-                   light_map="auto", set=None, seed=1, threads=1, sequence="simultaneous"):
+                   light_map="auto", set=None, seed=1, threads=1, sequence="simultaneous", program_seed=None):
     """The simulated machine against the exact reference (``aoc check``): runs the cpu backend once and
     the sim backend on `seeds` noise seeds from `seed`; returns each figure's mean, sd, min and max:
     max_abs, max_rel, argmax (agreement of each position's decision), codes (ADC codes), failures,
     iterations, iterations_differ. With labels (``aoc check --labels``; ``task(...)["labels"]``):
     accuracy, accuracy_last and accuracy_whole of the simulator over the seeds, and the reference's
-    reference_accuracy and reference_accuracy_last."""
-    s = _program_settings(quantize, noise, ideal_optics, precision, light_map, set, seed, threads, sequence, False)
+    reference_accuracy and reference_accuracy_last. program_seed: one programmed chip under the
+    seeds' read noise (``aoc check --program-seed``; None: a new chip per seed)."""
+    s = _program_settings(quantize, noise, ideal_optics, precision, light_map, set, seed, threads, sequence, False, program_seed)
     return Result(self._check(_inputs(inputs), int(seeds), s, None if labels is None else _array(labels)))
 
 

@@ -38,16 +38,20 @@ class Machine:
     (the exact loop). noise, quantize, precision, rule, tol, max_iter, damping, bandwidth, threads:
     as aocsim.solve. seed: the first noise seed; with advance_seed (default) every solve uses the next
     one, so training sees fresh noise each step and a run is still reproducible from its seed.
+    program_seed: hold one chip fixed: the SLM's programming errors (its fixed pattern) are drawn from
+    it at every solve, so advance_seed then draws fresh read noise on the same programmed chip (None:
+    each seed programs a new chip, as aihwkit's programming noise redrawn with the read noise).
     """
 
     def __init__(self, hw="aoc-48", *, set=None, mode="default", noise=False, quantize=False, precision="f32", rule="twin",
-                 tol=1e-3, max_iter=40, damping=1.0, bandwidth=False, seed=1, advance_seed=True, threads=1):
+                 tol=1e-3, max_iter=40, damping=1.0, bandwidth=False, seed=1, advance_seed=True, threads=1, program_seed=None):
         self.hw = hw if isinstance(hw, aocsim.Hardware) else aocsim.Hardware(hw, set)
         if isinstance(hw, aocsim.Hardware) and set is not None:
             self.hw = hw.with_overrides(set)
         self.mode, self.noise, self.quantize, self.precision = mode, bool(noise), bool(quantize), precision
         self.rule, self.tol, self.max_iter, self.damping, self.bandwidth = rule, tol, max_iter, damping, bool(bandwidth)
         self.seed, self.advance_seed, self.threads = int(seed), bool(advance_seed), int(threads)
+        self.program_seed = None if program_seed is None else int(program_seed)
         self.calls = 0
         # How the machine sets its gain (the twin's normalise_matrix): the product is (s/N) t W / max|W|
         # with s from beta, so beta = N max|W| gives t W; without it, the gain is max|W| (t W as is).
@@ -73,7 +77,8 @@ class Machine:
         self.calls += 1
         r = aocsim.solve(Wn, xn, bn, hw=self.hw, mode=self.mode, alpha=an, beta=self._gain(Wn), rule=self.rule, tol=self.tol,
                       max_iter=self.max_iter, damping=self.damping, precision=self.precision, quantize=self.quantize,
-                      noise=self.noise, bandwidth=self.bandwidth, seed=seed, threads=self.threads)
+                      noise=self.noise, bandwidth=self.bandwidth, seed=seed, threads=self.threads,
+                         program_seed=self.program_seed)
         self.last_result = r
         # a noisy solve that stopped at its noise floor settled as far as the noise lets it: not a failure
         settled = np.asarray(r.converged, dtype=bool) | np.asarray(r.at_floor, dtype=bool)

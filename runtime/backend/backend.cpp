@@ -175,6 +175,7 @@ class SimHooks : public ir::Hooks {
           TileNoise n;
           n.spec = *hw.noise;
           n.seed = o.seed;
+          n.program_seed = o.program_seed;
           n.stream = stream;
           n.channel0 = static_cast<std::uint32_t>(t.module * hw.channels + t.core_row0);
           n.loop_period_us = clock.loop_period_us;

@@ -35,6 +35,7 @@ struct Hardware;
 struct BackendOptions {
   int threads = 1;
   std::uint64_t seed = 0;      // sim: noise seed
+  std::optional<std::uint64_t> program_seed;  // sim: the SLM's programming errors (TileNoise::program_seed); none: seed
   bool noise = true;           // sim: the hardware's noise section (required when on)
   bool quantize = true;        // sim: SLM codes and the converters (when the program has them)
   bool optics = true;          // sim: each tile through the machine's calibrated optical chain (false: ideal optics)

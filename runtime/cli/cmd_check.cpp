@@ -201,7 +201,7 @@ int run(Opts o, const CLI::App* c) {
       nlohmann::ordered_json j{{"tool", "aoc check --budget"}, {"version", AOC_VERSION}, {"program", o.program},
                                {"config_hash", file_digest(o.program)}, {"inputs", o.inputs}, {"reference", list.reference},
                                {"mode", o.sequence}, {"precision", o.precision}, {"seed", o.seed}, {"seeds", o.seeds},
-                               {"set", o.set}, {"compile_set", p.target.overrides},
+                               {"program_seed", seed_json(o.program_seed)}, {"set", o.set}, {"compile_set", p.target.overrides},
                                {"compensated", std::any_of(p.optical.begin(), p.optical.end(), [](const ir::OpticalPlan& q) { return q.compensated(); })},
                                {"ideal_optics", o.ideal_optics}, {"reference_iterations_mean", ref_it.mean}};
       if (labels) j["labels"] = o.labels, j["reference_accuracy_last"] = ref_accuracy.last, j["reference_accuracy"] = ref_accuracy.all;
@@ -288,6 +288,7 @@ int run(Opts o, const CLI::App* c) {
                                {"quantize", ch.physics && o.quantize}, {"noise", ch.physics && o.noise}, {"optics", ch.physics && !o.ideal_optics},
                                {"precision", ch.precision},
                                {"seed", o.seed}, {"seeds", ch.physics ? o.seeds : 1},
+                               {"program_seed", seed_json(ch.physics ? o.program_seed : std::nullopt)},
                                {"set", ch.physics ? o.set : std::vector<std::string>{}}, {"compile_set", p.target.overrides}};
       j["max_abs_error"] = band(ch.abs), j["max_rel_error"] = band(ch.rel), j["argmax_agreement"] = band(ch.arg);
       j["adc_code_agreement"] = band(ch.codes), j["convergence_failures"] = band(ch.fails), j["noise_floor_stops"] = band(ch.floor);

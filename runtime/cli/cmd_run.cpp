@@ -61,7 +61,7 @@ void run_program(const Opts& o, const CLI::App* c) {
   if (o.output.empty()) throw Error("run: no output file (-o OUT.h5)");
   check_outputs({{"-o", o.output}}, {{"the program", o.input}, {"--inputs", o.program.inputs}});
   ProgramFlags f = o.program;
-  f.quantize = o.quantize, f.noise = o.noise, f.seed = o.seed, f.threads = o.threads, f.set = o.set, f.precision = o.precision, f.trace = o.trace;
+  f.quantize = o.quantize, f.noise = o.noise, f.seed = o.seed, f.program_seed = o.program_seed, f.threads = o.threads, f.set = o.set, f.precision = o.precision, f.trace = o.trace;
   // --ideal: the lowering alone, as aoc check --ideal: no converters or noise, exact optics, float64
   // unless --precision says otherwise
   if (o.ideal) f.ideal_optics = true, f.quantize = f.noise = false;
@@ -81,6 +81,7 @@ void run_program(const Opts& o, const CLI::App* c) {
 
   ProgramRunMeta m;
   m.program = o.input, m.program_digest = file_digest(o.input), m.backend = o.backend, m.mode = f.sequence, m.inputs = f.inputs;
+  m.program_seed = f.program_seed;
   m.seed = f.seed, m.first_sample = o.first_sample, m.noise = sim && f.noise, m.quantize = sim && f.quantize, m.optics = sim && !f.ideal_optics, m.trace = f.trace;
   m.precision = sim ? precision_text(f.precision, r) : o.backend == "cuda-f32" ? "f32" : "f64";
   m.set = f.set, m.compile_set = p.target.overrides;
@@ -93,7 +94,7 @@ void run_program(const Opts& o, const CLI::App* c) {
   if (o.json) {
     nlohmann::ordered_json j{{"tool", "aoc run"},       {"version", AOC_VERSION}, {"program", o.input},  {"inputs", f.inputs},
                              {"output", o.output},      {"backend", o.backend},   {"mode", f.sequence},  {"precision", m.precision},
-                             {"quantize", m.quantize},  {"noise", m.noise},       {"optics", m.optics},  {"seed", f.seed},
+                             {"quantize", m.quantize},  {"noise", m.noise},       {"optics", m.optics},  {"seed", f.seed}, {"program_seed", seed_json(f.program_seed)},
                              {"set", f.set},            {"threads", f.threads},   {"solves", it.solves}, {"converged", it.converged},
                              {"noise_floor_stops", it.at_floor},
                              {"iterations", {{"mean", it.mean}, {"p99", it.p99}, {"min", it.min}, {"max", it.max}}},
@@ -180,6 +181,7 @@ void run(const Opts& o, const CLI::App* c) {
             {"precision", o.precision}};
   m.numbers = {{"tol", o.tol}, {"max_iter", o.max_iter}, {"damping", o.damping}, {"first_sample", o.first_sample},
                {"quantize", o.quantize}, {"noise", o.noise}, {"bandwidth", o.bandwidth}, {"trace", o.trace}};
+  if (o.program_seed) m.numbers.push_back({"program_seed", static_cast<double>(*o.program_seed)});
   // finite inputs that end in infinities or NaN: an overflow, never a silent success
   if (const long bad = (!r.solve.z.array().isFinite()).rowwise().any().count(); bad > 0)
     throw Error("run: " + std::to_string(bad) + " of " + std::to_string(r.solve.z.rows()) + " fixed points are not finite (the loop overflowed: " +
@@ -194,7 +196,7 @@ void run(const Opts& o, const CLI::App* c) {
     emit_json(nlohmann::ordered_json{{"tool", "aoc run"}, {"version", AOC_VERSION}, {"input", o.input}, {"output", o.output},
                                      {"hardware", hw.name}, {"samples", B}, {"n", p.W.rows()}, {"mode", o.mode}, {"rule", o.rule},
                                      {"precision", o.precision}, {"quantize", o.quantize}, {"noise", o.noise}, {"seed", o.seed},
-                                     {"set", o.set}, {"threads", o.threads},
+                                     {"program_seed", seed_json(o.program_seed)}, {"set", o.set}, {"threads", o.threads},
                                      {"converged", it.converged}, {"noise_floor_stops", it.at_floor},
                                      {"iterations", {{"mean", it.mean}, {"min", it.min}, {"max", it.max}}}, {"steps", s.steps},
                                      {"output_digest", digest}, {"fixed_point_digest", fixed_points}, {"config_hash", hash},

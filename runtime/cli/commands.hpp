@@ -1,6 +1,9 @@
 // The subcommands of the `aoc` executable; each file registers one.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
 
 namespace aoc::cli {
 
@@ -34,6 +37,11 @@ CLI::Validator positive();
 CLI::Validator non_negative();
 CLI::Validator between(double lo, double hi);
 CLI::Validator seed_value();
+// --program-seed: the SLM's programming errors (its fixed pattern) keyed apart from the read noise,
+// so that one programmed chip is evaluated under several --seed draws (unset: the noise seed).
+void add_program_seed_flag(CLI::App* c, std::optional<std::uint64_t>& program_seed);
+// A record's program_seed: the number, or null where the noise seed keyed the programming too.
+inline nlohmann::json seed_json(const std::optional<std::uint64_t>& s) { return s ? nlohmann::json(*s) : nlohmann::json(nullptr); }
 
 // What a run may allocate, in GiB (aoc --max-memory; 0: no limit; default: the machine's memory).
 // The default is the machine's memory: a file that asks for more fails at once with one line instead

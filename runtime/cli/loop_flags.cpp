@@ -35,6 +35,7 @@ void add_machine_flags(CLI::App* c, LoopSettings& f, const char* seed_help) {
   c->add_flag("--noise", f.noise, "add the hardware's noise sources (its noise section)");
   c->add_flag("--bandwidth", f.bandwidth, "finite loop bandwidth from the hardware's timing section");
   c->add_option("--seed", f.seed, seed_help)->check(seed_value())->capture_default_str();
+  add_program_seed_flag(c, f.program_seed);
   c->add_option("--threads", f.threads, "threads (results are identical for any count)")->check(positive())->capture_default_str();
 }
 

@@ -78,6 +78,14 @@ CLI::Validator seed_value() {
       "SEED");
 }
 
+void add_program_seed_flag(CLI::App* c, std::optional<std::uint64_t>& program_seed) {
+  c->add_option_function<std::uint64_t>("--program-seed", [&program_seed](std::uint64_t v) { program_seed = v; },
+                                        "sim: seed of the SLM's programming errors (its fixed pattern: the chip as written), apart from the "
+                                        "read noise's --seed; one program seed with several --seed values is one programmed chip under fresh "
+                                        "read noise (default: the noise seed, a new chip per seed)")
+      ->check(seed_value());
+}
+
 void require_json_for_output(const CLI::App* c, const std::string& cmd) {
   const CLI::Option* out = c->get_option("-o");
   if (out->count() && !c->get_option("--json")->count())

@@ -41,6 +41,7 @@ void add_program_flags(CLI::App* c, ProgramFlags& f, bool with_shared) {
       ->check(CLI::IsMember({"f32", "f64"}))
       ->capture_default_str();
   c->add_option("--seed", f.seed, "sim: noise seed (the same seed gives the same run for any --threads)")->check(seed_value())->capture_default_str();
+  add_program_seed_flag(c, f.program_seed);
   c->add_option("--threads", f.threads, "threads (results are identical for any count)")->check(positive())->capture_default_str();
 }
 

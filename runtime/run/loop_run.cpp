@@ -11,11 +11,12 @@
 
 namespace aoc {
 
-NoiseRun noise_run(const Hardware& hw, std::uint64_t seed, int max_iter) {
+NoiseRun noise_run(const Hardware& hw, std::uint64_t seed, int max_iter, std::optional<std::uint64_t> program_seed) {
   if (!hw.noise) throw Error(hw.path + ": noise: missing (needed for a noisy run)");
   NoiseRun n;
   n.spec = *hw.noise;
   n.seed = seed;
+  n.program_seed = program_seed;
   const TimingSpec t = hw.timing.value_or(TimingSpec{});
   n.loop_period_us = t.loop_period_ns * 1e-3;
   n.sample_spacing_us = (max_iter * t.loop_period_ns + t.settle_ns) * 1e-3 + t.readout_samples / t.readout_rate_mhz;
@@ -41,7 +42,7 @@ LoopRunResult run(const Hardware& hw, const CoreConfig& cfg, const LoopView<S>& 
   CoreConfig c = cfg;
   if (o.bandwidth) c.step_fraction = step_fraction(*hw.timing);
   OpticalCore<T> core(hw, c);
-  if (o.noise) core.set_noise(noise_run(hw, o.seed, o.solver.max_iter));
+  if (o.noise) core.set_noise(noise_run(hw, o.seed, o.solver.max_iter, o.program_seed));
   // The SLM is programmed in double: a float32 W is widened once, a float64 one read in place.
   MatrixXdR widened;
   const Eigen::Map<const MatrixXdR> W = [&] {

@@ -21,6 +21,7 @@ struct LoopRunOptions {
   bool quantize = false;   // SLM codes, DAC and ADC from hw.converters (required when on)
   bool noise = false;      // noise sources from hw.noise (required when on)
   std::uint64_t seed = 0;  // noise seed
+  std::optional<std::uint64_t> program_seed;  // the SLM's programming errors (NoiseRun::program_seed); none: seed
   int threads = 1;
   bool bandwidth = false;  // finite loop bandwidth from hw.timing (each iteration reaches part of its step)
   bool hardware_readout = false;  // read out on the machine's clock: settle, then average a sample window
@@ -28,7 +29,7 @@ struct LoopRunOptions {
 
 // The noise clock and sequence lengths of a run on this machine: iterations last the loop period,
 // consecutive samples start one solve plus one readout apart.
-NoiseRun noise_run(const Hardware& hw, std::uint64_t seed, int max_iter);
+NoiseRun noise_run(const Hardware& hw, std::uint64_t seed, int max_iter, std::optional<std::uint64_t> program_seed = std::nullopt);
 
 // The residual ||f(z) - z|| (L2 over n channels) below which the readout cannot tell two iterates
 // apart: half an ADC step, rms per channel (the readout curve is the identity over its middle, so a

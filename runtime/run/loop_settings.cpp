@@ -72,6 +72,7 @@ LoopRunOptions run_options(const LoopSettings& s) {
   r.bandwidth = s.bandwidth;
   r.hardware_readout = s.hardware_readout;
   r.seed = s.seed;
+  r.program_seed = s.program_seed;
   r.threads = s.threads;
   return r;
 }
@@ -102,6 +103,7 @@ std::string loop_config_hash(const LoopSettings& s, const Hardware& hw, const Co
     << "\nquantize " << s.quantize << "\nnoise " << s.noise << "\nbandwidth " << s.bandwidth << "\nseed " << s.seed << "\nfirst_sample " << s.first_sample
     << "\ntrace " << s.trace;
   if (s.noise && s.rule != "fixed") t << "\nfloor_patience " << s.floor_patience;  // noise-free digests as before
+  if (s.program_seed) t << "\nprogram_seed " << *s.program_seed;  // digests without one as before
   t << "\nW " << p.W.rows() << " x " << p.W.cols() << "\nx " << p.x.rows() << " x " << p.x.cols() << "\n";
   std::string bytes = t.str();
   bytes.reserve(bytes.size() + sizeof(double) * static_cast<std::size_t>(p.W.size() + p.bias.size() + p.x.size() + p.z0.size()));

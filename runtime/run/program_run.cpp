@@ -92,10 +92,11 @@ std::string write_program_output(const std::string& path, const ir::Program&, co
                     {"config_hash", m.program_digest}, {"backend", m.backend}, {"mode", m.mode},
                     {"inputs", m.inputs},      {"precision", m.precision}, {"set", set_text(m.set)},
                     {"compile_set", set_text(m.compile_set)}, {"output_digest", digest}};
-  const H5Attrs nums{{"seed", {static_cast<double>(m.seed)}}, {"first_sample", {static_cast<double>(m.first_sample)}}, {"noise", {m.noise ? 1.0 : 0.0}}, {"quantize", {m.quantize ? 1.0 : 0.0}},
+  H5Attrs nums{{"seed", {static_cast<double>(m.seed)}}, {"first_sample", {static_cast<double>(m.first_sample)}}, {"noise", {m.noise ? 1.0 : 0.0}}, {"quantize", {m.quantize ? 1.0 : 0.0}},
                      {"optics", {m.optics ? 1.0 : 0.0}}, {"trace", {m.trace ? 1.0 : 0.0}},
                      {"dac_conversions", {static_cast<double>(r.counters.dac)}},
                      {"adc_conversions", {static_cast<double>(r.counters.adc)}}};
+  if (m.program_seed) nums.push_back({"program_seed", {static_cast<double>(*m.program_seed)}});
   write_h5_arrays(path, arrays, nums, text);
   return digest;
 }

@@ -27,6 +27,7 @@ void write_example_inputs(const std::string& path, const ir::Program& p, std::in
 struct ProgramRunMeta {
   std::string program, program_digest, backend, mode, inputs, precision = "f64";
   std::uint64_t seed = 0;
+  std::optional<std::uint64_t> program_seed;  // recorded where given
   int first_sample = 0;  // the inputs' first sample in the whole input (noise keys)
   bool noise = false, quantize = false, optics = false, trace = false;
   std::vector<std::string> set, compile_set;  // the run-time --set, and the program's compile-time ones

@@ -19,6 +19,7 @@ BackendOptions backend_options(const ProgramSettings& f) {
   BackendOptions o;
   o.threads = f.threads;
   o.seed = f.seed;
+  o.program_seed = f.program_seed;
   o.noise = f.noise;
   o.quantize = f.quantize;
   o.optics = !f.ideal_optics;

@@ -4,6 +4,7 @@
 // to the machine the program runs on.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@ struct ProgramSettings {
   std::vector<std::string> set;  // run-time hardware overrides (noise.*, timing.*, converter bits)
   bool quantize = false, noise = false, ideal_optics = false, trace = false;
   std::uint64_t seed = 1;
+  std::optional<std::uint64_t> program_seed;  // the SLM's programming errors apart from the read noise; none: seed
   int threads = 1;
 };
 

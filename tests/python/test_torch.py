@@ -105,6 +105,20 @@ def test_a_noisy_machine_draws_new_noise_each_call_unless_told_not_to():
     assert torch.equal(again.solve(x, W, b, a), Machine("aoc-16", noise=True, seed=5).solve(x, W, b, a))
 
 
+def test_a_program_seed_holds_the_chip_while_the_read_noise_is_fresh():
+    (x, W, b, a), _ = problem(n=16)
+    pattern_only = {"noise.thermal_sigma": 0, "noise.photons_per_sample": 0, "noise.receiver_noise_density": 0, "noise.rin_sigma": 0,
+                    "noise.drift_sigma": 0, "noise.flicker_sigma": 0}
+    chip = Machine("aoc-16", set=pattern_only, noise=True, seed=5, program_seed=9)
+    assert torch.equal(chip.solve(x, W, b, a), chip.solve(x, W, b, a))  # the same chip, its pattern alone
+    new_chips = Machine("aoc-16", set=pattern_only, noise=True, seed=5)
+    assert not torch.equal(new_chips.solve(x, W, b, a), new_chips.solve(x, W, b, a))
+    keyed = Machine("aoc-16", set=pattern_only, noise=True, seed=9, advance_seed=False)  # program seed 9 is noise seed 9's chip
+    assert torch.equal(chip.solve(x, W, b, a), keyed.solve(x, W, b, a))
+    read = Machine("aoc-16", noise=True, seed=5, program_seed=9)  # the same chip under fresh read noise
+    assert not torch.equal(read.solve(x, W, b, a), read.solve(x, W, b, a))
+
+
 def test_on_the_calibrated_machine_the_layer_means_its_effective_weights_beta_W():
     # the machine's product is (s/N) t W / max|W|: the layer sets s = N max|beta W|, so W and beta
     # matter only through beta W, and beta is not lost to the normalisation
