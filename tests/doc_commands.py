@@ -49,6 +49,9 @@ SKIPS = [
     (r"--backends? \S*cuda", "needs an NVIDIA GPU: the [cuda] tests cover it where one exists"),
     (r"^(build/)?aoc bench\b", "timings, minutes on 2 cores: `make bench`; bench/ and the bench tests check its cells"),
     (r"^scripts/(train-vs-torch|scale-token-rate)\b", "timings, minutes on 2 cores (docs/bench.md)"),
+    (r"^build/aoc retina eval .* --set energy\.photon_budget\.photons_per_sample=",
+     "docs/retina.md's aoc-scale rows again at the photons 8 bits need: the rows above's commands but for the --set, "
+     "another 4 minutes of a test that already takes 7 (scripts/retina-table reruns them)"),
     (r"^scripts/dt-yaml-to-json \.\./aoc/", "needs a checkout of the twin (microsoft/aoc) beside this one, and PyYAML"),
 ]
 # `make demo` is install-deps, the build (done: this test runs from it), then scripts/demo.
