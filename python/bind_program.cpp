@@ -99,7 +99,7 @@ py::dict run_result(ProgramResult&& r, const ProgramSettings& s, const std::stri
   }
   d["fixed_points"] = fps;
   d["counters"] = py::dict(py::arg("dac") = r.counters.dac, py::arg("dac_clipped") = r.counters.dac_clipped, py::arg("adc") = r.counters.adc,
-                           py::arg("adc_clipped") = r.counters.adc_clipped);
+                           py::arg("adc_clipped") = r.counters.adc_clipped, py::arg("slm_rewrites") = r.counters.slm_rewrites);
   d["precision"] = backend == "sim" ? precision_text(s.precision, r) : backend == "cuda-f32" ? "f32" : "f64";
   d["outputs"] = arrays(std::move(r.values));
   return d;
@@ -195,6 +195,8 @@ void bind_program(py::module_& m) {
       .def_readwrite("trace", &ProgramSettings::trace)
       .def_readwrite("seed", &ProgramSettings::seed)
       .def_readwrite("program_seed", &ProgramSettings::program_seed)
+      .def_readwrite("write_verify", &ProgramSettings::write_verify)
+      .def_readwrite("verify_rounds", &ProgramSettings::verify_rounds)
       .def_readwrite("threads", &ProgramSettings::threads);
 
   py::class_<Model>(m, "Graph")

@@ -227,6 +227,8 @@ void OpticalTile<T>::set_noise(const TileNoise& n) {
   if (K_ > 0) throw Error("noise: set it before programming the weights");
   if (n.stream >= (1u << 28)) throw Error("noise: tile stream " + std::to_string(n.stream) + " is out of range");
   if (!(n.loop_period_us > 0) || n.slot_ticks < 1) throw Error("noise: the loop period and slot length must be positive");
+  if (!(n.verify_tolerance >= 0) || !std::isfinite(n.verify_tolerance) || n.verify_rounds < 0 || n.verify_rounds > 64)
+    throw Error("write-verify: the tolerance must be a finite number >= 0 and the rounds 0 to 64");
   noise_ = n;
   noisy_ = true;
 }
@@ -268,11 +270,22 @@ void OpticalTile<T>::program(const Eigen::Ref<const MatrixXdR>& W, int in0, int 
     // at a time over the columns the tile's detectors read (its own and their neighbours: the chain
     // takes nothing else from the other columns, whose pixels stay exact).
     const int c0 = calibrated ? std::max(0, out0 - 1) : 0, c1 = calibrated ? std::min(C, out0 + M + 1) : S;
-    std::vector<double> ep(static_cast<size_t>(c1 - c0)), en(ep.size());
+    std::vector<double> ep(static_cast<size_t>(c1 - c0)), en(ep.size()), redraw(ep.size());
+    const double tol = noise_.verify_tolerance;
     for (int i = r0; i < r0 + K; ++i) {
       const auto pi = static_cast<std::uint32_t>(i0 + i);
       noise::normals(pseed, src, 2 * prog, pi, static_cast<std::uint32_t>(j0 + c0), c1 - c0, ep.data());
       noise::normals(pseed, src, 2 * prog + 1, pi, static_cast<std::uint32_t>(j0 + c0), c1 - c0, en.data());
+      // Write-verify: write k of a pixel draws normal(seed, src, path, row + k 2^24, column).
+      for (int k = 1; tol > 0 && k <= noise_.verify_rounds; ++k)
+        for (int path = 0; path < 2; ++path) {
+          std::vector<double>& e = path == 0 ? ep : en;
+          if (std::none_of(e.begin(), e.end(), [&](double v) { return std::abs(sd * v) > tol; })) continue;
+          noise::normals(pseed, src, 2 * prog + static_cast<std::uint32_t>(path), pi + (static_cast<std::uint32_t>(k) << 24),
+                         static_cast<std::uint32_t>(j0 + c0), c1 - c0, redraw.data());
+          for (std::size_t x = 0; x < e.size(); ++x)
+            if (std::abs(sd * e[x]) > tol) e[x] = redraw[x], ++rewrites_;
+        }
       for (int j = c0; j < c1; ++j) {
         pattern.pos(i, j) = 1 + sd * ep[static_cast<size_t>(j - c0)];
         pattern.neg(i, j) = 1 + sd * en[static_cast<size_t>(j - c0)];

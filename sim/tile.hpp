@@ -81,6 +81,11 @@ struct TileNoise {
   // Keys the SLM's programming errors (the chip as written) apart from the read noise: one program
   // seed and several seeds evaluate one programmed chip under fresh read noise. None: `seed`.
   std::optional<std::uint64_t> program_seed;
+  // Write-verify after each programming: a pixel whose transmission is off by more than
+  // verify_tolerance (relative) is written again, up to verify_rounds times, each write a new draw
+  // of the pattern (the reads resolving each pixel finer than the tolerance). 0: none.
+  double verify_tolerance = 0;
+  int verify_rounds = 0;
   std::uint32_t stream = 0;       // which tile: keys its white noise and SLM pattern (< 2^28)
   std::uint32_t channel0 = 0;     // its first detector in the machine: keys its drift and 1/f noise
   double loop_period_us = 0.02;   // one iteration on the clock
@@ -115,6 +120,7 @@ class OpticalTile {
   // scales its output and the shot and receiver noise with it, not the electronics' after it.
   void program(const Eigen::Ref<const MatrixXdR>& W, int in0 = 0, int out0 = 0, int channels = 0, const Eigen::VectorXd* gain = nullptr);
   int programmings() const { return programmings_; }
+  long long rewrites() const { return rewrites_; }  // pixels written again by write-verify, over every programming
 
   int inputs() const { return K_; }
   int outputs() const { return M_; }
@@ -190,6 +196,7 @@ class OpticalTile {
   bool noisy_ = false;
   TileNoise noise_;
   int programmings_ = 0;
+  long long rewrites_ = 0;
   std::uint64_t programming_id_ = 0;  // unique to this programming in the process
   // Time-correlated noise. Each row of the reads (row0 + r) remembers, per kColumnGrain columns, the
   // block of 64 iterations its drift and 1/f noise were last evaluated for, as a value and a slope

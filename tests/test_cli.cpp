@@ -372,6 +372,11 @@ TEST_CASE("cli: aoc check checks the machine by default, its converters and nois
   const Run bad = run_aoc("check " + prog + " --inputs " + tok + " --program-seed -1");
   CHECK(bad.status != 0);
   CHECK(bad.out.find("--program-seed") != std::string::npos);
+  // write-verify: the pixels written again are counted; a tolerance is a fraction
+  const auto verified = record("--write-verify 0.005");
+  CHECK(verified["write_verify"]["rewrites"].get<long long>() > 0);
+  CHECK(machine.find("write_verify") == machine.end());
+  CHECK(run_aoc("check " + prog + " --inputs " + tok + " --write-verify 2").status != 0);
 }
 
 TEST_CASE("cli: every command that writes files prints a JSON record of what it did with --json") {

@@ -278,6 +278,26 @@ TEST_CASE("tile: the SLM pattern stays fixed within a programming and changes wi
   CHECK((r.read(input(), 1).row(0) - a.row(0)).cwiseAbs().maxCoeff() > 1e-5);
 }
 
+TEST_CASE("tile: write-verify writes a pixel again until its transmission is within the tolerance") {
+  TileNoise n = only(&NoiseSpec::slm_fixed_pattern_sigma, 0.02);
+  n.verify_tolerance = 0.005, n.verify_rounds = 64;  // a write passes with probability 0.2: 64 rounds leave ~1e-6 failing
+  const Reader verified(Optics::Ideal, &n), again(Optics::Ideal, &n), clean(Optics::Ideal, nullptr);
+  const TileNoise raw = only(&NoiseSpec::slm_fixed_pattern_sigma, 0.02);
+  const Reader unverified(Optics::Ideal, &raw);
+  const MatrixXdR y0 = clean.read(input(), 1), a = verified.read(input(), 1), b = again.read(input(), 1), u = unverified.read(input(), 1);
+  CHECK(a == b);  // the writes again are keyed draws: the same seed, the same chip
+  CHECK(verified.tile->rewrites() > 2 * K * M / 2);  // most of the 2 K M pixels fail their first write
+  CHECK(unverified.tile->rewrites() == 0);
+  // each pixel of each path within 0.5 % of its transmission: the product's error is bounded by it
+  for (int j = 0; j < M; ++j) {
+    double bound = 0;
+    for (int i = 0; i < K; ++i) bound += 0.005 * std::abs(0.06 + input()(i)) * std::abs(weights()(i, j));
+    INFO("detector " << j);
+    CHECK(std::abs(a(0, j) - y0(0, j)) <= bound + 1e-12);
+  }
+  CHECK((a.row(0) - y0.row(0)).norm() < 0.5 * (u.row(0) - y0.row(0)).norm());
+}
+
 // The time-correlated noise of detector 0 over `ticks` iterations of one slot (slot_ticks past
 // them, so the clock runs on).
 Eigen::VectorXd series(const TileNoise& n, int ticks, int detector = 0) {

@@ -176,6 +176,7 @@ class SimHooks : public ir::Hooks {
           n.spec = *hw.noise;
           n.seed = o.seed;
           n.program_seed = o.program_seed;
+          n.verify_tolerance = o.verify_tolerance, n.verify_rounds = o.verify_rounds;
           n.stream = stream;
           n.channel0 = static_cast<std::uint32_t>(t.module * hw.channels + t.core_row0);
           n.loop_period_us = clock.loop_period_us;
@@ -214,6 +215,13 @@ class SimHooks : public ir::Hooks {
     }
     for (const std::string& e : errors)
       if (!e.empty()) throw Error(e);
+  }
+
+  long long slm_rewrites() const {
+    long long n = 0;
+    for (const auto& [op, ts] : tiles_)
+      for (const auto& t : ts) n += t->rewrites();
+    return n;
   }
 
   // Tiles programmed, and of those, with half-precision light maps.
@@ -470,7 +478,7 @@ class SimBackend : public Backend {
     SimHooks<T> hooks(p, hw_, o);
     const double programming = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ProgramResult res = run_with_hooks(p, inputs, o, hooks, o.noise);
-    res.counters = {hooks.counters.dac, hooks.counters.adc, hooks.counters.dac_clipped, hooks.counters.adc_clipped};
+    res.counters = {hooks.counters.dac, hooks.counters.adc, hooks.counters.dac_clipped, hooks.counters.adc_clipped, hooks.slm_rewrites()};
     res.programming_seconds = programming;
     std::tie(res.tiles, res.half_map_tiles) = hooks.light_maps();
     return res;

@@ -36,6 +36,8 @@ struct BackendOptions {
   int threads = 1;
   std::uint64_t seed = 0;      // sim: noise seed
   std::optional<std::uint64_t> program_seed;  // sim: the SLM's programming errors (TileNoise::program_seed); none: seed
+  double verify_tolerance = 0;  // sim: write-verify each SLM pixel to this relative error (TileNoise::verify_tolerance; 0: none)
+  int verify_rounds = 8;        // sim: at most this many writes again per pixel
   bool noise = true;           // sim: the hardware's noise section (required when on)
   bool quantize = true;        // sim: SLM codes and the converters (when the program has them)
   bool optics = true;          // sim: each tile through the machine's calibrated optical chain (false: ideal optics)
@@ -57,6 +59,7 @@ struct BackendOptions {
 struct RunCounters {
   long long dac = 0, adc = 0;          // values converted
   long long dac_clipped = 0, adc_clipped = 0;  // of those, outside the converter's range
+  long long slm_rewrites = 0;  // SLM pixels written again by write-verify (BackendOptions::verify_tolerance)
 };
 
 struct ProgramResult {

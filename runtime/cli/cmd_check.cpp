@@ -71,6 +71,7 @@ struct Checked {
   std::vector<double> per_position;                                           // against --labels: the mean over the runs at each position
   Stat ce;                                                 // next-token cross-entropy (a language model on /tokens)
   std::string precision;  // as the runs record it
+  long long rewrites = 0;  // SLM pixels written again by --write-verify, over the seeds
 };
 
 // --budget: the machine's stages switched on one at a time against the reference, so that a loss
@@ -247,6 +248,7 @@ int run(Opts o, const CLI::App* c) {
           for (const auto& [name, t] : r.values) non_finite += std::count_if(t.data.begin(), t.data.end(), [](double v) { return !std::isfinite(v); });
           clips.dac += r.counters.dac, clips.dac_clipped += r.counters.dac_clipped;
           clips.adc += r.counters.adc, clips.adc_clipped += r.counters.adc_clipped;
+          ch.rewrites += r.counters.slm_rewrites;
           if (ref_ce) ce.push_back(cross_entropy(r).value_or(std::numeric_limits<double>::quiet_NaN()));
           ch.precision = ch.physics ? precision_text(o.precision, r) : ch.name == "cuda-f32" ? "f32" : "f64";
         });
@@ -290,6 +292,8 @@ int run(Opts o, const CLI::App* c) {
                                {"seed", o.seed}, {"seeds", ch.physics ? o.seeds : 1},
                                {"program_seed", seed_json(ch.physics ? o.program_seed : std::nullopt)},
                                {"set", ch.physics ? o.set : std::vector<std::string>{}}, {"compile_set", p.target.overrides}};
+      if (ch.physics && o.write_verify > 0)
+        j["write_verify"] = {{"tolerance", o.write_verify}, {"rounds", o.verify_rounds}, {"rewrites", ch.rewrites}};
       j["max_abs_error"] = band(ch.abs), j["max_rel_error"] = band(ch.rel), j["argmax_agreement"] = band(ch.arg);
       j["adc_code_agreement"] = band(ch.codes), j["convergence_failures"] = band(ch.fails), j["noise_floor_stops"] = band(ch.floor);
       j["iterations_mean"] = band(ch.iters);

@@ -102,6 +102,8 @@ void run_program(const Opts& o, const CLI::App* c) {
     if (sim)
       j["conversions"] = {{"dac", r.counters.dac}, {"dac_clipped", r.counters.dac_clipped}, {"adc", r.counters.adc}, {"adc_clipped", r.counters.adc_clipped}},
       j["programming_seconds"] = r.programming_seconds;
+    if (sim && f.write_verify > 0)
+      j["write_verify"] = {{"tolerance", f.write_verify}, {"rounds", f.verify_rounds}, {"rewrites", r.counters.slm_rewrites}};
     emit_json(j.dump(1), "");
     return;
   }
@@ -119,6 +121,9 @@ void run_program(const Opts& o, const CLI::App* c) {
   if (sim)
     std::printf("conversions: %lld DAC (%lld clipped), %lld ADC (%lld clipped)\n", r.counters.dac, r.counters.dac_clipped,
                 r.counters.adc, r.counters.adc_clipped);
+  if (sim && f.write_verify > 0)
+    std::printf("write-verify to %g: %lld SLM pixels written again (at most %d times each)\n", f.write_verify, r.counters.slm_rewrites,
+                f.verify_rounds);
   if (sim)
     std::printf("%.3g s (programming the tiles %.3g s, then the inputs %.3g s); wrote %s%s\n", secs, r.programming_seconds, secs - r.programming_seconds,
                 o.output.c_str(), f.trace ? " (with every top-level value: --trace)" : "");

@@ -12,6 +12,8 @@ void check_settings(const ProgramSettings& s) {
   check_choice("precision", s.precision, {"f32", "f64"});
   check_choice("light_map", s.light_map, {"auto", "f32", "f16"});
   if (s.threads < 1) throw Error("threads: must be at least 1, got " + std::to_string(s.threads));
+  if (!(s.write_verify >= 0 && s.write_verify <= 1)) throw Error("write_verify: expected a fraction from 0 to 1");
+  if (s.verify_rounds < 1 || s.verify_rounds > 64) throw Error("verify_rounds: expected 1 to 64, got " + std::to_string(s.verify_rounds));
 }
 
 BackendOptions backend_options(const ProgramSettings& f) {
@@ -20,6 +22,7 @@ BackendOptions backend_options(const ProgramSettings& f) {
   o.threads = f.threads;
   o.seed = f.seed;
   o.program_seed = f.program_seed;
+  o.verify_tolerance = f.write_verify, o.verify_rounds = f.verify_rounds;
   o.noise = f.noise;
   o.quantize = f.quantize;
   o.optics = !f.ideal_optics;

@@ -20,6 +20,8 @@ struct ProgramSettings {
   bool quantize = false, noise = false, ideal_optics = false, trace = false;
   std::uint64_t seed = 1;
   std::optional<std::uint64_t> program_seed;  // the SLM's programming errors apart from the read noise; none: seed
+  double write_verify = 0;  // write-verify each SLM pixel to this relative error after programming (0: none)
+  int verify_rounds = 8;
   int threads = 1;
 };
 
