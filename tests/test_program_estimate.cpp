@@ -223,6 +223,27 @@ TEST_CASE("program estimate: a batch shares each module programming, on the mach
   CHECK_THAT(loop.out, Contains("--batch is for a program"));
 }
 
+TEST_CASE("program estimate: write-verify bills the writes again and a reload per round, from the pattern's spread") {
+  const Compiled c = compile(linear_graph_text(false), {"architecture.modules=4", "architecture.partial_sums=analog"});
+  const aoc::ProgramEstimate plain = estimate(c);
+  aoc::ProgramEstimateOptions o;
+  o.write_verify = c.hw.noise->slm_fixed_pattern_sigma, o.verify_rounds = 3;  // tolerance 1 sigma: a write fails with p = erfc(1/sqrt 2)
+  const aoc::ProgramEstimate v = aoc::estimate_program(c.program, c.hw, o);
+  const double p = std::erfc(1 / std::sqrt(2.0)), writes = 1 + 2 * (p + p * p + p * p * p);
+  const aoc::Workload &w0 = plain.token.work, &w = v.token.work;
+  CHECK(w.weight_writes == Approx(w0.weight_writes * writes));
+  CHECK(w.weight_reloads == Approx(w0.weight_reloads * 4));  // 2 x 48^2 pixels: every round has a failure
+  CHECK(latency_line(v.token, "weight_reload").seconds == Approx(4 * latency_line(plain.token, "weight_reload").seconds));
+  CHECK(v.load.work.weight_writes == Approx(plain.load.work.weight_writes * writes));
+  CHECK(v.token.total_joules.typ > plain.token.total_joules.typ);
+  aoc::Hardware quiet = c.hw;
+  quiet.noise.reset();
+  CHECK_THROWS_WITH(aoc::estimate_program(c.program, quiet, o), Contains("write-verify needs the SLM's fixed pattern"));
+  const Run loop = run_aoc("estimate --hw aoc-48 --iterations 5 --write-verify 0.005");
+  CHECK(loop.status != 0);
+  CHECK_THAT(loop.out, Contains("--write-verify is for a program"));
+}
+
 TEST_CASE("program estimate: activation I/O is the bits of the program's DAC and ADC conversions") {
   // aoc-48: an 8-bit DAC and a 10-bit ADC. x in (100 DAC conversions), tanh(y) out (60 ADC).
   const Compiled c = compile(linear_graph_text(true), {"architecture.modules=6", "architecture.partial_sums=analog"});

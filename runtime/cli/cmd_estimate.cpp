@@ -30,6 +30,8 @@ struct Opts {
   int n = 0, threads = 1;
   long long fixed_points = 64;
   double iterations = -1, photons = 0, bits = 0, batch = 0;  // batch 0: not given
+  double write_verify = 0;
+  int verify_rounds = 8;
   std::int64_t seq_len = 1024;
   std::uint64_t seed = 1;
   bool json = false;
@@ -239,6 +241,7 @@ int run(const Opts& given) {
   if (o.batch > 0)
     throw Error("--batch is for a program (PROG): the loop's fixed points already share one weight load; --gpu-batch batches "
                 "the GPU");
+  if (o.write_verify > 0) throw Error("--write-verify is for a program (PROG): the loop's estimate bills one weight load without it");
   Hardware hw = load_hardware(resolve_hardware_path(o.hw), o.set);
   const int n = o.n > 0 ? o.n : hw.channels;
   if (n > hw.channels) throw Error("--n: " + std::to_string(n) + " is more than the " + std::to_string(hw.channels) + " channels of " + hw.name);
@@ -415,6 +418,7 @@ int run_program(const Opts& o) {
   if (o.photons > 0) po.photons_per_sample = o.photons;
   po.gpu = o.gpu;
   if (o.batch > 0) po.batch = po.gpu.batch = o.batch;
+  po.write_verify = o.write_verify, po.verify_rounds = o.verify_rounds;
   const ProgramEstimate e = estimate_program(p, hw, po);
   const EnergyReport& r = e.token;
   const Workload& w = r.work;
@@ -536,6 +540,13 @@ void add_estimate(CLI::App& app) {
                 "sequence-token")
       ->check(between(1.0, 1e12))
       ->excludes(c->get_option("--gpu-batch"));
+  c->add_option("--write-verify", o.write_verify,
+                "program: bill write-verify after each programming, as aoc run --write-verify TOL: the expected writes again "
+                "(weight writes) and rounds (each a reload's time) for the file's SLM fixed pattern")
+      ->check(between(0, 1));
+  c->add_option("--verify-rounds", o.verify_rounds, "program: the writes again per pixel --write-verify may take")
+      ->check(between(1, 64))
+      ->capture_default_str();
   c->add_option("--gpu-precision", o.gpu.precision,
                 "the GPU's precision (default: the machine's weights: fp8 for 8 bits or fewer, bf16 above)")
       ->check(CLI::IsMember({"bf16", "fp8", "int8"}));

@@ -283,6 +283,41 @@ void count_places(const std::vector<Op>& ops, std::map<std::string, int>& m) {
 
 }  // namespace
 
+namespace {
+
+// What write-verify multiplies: each weight's two pixels (the two paths) fail a write with
+// probability p = P(|sigma N(0,1)| > tol) and are written again, so a weight takes 1 + 2 (p + p^2
+// + ... + p^R) writes; a programming of a core's C x C pixels pairs takes its first write and one
+// more round (an SLM frame written again: one more reload's time) while any of its 2 C^2 pixels
+// still fails, 1 + sum_k 1 - (1 - p^k)^(2 C^2) reloads.
+struct VerifyCost {
+  double writes = 1, reloads = 1;
+  std::string note;
+};
+
+VerifyCost write_verify_cost(const Hardware& hw, const ProgramEstimateOptions& o, int channels) {
+  VerifyCost v;
+  if (!(o.write_verify > 0)) return v;
+  if (o.verify_rounds < 1) throw Error("estimate: --verify-rounds must be at least 1");
+  if (!hw.noise || !(hw.noise->slm_fixed_pattern_sigma > 0))
+    throw Error(hw.path + ": noise.slm_fixed_pattern_sigma: write-verify needs the SLM's fixed pattern (a noise section with it above 0)");
+  const double sigma = hw.noise->slm_fixed_pattern_sigma, p = std::erfc(o.write_verify / (sigma * std::sqrt(2.0)));
+  const double pixels = 2.0 * channels * channels;
+  double pk = 1;
+  for (int k = 1; k <= o.verify_rounds; ++k) {
+    pk *= p;
+    v.writes += 2 * pk;
+    v.reloads += 1 - std::pow(1 - pk, pixels);
+  }
+  v.note = "write-verify to " + jsonr::num(o.write_verify) + " of each transmission (noise.slm_fixed_pattern_sigma " + jsonr::num(sigma) +
+           ": a write fails with probability " + jsonr::num(p) + "), at most " + std::to_string(o.verify_rounds) +
+           " writes again: x" + jsonr::num(v.writes) + " weight writes and x" + jsonr::num(v.reloads) +
+           " reloads (each round an SLM frame written again, its reload time; the read-backs' own time is not counted)";
+  return v;
+}
+
+}  // namespace
+
 ProgramEstimate estimate_program(const Program& p, const Hardware& hw, const ProgramEstimateOptions& o) {
   if (hw.name != p.target.hardware)
     throw Error("estimate: the program was compiled for " + p.target.hardware + ", the hardware file " + hw.path + " is " + hw.name);
@@ -335,6 +370,11 @@ ProgramEstimate estimate_program(const Program& p, const Hardware& hw, const Pro
   Counter c(p, hw, o, e);
   c.count();
   c.reloads();
+  const VerifyCost verify = write_verify_cost(hw, o, e.channels);
+  if (o.write_verify > 0) {
+    w.weight_writes *= verify.writes, w.weight_reloads *= verify.reloads, *w.reloaded_channels *= verify.reloads;
+    e.notes.push_back(verify.note);
+  }
   if (o.batch > 1 && w.weight_reloads > 0) {
     w.weight_reloads /= o.batch, w.weight_writes /= o.batch, *w.reloaded_channels /= o.batch;
     e.notes.push_back("batch " + jsonr::num(o.batch) + ": the sequences step together, so each module programming serves " +
@@ -352,9 +392,9 @@ ProgramEstimate estimate_program(const Program& p, const Hardware& hw, const Pro
   Workload load;
   load.n = 0;
   load.fixed_points = 0;
-  load.weight_writes = e.initial_writes;
-  load.weight_reloads = e.initial_writes > 0 ? 1 : 0;
-  load.reloaded_channels = c.initial_reloaded_channels;
+  load.weight_writes = e.initial_writes * verify.writes;
+  load.weight_reloads = e.initial_writes > 0 ? verify.reloads : 0;
+  load.reloaded_channels = c.initial_reloaded_channels * verify.reloads;
   load.modules = std::max(1, e.modules_used);
   load.photons_per_sample = o.photons_per_sample;
   e.load = estimate(hw, load, o.gpu);

@@ -32,6 +32,10 @@ struct ProgramEstimateOptions {
   // Everything else runs one vector at a time on the modules, as at batch 1.
   double batch = 1;
   std::optional<double> photons_per_sample;  // photon-budget mode (as `aoc estimate --photons`)
+  // Write-verify after each programming (as `aoc run --write-verify`): each SLM pixel off by more
+  // than this fraction of its transmission is written again, up to verify_rounds times (0: none).
+  double write_verify = 0;
+  int verify_rounds = 8;
   GpuChoice gpu;                              // the GPU the token is compared with
 };
 
