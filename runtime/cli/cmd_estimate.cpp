@@ -540,13 +540,9 @@ void add_estimate(CLI::App& app) {
                 "sequence-token")
       ->check(between(1.0, 1e12))
       ->excludes(c->get_option("--gpu-batch"));
-  c->add_option("--write-verify", o.write_verify,
-                "program: bill write-verify after each programming, as aoc run --write-verify TOL: the expected writes again "
-                "(weight writes) and rounds (each a reload's time) for the file's SLM fixed pattern")
-      ->check(between(0, 1));
-  c->add_option("--verify-rounds", o.verify_rounds, "program: the writes again per pixel --write-verify may take")
-      ->check(between(1, 64))
-      ->capture_default_str();
+  add_write_verify_flags(c, o.write_verify, o.verify_rounds,
+                         "program: bill write-verify after each programming, as aoc run --write-verify TOL: the expected writes "
+                         "again (weight writes) and rounds (each a reload's time) for the file's SLM fixed pattern");
   c->add_option("--gpu-precision", o.gpu.precision,
                 "the GPU's precision (default: the machine's weights: fp8 for 8 bits or fewer, bf16 above)")
       ->check(CLI::IsMember({"bf16", "fp8", "int8"}));

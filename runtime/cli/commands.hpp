@@ -40,6 +40,9 @@ CLI::Validator seed_value();
 // --program-seed: the SLM's programming errors (its fixed pattern) keyed apart from the read noise,
 // so that one programmed chip is evaluated under several --seed draws (unset: the noise seed).
 void add_program_seed_flag(CLI::App* c, std::optional<std::uint64_t>& program_seed);
+// --write-verify TOL and --verify-rounds R (aoc run, check, retina eval; aoc estimate PROG bills
+// them): `what` says what the flag does for that command.
+void add_write_verify_flags(CLI::App* c, double& tolerance, int& rounds, const std::string& what);
 // A record's program_seed: the number, or null where the noise seed keyed the programming too.
 inline nlohmann::json seed_json(const std::optional<std::uint64_t>& s) { return s ? nlohmann::json(*s) : nlohmann::json(nullptr); }
 

@@ -78,6 +78,11 @@ CLI::Validator seed_value() {
       "SEED");
 }
 
+void add_write_verify_flags(CLI::App* c, double& tolerance, int& rounds, const std::string& what) {
+  c->add_option("--write-verify", tolerance, what)->check(between(0, 1));
+  c->add_option("--verify-rounds", rounds, "the writes again per pixel --write-verify may take")->check(between(1, 64))->capture_default_str();
+}
+
 void add_program_seed_flag(CLI::App* c, std::optional<std::uint64_t>& program_seed) {
   c->add_option_function<std::uint64_t>("--program-seed", [&program_seed](std::uint64_t v) { program_seed = v; },
                                         "sim: seed of the SLM's programming errors (its fixed pattern: the chip as written), apart from the "

@@ -13,15 +13,11 @@ void add_program_flags(CLI::App* c, ProgramFlags& f, bool with_shared) {
                 "each token's fixed point with the earlier tokens' states committed")
       ->check(CLI::IsMember({"simultaneous", "sequential"}))
       ->capture_default_str();
-  c->add_option("--write-verify", f.write_verify,
-                "sim, with noise: after programming, read each SLM pixel back and write it again while its transmission is off "
-                "by more than this fraction (its fixed pattern, noise.slm_fixed_pattern_sigma, drawn anew at each write), at most "
-                "--verify-rounds times; the reads are taken to resolve it (0, the default: no verify). The run counts the pixels "
-                "written again")
-      ->check(between(0, 1));
-  c->add_option("--verify-rounds", f.verify_rounds, "sim: the writes again per pixel --write-verify may take")
-      ->check(between(1, 64))
-      ->capture_default_str();
+  add_write_verify_flags(c, f.write_verify, f.verify_rounds,
+                         "sim, with noise: after programming, read each SLM pixel back and write it again while its transmission "
+                         "is off by more than this fraction (its fixed pattern, noise.slm_fixed_pattern_sigma, drawn anew at each "
+                         "write), at most --verify-rounds times; the reads are taken to resolve it (0, the default: no verify). "
+                         "The run counts the pixels written again");
   c->add_flag("--ideal-optics", f.ideal_optics,
               "sim: ideal optics, each tile's product exact. Default: the machine as measured, every tile through its "
               "calibrated optical chain (fan-in profile, SLM distortion and darkness, TIA gains, crosstalk)");
