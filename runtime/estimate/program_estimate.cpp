@@ -370,11 +370,9 @@ ProgramEstimate estimate_program(const Program& p, const Hardware& hw, const Pro
   Counter c(p, hw, o, e);
   c.count();
   c.reloads();
-  const VerifyCost verify = write_verify_cost(hw, o, e.channels);
-  if (o.write_verify > 0) {
-    w.weight_writes *= verify.writes, w.weight_reloads *= verify.reloads, *w.reloaded_channels *= verify.reloads;
-    e.notes.push_back(verify.note);
-  }
+  const VerifyCost verify = write_verify_cost(hw, o, e.channels);  // x1 without write-verify
+  w.weight_writes *= verify.writes, w.weight_reloads *= verify.reloads, *w.reloaded_channels *= verify.reloads;
+  if (!verify.note.empty()) e.notes.push_back(verify.note);
   if (o.batch > 1 && w.weight_reloads > 0) {
     w.weight_reloads /= o.batch, w.weight_writes /= o.batch, *w.reloaded_channels /= o.batch;
     e.notes.push_back("batch " + jsonr::num(o.batch) + ": the sequences step together, so each module programming serves " +

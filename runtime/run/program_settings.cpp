@@ -13,6 +13,7 @@ void check_settings(const ProgramSettings& s) {
   check_choice("light_map", s.light_map, {"auto", "f32", "f16"});
   if (s.threads < 1) throw Error("threads: must be at least 1, got " + std::to_string(s.threads));
   if (!(s.write_verify >= 0 && s.write_verify <= 1)) throw Error("write_verify: expected a fraction from 0 to 1");
+  if (s.write_verify > 0 && !s.noise) throw Error("write_verify: needs the machine's noise (the SLM's fixed pattern it verifies is a noise source)");
   if (s.verify_rounds < 1 || s.verify_rounds > 64) throw Error("verify_rounds: expected 1 to 64, got " + std::to_string(s.verify_rounds));
 }
 
