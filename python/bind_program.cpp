@@ -197,6 +197,7 @@ void bind_program(py::module_& m) {
       .def_readwrite("program_seed", &ProgramSettings::program_seed)
       .def_readwrite("write_verify", &ProgramSettings::write_verify)
       .def_readwrite("verify_rounds", &ProgramSettings::verify_rounds)
+      .def_readwrite("zero_reads", &ProgramSettings::zero_reads)
       .def_readwrite("threads", &ProgramSettings::threads);
 
   py::class_<Model>(m, "Graph")

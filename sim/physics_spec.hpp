@@ -9,6 +9,11 @@
 
 namespace aoc {
 
+// The auto-zero's reads after each programming (TileNoise::zero_reads, aoc run --zero-reads): on
+// aoc-48, 1024 ADC samples at 6.25 MHz are 164 us against the SLM frame's 10 ms, and they leave the
+// reads' white noise / 32 in each output's bias.
+constexpr int kZeroReads = 1024;
+
 // Per-iteration noise of the optical loop, in the loop's own units (the twin's volts).
 // A level of 0 switches a source off; noise as a whole is switched per run (RunNoise).
 struct NoiseSpec {

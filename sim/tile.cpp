@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <climits>
+#include <limits>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -229,6 +230,7 @@ void OpticalTile<T>::set_noise(const TileNoise& n) {
   if (!(n.loop_period_us > 0) || n.slot_ticks < 1) throw Error("noise: the loop period and slot length must be positive");
   if (!(n.verify_tolerance >= 0) || !std::isfinite(n.verify_tolerance) || n.verify_rounds < 0 || n.verify_rounds > 64)
     throw Error("write-verify: the tolerance must be a finite number >= 0 and the rounds 0 to 64");
+  if (n.zero_reads < 0 || n.zero_reads > (1 << 20)) throw Error("auto-zero: the reads must be 0 to 2^20");
   noise_ = n;
   noisy_ = true;
 }
@@ -295,23 +297,35 @@ void OpticalTile<T>::program(const Eigen::Ref<const MatrixXdR>& W, int in0, int 
   ++programmings_;
   static std::atomic<std::uint64_t> programmings_in_process{0};
   programming_id_ = ++programmings_in_process;
-  FactoredChain f;
-  const SlmPattern* slm = fixed_pattern ? &pattern : nullptr;
-  if (W.cwiseAbs().maxCoeff() == 0) {  // a dark block: nothing reaches the detectors but the chain's offset
-    f.T = MatrixXdR::Zero(2 * K, M), f.band = MatrixXdR::Zero(12, M);
-    f.c = f.light_per_bias = f.detector_gain = Eigen::VectorXd::Zero(M);
-  } else if (calibrated) {
-    MatrixXdR core = MatrixXdR::Zero(C, C);
-    core.block(in0, out0, K, M) = W;
-    f = factor_optical_chain(hw_, chain_, core, in0, K, out0, M, slm);
-  } else {
-    f = ideal_chain(W, slm);
-    if (chain_.led == LedModel::Driver) f.band /= led_.slope(), f.detector_gain /= led_.slope();
-  }
-  if (gain) {  // the trim sits in each detector's gain stage: everything its output takes, scaled
-    f.band *= gain->asDiagonal();
-    if (f.Q.size()) f.Q *= gain->asDiagonal();
-    f.c = f.c.cwiseProduct(*gain), f.detector_gain = f.detector_gain.cwiseProduct(*gain);
+  const auto factor = [&](const SlmPattern* slm) {
+    FactoredChain f;
+    if (W.cwiseAbs().maxCoeff() == 0) {  // a dark block: nothing reaches the detectors but the chain's offset
+      f.T = MatrixXdR::Zero(2 * K, M), f.band = MatrixXdR::Zero(12, M);
+      f.c = f.light_per_bias = f.detector_gain = Eigen::VectorXd::Zero(M);
+    } else if (calibrated) {
+      MatrixXdR core = MatrixXdR::Zero(C, C);
+      core.block(in0, out0, K, M) = W;
+      f = factor_optical_chain(hw_, chain_, core, in0, K, out0, M, slm);
+    } else {
+      f = ideal_chain(W, slm);
+      if (chain_.led == LedModel::Driver) f.band /= led_.slope(), f.detector_gain /= led_.slope();
+    }
+    if (gain) {  // the trim sits in each detector's gain stage: everything its output takes, scaled
+      f.band *= gain->asDiagonal();
+      if (f.Q.size()) f.Q *= gain->asDiagonal();
+      f.c = f.c.cwiseProduct(*gain), f.detector_gain = f.detector_gain.cwiseProduct(*gain);
+    }
+    return f;
+  };
+  const FactoredChain f = factor(fixed_pattern ? &pattern : nullptr);
+  // What the outputs read with every value at 0 on the chain as intended (the offset the compiler
+  // moved into the bias): the auto-zero below holds the outputs to it.
+  Eigen::VectorXd zero_offset;
+  const NoiseSpec& ns = noise_.spec;
+  if (noisy_ && noise_.zero_reads > 0 && (fixed_pattern || ns.photons_per_sample > 0 || ns.thermal_sigma > 0 || ns.rin_sigma > 0)) {
+    const FactoredChain intended = fixed_pattern ? factor(nullptr) : f;
+    const MatrixXdR F = intended.folded();
+    zero_offset = intended.c + led_.pos[3] * F.topRows(K).colwise().sum().transpose() + led_.neg[3] * F.bottomRows(K).colwise().sum().transpose();
   }
   K_ = K, M_ = M, ldi_ = padded<T>(K), ldo_ = padded<T>(M), nl_ = static_cast<int>(f.T.cols()), ldl_ = padded<T>(nl_), h0_ = f.h0, q0_ = f.q0;
   T_ = pack_panels<T>(f.T, K, ldi_, ldl_);
@@ -333,10 +347,42 @@ void OpticalTile<T>::program(const Eigen::Ref<const MatrixXdR>& W, int in0, int 
   c_ = pad<T>(f.c, ldo_);
   light_bias_ = pad<T>(f.light_per_bias, ldo_);
   detector_gain_ = pad<T>(f.detector_gain, ldo_);
-  std::lock_guard<std::mutex> lock(slow_mutex_);
-  slow_.clear();
-  memo_block_.clear(), memo_inside_.clear(), memo_linear_.clear(), knot_at_.clear(), knots_.clear();  // sized by prepare_reads
-  ahead_slot_.clear(), ahead_iteration_.clear(), ahead_.clear();
+  {
+    std::lock_guard<std::mutex> lock(slow_mutex_);
+    slow_.clear();
+    memo_block_.clear(), memo_inside_.clear(), memo_linear_.clear(), knot_at_.clear(), knots_.clear();  // sized by prepare_reads
+    ahead_slot_.clear(), ahead_iteration_.clear(), ahead_.clear();
+  }
+  if (zero_offset.size()) auto_zero(zero_offset);
+}
+
+// The operator's auto-zero after a programming: every LED at value 0 (a driver's common light still
+// on), zero_reads reads of every detector averaged, and each output's bias moved by what the average
+// departs from the intended offset. It takes out what the SLM's fixed pattern does to the light
+// that carries no signal (the LEDs' common light through every pixel's transmission and dark floor:
+// an offset per output that ideal optics, with neither, never sees), to the reads' white noise /
+// sqrt(zero_reads). The reads leave out the drift and 1/f noise: a programming has no place on the
+// run's clock here, so the auto-zero neither takes out nor adds the slow noise of its moment (an
+// operator's would take out some drift: this is the conservative side). Read r of the p-th
+// programming is slot INT_MIN + r at iteration -p: white noise of keys no run draws.
+template <class T>
+void OpticalTile<T>::auto_zero(const Eigen::VectorXd& intended) {
+  const int n = noise_.zero_reads, rows = std::min(n, 256);
+  const NoiseSpec run = noise_.spec;
+  noise_.spec.drift_sigma = noise_.spec.flicker_sigma = 0;
+  AlignedVector<T> t(static_cast<size_t>(rows) * ldi_, T(0)), out(static_cast<size_t>(rows) * ldo_), scratch(scratch_size(rows));
+  Eigen::VectorXd sum = Eigen::VectorXd::Zero(M_);
+  StepContext ctx;
+  ctx.iteration = -programmings_;
+  for (int r0 = 0; r0 < n; r0 += rows) {
+    const int m = std::min(rows, n - r0);
+    ctx.first_sample = std::numeric_limits<int>::min() + r0;
+    read(t.data(), m, ctx, 0, kern::Epilogue<T>{}, out.data(), scratch.data());
+    for (int r = 0; r < m; ++r)
+      for (int j = 0; j < M_; ++j) sum(j) += static_cast<double>(out[static_cast<size_t>(r) * ldo_ + j]);
+  }
+  noise_.spec = run;
+  for (int j = 0; j < M_; ++j) c_[static_cast<size_t>(j)] -= static_cast<T>(sum(j) / n - intended(j));
 }
 
 template <class T>

@@ -86,6 +86,9 @@ struct TileNoise {
   // of the pattern (the reads resolving each pixel finer than the tolerance). 0: none.
   double verify_tolerance = 0;
   int verify_rounds = 0;
+  // Auto-zero after each programming (OpticalTile::auto_zero): reads averaged with every value at
+  // 0, each output's bias set by them (kZeroReads). 0: none.
+  int zero_reads = kZeroReads;
   std::uint32_t stream = 0;       // which tile: keys its white noise and SLM pattern (< 2^28)
   std::uint32_t channel0 = 0;     // its first detector in the machine: keys its drift and 1/f noise
   double loop_period_us = 0.02;   // one iteration on the clock
@@ -166,6 +169,7 @@ class OpticalTile {
   void key_streams(int rows, const StepContext& ctx, int row0, noise::Stream* st) const;
   noise::Stream white_stream(noise::Source s, int slot, int iteration) const;
   void drives(const T* t, int rows, T* L) const;
+  void auto_zero(const Eigen::VectorXd& intended);
   void add_rin(T* L, int rows, const float* eps, int ld) const;
   bool white_ahead(int rows, const StepContext& ctx, int row0, bool rin, bool white, const float*& rin_eps, const float*& white_eps,
                    int& ld) const;

@@ -377,6 +377,18 @@ TEST_CASE("cli: aoc check checks the machine by default, its converters and nois
   CHECK(verified["write_verify"]["rewrites"].get<long long>() > 0);
   CHECK(machine.find("write_verify") == machine.end());
   CHECK(run_aoc("check " + prog + " --inputs " + tok + " --write-verify 2").status != 0);
+  // the auto-zero after each programming: on by default, recorded, and it moves the outputs
+  const auto unzeroed = record("--zero-reads 0");
+  CHECK(machine["zero_reads"] == 1024);
+  CHECK(unzeroed["zero_reads"] == 0);
+  CHECK(off.find("zero_reads") == off.end());
+  const auto digest = [&](const std::string& flags) {
+    const Run r = run_aoc("run " + prog + " --inputs " + tok + " --noise --quantize --json -o " + (dir / "out.h5").string() + " " + flags);
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(r.out.substr(r.out.find('{')))["output_digest"];
+  };
+  CHECK(digest("--zero-reads 0") != digest(""));
+  CHECK(run_aoc("check " + prog + " --inputs " + tok + " --zero-reads -1").status != 0);
 }
 
 TEST_CASE("cli: every command that writes files prints a JSON record of what it did with --json") {

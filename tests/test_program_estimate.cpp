@@ -191,8 +191,9 @@ TEST_CASE("program estimate: a program whose tiles exceed the modules reloads we
 TEST_CASE("program estimate: a batch shares each module programming, on the machine and the GPU alike") {
   // 6 tiles on 4 modules: two reload events per token at batch 1.
   const Compiled c = compile(linear_graph_text(false), {"architecture.modules=4", "architecture.partial_sums=analog"});
-  const aoc::ProgramEstimate one = estimate(c);
   aoc::ProgramEstimateOptions o;
+  o.zero_reads = 0;  // the auto-zero goes with the programmings (its own test below)
+  const aoc::ProgramEstimate one = aoc::estimate_program(c.program, c.hw, o);
   o.batch = 8;
   const aoc::ProgramEstimate eight = aoc::estimate_program(c.program, c.hw, o);
   const aoc::Workload &w1 = one.token.work, &w8 = eight.token.work;
@@ -244,6 +245,26 @@ TEST_CASE("program estimate: write-verify bills the writes again and a reload pe
   CHECK_THAT(loop.out, Contains("--write-verify is for a program"));
 }
 
+TEST_CASE("program estimate: the auto-zero after each programming bills its ADC samples and the channels lit meanwhile") {
+  // 6 tiles on 4 modules: two reload events per token, 2 x 2 x 48 channels reprogrammed.
+  const Compiled c = compile(linear_graph_text(false), {"architecture.modules=4", "architecture.partial_sums=analog"});
+  aoc::ProgramEstimateOptions o;
+  o.zero_reads = 0;
+  const aoc::ProgramEstimate none = aoc::estimate_program(c.program, c.hw, o);
+  o.zero_reads = 1000;
+  const aoc::ProgramEstimate zeroed = aoc::estimate_program(c.program, c.hw, o);
+  const aoc::TimingSpec& t = *c.hw.timing;
+  const aoc::Workload &w0 = none.token.work, &w = zeroed.token.work;
+  CHECK(w.adc_conversions == w0.adc_conversions + 1000 * 2 * 2 * 48);
+  CHECK(*w.adc_samples == *w0.adc_samples + 1000 * 2);  // the modules sample in parallel, one read after another
+  const double lit = 1000 / (t.readout_rate_mhz * 1e6) / (t.loop_period_ns * 1e-9);
+  CHECK(*w.led_channel_iterations == Approx(*w0.led_channel_iterations + lit * 2 * 2 * 48));
+  CHECK(latency_line(zeroed.token, "readout").seconds == Approx(latency_line(none.token, "readout").seconds + 2 * 1000 / (t.readout_rate_mhz * 1e6)));
+  CHECK(zeroed.load.work.adc_conversions == 1000 * 4 * 48);
+  CHECK(std::any_of(zeroed.notes.begin(), zeroed.notes.end(), [](const std::string& n) { return n.find("auto-zero") != std::string::npos; }));
+  CHECK(std::none_of(none.notes.begin(), none.notes.end(), [](const std::string& n) { return n.find("auto-zero") != std::string::npos; }));
+}
+
 TEST_CASE("program estimate: activation I/O is the bits of the program's DAC and ADC conversions") {
   // aoc-48: an 8-bit DAC and a 10-bit ADC. x in (100 DAC conversions), tanh(y) out (60 ADC).
   const Compiled c = compile(linear_graph_text(true), {"architecture.modules=6", "architecture.partial_sums=analog"});
@@ -273,7 +294,8 @@ TEST_CASE("program estimate: a reload bills the reprogrammed modules' receivers 
   CHECK(energy_line(e.token, "control").count == Approx(w.fixed_points + 2 * t.slm_reload_us * 1e-6 / window_s));
   // the initial programming loads the 4 modules at once
   CHECK(*e.load.work.reloaded_channels == 4 * 48);
-  CHECK(energy_line(e.load, "photodetector_receiver").count == Approx(4 * 48 * periods));
+  const double zeroing = aoc::kZeroReads / (t.readout_rate_mhz * 1e6) / (t.loop_period_ns * 1e-9);  // the auto-zero's lit periods
+  CHECK(energy_line(e.load, "photodetector_receiver").count == Approx(4 * 48 * (periods + zeroing)));
   // proportional to timing.slm_reload_us
   std::vector<std::string> slow = set;
   slow.push_back("timing.slm_reload_us=20000");

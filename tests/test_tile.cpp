@@ -6,11 +6,13 @@
 
 #include <cmath>
 #include <complex>
+#include <optional>
 #include <random>
 
 #include "compiler/passes.hpp"
 #include "runtime/backend/backend.hpp"
 #include "sim/isa.hpp"
+#include "sim/programming.hpp"
 #include "sim/tile.hpp"
 #include "tests/graph_support.hpp"
 #include "tests/support.hpp"
@@ -296,6 +298,37 @@ TEST_CASE("tile: write-verify writes a pixel again until its transmission is wit
     CHECK(std::abs(a(0, j) - y0(0, j)) <= bound + 1e-12);
   }
   CHECK((a.row(0) - y0.row(0)).norm() < 0.5 * (u.row(0) - y0.row(0)).norm());
+}
+
+TEST_CASE("tile: the auto-zero takes out the offset the SLM pattern gives the LEDs' common light") {
+  // A compiled program's chain: LEDs behind a driver, whose light at value 0 passes every pixel.
+  const CoreConfig chain = program_chain(hw48());
+  INFO("LED+ " << led_response(hw48(), chain.led).pos[3] << " LED- " << led_response(hw48(), chain.led).neg[3]);
+  const auto zero_out = [&](Optics optics, std::optional<int> zero_reads) {  // each output at every value 0, over 2048 reads
+    OpticalTile<double> tile(hw48(), chain, optics);
+    TileNoise n = only(&NoiseSpec::slm_fixed_pattern_sigma, 0.01);
+    n.spec.thermal_sigma = 1e-3;
+    if (zero_reads) n.zero_reads = *zero_reads, tile.set_noise(n);  // none: the clean chain, the offset intended
+    tile.program(weights(), 3, 5);
+    const int rows = zero_reads ? 2048 : 1, ldo = tile.ld_out();
+    AlignedVector<double> in(static_cast<size_t>(rows) * tile.ld_in(), 0.0), out(static_cast<size_t>(rows) * ldo),
+        scratch(tile.scratch_size(rows));
+    tile.read(in.data(), rows, StepContext{0}, 0, kern::Epilogue<double>{}, out.data(), scratch.data());
+    Eigen::VectorXd mean = Eigen::VectorXd::Zero(M);
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < M; ++j) mean(j) += out[static_cast<size_t>(r) * ldo + j] / rows;
+    return mean;
+  };
+  const Eigen::VectorXd c = zero_out(Optics::Calibrated, std::nullopt);
+  const double raw = (zero_out(Optics::Calibrated, 0) - c).cwiseAbs().maxCoeff();
+  const double zeroed = (zero_out(Optics::Calibrated, 1024) - c).cwiseAbs().maxCoeff();
+  // the reads' mean is within 1 mV / sqrt(2048) per output, the auto-zero's within 1 mV / sqrt(1024)
+  INFO("raw " << raw << ", auto-zeroed " << zeroed);
+  CHECK(raw > 2.5e-4);
+  CHECK(zeroed < 1.5e-4);
+  CHECK(zeroed < raw / 4);
+  // Ideal optics carries no light at value 0: its offset is the pattern's to begin with.
+  CHECK((zero_out(Optics::Ideal, 0) - zero_out(Optics::Ideal, std::nullopt)).cwiseAbs().maxCoeff() < 2.5e-4);
 }
 
 // The time-correlated noise of detector 0 over `ticks` iterations of one slot (slot_ticks past

@@ -227,13 +227,13 @@ def load_program(path):
 
 
 def _program_settings(quantize, noise, ideal_optics, precision, light_map, set, seed, threads, sequence, trace, program_seed=None,
-                      write_verify=0.0, verify_rounds=8):
+                      write_verify=0.0, verify_rounds=8, zero_reads=1024):
     s = _aoc.ProgramSettings()
     s.quantize, s.noise, s.ideal_optics, s.trace = bool(quantize), bool(noise), bool(ideal_optics), bool(trace)
     s.precision, s.light_map, s.sequence = precision, light_map, sequence
     s.set, s.seed, s.threads = _overrides(set), int(seed), int(threads)
     s.program_seed = None if program_seed is None else int(program_seed)
-    s.write_verify, s.verify_rounds = float(write_verify), int(verify_rounds)
+    s.write_verify, s.verify_rounds, s.zero_reads = float(write_verify), int(verify_rounds), int(zero_reads)
     return s
 
 
@@ -243,18 +243,19 @@ def _inputs(inputs):
 
 def _program_run(self, inputs, backend="sim", *, quantize=False, noise=False, ideal_optics=False, precision="f32",
                  light_map="auto", set=None, seed=1, threads=1, sequence="simultaneous", first_sample=0, trace=False,
-                 program_seed=None, write_verify=0.0, verify_rounds=8):
+                 program_seed=None, write_verify=0.0, verify_rounds=8, zero_reads=1024):
     """Run the program on inputs {name: array} (``aoc run PROG``). backend: "sim" (the simulated
     machine), "cpu" (the exact digital reference), "cuda" or "cuda-f32". The sim backend's switches:
     quantize (SLM codes and every DAC/ADC), noise, ideal_optics, precision ("f32", "f64"), light_map,
     set (run-time overrides: noise.*, timing.*, converter bits), seed, program_seed (the SLM's
     programming errors apart from the read noise, as ``aoc run --program-seed``), write_verify and
     verify_rounds (``--write-verify``: each SLM pixel written again while off by more than that
-    fraction; counters["slm_rewrites"] counts them). sequence: "simultaneous" or
+    fraction; counters["slm_rewrites"] counts them), zero_reads (``--zero-reads``: the auto-zero after
+    each programming; 0: none). sequence: "simultaneous" or
     "sequential". Returns a Result: outputs {name: float64 array}, fixed_points [{op, iterations,
     converged}] (shape [B], or [B, L] sequential), counters (DAC/ADC conversions and clips), precision."""
     s = _program_settings(quantize, noise, ideal_optics, precision, light_map, set, seed, threads, sequence, trace, program_seed,
-                          write_verify, verify_rounds)
+                          write_verify, verify_rounds, zero_reads)
     r = Result(self._run(_inputs(inputs), backend, s, int(first_sample)))
     r["fixed_points"] = [Result(f) for f in r["fixed_points"]]
     return r
@@ -262,7 +263,7 @@ def _program_run(self, inputs, backend="sim", *, quantize=False, noise=False, id
 
 def _program_check(self, inputs, *, labels=None, seeds=1, quantize=True, noise=True, ideal_optics=False, precision="f32",
                    light_map="auto", set=None, seed=1, threads=1, sequence="simultaneous", program_seed=None, write_verify=0.0,
-                   verify_rounds=8):
+                   verify_rounds=8, zero_reads=1024):
     """The simulated machine against the exact reference (``aoc check``): runs the cpu backend once and
     the sim backend on `seeds` noise seeds from `seed`; returns each figure's mean, sd, min and max:
     max_abs, max_rel, argmax (agreement of each position's decision), codes (ADC codes), failures,
@@ -270,9 +271,9 @@ def _program_check(self, inputs, *, labels=None, seeds=1, quantize=True, noise=T
     accuracy, accuracy_last and accuracy_whole of the simulator over the seeds, and the reference's
     reference_accuracy and reference_accuracy_last. program_seed: one programmed chip under the
     seeds' read noise (``aoc check --program-seed``; None: a new chip per seed). write_verify,
-    verify_rounds: as ``aoc check --write-verify``."""
+    verify_rounds: as ``aoc check --write-verify``; zero_reads: as ``--zero-reads``."""
     s = _program_settings(quantize, noise, ideal_optics, precision, light_map, set, seed, threads, sequence, False, program_seed,
-                          write_verify, verify_rounds)
+                          write_verify, verify_rounds, zero_reads)
     return Result(self._check(_inputs(inputs), int(seeds), s, None if labels is None else _array(labels)))
 
 

@@ -25,6 +25,7 @@
 #include "compiler/interpret.hpp"
 #include "compiler/program.hpp"
 #include "sim/config.hpp"
+#include "sim/physics_spec.hpp"
 #include "sim/quantize.hpp"
 #include "sim/solver.hpp"
 
@@ -38,6 +39,7 @@ struct BackendOptions {
   std::optional<std::uint64_t> program_seed;  // sim: the SLM's programming errors (TileNoise::program_seed); none: seed
   double verify_tolerance = 0;  // sim: write-verify each SLM pixel to this relative error (TileNoise::verify_tolerance; 0: none)
   int verify_rounds = 8;        // sim: at most this many writes again per pixel
+  int zero_reads = kZeroReads;  // sim: auto-zero reads after each programming (TileNoise::zero_reads; 0: none)
   bool noise = true;           // sim: the hardware's noise section (required when on)
   bool quantize = true;        // sim: SLM codes and the converters (when the program has them)
   bool optics = true;          // sim: each tile through the machine's calibrated optical chain (false: ideal optics)

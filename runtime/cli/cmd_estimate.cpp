@@ -32,6 +32,7 @@ struct Opts {
   double iterations = -1, photons = 0, bits = 0, batch = 0;  // batch 0: not given
   double write_verify = 0;
   int verify_rounds = 8;
+  int zero_reads = kZeroReads;
   std::int64_t seq_len = 1024;
   std::uint64_t seed = 1;
   bool json = false;
@@ -418,7 +419,7 @@ int run_program(const Opts& o) {
   if (o.photons > 0) po.photons_per_sample = o.photons;
   po.gpu = o.gpu;
   if (o.batch > 0) po.batch = po.gpu.batch = o.batch;
-  po.write_verify = o.write_verify, po.verify_rounds = o.verify_rounds;
+  po.write_verify = o.write_verify, po.verify_rounds = o.verify_rounds, po.zero_reads = o.zero_reads;
   const ProgramEstimate e = estimate_program(p, hw, po);
   const EnergyReport& r = e.token;
   const Workload& w = r.work;
@@ -543,6 +544,11 @@ void add_estimate(CLI::App& app) {
   add_write_verify_flags(c, o.write_verify, o.verify_rounds,
                          "program: bill write-verify after each programming, as aoc run --write-verify TOL: the expected writes "
                          "again (weight writes) and rounds (each a reload's time) for the file's SLM fixed pattern");
+  c->add_option("--zero-reads", o.zero_reads,
+                "program: bill the auto-zero after each programming, as aoc run --zero-reads N: N ADC samples of each "
+                "reprogrammed channel with the values at 0 (0: none)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
   c->add_option("--gpu-precision", o.gpu.precision,
                 "the GPU's precision (default: the machine's weights: fp8 for 8 bits or fewer, bf16 above)")
       ->check(CLI::IsMember({"bf16", "fp8", "int8"}));

@@ -102,6 +102,7 @@ void run_program(const Opts& o, const CLI::App* c) {
     if (sim)
       j["conversions"] = {{"dac", r.counters.dac}, {"dac_clipped", r.counters.dac_clipped}, {"adc", r.counters.adc}, {"adc_clipped", r.counters.adc_clipped}},
       j["programming_seconds"] = r.programming_seconds;
+    if (sim && m.noise) j["zero_reads"] = f.zero_reads;
     if (sim && f.write_verify > 0)
       j["write_verify"] = {{"tolerance", f.write_verify}, {"rounds", f.verify_rounds}, {"rewrites", r.counters.slm_rewrites}};
     emit_json(j.dump(1), "");

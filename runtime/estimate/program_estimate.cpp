@@ -281,6 +281,17 @@ void count_places(const std::vector<Op>& ops, std::map<std::string, int>& m) {
   });
 }
 
+// The auto-zero's reads after `reloads` programmings of `channels` channels in all: each channel's
+// ADC samples them one after another (the modules in parallel), lit and detected meanwhile.
+void add_zero_reads(const Hardware& hw, int reads, double reloads, double channels, Workload& w) {
+  if (!hw.timing) throw Error(hw.path + ": timing: the auto-zero's reads need the readout rate and loop period (or --zero-reads 0)");
+  const TimingSpec& t = *hw.timing;
+  const double lit = reads / (t.readout_rate_mhz * 1e6) / (t.loop_period_ns * 1e-9);  // loop periods per channel
+  w.adc_conversions += reads * channels;
+  *w.adc_samples += reads * reloads;
+  *w.led_channel_iterations += lit * channels, *w.receiver_channel_iterations += lit * channels;
+}
+
 }  // namespace
 
 namespace {
@@ -380,6 +391,13 @@ ProgramEstimate estimate_program(const Program& p, const Hardware& hw, const Pro
                       "writes and the electronics' wait through them is 1/" + jsonr::num(o.batch) + " (one token of the whole "
                       "batch takes " + jsonr::num(o.batch) + " x the latency per sequence-token)");
   }
+  if (o.zero_reads < 0) throw Error("estimate: --zero-reads must be 0 or more");
+  if (o.zero_reads > 0 && w.weight_reloads > 0) {
+    add_zero_reads(hw, o.zero_reads, w.weight_reloads, *w.reloaded_channels, w);
+    e.notes.push_back("auto-zero after each programming (aoc run --zero-reads " + std::to_string(o.zero_reads) + "): " +
+                      std::to_string(o.zero_reads) + " ADC samples of each reprogrammed channel with the values at 0, in series at "
+                      "the readout rate, the channels lit and detected meanwhile");
+  }
   w.gpu_macs = *w.analog_macs + w.digital_macs;
   w.gpu_distinct_weights = static_cast<double>(e.parameters);  // the GPU holds every parameter
   e.utilisation = e.tile_runs > 0 ? *w.analog_macs / (e.tile_runs * static_cast<double>(e.channels) * e.channels) : 0;
@@ -395,6 +413,10 @@ ProgramEstimate estimate_program(const Program& p, const Hardware& hw, const Pro
   load.reloaded_channels = c.initial_reloaded_channels * verify.reloads;
   load.modules = std::max(1, e.modules_used);
   load.photons_per_sample = o.photons_per_sample;
+  if (o.zero_reads > 0 && load.weight_reloads > 0) {
+    load.adc_conversions = 0, load.adc_samples = load.led_channel_iterations = load.receiver_channel_iterations = 0;
+    add_zero_reads(hw, o.zero_reads, load.weight_reloads, *load.reloaded_channels, load);
+  }
   e.load = estimate(hw, load, o.gpu);
 
   e.notes.push_back("always on: each ADC readout keeps the channels holding its value lit and detected through the settle and "

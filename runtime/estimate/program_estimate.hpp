@@ -13,6 +13,7 @@
 #include "compiler/program.hpp"
 #include "sim/energy.hpp"
 #include "sim/hardware.hpp"
+#include "sim/physics_spec.hpp"
 
 namespace aoc {
 
@@ -36,6 +37,9 @@ struct ProgramEstimateOptions {
   // than this fraction of its transmission is written again, up to verify_rounds times (0: none).
   double write_verify = 0;
   int verify_rounds = 8;
+  // The auto-zero after each programming (as `aoc run --zero-reads`): this many ADC samples of every
+  // reprogrammed channel with the values at 0, the channels lit and detected meanwhile (0: none).
+  int zero_reads = kZeroReads;
   GpuChoice gpu;                              // the GPU the token is compared with
 };
 

@@ -22,6 +22,7 @@ struct ProgramSettings {
   std::optional<std::uint64_t> program_seed;  // the SLM's programming errors apart from the read noise; none: seed
   double write_verify = 0;  // write-verify each SLM pixel to this relative error after programming (0: none)
   int verify_rounds = 8;
+  int zero_reads = kZeroReads;  // auto-zero reads after each programming (TileNoise::zero_reads; 0: none)
   int threads = 1;
 };
 
