@@ -351,6 +351,20 @@ EnergyReport estimate(const Hardware& hw, const Workload& given, const GpuChoice
               " J typ)";
     rep.notes.push_back(note);
   }
+  // Through the digital phases (the serial digital MACs between the optical passes) the modules
+  // wait as through a reload: every channel of each module in use keeps its receivers and analog
+  // electronics on (biased amplifiers are not gated off for microseconds), and the controller runs.
+  double digital_s = 0;
+  for (const auto& l : rep.latency)
+    if (l.name == "digital") digital_s = l.seconds;
+  const double digital_channel_periods = *w.modules * hw.channels * digital_s / (t.loop_period_ns * 1e-9);
+  const double digital_control = digital_s / (control_window_ns * 1e-9);
+  if (digital_s > 0)
+    rep.notes.push_back("during the digital phases (" + g4(digital_s) + " s of serial digital MACs) the modules wait with their receivers, "
+                        "analog electronics and controller on and their LEDs off: " + count(*w.modules) + " module(s) x " +
+                        std::to_string(hw.channels) + " channels x " + g4(digital_s / (t.loop_period_ns * 1e-9)) + " loop periods = " +
+                        g4(digital_channel_periods) + " receiver and analog channel-iterations, and " + g4(digital_control) +
+                        " fixed points' worth of the controller");
   // Activation I/O: every conversion's code crosses the module's edge, each DAC input in and each
   // ADC sample out (the module has no digital logic: a readout window's samples are averaged off it).
   double activation_bits = 0;
@@ -371,13 +385,14 @@ EnergyReport estimate(const Hardware& hw, const Workload& given, const GpuChoice
     const std::string action = kind.action;
     double count = 0;
     if (action == "channel_iteration")
-      count = std::string(name) == "led_drive" ? *w.led_channel_iterations : *w.receiver_channel_iterations + reload_channel_periods;
+      count = std::string(name) == "led_drive" ? *w.led_channel_iterations
+                                               : *w.receiver_channel_iterations + reload_channel_periods + digital_channel_periods;
     else if (action == "second") count = rep.total_seconds * *w.modules;
     else if (action == "weight_write") count = w.weight_writes;
     else if (action == "conversion") count = std::string(name) == "dac" ? w.dac_conversions : w.adc_conversions;
     else if (action == "bit") count = activation_bits;
     else if (action == "mac") count = w.digital_macs;
-    else if (action == "fixed_point") count = F + reload_control;
+    else if (action == "fixed_point") count = F + reload_control + digital_control;
     const double scale = std::string(kind.unit) == "W" ? 1.0 : 1e-12;
     EnergyLine l{name, action, count, 0, {}, ""};
     const EnergyComponent* c = e.find(name);

@@ -186,6 +186,24 @@ TEST_CASE("energy: activation I/O is the bits of every conversion, each DAC inpu
   CHECK_THAT(estimate_error(none, small_work()), Contains("small.json: converters: missing"));
 }
 
+TEST_CASE("energy: through the digital phases every channel in use keeps its receivers, electronics and controller on") {
+  aoc::Hardware hw = small_machine();
+  hw.timing->digital_gmac_per_s = 0.0625;  // 1000 serial MACs: 16 us, 1000 loop periods of 16 ns
+  aoc::Workload w = small_work();
+  w.serial_digital_macs = 0;
+  w.modules = 3;
+  const aoc::EnergyReport without = aoc::estimate(hw, w);
+  w.serial_digital_macs = 1000;
+  const aoc::EnergyReport with = aoc::estimate(hw, w);
+  CHECK(line(with, "led_drive").count == line(without, "led_drive").count);
+  // 3 modules x 4 channels x 1000 loop periods; the controller for 16 us / 128 ns
+  CHECK(line(with, "photodetector_receiver").count - line(without, "photodetector_receiver").count == Approx(3 * 4 * 1000));
+  CHECK(line(with, "analog_electronics").count - line(without, "analog_electronics").count == Approx(3 * 4 * 1000));
+  CHECK(line(with, "control").count - line(without, "control").count == Approx(16e-6 / 128e-9));
+  CHECK(std::any_of(with.notes.begin(), with.notes.end(), [](const std::string& n) { return n.find("digital phases") != std::string::npos; }));
+  CHECK(std::none_of(without.notes.begin(), without.notes.end(), [](const std::string& n) { return n.find("digital phases") != std::string::npos; }));
+}
+
 TEST_CASE("energy: through a weight reload the receivers, analog electronics and controller stay on, the LEDs off") {
   aoc::Workload w = small_work();
   w.weight_reloads = 0;
