@@ -8,6 +8,8 @@
   through a few damped steps from it); the machine's non-idealities are in the forward pass only.
 - ``AOCLayer``: an ``nn.Module`` holding the weights W, bias b, leak alpha and gain beta, for
   hardware-aware training: ``y = FixedPoint(x, beta W, b, alpha)``.
+- ``export(module, example_inputs, path)``: a trained module (Linear layers, activations, AOCLayers)
+  written as an aoc graph and its weights (aocsim/export.py), to compile for a machine.
 
 docs/python.md shows a model trained through the noisy machine beside one trained digitally.
 """
@@ -21,7 +23,9 @@ from torch import nn
 
 import aocsim
 
-__all__ = ["AOCLayer", "FixedPoint", "Machine", "loop_step"]
+from .export import export
+
+__all__ = ["AOCLayer", "FixedPoint", "Machine", "export", "loop_step"]
 
 
 def loop_step(z, x, W, bias, alpha):
