@@ -25,6 +25,7 @@ void OpticalCore<T>::set_noise(const NoiseRun& noise) {
   t.spec = noise.spec;
   t.seed = noise.seed;
   t.program_seed = noise.program_seed;
+  t.zero_reads = noise.zero_reads;
   t.loop_period_us = noise.loop_period_us;
   t.slot_ticks = std::max<std::int64_t>(1, std::llround(noise.sample_spacing_us / noise.loop_period_us));
   tile_->set_noise(t);

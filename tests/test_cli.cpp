@@ -227,6 +227,13 @@ TEST_CASE("cli: aoc loop with noise stops samples at their noise floor, --floor-
   const auto digest = [](const std::string& out) { return out.substr(out.find("\"digest\""), 30); };
   CHECK(digest(a.out) == digest(b.out));
   CHECK_THAT(run_aoc("loop --floor-patience -1").out, Catch::Contains("--floor-patience"));
+  // the auto-zero after programming: on with noise, recorded; without it the same run reads differently
+  const Run zeroed = run_aoc("loop --hw aoc-48 --batch 4 --noise --json"), raw = run_aoc("loop --hw aoc-48 --batch 4 --noise --json --zero-reads 0");
+  REQUIRE(zeroed.status == 0);
+  REQUIRE(raw.status == 0);
+  CHECK(field(zeroed.out, "zero_reads") == 1024);
+  CHECK(field(raw.out, "zero_reads") == 0);
+  CHECK(digest(zeroed.out) != digest(raw.out));
 }
 
 TEST_CASE("cli: two identical aoc compile runs a second apart write byte-identical programs and weights") {

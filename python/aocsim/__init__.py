@@ -127,7 +127,7 @@ def _hardware_set(hw, set):
 def solve(W, x, bias=None, z0=None, *, hw="aoc-48", set=None, mode="default", alpha=None, beta=None, gamma=None, rule="twin",
           tol=1e-3, max_iter=40, damping=1.0, precision="f32", quantize=False, noise=False, bandwidth=False,
           hardware_readout=False, anneal=None, seed=1, threads=1, first_sample=0, trace=False, floor_patience=8,
-          program_seed=None):
+          program_seed=None, zero_reads=1024):
     """Solve the loop's fixed points on the simulated core, as ``aoc run`` does.
 
     W: (N, N) weights in AOC convention; x: (B, N) inputs (or (N,) for one sample); bias: (N,);
@@ -145,7 +145,8 @@ def solve(W, x, bias=None, z0=None, *, hw="aoc-48", set=None, mode="default", al
     or "exp:START:END:ITERS". seed, first_sample: the noise keys; threads: results do not depend on it.
     program_seed: the SLM's programming errors (its fixed pattern, the chip as written) keyed apart
     from the read noise: one program_seed under several seeds is one chip under fresh read noise
-    (None: the noise seed, a new chip per seed; ``--program-seed``).
+    (None: the noise seed, a new chip per seed; ``--program-seed``). zero_reads: with noise, the
+    auto-zero after each programming (``--zero-reads``, docs/physics.md; 0: none).
     floor_patience: with noise (twin and relative rules), a sample whose residual has not fallen under
     0.9 of its lowest for this many steps stops at its noise floor, its fixed point the mean of those
     iterates (``at_floor`` in the result; 0: off).
@@ -165,6 +166,7 @@ def solve(W, x, bias=None, z0=None, *, hw="aoc-48", set=None, mode="default", al
         int(first_sample), int(seed)
     s.floor_patience = int(floor_patience)
     s.program_seed = None if program_seed is None else int(program_seed)
+    s.zero_reads = int(zero_reads)
     s.quantize, s.noise, s.bandwidth, s.hardware_readout, s.trace = bool(quantize), bool(noise), bool(bandwidth), \
         bool(hardware_readout), bool(trace)
     s.anneal = anneal or ""

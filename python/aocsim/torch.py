@@ -45,10 +45,12 @@ class Machine:
     program_seed: hold one chip fixed: the SLM's programming errors (its fixed pattern) are drawn from
     it at every solve, so advance_seed then draws fresh read noise on the same programmed chip (None:
     each seed programs a new chip, as aihwkit's programming noise redrawn with the read noise).
+    zero_reads: with noise, the auto-zero after each programming (as aocsim.solve; 0: none).
     """
 
     def __init__(self, hw="aoc-48", *, set=None, mode="default", noise=False, quantize=False, precision="f32", rule="twin",
-                 tol=1e-3, max_iter=40, damping=1.0, bandwidth=False, seed=1, advance_seed=True, threads=1, program_seed=None):
+                 tol=1e-3, max_iter=40, damping=1.0, bandwidth=False, seed=1, advance_seed=True, threads=1, program_seed=None,
+                 zero_reads=1024):
         self.hw = hw if isinstance(hw, aocsim.Hardware) else aocsim.Hardware(hw, set)
         if isinstance(hw, aocsim.Hardware) and set is not None:
             self.hw = hw.with_overrides(set)
@@ -56,6 +58,7 @@ class Machine:
         self.rule, self.tol, self.max_iter, self.damping, self.bandwidth = rule, tol, max_iter, damping, bool(bandwidth)
         self.seed, self.advance_seed, self.threads = int(seed), bool(advance_seed), int(threads)
         self.program_seed = None if program_seed is None else int(program_seed)
+        self.zero_reads = int(zero_reads)
         self.calls = 0
         # How the machine sets its gain (the twin's normalise_matrix): the product is (s/N) t W / max|W|
         # with s from beta, so beta = N max|W| gives t W; without it, the gain is max|W| (t W as is).
@@ -82,7 +85,7 @@ class Machine:
         r = aocsim.solve(Wn, xn, bn, hw=self.hw, mode=self.mode, alpha=an, beta=self._gain(Wn), rule=self.rule, tol=self.tol,
                       max_iter=self.max_iter, damping=self.damping, precision=self.precision, quantize=self.quantize,
                       noise=self.noise, bandwidth=self.bandwidth, seed=seed, threads=self.threads,
-                         program_seed=self.program_seed)
+                         program_seed=self.program_seed, zero_reads=self.zero_reads)
         self.last_result = r
         # a noisy solve that stopped at its noise floor settled as far as the noise lets it: not a failure
         settled = np.asarray(r.converged, dtype=bool) | np.asarray(r.at_floor, dtype=bool)

@@ -61,7 +61,7 @@ void run_program(const Opts& o, const CLI::App* c) {
   if (o.output.empty()) throw Error("run: no output file (-o OUT.h5)");
   check_outputs({{"-o", o.output}}, {{"the program", o.input}, {"--inputs", o.program.inputs}});
   ProgramFlags f = o.program;
-  f.quantize = o.quantize, f.noise = o.noise, f.seed = o.seed, f.program_seed = o.program_seed, f.threads = o.threads, f.set = o.set, f.precision = o.precision, f.trace = o.trace;
+  f.quantize = o.quantize, f.noise = o.noise, f.seed = o.seed, f.program_seed = o.program_seed, f.zero_reads = o.zero_reads, f.threads = o.threads, f.set = o.set, f.precision = o.precision, f.trace = o.trace;
   // --ideal: the lowering alone, as aoc check --ideal: no converters or noise, exact optics, float64
   // unless --precision says otherwise
   if (o.ideal) f.ideal_optics = true, f.quantize = f.noise = false;

@@ -36,6 +36,7 @@ void add_machine_flags(CLI::App* c, LoopSettings& f, const char* seed_help) {
   c->add_flag("--bandwidth", f.bandwidth, "finite loop bandwidth from the hardware's timing section");
   c->add_option("--seed", f.seed, seed_help)->check(seed_value())->capture_default_str();
   add_program_seed_flag(c, f.program_seed);
+  add_zero_reads_flag(c, f.zero_reads);
   c->add_option("--threads", f.threads, "threads (results are identical for any count)")->check(positive())->capture_default_str();
 }
 

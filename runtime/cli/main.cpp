@@ -91,6 +91,15 @@ void add_program_seed_flag(CLI::App* c, std::optional<std::uint64_t>& program_se
       ->check(seed_value());
 }
 
+void add_zero_reads_flag(CLI::App* c, int& zero_reads) {
+  c->add_option("--zero-reads", zero_reads,
+                "sim, with noise: the auto-zero after each programming: this many reads with every value at 0, averaged, "
+                "set each output's bias (taking out the offset the SLM's fixed pattern gives the light that carries no "
+                "signal, to the reads' white noise / sqrt(N)); 0: none, the chain's offset as programmed")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+}
+
 void require_json_for_output(const CLI::App* c, const std::string& cmd) {
   const CLI::Option* out = c->get_option("-o");
   if (out->count() && !c->get_option("--json")->count())

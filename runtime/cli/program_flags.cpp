@@ -18,12 +18,6 @@ void add_program_flags(CLI::App* c, ProgramFlags& f, bool with_shared) {
                          "is off by more than this fraction (its fixed pattern, noise.slm_fixed_pattern_sigma, drawn anew at each "
                          "write), at most --verify-rounds times; the reads are taken to resolve it (0, the default: no verify). "
                          "The run counts the pixels written again");
-  c->add_option("--zero-reads", f.zero_reads,
-                "sim, with noise: the auto-zero after each programming: this many reads with every value at 0, averaged, "
-                "set each output's bias (taking out the offset the SLM's fixed pattern gives the light that carries no "
-                "signal, to the reads' white noise / sqrt(N)); 0: none, the chain's offset as programmed")
-      ->check(CLI::Range(0, 1 << 20))
-      ->capture_default_str();
   c->add_flag("--ideal-optics", f.ideal_optics,
               "sim: ideal optics, each tile's product exact. Default: the machine as measured, every tile through its "
               "calibrated optical chain (fan-in profile, SLM distortion and darkness, TIA gains, crosstalk)");
@@ -53,6 +47,7 @@ void add_program_flags(CLI::App* c, ProgramFlags& f, bool with_shared) {
       ->capture_default_str();
   c->add_option("--seed", f.seed, "sim: noise seed (the same seed gives the same run for any --threads)")->check(seed_value())->capture_default_str();
   add_program_seed_flag(c, f.program_seed);
+  add_zero_reads_flag(c, f.zero_reads);
   c->add_option("--threads", f.threads, "threads (results are identical for any count)")->check(positive())->capture_default_str();
 }
 

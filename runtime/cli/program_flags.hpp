@@ -21,7 +21,7 @@ struct ProgramFlags : ProgramSettings {
 
 // Adds --inputs, --sequence, --ideal-optics, --light-map, --quiet; `with_shared` (aoc check) also --quantize and
 // --noise, on by default (a check checks the machine; --no-quantize, --no-noise),
-// --set, --precision, --seed, --threads (aoc run has its own of those, shared with the loop).
+// --set, --precision, --seed, --program-seed, --zero-reads, --threads (aoc run has its own of those, shared with the loop).
 void add_program_flags(CLI::App* c, ProgramFlags& f, bool with_shared);
 
 // Options that do not apply to what was asked are errors, never ignored: the first of `names`

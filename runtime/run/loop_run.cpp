@@ -42,7 +42,11 @@ LoopRunResult run(const Hardware& hw, const CoreConfig& cfg, const LoopView<S>& 
   CoreConfig c = cfg;
   if (o.bandwidth) c.step_fraction = step_fraction(*hw.timing);
   OpticalCore<T> core(hw, c);
-  if (o.noise) core.set_noise(noise_run(hw, o.seed, o.solver.max_iter, o.program_seed));
+  if (o.noise) {
+    NoiseRun n = noise_run(hw, o.seed, o.solver.max_iter, o.program_seed);
+    n.zero_reads = o.zero_reads;
+    core.set_noise(n);
+  }
   // The SLM is programmed in double: a float32 W is widened once, a float64 one read in place.
   MatrixXdR widened;
   const Eigen::Map<const MatrixXdR> W = [&] {

@@ -22,6 +22,7 @@ struct LoopRunOptions {
   bool noise = false;      // noise sources from hw.noise (required when on)
   std::uint64_t seed = 0;  // noise seed
   std::optional<std::uint64_t> program_seed;  // the SLM's programming errors (NoiseRun::program_seed); none: seed
+  int zero_reads = kZeroReads;  // the auto-zero after each programming (NoiseRun::zero_reads; 0: none)
   int threads = 1;
   bool bandwidth = false;  // finite loop bandwidth from hw.timing (each iteration reaches part of its step)
   bool hardware_readout = false;  // read out on the machine's clock: settle, then average a sample window

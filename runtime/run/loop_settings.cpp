@@ -27,6 +27,7 @@ void check_settings(const LoopSettings& s) {
   if (s.max_iter < 1) throw Error("max_iter: must be at least 1, got " + std::to_string(s.max_iter));
   if (s.floor_patience < 0) throw Error("floor_patience: must be at least 0 (0: off), got " + std::to_string(s.floor_patience));
   if (s.threads < 1) throw Error("threads: must be at least 1, got " + std::to_string(s.threads));
+  if (s.zero_reads < 0 || s.zero_reads > (1 << 20)) throw Error("zero_reads: expected 0 to 1048576, got " + std::to_string(s.zero_reads));
   if (s.first_sample < 0 || s.first_sample > (1 << 30)) throw Error("first_sample: must be from 0 to 2^30, got " + std::to_string(s.first_sample));
   if (!(s.tol > 0) || !std::isfinite(s.tol)) throw Error("tol: must be a positive finite number, got " + numbers_text({s.tol}));
   if (!(s.damping >= 1e-6 && s.damping <= 1)) throw Error("damping: must be from 1e-6 to 1, got " + numbers_text({s.damping}));
@@ -73,6 +74,7 @@ LoopRunOptions run_options(const LoopSettings& s) {
   r.hardware_readout = s.hardware_readout;
   r.seed = s.seed;
   r.program_seed = s.program_seed;
+  r.zero_reads = s.zero_reads;
   r.threads = s.threads;
   return r;
 }
@@ -104,6 +106,7 @@ std::string loop_config_hash(const LoopSettings& s, const Hardware& hw, const Co
     << "\ntrace " << s.trace;
   if (s.noise && s.rule != "fixed") t << "\nfloor_patience " << s.floor_patience;  // noise-free digests as before
   if (s.program_seed) t << "\nprogram_seed " << *s.program_seed;  // digests without one as before
+  if (s.noise && s.zero_reads != kZeroReads) t << "\nzero_reads " << s.zero_reads;  // likewise
   t << "\nW " << p.W.rows() << " x " << p.W.cols() << "\nx " << p.x.rows() << " x " << p.x.cols() << "\n";
   std::string bytes = t.str();
   bytes.reserve(bytes.size() + sizeof(double) * static_cast<std::size_t>(p.W.size() + p.bias.size() + p.x.size() + p.z0.size()));

@@ -22,6 +22,7 @@ struct LoopSettings {
   std::optional<double> alpha;  // overrides the mode's and the input's alpha (mode ideal: 0.5 when not given)
   std::uint64_t seed = 1;
   std::optional<std::uint64_t> program_seed;  // the SLM's programming errors apart from the read noise; none: seed
+  int zero_reads = kZeroReads;  // the auto-zero after each programming (TileNoise::zero_reads; 0: none)
   bool quantize = false, noise = false, bandwidth = false, trace = false, hardware_readout = false;
   // with noise, under the twin and relative rules: a sample whose residual has stopped falling for
   // this many steps stops at its noise floor (SolverOptions::floor_patience; 0: off)

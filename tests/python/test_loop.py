@@ -19,6 +19,7 @@ def example(n=48, batch=5, seed=3):
     (["--mode", "ideal", "--alpha", "0.3", "--bandwidth", "--hardware-readout", "--noise", "--set", "noise.thermal_sigma=0.005"],
      dict(mode="ideal", alpha=0.3, bandwidth=True, hardware_readout=True, noise=True, set={"noise.thermal_sigma": 0.005})),
     (["--anneal", "linear:0.9:0.5:20", "--hw", "aoc-16"], dict(anneal="linear:0.9:0.5:20", hw="aoc-16")),
+    (["--noise", "--zero-reads", "0", "--seed", "5"], dict(noise=True, zero_reads=0, seed=5)),
 ])
 def test_solve_gives_the_digests_of_aoc_run(cli, tmp_path, flags, kwargs):
     n = 16 if "aoc-16" in flags else 48
