@@ -285,11 +285,13 @@ EnergyReport estimate(const Hardware& hw, const Workload& given, const GpuChoice
                        " ns: the channels of one step in parallel (the ADC's samples are the readout)",
        "timing.dac_conversion_ns: " + source("timing.dac_conversion_ns")},
   };
+  double digital_s = 0;  // the digital phases, in series with the optics
   if (w.serial_digital_macs) {
     const double macs = *w.serial_digital_macs;
     if (macs > 0 && !(t.digital_gmac_per_s > 0))
       throw missing("timing.digital_gmac_per_s", "for the latency of " + g4(macs) + " digital MACs of the estimate");
-    rep.latency.push_back({"digital", macs > 0 ? macs / (t.digital_gmac_per_s * 1e9) : 0.0,
+    digital_s = macs > 0 ? macs / (t.digital_gmac_per_s * 1e9) : 0.0;
+    rep.latency.push_back({"digital", digital_s,
                            count(macs) + " digital MACs in series / " + num(t.digital_gmac_per_s) + " GMAC/s",
                            "timing.digital_gmac_per_s: " + source("timing.digital_gmac_per_s")});
   }
@@ -354,9 +356,6 @@ EnergyReport estimate(const Hardware& hw, const Workload& given, const GpuChoice
   // Through the digital phases (the serial digital MACs between the optical passes) the modules
   // wait as through a reload: every channel of each module in use keeps its receivers and analog
   // electronics on (biased amplifiers are not gated off for microseconds), and the controller runs.
-  double digital_s = 0;
-  for (const auto& l : rep.latency)
-    if (l.name == "digital") digital_s = l.seconds;
   const double digital_channel_periods = *w.modules * hw.channels * digital_s / (t.loop_period_ns * 1e-9);
   const double digital_control = digital_s / (control_window_ns * 1e-9);
   if (digital_s > 0)

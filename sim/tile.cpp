@@ -368,7 +368,11 @@ void OpticalTile<T>::program(const Eigen::Ref<const MatrixXdR>& W, int in0, int 
 template <class T>
 void OpticalTile<T>::auto_zero(const Eigen::VectorXd& intended) {
   const int n = noise_.zero_reads, rows = std::min(n, 256);
-  const NoiseSpec run = noise_.spec;
+  struct Restore {  // the run's levels back however the reads end
+    NoiseSpec& spec;
+    const NoiseSpec run;
+    ~Restore() { spec = run; }
+  } restore{noise_.spec, noise_.spec};
   noise_.spec.drift_sigma = noise_.spec.flicker_sigma = 0;
   AlignedVector<T> t(static_cast<size_t>(rows) * ldi_, T(0)), out(static_cast<size_t>(rows) * ldo_), scratch(scratch_size(rows));
   Eigen::VectorXd sum = Eigen::VectorXd::Zero(M_);
@@ -381,7 +385,6 @@ void OpticalTile<T>::auto_zero(const Eigen::VectorXd& intended) {
     for (int r = 0; r < m; ++r)
       for (int j = 0; j < M_; ++j) sum(j) += static_cast<double>(out[static_cast<size_t>(r) * ldo_ + j]);
   }
-  noise_.spec = run;
   for (int j = 0; j < M_; ++j) c_[static_cast<size_t>(j)] -= static_cast<T>(sum(j) / n - intended(j));
 }
 
