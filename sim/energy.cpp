@@ -45,18 +45,32 @@ constexpr double kElementaryCharge = 1.602176634e-19;  // C
 // What a converter's figure is worth at the machine's bits, and how that was reckoned ("" where the
 // figure is taken as it is).
 std::pair<double, std::string> resolution_factor(const Hardware& hw, const EnergyComponent& c) {
-  if (c.at_bits <= 0 || !hw.converters) return {1.0, ""};
-  const ConverterSpec& v = *hw.converters;
-  const int bits = c.name == "adc" ? v.adc_bits : c.name == "dac" ? v.dac_bits : v.slm_bits;
-  if (bits == c.at_bits) return {1.0, ""};
-  if (c.name == "slm_reload") {
-    const double f = static_cast<double>(bits) / c.at_bits;
-    return {f, "scaled to " + std::to_string(bits) + "-bit codes from the figure at " + std::to_string(c.at_bits) + " (x " + g4(f) +
-                   ": bits moved per write)"};
+  double f = 1.0;
+  std::string how;
+  if (c.at_bits > 0 && hw.converters) {
+    const ConverterSpec& v = *hw.converters;
+    const int bits = c.name == "adc" ? v.adc_bits : c.name == "dac" ? v.dac_bits : v.slm_bits;
+    if (bits != c.at_bits && c.name == "slm_reload") {
+      f = static_cast<double>(bits) / c.at_bits;
+      how = "scaled to " + std::to_string(bits) + "-bit codes from the figure at " + std::to_string(c.at_bits) + " (x " + g4(f) +
+            ": bits moved per write)";
+    } else if (bits != c.at_bits) {
+      f = std::ldexp(1.0, bits - c.at_bits);
+      how = "scaled to " + std::to_string(bits) + " bits from the figure at " + std::to_string(c.at_bits) + " (x 2^" +
+            std::to_string(bits - c.at_bits) + " = " + g4(f) + ": Walden's figure of merit, energy per conversion step constant)";
+    }
   }
-  const double f = std::ldexp(1.0, bits - c.at_bits);
-  return {f, "scaled to " + std::to_string(bits) + " bits from the figure at " + std::to_string(c.at_bits) + " (x 2^" +
-                 std::to_string(bits - c.at_bits) + " = " + g4(f) + ": Walden's figure of merit, energy per conversion step constant)"};
+  if (c.at_rate_mhz > 0 && hw.timing) {
+    const TimingSpec& t = *hw.timing;
+    const double rate = c.name == "adc" ? t.readout_rate_mhz : t.dac_conversion_ns > 0 ? 1e3 / t.dac_conversion_ns : 0;
+    if (rate > c.at_rate_mhz) {
+      const double r = rate / c.at_rate_mhz;
+      f *= r;
+      how += (how.empty() ? "" : "; ") + std::string("scaled to ") + g4(rate) + " MHz from the figure's " + g4(c.at_rate_mhz) + " MHz (x " + g4(r) +
+             ": past the rate a figure holds at, energy per conversion grows in proportion to the rate)";
+    }
+  }
+  return {f, how};
 }
 
 }  // namespace
@@ -134,6 +148,27 @@ const EnergyComponent* EnergySpec::find(const std::string& name) const {
   return nullptr;
 }
 
+BandEntry read_band_entry(const Reader& r, const json& c, const std::string& F, const std::string& unit, const std::string& per,
+                          bool at_bits, bool at_rate) {
+  r.object(c, F);
+  std::vector<std::string> keys{"min", "typ", "max", "unit", "source"};
+  if (at_bits) keys.push_back("at_bits");
+  if (at_rate) keys.push_back("at_rate_mhz");
+  r.only_keys(c, F, keys);
+  BandEntry e;
+  if (const json* b = r.find(c, "at_bits")) e.at_bits = static_cast<int>(r.integer(*b, F + ".at_bits", 1, 24));
+  if (const json* b = r.find(c, "at_rate_mhz")) e.at_rate_mhz = r.number(*b, F + ".at_rate_mhz", kPositive);
+  const std::string u = r.text(r.need(c, F, "unit"), F + ".unit", false);
+  if (u != unit) r.fail(F + ".unit", "expected \"" + unit + "\" (per " + per + "), got \"" + u + "\"");
+  e.value.min = r.number(r.need(c, F, "min"), F + ".min", kNonNegative);
+  e.value.typ = r.number(r.need(c, F, "typ"), F + ".typ", kNonNegative);
+  e.value.max = r.number(r.need(c, F, "max"), F + ".max", kNonNegative);
+  if (!(e.value.min <= e.value.typ && e.value.typ <= e.value.max))
+    r.fail(F, "expected min <= typ <= max, got " + num(e.value.min) + ", " + num(e.value.typ) + ", " + num(e.value.max));
+  e.source = r.text(r.need(c, F, "source"), F + ".source", true);
+  return e;
+}
+
 EnergySpec read_energy(const Reader& r, const json& j, Hardware& hw) {
   EnergySpec e;
   r.object(j, "energy");
@@ -156,22 +191,16 @@ EnergySpec read_energy(const Reader& r, const json& j, Hardware& hw) {
     }
     const std::string F = sub("energy", name);
     const Kind& kind = kinds().at(name);
-    r.object(c, F);
     const bool converter = name == "dac" || name == "adc" || name == "slm_reload";
-    if (converter) r.only_keys(c, F, {"min", "typ", "max", "unit", "source", "at_bits"});
-    else r.only_keys(c, F, {"min", "typ", "max", "unit", "source"});
+    const BandEntry b = read_band_entry(r, c, F, kind.unit, kind.action, converter, name == "dac" || name == "adc");
     EnergyComponent comp;
-    if (const json* b = r.find(c, "at_bits")) comp.at_bits = static_cast<int>(r.integer(*b, F + ".at_bits", 1, 24));
     comp.name = name;
     comp.action = kind.action;
-    comp.unit = r.text(r.need(c, F, "unit"), F + ".unit", false);
-    if (comp.unit != kind.unit) r.fail(F + ".unit", "expected \"" + std::string(kind.unit) + "\" (per " + kind.action + "), got \"" + comp.unit + "\"");
-    comp.value.min = r.number(r.need(c, F, "min"), F + ".min", kNonNegative);
-    comp.value.typ = r.number(r.need(c, F, "typ"), F + ".typ", kNonNegative);
-    comp.value.max = r.number(r.need(c, F, "max"), F + ".max", kNonNegative);
-    if (!(comp.value.min <= comp.value.typ && comp.value.typ <= comp.value.max))
-      r.fail(F, "expected min <= typ <= max, got " + num(comp.value.min) + ", " + num(comp.value.typ) + ", " + num(comp.value.max));
-    comp.source = r.text(r.need(c, F, "source"), F + ".source", true);
+    comp.unit = kind.unit;
+    comp.value = b.value;
+    comp.at_bits = b.at_bits;
+    comp.at_rate_mhz = b.at_rate_mhz;
+    comp.source = b.source;
     hw.sources[F] = comp.source;
     e.components.push_back(comp);
   }

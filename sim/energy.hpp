@@ -36,6 +36,10 @@ struct EnergyComponent {
   // of merit: constant energy per conversion step), and bits / at_bits per weight write (a code of
   // that many bits moved to the SLM).
   int at_bits = 0;
+  // dac, adc: the conversion rate the figure holds up to, in MHz (0: any). A converter run faster
+  // (timing.readout_rate_mhz, 1 / timing.dac_conversion_ns) pays rate / at_rate_mhz times it per
+  // conversion: past the survey's frontier corner the energy per conversion grows with the rate.
+  double at_rate_mhz = 0;
 };
 
 // The parameters that turn a photon count per detector sample into LED energy (energy.photon_budget).

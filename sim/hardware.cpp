@@ -382,7 +382,7 @@ Hardware read_document(const Reader& r, const std::string& path, const json& doc
     r.fail("version", "unsupported version " + version.dump() + " (this build reads version " +
                           std::to_string(kVersion) + ")");
   r.only_keys(doc, "", {"format", "version", "name", "description", "provenance", "channels",
-                        "calibration", "unused", "defaults", "noise", "converters", "timing", "energy", "architecture"});
+                        "calibration", "unused", "defaults", "noise", "converters", "timing", "energy", "architecture", "area"});
 
   Hardware hw;
   hw.path = path;
@@ -398,13 +398,14 @@ Hardware read_document(const Reader& r, const std::string& path, const json& doc
   if (const json* j = r.find(doc, "timing")) hw.timing = read_timing(r, *j, hw);
   if (const json* j = r.find(doc, "energy")) hw.energy = read_energy(r, *j, hw);
   if (const json* j = r.find(doc, "architecture")) hw.architecture = read_architecture(r, *j, hw);
+  if (const json* j = r.find(doc, "area")) hw.area = read_area(r, *j, hw);
   derive_operating_point(r, hw);
   return hw;
 }
 
 // The sections an override can change without the calibration being read again.
 bool physical_section(const std::string& s) {
-  return s == "noise" || s == "converters" || s == "timing" || s == "energy" || s == "architecture";
+  return s == "noise" || s == "converters" || s == "timing" || s == "energy" || s == "architecture" || s == "area";
 }
 
 }  // namespace
@@ -435,6 +436,89 @@ json hardware_document(const std::string& path, const std::vector<std::string>& 
     doc["noise"]["photons_per_sample"] = {{"value", hw.noise->photons_per_sample}, {"unit", "photons"},
                                           {"source", hw.sources.at("noise.photons_per_sample")}};
   return doc;
+}
+
+namespace {
+
+// A per-channel calibration entry of a machine of n channels, as one of `to` channels: a vector of n
+// numbers becomes `to` copies of its mean; n rows (or n - 1, the quadratic beam-splitter leak) become
+// `to` (or `to - 1`) copies of their column means. Anything else is left as it is.
+bool widen_entry(json& entry, int n, int to, const std::string& from) {
+  if (!entry.is_object() || !entry.contains("value") || !entry["value"].is_array()) return false;
+  json& v = entry["value"];
+  const auto size = static_cast<int>(v.size());
+  if (size == 0) return false;
+  const bool rows = v[0].is_array();
+  if (!(size == n || (rows && size == n - 1))) return false;
+  const int out = size == n ? to : to - 1;
+  if (rows) {
+    const std::size_t k = v[0].size();
+    json mean = json::array();
+    for (std::size_t i = 0; i < k; ++i) {
+      double sum = 0;
+      for (const json& row : v) {
+        if (!row.is_array() || row.size() != k || !row[i].is_number()) return false;
+        sum += row[i].get<double>();
+      }
+      mean.push_back(sum / size);
+    }
+    v = json::array();
+    for (int i = 0; i < out; ++i) v.push_back(mean);
+  } else {
+    double sum = 0;
+    for (const json& x : v) {
+      if (!x.is_number()) return false;
+      sum += x.get<double>();
+    }
+    v = json::array();
+    for (int i = 0; i < out; ++i) v.push_back(sum / size);
+  }
+  if (entry.contains("source") && entry["source"].is_string())
+    entry["source"] = entry["source"].get<std::string>() + " [stand-in: " + from + "'s mean over its " + std::to_string(n) +
+                      " channels, repeated]";
+  return true;
+}
+
+}  // namespace
+
+json resized_hardware(const std::string& path, int channels, const std::string& name, const std::string& command,
+                      const std::vector<std::string>& overrides) {
+  const Reader r(path);
+  json doc = jsonr::parse_text<json>(read_text(path), path);
+  r.object(doc, "");
+  const Hardware src = read_document(r, path, doc);  // the source machine is valid before it is resized
+  if (channels < 2 || channels > kMaxChannels)
+    throw Error("--channels: " + std::to_string(channels) + " is outside 2.." + std::to_string(kMaxChannels));
+  if (name.empty()) throw Error("NAME: empty (give the machine a name of its own)");
+  int widened = 0;
+  for (const char* section : {"calibration", "unused"})
+    if (doc.contains(section))
+      for (auto& [key, entry] : doc[section].items())
+        if (widen_entry(entry, src.channels, channels, src.name) && std::string(section) == "calibration") ++widened;
+  json out;  // the document's keys in the format's order, the new ones first
+  for (auto& [key, value] : doc.items()) {
+    if (key == "name") {
+      out["name"] = name;
+      out["description"] = "A machine of " + std::to_string(channels) + " channels (" + std::to_string(static_cast<long long>(channels) * channels) +
+                           " weights per module) made by `aoc hw new` from " + src.name + ". Its calibration is " + src.name +
+                           "'s, each per-channel vector replaced by its mean: a stand-in, not a measurement. From " + src.name + ": " +
+                           src.description;
+      out["provenance"] = {{"generated_by", command},
+                           {"from", src.name},
+                           {"calibration", std::to_string(widened) + " per-channel entries of " + src.name + " -> " + std::to_string(channels) +
+                                               " copies of their mean over its " + std::to_string(src.channels) +
+                                               " channels, rows -> copies of their column means, the rest copied: a stand-in"}};
+    } else if (key == "description" || key == "provenance") {
+      continue;
+    } else if (key == "channels") {
+      out["channels"] = channels;
+    } else {
+      out[key] = std::move(value);
+    }
+  }
+  for (const auto& o : overrides) apply_override(r, out, o);
+  read_document(r, path, out);  // validated as a load would
+  return out;
 }
 
 std::vector<std::string> bundled_machines() {
@@ -475,6 +559,7 @@ Hardware HardwareFile::load(const std::vector<std::string>& overrides) const {
     else if (section == "converters") hw.converters = read_converters(r, j, hw);
     else if (section == "timing") hw.timing = read_timing(r, j, hw);
     else if (section == "energy") hw.energy = read_energy(r, j, hw);
+    else if (section == "area") hw.area = read_area(r, j, hw);
     else hw.architecture = read_architecture(r, j, hw);
   }
   derive_operating_point(r, hw);
@@ -744,6 +829,16 @@ std::string describe(const Hardware& hw) {
                              {"analog_functions", a->analog_functions.empty() ? "none" : join(a->analog_functions, ", ")},
                              {"partial_sums", a->partial_sums == ArchitectureSpec::Sum::Analog ? "analog" : "digital"},
                              {"state_memory", a->state_memory == ArchitectureSpec::Memory::Analog ? "analog" : "digital"}});
+  }
+
+  if (const auto& a = hw.area) {
+    std::vector<std::pair<std::string, std::string>> items;
+    for (const auto& c : a->components)
+      items.emplace_back(c.name, g4(c.mm2.typ) + " mm2 per " + c.per + " (" + g4(c.mm2.min) + ".." + g4(c.mm2.max) + ")");
+    section("area", items);
+    const AreaReport rep = area_report(hw);
+    o << "  one module " << g4(rep.module_mm2.typ) << " mm2 (" << g4(rep.module_mm2.min) << ".." << g4(rep.module_mm2.max) << ") at "
+      << hw.channels << " channels; not counted: " << rep.not_counted << "\n";
   }
 
   std::size_t unused = 0;

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/area.hpp"
 #include "sim/energy.hpp"
 #include "sim/physics_spec.hpp"
 
@@ -87,6 +88,7 @@ struct Hardware {
   std::optional<TimingSpec> timing;
   std::optional<EnergySpec> energy;
   std::optional<ArchitectureSpec> architecture;  // for the compiler
+  std::optional<AreaSpec> area;
 
   // Field name -> where its value came from (yaml key, file, paper), as the file states it.
   // Keys: "calibration.<key>", "defaults", and "unused.<key>" for each entry of "unused".
@@ -121,6 +123,13 @@ class HardwareFile {
 
 // The document load_hardware(path, overrides) reads: the file with the overrides applied, validated.
 nlohmann::ordered_json hardware_document(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// `aoc hw new`: the document of a machine of `channels` channels named `name`, made from the file at
+// `path`: its calibration's per-channel entries replaced by copies of their mean (a stand-in, named
+// as one in each entry's source and in the provenance, which records `command`), every other
+// section copied, then `overrides` applied; validated. Throws aoc::Error naming the field at fault.
+nlohmann::ordered_json resized_hardware(const std::string& path, int channels, const std::string& name, const std::string& command,
+                                        const std::vector<std::string>& overrides = {});
 
 // The bundled machine description of that name (aoc-48, aoc-16), or a path as given.
 std::string resolve_hardware_path(const std::string& name_or_path);

@@ -10,6 +10,19 @@ ConverterSpec read_converters(const jsonr::Reader& r, const jsonr::json& j, Hard
 TimingSpec read_timing(const jsonr::Reader& r, const jsonr::json& j, Hardware& hw);
 EnergySpec read_energy(const jsonr::Reader& r, const jsonr::json& j, Hardware& hw);
 ArchitectureSpec read_architecture(const jsonr::Reader& r, const jsonr::json& j, Hardware& hw);
+AreaSpec read_area(const jsonr::Reader& r, const jsonr::json& j, Hardware& hw);
+
+// A banded figure {"min", "typ", "max", "unit", "source"} (and "at_bits", "at_rate_mhz" where
+// allowed) of the energy and area sections: its unit checked against the one its name fixes (per
+// `per`), min <= typ <= max, a source given.
+struct BandEntry {
+  Band value;
+  std::string source;
+  int at_bits = 0;
+  double at_rate_mhz = 0;
+};
+BandEntry read_band_entry(const jsonr::Reader& r, const jsonr::json& c, const std::string& field, const std::string& unit,
+                          const std::string& per, bool at_bits, bool at_rate = false);
 
 // One operating point: where the noise section derives photons_per_sample ("derived": "energy"),
 // set it (and its band and source) from the energy section's LED figure. Called after the sections

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include "tests/support.hpp"
+#include "sim/hardware.hpp"
 
 #include <algorithm>
 #include <array>
@@ -17,6 +18,7 @@
 #include <thread>
 #include <vector>
 #include <sys/wait.h>
+#include <unistd.h>
 
 using aoc::test::Run;
 using aoc::test::run_aoc;
@@ -190,9 +192,67 @@ TEST_CASE("cli: hw show prints every section of a machine, its timing, photon bu
   const Run r = run_aoc("hw show aoc-scale");
   INFO(r.out);
   REQUIRE(r.status == 0);
-  for (const char* s : {"\nnoise\n", "\nconverters\n", "\ntiming\n", "\nenergy\n", "\nenergy.photon_budget\n", "\narchitecture\n",
+  for (const char* s : {"\nnoise\n", "\nconverters\n", "\ntiming\n", "\nenergy\n", "\nenergy.photon_budget\n", "\narchitecture\n", "\narea\n",
                         "dac_conversion_ns", "digital_gmac_per_s", "led_wall_plug_efficiency", "analog_functions", "state_memory"})
     CHECK_THAT(r.out, Catch::Contains(s));
+}
+
+TEST_CASE("cli: hw new makes a machine of 256 channels from aoc-scale, its calibration a stand-in named as one, and it estimates") {
+  const std::string dir = std::filesystem::temp_directory_path() / ("aoc-test-hw-new-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string f = dir + "/aoc-256.json";
+  const Run r = run_aoc("hw new aoc-256 --channels 256 -o " + f);
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  const aoc::Hardware hw = aoc::load_hardware(f), src = aoc::load_hardware(aoc::resolve_hardware_path("aoc-scale"));
+  CHECK(hw.name == "aoc-256");
+  CHECK(hw.channels == 256);
+  REQUIRE(hw.fan_in_pos.size() == 256);
+  for (double v : hw.fan_in_pos) CHECK(v == Approx(src.fan_in_pos[0]).epsilon(1e-12));  // aoc-scale's are all its mean already
+  CHECK_THAT(hw.sources.at("calibration.fan_in_pos"), Catch::Contains("[stand-in: aoc-scale's mean over its 2048 channels"));
+  CHECK_THAT(hw.description, Catch::Contains("a stand-in, not a measurement"));
+  CHECK(hw.area.has_value());
+  CHECK(hw.energy->components.size() == src.energy->components.size());
+  const Run e = run_aoc("estimate --hw " + f + " --fixed-points 1000");
+  INFO(e.out);
+  CHECK(e.status == 0);
+  CHECK_THAT(e.out, Catch::Contains("estimate: aoc-256 (256 channels)"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("cli: hw new from aoc-48 takes each per-channel vector's mean and each row's column means, then --set") {
+  const Run r = run_aoc("hw new aoc-96 --channels 96 --from aoc-48 --set architecture.modules=4 --set converters.adc_bits=6");
+  REQUIRE(r.status == 0);
+  const std::string f = std::filesystem::temp_directory_path() / ("aoc-test-hw-new96-" + std::to_string(::getpid()) + ".json");
+  std::ofstream(f) << r.out;
+  const aoc::Hardware hw = aoc::load_hardware(f), src = aoc::load_hardware(aoc::resolve_hardware_path("aoc-48"));
+  std::filesystem::remove(f);
+  CHECK(hw.channels == 96);
+  CHECK(hw.architecture->modules == 4);
+  CHECK(hw.converters->adc_bits == 6);
+  double gain = 0;
+  std::array<double, 3> col{};
+  for (int i = 0; i < 48; ++i) {
+    gain += src.gain_pos[i];
+    for (int k = 0; k < 3; ++k) col[k] += src.slm_pos[i][k];
+  }
+  CHECK(hw.gain_pos == std::vector<double>(96, gain / 48));
+  for (int k = 0; k < 3; ++k) CHECK(hw.slm_pos[95][k] == col[k] / 48);
+  CHECK(hw.tanh == src.tanh);  // not per channel: copied
+  CHECK(hw.led_pos == src.led_pos);
+  CHECK_THAT(hw.provenance[0].second, Catch::Contains("aoc hw new aoc-96 --channels 96 --from aoc-48 --set architecture.modules=4"));
+}
+
+TEST_CASE("cli: hw new refuses a bad size, an unknown override and an unwritable output, writing nothing") {
+  const Run small = run_aoc("hw new x --channels 1");
+  CHECK(small.status != 0);
+  CHECK_THAT(small.out, Catch::Contains("--channels: 1 is outside 2..4096"));
+  const Run set = run_aoc("hw new x --channels 64 --set timing.nope=1");
+  CHECK(set.status != 0);
+  CHECK_THAT(set.out, Catch::Contains("timing.nope"));
+  const Run out = run_aoc("hw new x --channels 64 -o /nonexistent-dir/x.json");
+  CHECK(out.status != 0);
+  CHECK_FALSE(std::filesystem::exists("/nonexistent-dir/x.json"));
 }
 
 TEST_CASE("cli: aoc loop refuses a non-finite --alpha, and a diverged solve exits 1 naming the samples, the same every run") {
@@ -296,7 +356,7 @@ namespace {
 
 // Each subcommand's options as its --help shows them: name -> (base type, default; "" when none shown).
 std::map<std::string, std::map<std::string, std::pair<std::string, std::string>>> shown_options() {
-  std::vector<std::string> commands{"hw list", "hw show"};
+  std::vector<std::string> commands{"hw list", "hw show", "hw new"};
   const std::string top = run_aoc("--help").out;
   const std::regex sub(R"(\n  ([a-z][a-z-]+) {2,})");
   for (std::sregex_iterator it(top.begin(), top.end(), sub), end; it != end; ++it)

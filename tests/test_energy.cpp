@@ -706,3 +706,90 @@ TEST_CASE("energy: at_bits is for converters only") {
   j["energy"]["control"]["at_bits"] = 8;
   CHECK_THAT(load_error(j), Contains("energy.control.at_bits: unknown key"));
 }
+
+TEST_CASE("area: a module is its components per channel, per weight and per module, and the machine its modules") {
+  const aoc::Hardware hw = aoc::load_hardware(aoc::resolve_hardware_path("aoc-scale"));
+  REQUIRE(hw.area);
+  const aoc::AreaReport a = aoc::area_report(hw);
+  CHECK(a.channels == 2048);
+  CHECK(a.modules == 25);
+  REQUIRE(a.lines.size() == 8);
+  double typ = 0;
+  for (const aoc::AreaLine& l : a.lines) {
+    const aoc::AreaComponent* c = nullptr;
+    for (const auto& k : hw.area->components)
+      if (k.name == l.name) c = &k;
+    REQUIRE(c);
+    const double count = l.per == "channel" ? 2048.0 : l.per == "weight" ? 2048.0 * 2048 : 1.0;
+    CHECK(l.count == count);
+    CHECK(l.mm2.typ == Approx(c->mm2.typ * count * l.scale));
+    CHECK(l.mm2.min <= l.mm2.typ);
+    CHECK(l.mm2.typ <= l.mm2.max);
+    CHECK_FALSE(l.source.empty());
+    typ += l.mm2.typ;
+  }
+  CHECK(named(a.lines, "slm").mm2.typ == Approx(1.28e-4 * 2048 * 2048));  // two 8 um pixels per weight
+  CHECK(a.module_mm2.typ == Approx(typ));
+  CHECK(a.machine_mm2.typ == Approx(25 * typ));
+  CHECK_THAT(a.not_counted, Contains("optics"));
+}
+
+TEST_CASE("area: a converter's area doubles per bit from the figure's resolution") {
+  const aoc::HardwareFile file(aoc::resolve_hardware_path("aoc-scale"));
+  auto adc = [&](const std::vector<std::string>& set) { return named(aoc::area_report(file.load(set)).lines, "adc"); };
+  const aoc::AreaLine at8 = adc({}), at10 = adc({"converters.adc_bits=10"}), at6 = adc({"converters.adc_bits=6"});
+  CHECK(at8.scale == 1);
+  CHECK(at10.mm2.typ == Approx(4 * at8.mm2.typ));
+  CHECK(at6.mm2.max == Approx(at8.mm2.max / 4));
+  CHECK_THAT(at10.source, Contains("scaled to 10 bits from the figure at 8"));
+  CHECK(named(aoc::area_report(file.load({"converters.adc_bits=10"})).lines, "dac").scale == 1);  // the DAC keeps its bits
+}
+
+TEST_CASE("area: an unknown component or a unit other than mm2 is an error naming the field") {
+  json j = bundled("aoc-scale");
+  j["area"]["lens"] = j["area"]["slm"];
+  CHECK_THAT(load_error(j), Contains("area.lens: unknown key"));
+  j = bundled("aoc-scale");
+  j["area"]["slm"]["unit"] = "m2";
+  CHECK_THAT(load_error(j), Contains("area.slm.unit: expected \"mm2\" (per weight)"));
+  j = bundled("aoc-scale");
+  j["area"]["control"]["at_bits"] = 8;
+  CHECK_THAT(load_error(j), Contains("area.control.at_bits: unknown key"));
+}
+
+TEST_CASE("area: aoc estimate prints the machine's area and --json carries it, and a machine without one says so") {
+  const Run t = run_aoc("estimate --hw aoc-scale --iterations 10 --fixed-points 1000");
+  REQUIRE(t.status == 0);
+  CHECK_THAT(t.out, Contains("one module"));
+  CHECK_THAT(t.out, Contains("not counted: the free-space optics"));
+  const Run j = run_aoc("estimate --hw aoc-scale --iterations 10 --fixed-points 1000 --json");
+  REQUIRE(j.status == 0);
+  const json a = json::parse(j.out)["area"];
+  CHECK(a["modules"] == 25);
+  CHECK(a["machine_mm2"]["typ"].get<double>() == Approx(25 * a["module_mm2"]["typ"].get<double>()));
+  CHECK(a["components"].size() == 8);
+  const Run none = run_aoc("estimate --hw aoc-48 --iterations 10 --json");
+  REQUIRE(none.status == 0);
+  CHECK(json::parse(none.out)["area"].is_null());
+  CHECK_THAT(run_aoc("estimate --hw aoc-48 --iterations 10").out, Contains("gives no area section"));
+}
+
+TEST_CASE("energy: a converter run faster than its figure's rate pays in proportion to the rate, slower keeps the figure") {
+  const aoc::HardwareFile file(aoc::resolve_hardware_path("aoc-scale"));
+  auto per_action = [&](const std::vector<std::string>& set, const char* name) {
+    const aoc::Hardware hw = file.load(set);
+    return line(aoc::estimate(hw, aoc::inference_workload(hw, 2048, 1000, 7)), name);
+  };
+  const double adc = per_action({}, "adc").per_action;  // 1 GS/s readout: the figure as written
+  CHECK(adc == 2.5);
+  CHECK(per_action({"timing.readout_rate_mhz=4000"}, "adc").per_action == Approx(4 * adc));
+  CHECK(per_action({"timing.readout_rate_mhz=250"}, "adc").per_action == adc);
+  CHECK(per_action({"timing.dac_conversion_ns=0.5"}, "dac").per_action == Approx(2 * adc));  // 2 GS/s
+  const aoc::EnergyLine both = per_action({"timing.readout_rate_mhz=2000", "converters.adc_bits=10"}, "adc");
+  CHECK(both.per_action == Approx(adc * 4 * 2));  // Walden's 2^2 and the rate's 2
+  CHECK_THAT(both.source, Contains("scaled to 10 bits"));
+  CHECK_THAT(both.source, Contains("scaled to 2000 MHz from the figure's 1000 MHz"));
+  json j = bundled("aoc-scale");
+  j["energy"]["slm_reload"]["at_rate_mhz"] = 100;
+  CHECK_THAT(load_error(j), Contains("energy.slm_reload.at_rate_mhz: unknown key"));
+}

@@ -220,6 +220,30 @@ void print_sources(const EnergyReport& r, const std::vector<std::string>& notes)
 }
 
 // The GPU line: which bound holds at the batch, then the time and energy of the same work.
+std::string mm2(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3g mm2", v);
+  return b;
+}
+
+// The machine's area by component, where its file gives one.
+void print_area(const Hardware& hw) {
+  if (!hw.area) {
+    std::printf("area: %s gives no area section (docs/energy.md, \"Area\")\n\n", hw.path.c_str());
+    return;
+  }
+  const AreaReport a = area_report(hw);
+  std::printf("area                     per          count           min           typ           max\n");
+  for (const auto& l : a.lines)
+    std::printf("  %-22s %-8s %9.4g %13s %13s %13s\n", l.name.c_str(), l.per.c_str(), l.count, mm2(l.mm2.min).c_str(),
+                mm2(l.mm2.typ).c_str(), mm2(l.mm2.max).c_str());
+  std::printf("  %-22s %-8s %9s %13s %13s %13s  (%d channels, %.4g weights)\n", "one module", "", "", mm2(a.module_mm2.min).c_str(),
+              mm2(a.module_mm2.typ).c_str(), mm2(a.module_mm2.max).c_str(), a.channels, static_cast<double>(a.channels) * a.channels);
+  std::printf("  %-22s %-8s %9d %13s %13s %13s\n", "the machine", "module", a.modules, mm2(a.machine_mm2.min).c_str(),
+              mm2(a.machine_mm2.typ).c_str(), mm2(a.machine_mm2.max).c_str());
+  std::printf("  not counted: %s\n\n", a.not_counted.c_str());
+}
+
 void print_gpu(const EnergyReport& r, const char* per, const std::string& work) {
   const GpuRoofline& g = r.gpu;
   std::string bound = g.bound();
@@ -314,6 +338,7 @@ int run(const Opts& given) {
       j["tops_per_watt"] = nullptr;
       j["tops_per_watt_withheld"] = withheld;
     }
+    j["area"] = area_json(hw);
     j["gpu"] = gpu_json(r, "the same work: the analog MACs, per inference");
     j["notes"] = r.notes;
     emit_json(j.dump(1), o.json_out);
@@ -352,6 +377,7 @@ int run(const Opts& given) {
     std::printf("TOPS/W: %s; the energy above is spent per attempt\n", withheld);
   char work[128];
   std::snprintf(work, sizeof work, "the same %.4g analog MACs", r.analog_macs);
+  print_area(hw);
   print_gpu(r, "inference", work);
 
   print_sources(r, {});
@@ -485,6 +511,7 @@ int run_program(const Opts& o) {
               r.tops_per_watt.typ, r.tops_per_watt.min, r.tops_per_watt.max);
   char work[160];
   std::snprintf(work, sizeof work, "the same %.4g analog MACs + %.4g digital ops (one MAC each)", r.analog_macs, w.digital_macs);
+  print_area(hw);
   print_gpu(r, "token", work);
 
   print_sources(r, e.notes);

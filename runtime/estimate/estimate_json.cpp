@@ -29,6 +29,17 @@ nlohmann::ordered_json energy_json(const EnergyReport& r, double scale) {
   return a;
 }
 
+nlohmann::ordered_json area_json(const Hardware& hw) {
+  if (!hw.area) return nullptr;
+  const AreaReport a = area_report(hw);
+  nlohmann::ordered_json lines = nlohmann::ordered_json::array();
+  for (const auto& l : a.lines)
+    lines.push_back({{"name", l.name}, {"per", l.per}, {"count_per_module", l.count}, {"resolution_factor", l.scale},
+                     {"mm2_per_module", band_json(l.mm2)}, {"source", l.source}});
+  return {{"channels", a.channels}, {"modules", a.modules}, {"components", lines}, {"module_mm2", band_json(a.module_mm2)},
+          {"machine_mm2", band_json(a.machine_mm2)}, {"not_counted", a.not_counted}};
+}
+
 nlohmann::ordered_json program_estimate_json(const ProgramEstimate& e, const Hardware& hw, const std::string& hw_path,
                                              const std::vector<std::string>& overrides, const std::string& how) {
   const EnergyReport& r = e.token;
@@ -72,6 +83,7 @@ nlohmann::ordered_json program_estimate_json(const ProgramEstimate& e, const Har
   j["tops_per_watt"] = band_json(r.tops_per_watt);
   j["initial_programming"] = {{"weight_writes", e.initial_writes}, {"seconds", e.load.total_seconds},
                               {"joules", band_json(e.load.total_joules)}};
+  j["area"] = area_json(hw);
   j["gpu"] = gpu_json(r, "the same work: the analog MACs and the digital ops (one MAC each), per token");
   j["notes"] = e.notes;
   for (const auto& n : r.notes) j["notes"].push_back(n);

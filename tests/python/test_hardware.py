@@ -82,7 +82,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 MAKE_SCALE_HW = os.path.join(ROOT, "scripts", "make-scale-hw")
 
 
-def test_the_bundled_at_scale_module_is_what_its_generator_writes(tmp_path):
+def test_the_bundled_at_scale_module_is_what_its_generator_writes(tmp_path, cli):  # the generator runs AOC_CLI's `hw new`
     import subprocess, sys
     out = tmp_path / "aoc-scale.json"
     subprocess.run([sys.executable, MAKE_SCALE_HW, "-o", str(out)], check=True)
@@ -91,9 +91,8 @@ def test_the_bundled_at_scale_module_is_what_its_generator_writes(tmp_path):
 
 
 def test_a_machine_of_256_channels_is_one_command_and_estimates(tmp_path, cli):
-    import json, subprocess, sys
     out = tmp_path / "aoc-256.json"
-    subprocess.run([sys.executable, MAKE_SCALE_HW, "--channels", "256", "--name", "aoc-256", "-o", str(out)], check=True)
+    cli("hw", "new", "aoc-256", "--channels", 256, "-o", out)
     hw = aocsim.Hardware(str(out))
     assert hw.name == "aoc-256" and hw.channels == 256
     assert "stand-in" in hw.to_dict()["description"]
