@@ -253,8 +253,8 @@ class _Exporter:
         """The layer's loop as a FixedPoint: z <- alpha z + tanh(z) (beta W) + u, u = x + b computed once
         (the injection), from z = 0, with the layer's Machine's stop rule, tolerance, cap and damping."""
         t, mc = n.target, m.machine
-        # beta folded into the matrix: the product the machine is programmed with (AOCLayer.forward's beta * W)
-        W = self.weight(f"{t}.W", m.beta.detach().to(torch.float64) * m.weight.detach().to(torch.float64))
+        # beta folded into the matrix (and the contraction's scaling): the product the machine is programmed with
+        W = self.weight(f"{t}.W", m.loop_weight().detach().to(torch.float64))
         u = self.op("Add", n, [self.value(n.args[0], n), self.weight(f"{t}.bias", m.bias)], out=f"{n.name}.u", name=f"{n.name}.inject")
         z, uc, th, mix, leak, s, nxt = (f"{n.name}.{k}" for k in ("z", "uc", "tanh", "mix", "leak", "sum", "next"))
         ops = [{"op": "Tanh", "name": th, "in": [z], "out": [th]}, {"op": "MatMul", "name": mix, "in": [th, W], "out": [mix]}]

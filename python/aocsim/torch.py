@@ -164,9 +164,14 @@ class AOCLayer(nn.Module):
     b = 0, alpha (the leak, one per channel) and beta (the gain, one number) trainable. machine: where
     the forward pass runs (default: the ideal loop in float64, exact and noiseless; pass a noisy
     Machine for hardware-aware training). backward: "implicit" or "phantom" (FixedPoint).
+    contraction: None, or c in (0, 1): the loop's matrix is scaled (differentiably) so that
+    max|alpha| + ||beta W||_2 <= c, which makes the loop a contraction of factor c (tanh is
+    1-Lipschitz), so the exact loop converges whatever training does to W; a leak of c or more is
+    an error. ``loop_weight()`` is that matrix: what the forward pass and ``export`` program.
     """
 
-    def __init__(self, n, machine=None, *, alpha=0.5, beta=1.0, backward="implicit", steps=None, damping=None, dtype=torch.float32):
+    def __init__(self, n, machine=None, *, alpha=0.5, beta=1.0, backward="implicit", steps=None, damping=None, dtype=torch.float32,
+                 contraction=None):
         super().__init__()
         self.n = int(n)
         bound = 1 / math.sqrt(self.n)
@@ -179,10 +184,26 @@ class AOCLayer(nn.Module):
         self.backward_mode = backward
         self.steps = steps if steps is not None else (30 if backward == "implicit" else 5)
         self.damping = damping if damping is not None else (1.0 if backward == "implicit" else 0.5)
+        if contraction is not None and not 0 < float(contraction) < 1:
+            raise aocsim.Error(f"AOCLayer: contraction {contraction}: give a factor in (0, 1), or None")
+        self.contraction = None if contraction is None else float(contraction)
+
+    def loop_weight(self):
+        """The matrix the loop multiplies by, beta W, scaled under the contraction bound when one is set."""
+        W = self.beta * self.weight
+        if self.contraction is None:
+            return W
+        room = self.contraction - self.alpha.abs().max()
+        if room <= 0:
+            raise aocsim.Error(f"AOCLayer: the leak max|alpha| = {float(self.alpha.abs().max()):.4g} leaves no room under "
+                               f"contraction {self.contraction:g}: lower alpha or raise the factor")
+        norm = torch.linalg.matrix_norm(W, ord=2)
+        return W * torch.clamp(room / norm, max=1.0)
 
     def forward(self, x):
-        return FixedPoint.apply(x, self.beta * self.weight, self.bias, self.alpha, self.machine, self.backward_mode, self.steps,
+        return FixedPoint.apply(x, self.loop_weight(), self.bias, self.alpha, self.machine, self.backward_mode, self.steps,
                                 self.damping)
 
     def extra_repr(self):
-        return f"n={self.n}, machine={self.machine!r}, backward={self.backward_mode}"
+        c = "" if self.contraction is None else f", contraction={self.contraction:g}"
+        return f"n={self.n}, machine={self.machine!r}, backward={self.backward_mode}{c}"

@@ -172,3 +172,31 @@ def test_hardware_aware_training_beats_plain_training_on_the_noisy_machine():
     judge = [Machine("aoc-16", seed=10_000 + s, advance_seed=False, **noisy) for s in range(2)]
     on_machine = {name: np.mean([script.accuracy(m, j, x, y) for j in judge]) for name, m in (("plain", plain), ("aware", aware))}
     assert on_machine["aware"] > on_machine["plain"] + 0.02
+
+
+def test_a_contraction_bound_keeps_the_exact_loop_converging_where_the_plain_layer_warns():
+    import warnings
+    torch.manual_seed(3)
+    x = torch.randn(64, 16, dtype=torch.float64)
+    plain = AOCLayer(16, Machine(mode="ideal", precision="f64", rule="relative", tol=1e-9, max_iter=60), alpha=0.5, dtype=torch.float64)
+    bound = AOCLayer(16, Machine(mode="ideal", precision="f64", rule="relative", tol=1e-9, max_iter=60), alpha=0.5, dtype=torch.float64,
+                     contraction=0.9)
+    with torch.no_grad():
+        plain.weight.mul_(40)  # far from a contraction: the loop wanders
+        bound.weight.copy_(plain.weight)
+    with pytest.warns(RuntimeWarning, match="did not converge"):
+        plain(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = bound(x)
+    Wl = bound.loop_weight().detach()
+    assert float(torch.linalg.matrix_norm(Wl, ord=2)) == pytest.approx(0.4, rel=1e-9)  # 0.9 - max|alpha|
+    # a fixed point of the bounded loop, and the gradient flows through the scaling
+    step = 0.5 * y + torch.tanh(y) @ Wl + x + bound.bias.detach()
+    assert float((step - y).abs().max()) < 1e-7
+    y.sum().backward()
+    assert bound.weight.grad is not None and torch.isfinite(bound.weight.grad).all()
+    with pytest.raises(aocsim.Error, match="contraction 1.5: give a factor in"):
+        AOCLayer(4, contraction=1.5)
+    with pytest.raises(aocsim.Error, match="leaves no room under contraction 0.4"):
+        AOCLayer(4, contraction=0.4, alpha=0.5)(torch.zeros(1, 4))
