@@ -95,6 +95,10 @@ py::dict run_result(ProgramResult&& r, const ProgramSettings& s, const std::stri
     const std::vector<py::ssize_t> shape(f.shape.begin(), f.shape.end());
     one["iterations"] = owned_array(std::move(f.iterations), shape);
     one["converged"] = bool_array(f.converged).attr("reshape")(py::tuple(py::cast(shape)));
+    // stopped at the noise floor (a noisy solve that settled as far as its noise lets it); all false without noise
+    std::vector<std::uint8_t> floor = f.at_floor;
+    floor.resize(f.converged.size(), 0);
+    one["at_floor"] = bool_array(floor).attr("reshape")(py::tuple(py::cast(shape)));
     fps.append(one);
   }
   d["fixed_points"] = fps;

@@ -255,7 +255,7 @@ def _program_run(self, inputs, backend="sim", *, quantize=False, noise=False, id
     fraction; counters["slm_rewrites"] counts them), zero_reads (``--zero-reads``: the auto-zero after
     each programming; 0: none). sequence: "simultaneous" or
     "sequential". Returns a Result: outputs {name: float64 array}, fixed_points [{op, iterations,
-    converged}] (shape [B], or [B, L] sequential), counters (DAC/ADC conversions and clips), precision."""
+    converged, at_floor}] (shape [B], or [B, L] sequential; at_floor: stopped at the noise floor), counters (DAC/ADC conversions and clips), precision."""
     s = _program_settings(quantize, noise, ideal_optics, precision, light_map, set, seed, threads, sequence, trace, program_seed,
                           write_verify, verify_rounds, zero_reads)
     r = Result(self._run(_inputs(inputs), backend, s, int(first_sample)))

@@ -2,6 +2,8 @@
 
 - ``Machine``: a machine and the switches of ``aocsim.solve`` (mode, noise, converters, precision, stop
   rule) that a layer's forward pass runs on; with noise, each call draws new noise (seed, seed+1, ...).
+  With ``optics="measured"`` or ``"ideal"`` each solve runs as the layer's compiled program instead,
+  the machine ``aoc compile`` and ``aoc run`` give.
 - ``FixedPoint``: a ``torch.autograd.Function``. Forward: the machine's fixed point (what its readout
   gives) of z = alpha z + tanh(z) W + x + b. Backward: through the loop's digital model at that fixed
   point, by implicit differentiation (solving u = g + J^T u) or the phantom gradient (backpropagating
@@ -46,11 +48,25 @@ class Machine:
     it at every solve, so advance_seed then draws fresh read noise on the same programmed chip (None:
     each seed programs a new chip, as aihwkit's programming noise redrawn with the read noise).
     zero_reads: with noise, the auto-zero after each programming (as aocsim.solve; 0: none).
+
+    optics: None (the loop core above, the twin's machine: `mode` picks its non-idealities), or
+    "measured" / "ideal": each solve runs as a compiled program, the machine `aoc compile` and `aoc run`
+    give (the layer's loop compiled for hw: tiles programmed for the measured chain, then run on the sim
+    backend with the machine as measured or ideal optics, ``--ideal-optics``). A model trained so and
+    exported (``export``), compiled and run with ``aoc run`` computes what it computed here: the same
+    graph, tiles, converters and noise streams (docs/python.md). The layer's loop is compiled again
+    whenever its weights change.
     """
 
     def __init__(self, hw="aoc-48", *, set=None, mode="default", noise=False, quantize=False, precision="f32", rule="twin",
                  tol=1e-3, max_iter=40, damping=1.0, bandwidth=False, seed=1, advance_seed=True, threads=1, program_seed=None,
-                 zero_reads=1024):
+                 zero_reads=1024, optics=None):
+        if optics not in (None, "measured", "ideal"):
+            raise aocsim.Error(f"Machine: optics {optics!r}: give \"measured\" (the machine as measured), \"ideal\" (ideal optics) or None (the loop core)")
+        if optics is not None and mode != "default":
+            raise aocsim.Error(f"Machine: mode {mode!r} is the loop core's; a compiled program's optics are optics=\"measured\" or \"ideal\"")
+        self.optics = optics
+        self._compiled = {}  # (n, leak) -> the layer's graph; and the last program with its weights
         self.hw = hw if isinstance(hw, aocsim.Hardware) else aocsim.Hardware(hw, set)
         if isinstance(hw, aocsim.Hardware) and set is not None:
             self.hw = hw.with_overrides(set)
@@ -82,6 +98,8 @@ class Machine:
             an = an * Wn.shape[0]
         seed = self.seed + (self.calls if self.advance_seed else 0)
         self.calls += 1
+        if self.optics is not None:
+            return self._program_solve(x, xn, Wn, bn, np.asarray(an, dtype=np.float64), seed)
         r = aocsim.solve(Wn, xn, bn, hw=self.hw, mode=self.mode, alpha=an, beta=self._gain(Wn), rule=self.rule, tol=self.tol,
                       max_iter=self.max_iter, damping=self.damping, precision=self.precision, quantize=self.quantize,
                       noise=self.noise, bandwidth=self.bandwidth, seed=seed, threads=self.threads,
@@ -96,6 +114,47 @@ class Machine:
                           RuntimeWarning, stacklevel=3)
         return torch.from_numpy(np.ascontiguousarray(r.readout)).to(device=x.device, dtype=x.dtype)
 
+    def program(self, W, bias, alpha):
+        """The layer's loop z <- alpha z + tanh(z) W + u, u = x + b, compiled for this machine (the graph
+        ``export`` writes for an AOCLayer with these weights); compiled again only when they change."""
+        n = int(W.shape[-1])
+        leak = bool(np.any(alpha != 0))
+        key = (n, leak)
+        if key not in self._compiled:
+            import os
+            import tempfile
+            # the graph of one AOCLayer, as export writes it, with this machine's stop rule (its shape pass on the exact loop)
+            shadow = Machine(mode="ideal", precision="f64", rule=self.rule, tol=self.tol, max_iter=self.max_iter, damping=self.damping)
+            layer = AOCLayer(n, shadow, alpha=0.5 if leak else 0.0, dtype=torch.float64)  # its weights are placeholders
+            with tempfile.TemporaryDirectory(prefix="aoc-machine-") as tmp, warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self._compiled[key] = export(nn.Sequential(layer), torch.zeros(1, n, dtype=torch.float64), os.path.join(tmp, "loop.json"))
+        graph = self._compiled[key]
+        weights = {"0.W": W, "0.bias": bias}
+        if leak:
+            weights["0.alpha"] = alpha
+        last = self._compiled.get("program")
+        if last is None or last[0] != key or any(not np.array_equal(last[1][k], v) for k, v in weights.items()):
+            for k, v in weights.items():
+                graph.set_weight(k, np.asarray(v, dtype=np.float64))
+            last = (key, {k: np.array(v, dtype=np.float64) for k, v in weights.items()}, graph.compile(self.hw.path, set=self.hw.overrides))
+            self._compiled["program"] = last
+        return last[2]
+
+    def _program_solve(self, x, xn, Wn, bn, an, seed):
+        program = self.program(Wn, bn, an)
+        r = program.run({program.inputs[0][0]: np.asarray(xn, dtype=np.float64)}, backend="sim", quantize=self.quantize, noise=self.noise,
+                        ideal_optics=self.optics == "ideal", precision=self.precision, seed=seed, threads=self.threads,
+                        program_seed=self.program_seed, zero_reads=self.zero_reads)
+        self.last_result = r
+        fp = r.fixed_points[0]
+        settled = np.asarray(fp.converged, dtype=bool) | np.asarray(fp.at_floor, dtype=bool)
+        if settled.size and not settled.all():
+            warnings.warn(f"aocsim.torch: {int((~settled).sum())} of {settled.size} solves on {self.hw.name} (compiled, {self.optics} "
+                          f"optics) did not converge within {self.max_iter} iterations (rule {self.rule}, tol {self.tol:g}) nor reach a "
+                          "noise floor; their readout is the last iterate: raise max_iter.", RuntimeWarning, stacklevel=4)
+        return torch.from_numpy(np.ascontiguousarray(r.outputs[program.outputs[0]])).to(device=x.device, dtype=x.dtype)
+
     def check_width(self, n):
         """A state of n channels fits the machine's core, or aocsim.Error names the width."""
         if int(n) > self.hw.channels:
@@ -104,7 +163,8 @@ class Machine:
 
     def __repr__(self):
         on = [k for k in ("noise", "quantize", "bandwidth") if getattr(self, k)]
-        return f"Machine({self.hw.name}, mode {self.mode}, {self.precision}{', ' + ', '.join(on) if on else ''})"
+        how = f"mode {self.mode}" if self.optics is None else f"compiled, {self.optics} optics"
+        return f"Machine({self.hw.name}, {how}, {self.precision}{', ' + ', '.join(on) if on else ''})"
 
 
 class FixedPoint(torch.autograd.Function):

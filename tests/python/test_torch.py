@@ -200,3 +200,44 @@ def test_a_contraction_bound_keeps_the_exact_loop_converging_where_the_plain_lay
         AOCLayer(4, contraction=1.5)
     with pytest.raises(aocsim.Error, match="leaves no room under contraction 0.4"):
         AOCLayer(4, contraction=0.4, alpha=0.5)(torch.zeros(1, 4))
+
+
+def test_a_layer_on_the_compiled_machine_is_what_its_exported_program_computes(tmp_path):
+    from torch import nn
+    from aocsim.torch import export
+    torch.manual_seed(4)
+    x = 0.7 * torch.randn(40, 20, dtype=torch.float64)
+    for optics, leak in (("measured", 0.0), ("ideal", 0.3)):
+        m = Machine("aoc-48", optics=optics, noise=True, quantize=True, precision="f64", seed=3, advance_seed=False)
+        layer = AOCLayer(20, m, alpha=leak, dtype=torch.float64)
+        with torch.no_grad():
+            layer.bias.normal_(0, 0.1)
+            y = layer(x).numpy()
+        program = export(nn.Sequential(layer), x, tmp_path / f"{optics}.json").compile("aoc-48")
+        r = program.run({"input": x.numpy()}, backend="sim", quantize=True, noise=True, ideal_optics=optics == "ideal",
+                        precision="f64", seed=3)
+        assert np.array_equal(r.outputs[program.outputs[0]], y), optics  # the same machine, bit for bit
+        assert m.last_result.fixed_points[0].at_floor.any()  # noisy solves settle at their floor
+        exact = AOCLayer(20, alpha=leak, dtype=torch.float64)
+        exact.load_state_dict(layer.state_dict())
+        assert float(np.abs(y - exact(x).detach().numpy()).max()) > 1e-4  # the machine, not the exact loop
+    with pytest.raises(aocsim.Error, match="optics 'real': give"):
+        Machine(optics="real")
+    with pytest.raises(aocsim.Error, match="mode 'ideal' is the loop core's"):
+        Machine(optics="measured", mode="ideal")
+
+
+def test_the_compiled_layer_is_compiled_again_only_when_its_weights_change():
+    m = Machine("aoc-16", optics="measured", precision="f64", max_iter=2)  # what is compiled, not how it converges
+    layer = AOCLayer(8, m, alpha=0.0, dtype=torch.float64)
+    x = torch.randn(4, 8, dtype=torch.float64)
+    import warnings
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        layer(x)
+        first = m._compiled["program"][2]
+        layer(x)
+        assert m._compiled["program"][2] is first
+        layer.weight.mul_(0.5)
+        layer(x)
+        assert m._compiled["program"][2] is not first
