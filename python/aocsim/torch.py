@@ -10,6 +10,8 @@
   through a few damped steps from it); the machine's non-idealities are in the forward pass only.
 - ``AOCLayer``: an ``nn.Module`` holding the weights W, bias b, leak alpha and gain beta, for
   hardware-aware training: ``y = FixedPoint(x, beta W, b, alpha)``.
+- ``convert(module, machine)``: every nn.Linear of a model replaced by an ``AnalogLinear`` whose product
+  runs as a compiled program on the machine (aocsim/convert.py), as aihwkit's convert_to_analog.
 - ``export(module, example_inputs, path)``: a trained module (Linear layers, activations, AOCLayers)
   written as an aoc graph and its weights (aocsim/export.py), to compile for a machine.
 
@@ -25,9 +27,10 @@ from torch import nn
 
 import aocsim
 
+from .convert import AnalogLinear, convert
 from .export import export
 
-__all__ = ["AOCLayer", "FixedPoint", "Machine", "export", "loop_step"]
+__all__ = ["AOCLayer", "AnalogLinear", "FixedPoint", "Machine", "convert", "export", "loop_step"]
 
 
 def loop_step(z, x, W, bias, alpha):
@@ -96,8 +99,7 @@ class Machine:
         an = [float(a) for a in torch.as_tensor(alpha).detach().reshape(-1).cpu()]
         if len(an) == 1 and Wn.shape[0] != 1:
             an = an * Wn.shape[0]
-        seed = self.seed + (self.calls if self.advance_seed else 0)
-        self.calls += 1
+        seed = self.next_seed()
         if self.optics is not None:
             return self._program_solve(x, xn, Wn, bn, np.asarray(an, dtype=np.float64), seed)
         r = aocsim.solve(Wn, xn, bn, hw=self.hw, mode=self.mode, alpha=an, beta=self._gain(Wn), rule=self.rule, tol=self.tol,
@@ -114,39 +116,61 @@ class Machine:
                           RuntimeWarning, stacklevel=3)
         return torch.from_numpy(np.ascontiguousarray(r.readout)).to(device=x.device, dtype=x.dtype)
 
+    def compiled(self, key, module, n_in, weights, calibrate=None, owner=None):
+        """A program compiled for this machine from ``module`` (exported once per key, with example input
+        width n_in) with the weights {name: array} set; compiled again only when they or calibrate (sample
+        inputs for the converters' ranges, ``compile(calibrate=...)``) change. Each owner (default: the
+        key; a layer passes itself) keeps its last program."""
+        import os
+        import tempfile
+        if key not in self._compiled:
+            with tempfile.TemporaryDirectory(prefix="aoc-machine-") as tmp, warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self._compiled[key] = export(module, torch.zeros(1, n_in, dtype=torch.float64), os.path.join(tmp, "g.json"))
+        graph = self._compiled[key]
+        weights = {k: np.asarray(v, dtype=np.float64) for k, v in weights.items()}
+        cal = None if calibrate is None else np.asarray(calibrate, dtype=np.float64)
+        slot = ("program", key if owner is None else id(owner))
+        last = self._compiled.get(slot)
+        same_cal = last is not None and (last[2] is None if cal is None else last[2] is not None and np.array_equal(cal, last[2]))
+        if last is None or last[0] != key or not same_cal or any(not np.array_equal(last[1][k], v) for k, v in weights.items()):
+            for k, v in weights.items():
+                graph.set_weight(k, v)
+            program = graph.compile(self.hw.path, set=self.hw.overrides, calibrate=cal)
+            last = (key, {k: v.copy() for k, v in weights.items()}, None if cal is None else cal.copy(), program)
+            self._compiled[slot] = last
+        return last[3]
+
     def program(self, W, bias, alpha):
         """The layer's loop z <- alpha z + tanh(z) W + u, u = x + b, compiled for this machine (the graph
         ``export`` writes for an AOCLayer with these weights); compiled again only when they change."""
         n = int(W.shape[-1])
         leak = bool(np.any(alpha != 0))
-        key = (n, leak)
-        if key not in self._compiled:
-            import os
-            import tempfile
-            # the graph of one AOCLayer, as export writes it, with this machine's stop rule (its shape pass on the exact loop)
-            shadow = Machine(mode="ideal", precision="f64", rule=self.rule, tol=self.tol, max_iter=self.max_iter, damping=self.damping)
-            layer = AOCLayer(n, shadow, alpha=0.5 if leak else 0.0, dtype=torch.float64)  # its weights are placeholders
-            with tempfile.TemporaryDirectory(prefix="aoc-machine-") as tmp, warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                self._compiled[key] = export(nn.Sequential(layer), torch.zeros(1, n, dtype=torch.float64), os.path.join(tmp, "loop.json"))
-        graph = self._compiled[key]
+        # the graph of one AOCLayer, as export writes it, with this machine's stop rule (its shape pass on the exact loop)
+        shadow = Machine(mode="ideal", precision="f64", rule=self.rule, tol=self.tol, max_iter=self.max_iter, damping=self.damping)
+        layer = AOCLayer(n, shadow, alpha=0.5 if leak else 0.0, dtype=torch.float64)  # its weights are placeholders
         weights = {"0.W": W, "0.bias": bias}
         if leak:
             weights["0.alpha"] = alpha
-        last = self._compiled.get("program")
-        if last is None or last[0] != key or any(not np.array_equal(last[1][k], v) for k, v in weights.items()):
-            for k, v in weights.items():
-                graph.set_weight(k, np.asarray(v, dtype=np.float64))
-            last = (key, {k: np.array(v, dtype=np.float64) for k, v in weights.items()}, graph.compile(self.hw.path, set=self.hw.overrides))
-            self._compiled["program"] = last
-        return last[2]
+        return self.compiled(("loop", n, leak), nn.Sequential(layer), n, weights)
 
-    def _program_solve(self, x, xn, Wn, bn, an, seed):
-        program = self.program(Wn, bn, an)
-        r = program.run({program.inputs[0][0]: np.asarray(xn, dtype=np.float64)}, backend="sim", quantize=self.quantize, noise=self.noise,
+    def run(self, program, x, seed):
+        """A program run on the sim backend with this machine's switches, on x (an array); the Result."""
+        r = program.run({program.inputs[0][0]: np.asarray(x, dtype=np.float64)}, backend="sim", quantize=self.quantize, noise=self.noise,
                         ideal_optics=self.optics == "ideal", precision=self.precision, seed=seed, threads=self.threads,
                         program_seed=self.program_seed, zero_reads=self.zero_reads)
         self.last_result = r
+        return r
+
+    def next_seed(self):
+        """The noise seed of the next call: seed, seed + 1, ... with advance_seed, else seed."""
+        seed = self.seed + (self.calls if self.advance_seed else 0)
+        self.calls += 1
+        return seed
+
+    def _program_solve(self, x, xn, Wn, bn, an, seed):
+        program = self.program(Wn, bn, an)
+        r = self.run(program, xn, seed)
         fp = r.fixed_points[0]
         settled = np.asarray(fp.converged, dtype=bool) | np.asarray(fp.at_floor, dtype=bool)
         if settled.size and not settled.all():
