@@ -27,6 +27,17 @@ bool analog_capable(const Target& t, const Op& o) {
   return std::find(t.analog_functions.begin(), t.analog_functions.end(), op_def(o.kind).name) != t.analog_functions.end();
 }
 
+// The loop's leak, alpha z: a Mul of a loop's state by a fixed gain per channel (a weight of rank
+// <= 1). The electronics of every AOC apply it (the loop equation's alpha z, with the gain and the
+// injection), whether or not the target lists Mul among its analog functions, which are for signals
+// computed from signals.
+bool loop_leak(const Graph& g, const Region& body, const Op& o) {
+  if (o.kind != OpKind::Mul || o.inputs.size() != 2 || body.args.empty()) return false;
+  for (int k = 0; k < 2; ++k)
+    if (o.inputs[k] == body.args[0] && is_weight(g, o.inputs[1 - k]) && weight_decl(g, o.inputs[1 - k]).type.shape.size() <= 1) return true;
+  return false;
+}
+
 // Calls f on every region (the top level first, then each body, depth first).
 template <class F>
 void each_region(std::vector<Op>& ops, F&& f) {
@@ -152,7 +163,7 @@ void pass_loop_form(Program& p, const PassOptions&, PassStats& stats) {
     for (Op& o : ops) {
       if (o.kind != OpKind::FixedPoint) continue;
       const bool native = std::all_of(o.body->ops.begin(), o.body->ops.end(), [&](const Op& b) {
-        return optical_capable(p.graph, b) || analog_capable(p.target, b);
+        return optical_capable(p.graph, b) || analog_capable(p.target, b) || loop_leak(p.graph, *o.body, b);
       });
       o.attrs["layout"] = std::string(native ? "native" : "assisted");
       stats.add(native ? "native loops" : "assisted loops");
@@ -219,7 +230,8 @@ class Partitioner {
     return n;
   }
 
-  void region(std::vector<Op>& ops, std::map<std::string, bool>& analog) {
+  // loop: the body these ops are of (null at the top level), for its leak (loop_leak).
+  void region(std::vector<Op>& ops, std::map<std::string, bool>& analog, const Region* loop = nullptr) {
     std::map<std::pair<std::string, bool>, std::string> converted;  // one conversion per value and direction
     const auto operand = [&](const std::string& v, bool want_analog, std::vector<Op>& out) -> std::string {
       if (is_weight(g_, v) || analog.at(v) == want_analog) return v;
@@ -237,7 +249,7 @@ class Partitioner {
       Place at = Place::Digital;
       if (optical_capable(g_, o)) {
         at = Place::Optical;
-      } else if (analog_capable(p_.target, o) &&
+      } else if ((analog_capable(p_.target, o) || (loop && loop_leak(g_, *loop, o))) &&
                  std::all_of(o.inputs.begin(), o.inputs.end(), [&](const std::string& v) { return is_weight(g_, v) || analog.at(v); })) {
         at = Place::Analog;
       }
@@ -271,7 +283,7 @@ class Partitioner {
       if (attr_string(o, "like") == before) o.attrs["like"] = o.inputs[i];
       inner[arg] = used_analog;
     }
-    region(body.ops, inner);
+    region(body.ops, inner, &body);
     const std::string& res = body.results[0];
     if (inner.at(res) != z_analog) {
       const std::string n = convert(res, z_analog, body.ops);

@@ -161,6 +161,35 @@ TEST_CASE("compile: a tanh loop is native and converts nothing inside it") {
   CHECK(loop.inputs[0] == top[0]->outputs[0]);
 }
 
+// deq's loop with a leak: z' = tanh(alpha z + z W^T + u), alpha a gain per channel (a weight of rank 1),
+// or, with signal_product, alpha z replaced by z * z (a product of two signals).
+Program leaky(const Target& t, bool signal_product = false) {
+  Program p = deq(t);
+  p.graph.weights.push_back(decl("alpha", {20}));
+  p.weights["alpha"] = wave({20}, 0.9, 0.2);
+  Region& body = *p.graph.ops[1].body;
+  body.ops = {make_op(OpKind::Linear, {"z", "W"}, {"wz"}, {}, "mix"),
+              make_op(OpKind::Mul, {"z", signal_product ? "z" : "alpha"}, {"lz"}, {}, "leak"),
+              make_op(OpKind::Add, {"wz", "lz"}, {"s"}), make_op(OpKind::Add, {"s", "uc"}, {"pre"}), make_op(OpKind::Tanh, {"pre"}, {"zn"})};
+  return p;
+}
+
+TEST_CASE("compile: the leak alpha z is the loop electronics' own, so a loop with one stays native") {
+  const Program p = compiled(leaky(small_target()));
+  const Op& loop = the_loop(p);
+  CHECK(attr_string(loop, "layout") == "native");
+  CHECK(ops_of(loop.body->ops, OpKind::Convert).empty());
+  for (const Op* m : ops_of(loop.body->ops, OpKind::Mul)) CHECK(place(*m) == Place::Analog);
+  BackendOptions ideal;
+  ideal.noise = false, ideal.quantize = false, ideal.optics = false, ideal.f64 = true;
+  CHECK(max_diff(run_on("sim", p, {{"x", kX}}, ideal).values.at(p.graph.outputs[0]),
+                 run_on("cpu", p, {{"x", kX}}).values.at(p.graph.outputs[0])) < 1e-12);
+  // a product of two signals is no leak: the loop is assisted, the product digital
+  const Program q = compiled(leaky(small_target(), true));
+  CHECK(attr_string(the_loop(q), "layout") == "assisted");
+  for (const Op* m : ops_of(the_loop(q).body->ops, OpKind::Mul)) CHECK(place(*m) == Place::Digital);
+}
+
 TEST_CASE("compile: an assisted loop converts at every crossing between analog and digital ops") {
   const Program p = compiled(assisted(small_target()));
   const Op& loop = the_loop(p);

@@ -259,8 +259,8 @@ class _Exporter:
         z, uc, th, mix, leak, s, nxt = (f"{n.name}.{k}" for k in ("z", "uc", "tanh", "mix", "leak", "sum", "next"))
         ops = [{"op": "Tanh", "name": th, "in": [z], "out": [th]}, {"op": "MatMul", "name": mix, "in": [th, W], "out": [mix]}]
         if bool((m.alpha != 0).any()):
-            # the leak is a Mul, which no bundled machine's analog electronics provide: it makes the loop assisted, so a
-            # layer without a leak leaves it out and keeps its loop native
+            # the leak is a Mul of the state by a gain per channel, which the compiler places in the loop's electronics
+            # (compiler/passes.cpp, loop_leak); a layer without one leaves it out
             ops += [{"op": "Mul", "name": leak, "in": [z, self.weight(f"{t}.alpha", m.alpha)], "out": [leak]},
                     {"op": "Add", "name": s, "in": [leak, mix], "out": [s]}]
             mix = s

@@ -65,8 +65,9 @@ def test_an_aoc_layer_becomes_its_loop_as_a_fixed_point(tmp_path, alpha):
     # point (L < 1: the loop's contraction there); the program injects x + b once, so their sums round
     # differently and the two solves need not stop at the same step. 1e-6 holds that with room.
     assert np.abs(r.outputs["output"] - model(x).detach().numpy()).max() < 1e-6
-    # the leak alpha z is a Mul, digital on aoc-48: a layer without one stays in the analog loop
-    assert ('layout = "native"' in str(program)) == (alpha == 0)
+    # the leak alpha z is a Mul by a gain per channel, the loop electronics' own: with or without one the loop is native
+    assert 'layout = "native"' in str(program)
+    assert ('.leak = Mul(' in str(program)) == (alpha != 0)
 
 
 def test_ops_functions_and_methods_map_to_the_ir(tmp_path):
