@@ -2,7 +2,7 @@
 convert_to_analog.
 
 ``convert(module, machine)`` replaces every ``nn.Linear`` of a module (in place, and returns it) by an
-``AnalogLinear`` whose product x W^T runs as a compiled program on ``machine`` (a
+``AnalogLinear`` (every ``nn.Conv2d`` by an ``AnalogConv2d``) whose product x W^T runs as a compiled program on ``machine`` (a
 ``Machine(hw, optics="measured" | "ideal", noise=..., quantize=...)``): the weights cut into tiles,
 each programmed for the measured chain (compensation, detector trims, SLM codes), the inputs through
 the DAC at the layer's input range, the outputs through the ADC, the machine's noise. The bias is
@@ -11,8 +11,11 @@ of the exact product x W^T + b, so training sees the machine in its forward pass
 (hardware-aware training). ``per_layer`` gives named layers machines of their own.
 """
 
+import warnings
+
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import aocsim
@@ -51,7 +54,7 @@ class AnalogLinear(nn.Module):
         n = self.in_features
         cal = np.full((1, n), float(self.input_range)) if float(self.input_range) > 0 else None
         product = nn.Sequential(nn.Linear(n, self.out_features, bias=False).double())
-        return self.machine.compiled(("linear", n, self.out_features), product, n,
+        return self.machine.compiled(("linear", n, self.out_features), product, (1, n),
                                      {"0.weight": self.weight.detach().cpu().double().numpy()}, cal, owner=self)
 
     def forward(self, x):
@@ -73,18 +76,91 @@ class AnalogLinear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, machine={self.machine!r}"
 
 
+class AnalogConv2d(nn.Module):
+    """An nn.Conv2d whose product runs on the simulated machine: the convolution compiled as the IR's
+    Conv2d (channels last, each output position's patch through the kernel matrix on the optics), the
+    zero padding applied digitally before it, the bias after the ADC; straight-through backward; the
+    input range as AnalogLinear's. Compiled per input size (H, W)."""
+
+    def __init__(self, conv, machine):
+        super().__init__()
+        if machine.optics is None:
+            raise aocsim.Error("AnalogConv2d: the machine runs the loop core; give a compiled machine, "
+                               "Machine(hw, optics=\"measured\") or optics=\"ideal\"")
+        self.machine = machine
+        self.in_channels, self.out_channels, self.kernel_size = conv.in_channels, conv.out_channels, tuple(conv.kernel_size)
+        self.stride, self.padding = conv.stride[0], tuple(conv.padding)
+        self.weight = nn.Parameter(conv.weight.detach().clone())
+        self.bias = nn.Parameter(conv.bias.detach().clone()) if conv.bias is not None else None
+        self.register_buffer("input_range", torch.zeros((), dtype=torch.float64))
+
+    @staticmethod
+    def unsupported(conv):
+        """Why an nn.Conv2d cannot run as the IR's Conv2d ("" when it can)."""
+        why = []
+        if conv.groups != 1:
+            why.append(f"groups {conv.groups}")
+        if tuple(conv.dilation) != (1, 1):
+            why.append(f"dilation {conv.dilation}")
+        if conv.stride[0] != conv.stride[1]:
+            why.append(f"stride {conv.stride}")
+        if isinstance(conv.padding, str) or conv.padding_mode != "zeros":
+            why.append(f"padding {conv.padding!r} ({conv.padding_mode})")
+        return ", ".join(why)
+
+    def program(self, H, W):
+        cal = np.full((1, H, W, self.in_channels), float(self.input_range)) if float(self.input_range) > 0 else None
+        product = nn.Sequential(nn.Conv2d(self.in_channels, self.out_channels, self.kernel_size, stride=self.stride, bias=False).double())
+        key = ("conv2d", self.in_channels, self.out_channels, self.kernel_size, self.stride, H, W)
+        return self.machine.compiled(key, product, (1, self.in_channels, H, W),
+                                     {"0.weight": self.weight.detach().cpu().double().permute(0, 2, 3, 1).numpy()}, cal, owner=self)
+
+    def forward(self, x):
+        ph, pw = self.padding
+        xp = F.pad(x, (pw, pw, ph, ph)) if ph or pw else x
+        seen = float(xp.detach().abs().max()) if xp.numel() else 0.0
+        if self.training or float(self.input_range) == 0:
+            self.input_range.fill_(max(float(self.input_range), seen))
+        exact = F.conv2d(xp, self.weight, None, self.stride)
+        program = self.program(xp.shape[2], xp.shape[3])
+        r = self.machine.run(program, xp.detach().cpu().double().permute(0, 2, 3, 1).numpy(), self.machine.next_seed())
+        y = torch.from_numpy(np.ascontiguousarray(r.outputs[program.outputs[0]])).permute(0, 3, 1, 2).to(device=x.device, dtype=x.dtype)
+        out = exact + (y - exact).detach()
+        return out if self.bias is None else out + self.bias.view(1, -1, 1, 1)
+
+    def extra_repr(self):
+        return (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+                f"bias={self.bias is not None}, machine={self.machine!r}")
+
+
 def convert(module, machine, per_layer=None):
-    """Replace every nn.Linear of module by an AnalogLinear on machine (per_layer: {qualified name:
-    Machine} for layers that run elsewhere); returns the module (changed in place), as aihwkit's
-    convert_to_analog. A module that is itself an nn.Linear is returned converted."""
+    """Replace every nn.Linear of module by an AnalogLinear and every nn.Conv2d by an AnalogConv2d on
+    machine (per_layer: {qualified name: Machine} for layers that run elsewhere); returns the module
+    (changed in place), as aihwkit's convert_to_analog. A module that is itself one such layer is
+    returned converted. A Conv2d the IR cannot run (groups, dilation, other padding modes) stays
+    digital, named in a warning."""
     per_layer = dict(per_layer or {})
-    if isinstance(module, nn.Linear):
-        return AnalogLinear.from_linear(module, per_layer.pop("", machine))
+
+    def analog(sub, name):
+        m = per_layer.pop(name, machine)
+        if isinstance(sub, nn.Linear):
+            return AnalogLinear.from_linear(sub, m)
+        if isinstance(sub, nn.Conv2d):
+            why = AnalogConv2d.unsupported(sub)
+            if not why:
+                return AnalogConv2d(sub, m)
+            warnings.warn(f"convert: Conv2d '{name}' stays digital: {why}", RuntimeWarning, stacklevel=3)
+        return None
+
+    if isinstance(module, (nn.Linear, nn.Conv2d)):
+        return analog(module, "") or module
     for name, child in list(module.named_modules()):
         for attr, sub in list(child.named_children()):
             full = f"{name}.{attr}" if name else attr
-            if isinstance(sub, nn.Linear):
-                setattr(child, attr, AnalogLinear.from_linear(sub, per_layer.pop(full, machine)))
+            if isinstance(sub, (nn.Linear, nn.Conv2d)):
+                new = analog(sub, full)
+                if new is not None:
+                    setattr(child, attr, new)
     if per_layer:
-        raise aocsim.Error(f"convert: per_layer names no nn.Linear of the module: {', '.join(sorted(per_layer))}")
+        raise aocsim.Error(f"convert: per_layer names no nn.Linear or nn.Conv2d of the module: {', '.join(sorted(per_layer))}")
     return module

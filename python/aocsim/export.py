@@ -21,7 +21,8 @@ from torch import fx, nn
 
 import aocsim
 
-SUPPORTED = ("nn.Linear and F.linear, aocsim.torch.AOCLayer, Tanh, ReLU, Sigmoid, SiLU, Softplus (beta 1, threshold >= 20), Exp, Neg, "
+SUPPORTED = ("nn.Linear and F.linear, aocsim.torch.AOCLayer, nn.Conv2d (no padding, dilation or groups), MaxPool2d and "
+             "AvgPool2d (a window at its own stride), Tanh, ReLU, Sigmoid, SiLU, Softplus (beta 1, threshold >= 20), Exp, Neg, "
              "Softmax over the last axis, add/sub/mul, matmul by a matrix, Flatten/reshape/view that keep the leading "
              "(symbolic) axes, nn.Embedding, Identity, Dropout (inference: the identity)")
 
@@ -36,6 +37,8 @@ _SOFTMAX = {F.softmax, torch.softmax, "softmax"}
 _RESHAPE = {torch.flatten, torch.reshape, "flatten", "reshape", "view"}
 _IDENTITY = {"contiguous"}
 _PASS_MODULES = (nn.Identity, nn.Dropout)
+# ops that keep an image's layout (elementwise)
+_LAYOUT_KEEPING = {"Tanh", "Relu", "Sigmoid", "SiLU", "Exp", "Neg", "Softplus", "Add", "Sub", "Mul"}
 
 
 def _aoc_layer():
@@ -91,6 +94,11 @@ class _Exporter:
         self.modules = dict(gm.named_modules())
         self.inputs, self.weights, self.ops, self.outputs = [], {}, [], []
         self.env, self.lead = {}, {}  # node -> value name; value name -> its leading symbolic axes
+        # Images: torch holds them channels first (N, C, H, W), the IR channels last (N, H, W, C). A value
+        # in `image` is torch's NCHW tensor stored NHWC; a value in `flat` is a flattened image in (h, w, c)
+        # order, with the torch (c, h, w) index of each of its elements (the next Linear's columns follow it).
+        self.images = any(isinstance(m, nn.Conv2d) for m in gm.modules())
+        self.image, self.flat = set(), {}
         self.taken = {n.name for n in gm.graph.nodes if n.op != "output"}
 
     def refuse(self, node, why="has no op in the aoc graph IR"):
@@ -122,6 +130,19 @@ class _Exporter:
 
     def op(self, kind, node, ins, attrs=None, out=None, name=None):
         out = out or node.name
+        if kind in _LAYOUT_KEEPING:
+            laid = [v for v in ins if v in self.image or v in self.flat]
+            if laid:
+                tensors = [v for v in ins if self.weights.get(v, np.zeros(2)).size != 1]  # a number broadcasts in any layout
+                if any(v not in laid for v in tensors) or len({tuple(self.flat[v]) if v in self.flat else "image" for v in laid}) != 1:
+                    self.refuse(node, "mixes an image (channels first in torch, last in the graph) with a tensor of another layout")
+                if laid[0] in self.image:
+                    self.image.add(out)
+                else:
+                    self.flat[out] = self.flat[laid[0]]
+        elif any(v in self.image or v in self.flat for v in ins) and kind not in ("Conv2d", "MaxPool2d", "AvgPool2d", "Linear", "Reshape"):
+            self.refuse(node, "reads an image, which the graph holds channels last: only Conv2d, pooling, elementwise ops, "
+                              "Flatten and Linear take one")
         d = {"op": kind, "name": name or node.name, "in": ins, "out": [out]}
         if attrs:
             d["attrs"] = attrs
@@ -169,8 +190,13 @@ class _Exporter:
         name = node.target if node.target not in self.taken - {node.name} else node.name
         self.taken.add(name)
         k = min(len(self.symbols), x.dim())
-        self.inputs.append({"name": name, "dtype": "f64" if x.is_floating_point() else "i64",
-                            "shape": self.symbols[:k] + list(x.shape[k:])})
+        shape = list(x.shape[k:])
+        if self.images and x.dim() == 4 and x.is_floating_point():  # an image batch: channels last in the graph
+            if k != 1:
+                raise aocsim.Error(f"export: example input '{node.name}': an image batch takes one leading symbol (the batch), not {k}")
+            shape = shape[1:] + shape[:1]
+            self.image.add(name)
+        self.inputs.append({"name": name, "dtype": "f64" if x.is_floating_point() else "i64", "shape": self.symbols[:k] + shape})
         self.env[node], self.lead[name] = name, k
 
     def call(self, n):
@@ -208,8 +234,16 @@ class _Exporter:
         if isinstance(m, _aoc_layer()):
             return self.aoc_layer(n, m)
         if isinstance(m, nn.Linear):
-            ins = [self.value(x, n), self.weight(f"{t}.weight", m.weight)]
+            v = self.value(x, n)
+            if v in self.image:
+                self.refuse(n, "multiplies an image's last axis (its width in torch, its channels in the graph): flatten it first")
+            w = m.weight if v not in self.flat else m.weight[:, self.flat[v]]  # columns in the graph's (h, w, c) order
+            ins = [v, self.weight(f"{t}.weight", w)]
             return self.op("Linear", n, ins + ([self.weight(f"{t}.bias", m.bias)] if m.bias is not None else []))
+        if isinstance(m, nn.Conv2d):
+            return self.conv2d(n, x, m)
+        if isinstance(m, (nn.MaxPool2d, nn.AvgPool2d)):
+            return self.pool2d(n, x, m)
         if type(m) in _UNARY_MODULES:
             return self.op(_UNARY_MODULES[type(m)], n, [self.value(x, n)])
         if isinstance(m, nn.Softplus):
@@ -239,6 +273,41 @@ class _Exporter:
             self.refuse(n, f"has beta {beta}, threshold {threshold} (the IR's Softplus is log(1 + exp(x)): beta 1, threshold >= 20)")
         return self.op("Softplus", n, [self.value(x, n)])
 
+    def conv2d(self, n, x, m):
+        v, t = self.value(x, n), n.target
+        if v not in self.image:
+            self.refuse(n, "reads a tensor that is not an image batch (N, C, H, W) from the module's input")
+        pair = lambda a: tuple(a) if isinstance(a, (tuple, list)) else (a, a)
+        why = []
+        if pair(m.padding) != (0, 0) or m.padding == "same":
+            why.append(f"padding {m.padding} (the IR's Conv2d is valid: pad the data, or padding=0)")
+        if pair(m.dilation) != (1, 1):
+            why.append(f"dilation {m.dilation}")
+        if m.groups != 1:
+            why.append(f"groups {m.groups}")
+        if pair(m.stride)[0] != pair(m.stride)[1]:
+            why.append(f"stride {m.stride} (one stride for both axes)")
+        if why:
+            self.refuse(n, "has " + ", ".join(why))
+        W = self.weight(f"{t}.weight", m.weight.permute(0, 2, 3, 1))  # [Cout, kh, kw, Cin]
+        ins = [v, W] + ([self.weight(f"{t}.bias", m.bias)] if m.bias is not None else [])
+        out = self.op("Conv2d", n, ins, {"stride": int(pair(m.stride)[0])})
+        self.image.add(out)
+        return out
+
+    def pool2d(self, n, x, m):
+        v = self.value(x, n)
+        size, stride = m.kernel_size, m.stride if m.stride is not None else m.kernel_size
+        extra = isinstance(m, nn.MaxPool2d) and (m.dilation != 1 or m.return_indices) or getattr(m, "ceil_mode", False)
+        if v not in self.image or isinstance(size, (tuple, list)) or stride != size or m.padding != 0 or extra:
+            self.refuse(n, f"is not a square window at its own stride without padding over an image (kernel {size}, stride {stride}, "
+                           f"padding {m.padding})")
+        if isinstance(m, nn.AvgPool2d) and not m.count_include_pad:
+            pass  # no padding: the same mean
+        out = self.op("MaxPool2d" if isinstance(m, nn.MaxPool2d) else "AvgPool2d", n, [v], {"size": int(size)})
+        self.image.add(out)
+        return out
+
     def reshape(self, n, x):
         # The target shape is the traced result's: the leading symbolic axes kept (0 in ONNX's convention),
         # the rest fixed sizes; a reshape that moves the batch axis would not hold for another batch size.
@@ -247,6 +316,16 @@ class _Exporter:
         before, after = self.shapes.shape[x], self.shapes.shape[n]
         if after[:k] != before[:k]:
             self.refuse(n, f"reshapes {list(before)} to {list(after)}, changing the leading axes {self.symbols[:k]}")
+        if v in self.flat:
+            self.refuse(n, "reshapes a flattened image again (its elements are in the graph's channels-last order)")
+        if v in self.image:
+            if len(before) != 4 or list(after) != [before[0], before[1] * before[2] * before[3]]:
+                self.refuse(n, f"reshapes an image {list(before)} to {list(after)}: only a flatten to (N, C*H*W) is mapped")
+            C, H, W = before[1:]
+            out = self.op("Reshape", n, [v], {"shape": [0] * k + list(after[k:])})
+            # the graph flattens (h, w, c); element g of it is torch's element c*H*W + h*W + w
+            self.flat[out] = [c * H * W + h * W + w for h in range(H) for w in range(W) for c in range(C)]
+            return out
         return self.op("Reshape", n, [v], {"shape": [0] * k + list(after[k:])})
 
     def aoc_layer(self, n, m):

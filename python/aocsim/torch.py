@@ -27,10 +27,10 @@ from torch import nn
 
 import aocsim
 
-from .convert import AnalogLinear, convert
+from .convert import AnalogConv2d, AnalogLinear, convert
 from .export import export
 
-__all__ = ["AOCLayer", "AnalogLinear", "FixedPoint", "Machine", "convert", "export", "loop_step"]
+__all__ = ["AOCLayer", "AnalogConv2d", "AnalogLinear", "FixedPoint", "Machine", "convert", "export", "loop_step"]
 
 
 def loop_step(z, x, W, bias, alpha):
@@ -116,9 +116,9 @@ class Machine:
                           RuntimeWarning, stacklevel=3)
         return torch.from_numpy(np.ascontiguousarray(r.readout)).to(device=x.device, dtype=x.dtype)
 
-    def compiled(self, key, module, n_in, weights, calibrate=None, owner=None):
-        """A program compiled for this machine from ``module`` (exported once per key, with example input
-        width n_in) with the weights {name: array} set; compiled again only when they or calibrate (sample
+    def compiled(self, key, module, example_shape, weights, calibrate=None, owner=None):
+        """A program compiled for this machine from ``module`` (exported once per key, its example input
+        of example_shape, torch's layout) with the weights {name: array} set; compiled again only when they or calibrate (sample
         inputs for the converters' ranges, ``compile(calibrate=...)``) change. Each owner (default: the
         key; a layer passes itself) keeps its last program."""
         import os
@@ -126,7 +126,7 @@ class Machine:
         if key not in self._compiled:
             with tempfile.TemporaryDirectory(prefix="aoc-machine-") as tmp, warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                self._compiled[key] = export(module, torch.zeros(1, n_in, dtype=torch.float64), os.path.join(tmp, "g.json"))
+                self._compiled[key] = export(module, torch.zeros(*example_shape, dtype=torch.float64), os.path.join(tmp, "g.json"))
         graph = self._compiled[key]
         weights = {k: np.asarray(v, dtype=np.float64) for k, v in weights.items()}
         cal = None if calibrate is None else np.asarray(calibrate, dtype=np.float64)
@@ -152,7 +152,7 @@ class Machine:
         weights = {"0.W": W, "0.bias": bias}
         if leak:
             weights["0.alpha"] = alpha
-        return self.compiled(("loop", n, leak), nn.Sequential(layer), n, weights)
+        return self.compiled(("loop", n, leak), nn.Sequential(layer), (1, n), weights)
 
     def run(self, program, x, seed):
         """A program run on the sim backend with this machine's switches, on x (an array); the Result."""

@@ -44,7 +44,7 @@ def test_convert_replaces_every_linear_and_gives_named_layers_their_own_machine(
     assert mlp[3][0].machine is ideal and mlp[1].machine is not ideal
     assert mlp(torch.randn(5, 3, 4)).shape == (5, 3)
     assert isinstance(convert(nn.Linear(4, 2), machine()), AnalogLinear)
-    with pytest.raises(aocsim.Error, match="per_layer names no nn.Linear of the module: nope"):
+    with pytest.raises(aocsim.Error, match="per_layer names no nn.Linear or nn.Conv2d of the module: nope"):
         convert(nn.Sequential(nn.Linear(4, 2)), machine(), per_layer={"nope": ideal})
     with pytest.raises(aocsim.Error, match="give a compiled machine"):
         convert(nn.Linear(4, 2), Machine("aoc-48"))
@@ -66,3 +66,51 @@ def test_the_gradient_is_the_exact_products_and_the_range_is_the_largest_input_s
     analog.eval()
     analog(10 * x)  # evaluation keeps the range training found (larger inputs clip at the DAC)
     assert float(analog.input_range) == float(3 * x.abs().max())
+
+
+def test_a_converted_conv2d_is_the_compiled_program_of_its_kernel(tmp_path):
+    from aocsim.torch import AnalogConv2d
+    torch.manual_seed(3)
+    conv = nn.Conv2d(3, 5, 3, stride=1, padding=1).double()
+    x = torch.randn(4, 3, 8, 8, dtype=torch.float64)
+    analog = convert(conv, machine())
+    assert isinstance(analog, AnalogConv2d)
+    with torch.no_grad():
+        y = analog(x)
+    assert y.shape == conv(x).shape == (4, 5, 8, 8)
+    # the same program from the exported kernel (padding done digitally first, channels last in the graph)
+    product = nn.Sequential(nn.Conv2d(3, 5, 3, bias=False).double())
+    with torch.no_grad():
+        product[0].weight.copy_(conv.weight)
+    xp = torch.nn.functional.pad(x, (1, 1, 1, 1))
+    rng = float(xp.abs().max())
+    program = export(product, xp, tmp_path / "conv.json").compile("aoc-48", calibrate=np.full((1, 10, 10, 3), rng))
+    r = program.run({"input": xp.permute(0, 2, 3, 1).numpy()}, backend="sim", quantize=True, noise=True, precision="f64", seed=5)
+    want = torch.from_numpy(r.outputs[program.outputs[0]]).permute(0, 3, 1, 2) + conv.bias.detach().view(1, -1, 1, 1)
+    assert float((y - want).abs().max()) < 1e-12
+    exact = conv(x).detach()
+    assert 1e-4 < float((y - exact).abs().max()) < 0.2 * float(exact.abs().max())
+    with pytest.warns(RuntimeWarning, match="Conv2d '0' stays digital: groups 3"):
+        kept = convert(nn.Sequential(nn.Conv2d(3, 3, 3, groups=3)), machine())
+    assert isinstance(kept[0], nn.Conv2d)
+
+
+def test_a_small_cnn_trains_through_the_machine():
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    # bright left half or right half of a 6 x 6 image, in noise
+    y = torch.randint(0, 2, (256,), generator=g)
+    x = 0.3 * torch.randn(256, 1, 6, 6, generator=g)
+    x[y == 0, :, :, :3] += 1
+    x[y == 1, :, :, 3:] += 1
+    cnn = convert(nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(16, 2)),
+                  Machine("aoc-48", optics="measured", noise=True, quantize=True, seed=1))
+    opt = torch.optim.Adam(cnn.parameters(), lr=0.05)
+    for step in range(30):
+        i = torch.randint(0, 256, (64,), generator=g)
+        opt.zero_grad()
+        nn.functional.cross_entropy(cnn(x[i]), y[i]).backward()
+        opt.step()
+    cnn.eval()
+    with torch.no_grad():
+        assert float((cnn(x).argmax(1) == y).double().mean()) > 0.9

@@ -127,3 +127,21 @@ class Apply(nn.Module):
 def test_a_function_or_method_the_ir_lacks_is_refused_naming_it(tmp_path, f, what):
     with pytest.raises(aocsim.Error, match=what):
         export(Apply(f), torch.randn(3, 5), tmp_path / "bad.json")
+
+
+def test_a_cnn_is_exported_channels_last_and_runs_as_the_module(tmp_path):
+    torch.manual_seed(0)
+    cnn = nn.Sequential(nn.Conv2d(2, 4, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(4, 6, 2, stride=2), nn.Tanh(),
+                        nn.AvgPool2d(1), nn.Flatten(), nn.Linear(6 * 2 * 2, 5)).double()
+    x = torch.randn(7, 2, 11, 11, dtype=torch.float64)
+    graph = export(cnn, x, tmp_path / "cnn.json")
+    assert graph.inputs == [("input", "f64[B, 11, 11, 2]")]  # channels last in the graph
+    program = graph.compile("aoc-48")
+    r = program.run({"input": x.permute(0, 2, 3, 1).numpy()}, backend="cpu")
+    assert np.abs(r.outputs["output"] - cnn(x).detach().numpy()).max() < 1e-12  # the Linear's columns follow the flatten
+    for bad, why in ((nn.Conv2d(2, 4, 3, padding=1), r"padding \(1, 1\)"), (nn.Conv2d(2, 4, 3, dilation=2), "dilation"),
+                     (nn.MaxPool2d(3, stride=2), "not a square window at its own stride")):
+        with pytest.raises(aocsim.Error, match=why):
+            export(nn.Sequential(bad).double(), x, tmp_path / "bad.json")
+    with pytest.raises(aocsim.Error, match="multiplies an image's last axis"):
+        export(nn.Sequential(nn.Conv2d(2, 4, 3), nn.Linear(9, 3)).double(), x, tmp_path / "bad.json")
