@@ -159,9 +159,30 @@ void pass_gather_linear(Program& p, const PassOptions&, PassStats& stats) {
 // ---- loop-form -------------------------------------------------------------------------------
 
 void pass_loop_form(Program& p, const PassOptions&, PassStats& stats) {
+  std::set<std::string> names = all_names(p.graph), op_names;
+  each_region(p.graph.ops, [&](std::vector<Op>& ops) { for (const Op& o : ops) op_names.insert(o.name); });
   each_region(p.graph.ops, [&](std::vector<Op>& ops) {
     for (Op& o : ops) {
       if (o.kind != OpKind::FixedPoint) continue;
+      // A biased product in the loop: its matrix on the optics, its bias added by the electronics
+      // (an Add of the product and the bias) rather than the whole op digital. Exact: the same sums.
+      std::vector<Op> body;
+      for (Op& b : o.body->ops) {
+        const bool biased = (b.kind == OpKind::Linear || b.kind == OpKind::Conv2d) && b.inputs.size() == 3 &&
+                            is_weight(p.graph, b.inputs[1]) && is_weight(p.graph, b.inputs[2]);
+        if (!biased) {
+          body.push_back(std::move(b));
+          continue;
+        }
+        const std::string bias = b.inputs[2], y = b.outputs[0], product = fresh(names, y + ".product");
+        b.inputs.pop_back();
+        b.outputs[0] = product;
+        const std::string add = fresh(op_names, b.name + ".bias");
+        body.push_back(std::move(b));
+        body.push_back(make_op(OpKind::Add, {product, bias}, {y}, {}, add));
+        stats.add("biases split from their products");
+      }
+      o.body->ops = std::move(body);
       const bool native = std::all_of(o.body->ops.begin(), o.body->ops.end(), [&](const Op& b) {
         return optical_capable(p.graph, b) || analog_capable(p.target, b) || loop_leak(p.graph, *o.body, b);
       });

@@ -7,7 +7,8 @@
 //   loop-form       each FixedPoint becomes an AOC loop: "native" when every body op runs on the
 //                   optics or the analog electronics (the whole iteration stays in the loop),
 //                   "assisted" when digital ops sit inside it; optical ops get their block of the
-//                   loop's matrix
+//                   loop's matrix; a biased Linear or Conv2d in a loop is split into its product
+//                   (optical) and an Add of its bias (the electronics)
 //   partition       every op is placed optical, analog or digital; a Convert (ADC or DAC) is put
 //                   on every crossing; captures used in analog are converted once per fixed point
 //   tile            every optical matrix is split into core-sized tiles placed on modules, passes

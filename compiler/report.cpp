@@ -44,6 +44,17 @@ RegionCounts count(const Program& p, const std::vector<Op>& ops, const std::map<
   return c;
 }
 
+// Why an op of a loop's body runs digitally: what the machine lacks for it, or what it reads.
+std::string why_digital(const Program& p, const Op& o, const std::set<std::string>& analog_values) {
+  const bool product = o.kind == OpKind::Linear || o.kind == OpKind::MatMul || o.kind == OpKind::Conv2d;
+  if (product) return "its matrix is computed, not a weight";
+  const auto& fns = p.target.analog_functions;
+  if (std::find(fns.begin(), fns.end(), op_def(o.kind).name) == fns.end()) return "not an analog function of " + p.target.hardware;
+  for (const auto& v : o.inputs)
+    if (!analog_values.count(v)) return "an operand is digital";
+  return "placed digital";
+}
+
 ojson counts_json(const RegionCounts& c) {
   ojson j{{"ops", c.placed}, {"dac_per_token", c.dac}, {"adc_per_token", c.adc}};
   return j;
@@ -76,6 +87,21 @@ ojson mapping_report(const Program& p) {
       }
     l["tiles"] = tiles;
     l["weights"] = weights;
+    // what stayed digital in the loop, and why (kind -> reason -> count)
+    std::set<std::string> analog_values;
+    for (const Op& b : o.body->ops)
+      if (place(b) != Place::Digital && b.kind != OpKind::Convert)
+        for (const auto& v : b.outputs) analog_values.insert(v);
+    for (const Op& b : o.body->ops)
+      if (b.kind == OpKind::Convert && attr_string(b, "to") == "analog") analog_values.insert(b.outputs[0]);
+    for (const auto& w : p.graph.weights) analog_values.insert(w.name);
+    std::map<std::string, std::map<std::string, int>> digital;
+    for (const Op& b : o.body->ops)
+      if (b.kind != OpKind::Convert && place(b) == Place::Digital) ++digital[op_def(b.kind).name][why_digital(p, b, analog_values)];
+    ojson d = ojson::array();
+    for (const auto& [kind, whys] : digital)
+      for (const auto& [why, n] : whys) d.push_back({{"op", kind}, {"count", n}, {"why", why}});
+    l["digital"] = d;
     l["state_between_tokens"] = t.analog_state_memory ? "analog memory" : "digital memory";
     loops.push_back(l);
   }
@@ -157,6 +183,12 @@ std::string mapping_report_text(const ojson& r) {
                   ops(l["ops"]).c_str(), l["dac_per_token_iteration"].get<long long>(), l["adc_per_token_iteration"].get<long long>(),
                   l["tiles"].get<long long>(), l["weights"].get<long long>());
     s += buf;
+    if (!l["digital"].empty()) {
+      std::string d;
+      for (const auto& e : l["digital"])
+        d += (d.empty() ? "" : ", ") + std::to_string(e["count"].get<int>()) + " " + e["op"].get<std::string>() + " (" + e["why"].get<std::string>() + ")";
+      s += "    digital in the loop: " + d + "\n";
+    }
   }
   const auto& o = r["optical"];
   std::snprintf(buf, sizeof buf,

@@ -18,6 +18,7 @@
 #include "compiler/verify.hpp"
 #include "runtime/backend/backend.hpp"
 #include "runtime/io/h5io.hpp"
+#include "compiler/report.hpp"
 #include "sim/error.hpp"
 #include "tests/graph_support.hpp"
 #include "tests/support.hpp"
@@ -188,6 +189,36 @@ TEST_CASE("compile: the leak alpha z is the loop electronics' own, so a loop wit
   const Program q = compiled(leaky(small_target(), true));
   CHECK(attr_string(the_loop(q), "layout") == "assisted");
   for (const Op* m : ops_of(the_loop(q).body->ops, OpKind::Mul)) CHECK(place(*m) == Place::Digital);
+}
+
+TEST_CASE("compile: a biased product in a loop is its product on the optics and its bias in the electronics") {
+  Program p = deq(small_target());
+  Region& body = *p.graph.ops[1].body;
+  body.ops[0].inputs.push_back("b");  // mix = z W^T + b, then + u
+  const Program c = compiled(p);
+  const Op& loop = the_loop(c);
+  CHECK(attr_string(loop, "layout") == "native");
+  const auto mix = std::find_if(loop.body->ops.begin(), loop.body->ops.end(), [](const Op& o) { return o.name == "mix"; });
+  REQUIRE(mix != loop.body->ops.end());
+  CHECK(place(*mix) == Place::Optical);
+  CHECK(mix->inputs.size() == 2);
+  const auto bias = std::find_if(loop.body->ops.begin(), loop.body->ops.end(), [](const Op& o) { return o.name == "mix.bias"; });
+  REQUIRE(bias != loop.body->ops.end());
+  CHECK(place(*bias) == Place::Analog);
+  BackendOptions ideal;
+  ideal.noise = false, ideal.quantize = false, ideal.optics = false, ideal.f64 = true;
+  CHECK(max_diff(run_on("sim", c, {{"x", kX}}, ideal).values.at(c.graph.outputs[0]),
+                 run_on("cpu", c, {{"x", kX}}).values.at(c.graph.outputs[0])) < 1e-12);
+  CHECK(mapping_report(c)["loops"][0]["digital"].empty());
+}
+
+TEST_CASE("compile: the mapping report says what stayed digital in a loop, and why") {
+  const auto digital = mapping_report(compiled(assisted(small_target())))["loops"][0]["digital"];
+  std::map<std::string, std::string> why;
+  for (const auto& d : digital) why[d["op"].get<std::string>()] = d["why"].get<std::string>();
+  CHECK(why["RMSNorm"] == "not an analog function of aoc-48");
+  CHECK(why["SiLU"] == "not an analog function of aoc-48");
+  CHECK(why.count("Tanh") == 0);  // in the electronics
 }
 
 TEST_CASE("compile: an assisted loop converts at every crossing between analog and digital ops") {
