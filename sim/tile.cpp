@@ -231,7 +231,10 @@ void OpticalTile<T>::set_noise(const TileNoise& n) {
   if (!(n.verify_tolerance >= 0) || !std::isfinite(n.verify_tolerance) || n.verify_rounds < 0 || n.verify_rounds > 64)
     throw Error("write-verify: the tolerance must be a finite number >= 0 and the rounds 0 to 64");
   if (n.zero_reads < 0 || n.zero_reads > (1 << 20)) throw Error("auto-zero: the reads must be 0 to 2^20");
+  if (n.after_programming_us && !(*n.after_programming_us >= 0 && *n.after_programming_us <= 1e15))
+    throw Error("after-programming: the time must be 0 to 1e15 us");
   noise_ = n;
+  start_ticks_ = n.after_programming_us ? std::llround(*n.after_programming_us / n.loop_period_us) : 0;
   noisy_ = true;
 }
 
@@ -322,7 +325,8 @@ void OpticalTile<T>::program(const Eigen::Ref<const MatrixXdR>& W, int in0, int 
   // moved into the bias): the auto-zero below holds the outputs to it.
   Eigen::VectorXd zero_offset;
   const NoiseSpec& ns = noise_.spec;
-  if (noisy_ && noise_.zero_reads > 0 && (fixed_pattern || ns.photons_per_sample > 0 || ns.thermal_sigma > 0 || ns.rin_sigma > 0)) {
+  const bool slow = noise_.after_programming_us && (ns.drift_sigma > 0 || ns.flicker_sigma > 0);  // zeroed at its moment
+  if (noisy_ && noise_.zero_reads > 0 && (fixed_pattern || slow || ns.photons_per_sample > 0 || ns.thermal_sigma > 0 || ns.rin_sigma > 0)) {
     const FactoredChain intended = fixed_pattern ? factor(nullptr) : f;
     const MatrixXdR F = intended.folded();
     zero_offset = intended.c + led_.pos[3] * F.topRows(K).colwise().sum().transpose() + led_.neg[3] * F.bottomRows(K).colwise().sum().transpose();
@@ -373,7 +377,12 @@ void OpticalTile<T>::auto_zero(const Eigen::VectorXd& intended) {
     const NoiseSpec run;
     ~Restore() { spec = run; }
   } restore{noise_.spec, noise_.spec};
-  noise_.spec.drift_sigma = noise_.spec.flicker_sigma = 0;
+  struct Zeroing {
+    bool& on;
+    ~Zeroing() { on = false; }
+  } zeroing{zeroing_};
+  if (noise_.after_programming_us) zeroing_ = true;  // the slow noise of the programming's moment, taken out with the rest
+  else noise_.spec.drift_sigma = noise_.spec.flicker_sigma = 0;
   AlignedVector<T> t(static_cast<size_t>(rows) * ldi_, T(0)), out(static_cast<size_t>(rows) * ldo_), scratch(scratch_size(rows));
   Eigen::VectorXd sum = Eigen::VectorXd::Zero(M_);
   StepContext ctx;
@@ -664,7 +673,8 @@ void OpticalTile<T>::add_output_noise(const T* light, int rows, const StepContex
     const T* lp = light + static_cast<size_t>(r) * ldl_ + h0_;
     const T* ln = lp + static_cast<size_t>(rows) * ldl_;
     const float* er = eps + static_cast<size_t>(r) * ld;
-    const std::int64_t tick = static_cast<std::int64_t>(static_cast<std::int32_t>(streams[r].a)) * noise_.slot_ticks + ctx.iteration;
+    const std::int64_t tick =
+        zeroing_ ? 0 : static_cast<std::int64_t>(static_cast<std::int32_t>(streams[r].a)) * noise_.slot_ticks + ctx.iteration + start_ticks_;
     const std::int64_t b = tick >= 0 ? tick / kBlockTicks : (tick - kBlockTicks + 1) / kBlockTicks;
     const size_t row = static_cast<size_t>(row0) + r;
     const float s = static_cast<float>(tick - b * kBlockTicks);

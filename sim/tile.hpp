@@ -93,6 +93,11 @@ struct TileNoise {
   std::uint32_t channel0 = 0;     // its first detector in the machine: keys its drift and 1/f noise
   double loop_period_us = 0.02;   // one iteration on the clock
   std::int64_t slot_ticks = 512;  // iterations from the start of one solve slot to the next
+  // The programming's moment on the clock. None: it has none (the auto-zero leaves the slow noise
+  // out, the run's clock starts at 0). Given: the tile is programmed and auto-zeroed at clock 0, the
+  // zero reads taking the drift and 1/f noise of that moment out with the rest, and the run starts
+  // this many microseconds later: the slow noise then drifts away from its zero as t grows.
+  std::optional<double> after_programming_us;
 };
 
 template <class T>
@@ -200,6 +205,8 @@ class OpticalTile {
   bool noisy_ = false;
   TileNoise noise_;
   int programmings_ = 0;
+  bool zeroing_ = false;           // auto_zero's reads: the slow noise at the programming's moment
+  std::int64_t start_ticks_ = 0;   // the run's first iteration on the clock (after_programming_us)
   long long rewrites_ = 0;
   std::uint64_t programming_id_ = 0;  // unique to this programming in the process
   // Time-correlated noise. Each row of the reads (row0 + r) remembers, per kColumnGrain columns, the

@@ -456,6 +456,33 @@ TEST_CASE("cli: aoc check checks the machine by default, its converters and nois
   };
   CHECK(digest("--zero-reads 0") != digest(""));
   CHECK(run_aoc("check " + prog + " --inputs " + tok + " --zero-reads -1").status != 0);
+  // a run at a time after the programming: recorded, and on the clock (so it reads differently)
+  const auto later = record("--after-programming-us 500000");
+  CHECK(later["after_programming_us"] == 500000.0);
+  CHECK(machine.find("after_programming_us") == machine.end());
+  CHECK(digest("--after-programming-us 500000") != digest(""));
+  CHECK(digest("--after-programming-us 500000") != digest("--after-programming-us 0"));
+}
+
+TEST_CASE("cli: programmed and zeroed at clock 0, the drift is gone at first and grows back with the time after programming") {
+  // drift alone (2 mV, 1 s correlation time on aoc-48): how far the noisy loop's fixed points sit from the clean ones
+  const auto rms = [](const std::string& flags) {
+    const Run r = run_aoc("loop --hw aoc-48 --batch 64 --noise --compare --seed 1 --json --set noise.thermal_sigma=0 --set noise.rin_sigma=0 "
+                          "--set noise.slm_fixed_pattern_sigma=0 --set noise.photons_per_sample=0 --set noise.flicker_sigma=0 " + flags);
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(r.out)["deviation_from_clean"]["rms"].get<double>();
+  };
+  const double unclocked = rms(""), at0 = rms("--after-programming-us 0"), ms10 = rms("--after-programming-us 10000"),
+               ms300 = rms("--after-programming-us 300000"), s3 = rms("--after-programming-us 3000000");
+  CHECK(unclocked > 1e-3);       // the drift of the run's moment, never zeroed
+  CHECK(at0 < 0.01 * unclocked);  // zeroed at its moment
+  CHECK(ms10 > at0);
+  CHECK(ms300 > 10 * ms10);       // drifting away from the zero: linear between the knots
+  CHECK(s3 > 0.5 * unclocked);    // past the drift's time: the zero no longer helps
+  const Run off = run_aoc("loop --hw aoc-48 --batch 4 --after-programming-us 0");
+  CHECK(off.status != 0);
+  CHECK_THAT(off.out, Catch::Contains("after_programming_us: places the noise on the clock"));
+  CHECK(run_aoc("loop --hw aoc-48 --batch 4 --noise --after-programming-us -1").status != 0);
 }
 
 TEST_CASE("cli: every command that writes files prints a JSON record of what it did with --json") {

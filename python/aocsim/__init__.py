@@ -127,7 +127,7 @@ def _hardware_set(hw, set):
 def solve(W, x, bias=None, z0=None, *, hw="aoc-48", set=None, mode="default", alpha=None, beta=None, gamma=None, rule="twin",
           tol=1e-3, max_iter=40, damping=1.0, precision="f32", quantize=False, noise=False, bandwidth=False,
           hardware_readout=False, anneal=None, seed=1, threads=1, first_sample=0, trace=False, floor_patience=8,
-          program_seed=None, zero_reads=1024):
+          program_seed=None, zero_reads=1024, after_programming_us=None):
     """Solve the loop's fixed points on the simulated core, as ``aoc run`` does.
 
     W: (N, N) weights in AOC convention; x: (B, N) inputs (or (N,) for one sample); bias: (N,);
@@ -146,7 +146,9 @@ def solve(W, x, bias=None, z0=None, *, hw="aoc-48", set=None, mode="default", al
     program_seed: the SLM's programming errors (its fixed pattern, the chip as written) keyed apart
     from the read noise: one program_seed under several seeds is one chip under fresh read noise
     (None: the noise seed, a new chip per seed; ``--program-seed``). zero_reads: with noise, the
-    auto-zero after each programming (``--zero-reads``, docs/physics.md; 0: none).
+    auto-zero after each programming (``--zero-reads``, docs/physics.md; 0: none). after_programming_us:
+    with noise, the solve this long after the programming (``--after-programming-us``; None: the
+    programming has no moment on the clock).
     floor_patience: with noise (twin and relative rules), a sample whose residual has not fallen under
     0.9 of its lowest for this many steps stops at its noise floor, its fixed point the mean of those
     iterates (``at_floor`` in the result; 0: off).
@@ -167,6 +169,7 @@ def solve(W, x, bias=None, z0=None, *, hw="aoc-48", set=None, mode="default", al
     s.floor_patience = int(floor_patience)
     s.program_seed = None if program_seed is None else int(program_seed)
     s.zero_reads = int(zero_reads)
+    s.after_programming_us = None if after_programming_us is None else float(after_programming_us)
     s.quantize, s.noise, s.bandwidth, s.hardware_readout, s.trace = bool(quantize), bool(noise), bool(bandwidth), \
         bool(hardware_readout), bool(trace)
     s.anneal = anneal or ""
@@ -229,13 +232,14 @@ def load_program(path):
 
 
 def _program_settings(quantize, noise, ideal_optics, precision, light_map, set, seed, threads, sequence, trace, program_seed=None,
-                      write_verify=0.0, verify_rounds=8, zero_reads=1024):
+                      write_verify=0.0, verify_rounds=8, zero_reads=1024, after_programming_us=None):
     s = _aoc.ProgramSettings()
     s.quantize, s.noise, s.ideal_optics, s.trace = bool(quantize), bool(noise), bool(ideal_optics), bool(trace)
     s.precision, s.light_map, s.sequence = precision, light_map, sequence
     s.set, s.seed, s.threads = _overrides(set), int(seed), int(threads)
     s.program_seed = None if program_seed is None else int(program_seed)
     s.write_verify, s.verify_rounds, s.zero_reads = float(write_verify), int(verify_rounds), int(zero_reads)
+    s.after_programming_us = None if after_programming_us is None else float(after_programming_us)
     return s
 
 
@@ -245,7 +249,7 @@ def _inputs(inputs):
 
 def _program_run(self, inputs, backend="sim", *, quantize=False, noise=False, ideal_optics=False, precision="f32",
                  light_map="auto", set=None, seed=1, threads=1, sequence="simultaneous", first_sample=0, trace=False,
-                 program_seed=None, write_verify=0.0, verify_rounds=8, zero_reads=1024):
+                 program_seed=None, write_verify=0.0, verify_rounds=8, zero_reads=1024, after_programming_us=None):
     """Run the program on inputs {name: array} (``aoc run PROG``). backend: "sim" (the simulated
     machine), "cpu" (the exact digital reference), "cuda" or "cuda-f32". The sim backend's switches:
     quantize (SLM codes and every DAC/ADC), noise, ideal_optics, precision ("f32", "f64"), light_map,
@@ -253,11 +257,12 @@ def _program_run(self, inputs, backend="sim", *, quantize=False, noise=False, id
     programming errors apart from the read noise, as ``aoc run --program-seed``), write_verify and
     verify_rounds (``--write-verify``: each SLM pixel written again while off by more than that
     fraction; counters["slm_rewrites"] counts them), zero_reads (``--zero-reads``: the auto-zero after
-    each programming; 0: none). sequence: "simultaneous" or
+    each programming; 0: none), after_programming_us (``--after-programming-us``: the run this long after
+    the programming, the auto-zero then taking the slow noise of its moment out too). sequence: "simultaneous" or
     "sequential". Returns a Result: outputs {name: float64 array}, fixed_points [{op, iterations,
     converged, at_floor}] (shape [B], or [B, L] sequential; at_floor: stopped at the noise floor), counters (DAC/ADC conversions and clips), precision."""
     s = _program_settings(quantize, noise, ideal_optics, precision, light_map, set, seed, threads, sequence, trace, program_seed,
-                          write_verify, verify_rounds, zero_reads)
+                          write_verify, verify_rounds, zero_reads, after_programming_us)
     r = Result(self._run(_inputs(inputs), backend, s, int(first_sample)))
     r["fixed_points"] = [Result(f) for f in r["fixed_points"]]
     return r
@@ -265,7 +270,7 @@ def _program_run(self, inputs, backend="sim", *, quantize=False, noise=False, id
 
 def _program_check(self, inputs, *, labels=None, seeds=1, quantize=True, noise=True, ideal_optics=False, precision="f32",
                    light_map="auto", set=None, seed=1, threads=1, sequence="simultaneous", program_seed=None, write_verify=0.0,
-                   verify_rounds=8, zero_reads=1024):
+                   verify_rounds=8, zero_reads=1024, after_programming_us=None):
     """The simulated machine against the exact reference (``aoc check``): runs the cpu backend once and
     the sim backend on `seeds` noise seeds from `seed`; returns each figure's mean, sd, min and max:
     max_abs, max_rel, argmax (agreement of each position's decision), codes (ADC codes), failures,
@@ -273,9 +278,10 @@ def _program_check(self, inputs, *, labels=None, seeds=1, quantize=True, noise=T
     accuracy, accuracy_last and accuracy_whole of the simulator over the seeds, and the reference's
     reference_accuracy and reference_accuracy_last. program_seed: one programmed chip under the
     seeds' read noise (``aoc check --program-seed``; None: a new chip per seed). write_verify,
-    verify_rounds: as ``aoc check --write-verify``; zero_reads: as ``--zero-reads``."""
+    verify_rounds: as ``aoc check --write-verify``; zero_reads: as ``--zero-reads``; after_programming_us: as
+    ``--after-programming-us``."""
     s = _program_settings(quantize, noise, ideal_optics, precision, light_map, set, seed, threads, sequence, False, program_seed,
-                          write_verify, verify_rounds, zero_reads)
+                          write_verify, verify_rounds, zero_reads, after_programming_us)
     return Result(self._check(_inputs(inputs), int(seeds), s, None if labels is None else _array(labels)))
 
 

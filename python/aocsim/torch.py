@@ -51,6 +51,8 @@ class Machine:
     it at every solve, so advance_seed then draws fresh read noise on the same programmed chip (None:
     each seed programs a new chip, as aihwkit's programming noise redrawn with the read noise).
     zero_reads: with noise, the auto-zero after each programming (as aocsim.solve; 0: none).
+    after_programming_us: with noise, every solve this long after its programming (the drift and 1/f
+    noise then moved away from the auto-zero's; as aocsim.solve; None: no moment on the clock).
 
     optics: None (the loop core above, the twin's machine: `mode` picks its non-idealities), or
     "measured" / "ideal": each solve runs as a compiled program, the machine `aoc compile` and `aoc run`
@@ -63,7 +65,7 @@ class Machine:
 
     def __init__(self, hw="aoc-48", *, set=None, mode="default", noise=False, quantize=False, precision="f32", rule="twin",
                  tol=1e-3, max_iter=40, damping=1.0, bandwidth=False, seed=1, advance_seed=True, threads=1, program_seed=None,
-                 zero_reads=1024, optics=None):
+                 zero_reads=1024, optics=None, after_programming_us=None):
         if optics not in (None, "measured", "ideal"):
             raise aocsim.Error(f"Machine: optics {optics!r}: give \"measured\" (the machine as measured), \"ideal\" (ideal optics) or None (the loop core)")
         if optics is not None and mode != "default":
@@ -78,6 +80,7 @@ class Machine:
         self.seed, self.advance_seed, self.threads = int(seed), bool(advance_seed), int(threads)
         self.program_seed = None if program_seed is None else int(program_seed)
         self.zero_reads = int(zero_reads)
+        self.after_programming_us = None if after_programming_us is None else float(after_programming_us)
         self.calls = 0
         # How the machine sets its gain (the twin's normalise_matrix): the product is (s/N) t W / max|W|
         # with s from beta, so beta = N max|W| gives t W; without it, the gain is max|W| (t W as is).
@@ -105,7 +108,7 @@ class Machine:
         r = aocsim.solve(Wn, xn, bn, hw=self.hw, mode=self.mode, alpha=an, beta=self._gain(Wn), rule=self.rule, tol=self.tol,
                       max_iter=self.max_iter, damping=self.damping, precision=self.precision, quantize=self.quantize,
                       noise=self.noise, bandwidth=self.bandwidth, seed=seed, threads=self.threads,
-                         program_seed=self.program_seed, zero_reads=self.zero_reads)
+                         program_seed=self.program_seed, zero_reads=self.zero_reads, after_programming_us=self.after_programming_us)
         self.last_result = r
         # a noisy solve that stopped at its noise floor settled as far as the noise lets it: not a failure
         settled = np.asarray(r.converged, dtype=bool) | np.asarray(r.at_floor, dtype=bool)
@@ -158,7 +161,7 @@ class Machine:
         """A program run on the sim backend with this machine's switches, on x (an array); the Result."""
         r = program.run({program.inputs[0][0]: np.asarray(x, dtype=np.float64)}, backend="sim", quantize=self.quantize, noise=self.noise,
                         ideal_optics=self.optics == "ideal", precision=self.precision, seed=seed, threads=self.threads,
-                        program_seed=self.program_seed, zero_reads=self.zero_reads)
+                        program_seed=self.program_seed, zero_reads=self.zero_reads, after_programming_us=self.after_programming_us)
         self.last_result = r
         return r
 

@@ -91,6 +91,14 @@ void add_program_seed_flag(CLI::App* c, std::optional<std::uint64_t>& program_se
       ->check(seed_value());
 }
 
+void add_after_programming_flag(CLI::App* c, std::optional<double>& us) {
+  c->add_option("--after-programming-us", us,
+                "sim, with noise: run this many microseconds after the programming. The tiles are programmed and auto-zeroed at "
+                "clock 0, the zero reads taking out the drift and 1/f noise of that moment as well, and the run starts T later, "
+                "so the slow noise has drifted away from its zero by then (0: right after programming). Default: the "
+                "programming has no moment on the clock (the auto-zero leaves the slow noise out, the run starts at 0)");
+}
+
 void add_zero_reads_flag(CLI::App* c, int& zero_reads) {
   c->add_option("--zero-reads", zero_reads,
                 "sim, with noise: the auto-zero after each programming: this many reads with every value at 0, averaged, "

@@ -45,6 +45,7 @@ LoopRunResult run(const Hardware& hw, const CoreConfig& cfg, const LoopView<S>& 
   if (o.noise) {
     NoiseRun n = noise_run(hw, o.seed, o.solver.max_iter, o.program_seed);
     n.zero_reads = o.zero_reads;
+    n.after_programming_us = o.after_programming_us;
     core.set_noise(n);
   }
   // The SLM is programmed in double: a float32 W is widened once, a float64 one read in place.

@@ -11,6 +11,12 @@
 
 namespace aoc {
 
+void check_after_programming(const std::optional<double>& us, bool noise) {
+  if (!us) return;
+  if (!(*us >= 0 && *us <= 1e15)) throw Error("after_programming_us: expected 0 to 1e15 microseconds, got " + numbers_text({*us}));
+  if (!noise) throw Error("after_programming_us: places the noise on the clock after the programming, so it needs the noise on");
+}
+
 void check_choice(const std::string& field, const std::string& v, std::initializer_list<const char*> allowed) {
   std::string list;
   for (const char* a : allowed) {
@@ -28,6 +34,7 @@ void check_settings(const LoopSettings& s) {
   if (s.floor_patience < 0) throw Error("floor_patience: must be at least 0 (0: off), got " + std::to_string(s.floor_patience));
   if (s.threads < 1) throw Error("threads: must be at least 1, got " + std::to_string(s.threads));
   if (s.zero_reads < 0 || s.zero_reads > (1 << 20)) throw Error("zero_reads: expected 0 to 1048576, got " + std::to_string(s.zero_reads));
+  check_after_programming(s.after_programming_us, s.noise);
   if (s.first_sample < 0 || s.first_sample > (1 << 30)) throw Error("first_sample: must be from 0 to 2^30, got " + std::to_string(s.first_sample));
   if (!(s.tol > 0) || !std::isfinite(s.tol)) throw Error("tol: must be a positive finite number, got " + numbers_text({s.tol}));
   if (!(s.damping >= 1e-6 && s.damping <= 1)) throw Error("damping: must be from 1e-6 to 1, got " + numbers_text({s.damping}));
@@ -75,6 +82,7 @@ LoopRunOptions run_options(const LoopSettings& s) {
   r.seed = s.seed;
   r.program_seed = s.program_seed;
   r.zero_reads = s.zero_reads;
+  r.after_programming_us = s.after_programming_us;
   r.threads = s.threads;
   return r;
 }
@@ -107,6 +115,7 @@ std::string loop_config_hash(const LoopSettings& s, const Hardware& hw, const Co
   if (s.noise && s.rule != "fixed") t << "\nfloor_patience " << s.floor_patience;  // noise-free digests as before
   if (s.program_seed) t << "\nprogram_seed " << *s.program_seed;  // digests without one as before
   if (s.noise && s.zero_reads != kZeroReads) t << "\nzero_reads " << s.zero_reads;  // likewise
+  if (s.noise && s.after_programming_us) t << "\nafter_programming_us " << numbers_text({*s.after_programming_us}, "");  // likewise
   t << "\nW " << p.W.rows() << " x " << p.W.cols() << "\nx " << p.x.rows() << " x " << p.x.cols() << "\n";
   std::string bytes = t.str();
   bytes.reserve(bytes.size() + sizeof(double) * static_cast<std::size_t>(p.W.size() + p.bias.size() + p.x.size() + p.z0.size()));

@@ -23,6 +23,7 @@ struct LoopSettings {
   std::uint64_t seed = 1;
   std::optional<std::uint64_t> program_seed;  // the SLM's programming errors apart from the read noise; none: seed
   int zero_reads = kZeroReads;  // the auto-zero after each programming (TileNoise::zero_reads; 0: none)
+  std::optional<double> after_programming_us;  // the run this long after the programming (TileNoise::after_programming_us)
   bool quantize = false, noise = false, bandwidth = false, trace = false, hardware_readout = false;
   // with noise, under the twin and relative rules: a sample whose residual has stopped falling for
   // this many steps stops at its noise floor (SolverOptions::floor_patience; 0: off)
@@ -36,6 +37,10 @@ struct LoopCoefficients {
   std::vector<double> alpha, beta;
   std::optional<double> gamma;
 };
+
+// after_programming_us: 0 to 1e15 and only with noise (it places the noise on the clock), else
+// aoc::Error naming the field.
+void check_after_programming(const std::optional<double>& us, bool noise);
 
 // A field's value among the allowed ones, else aoc::Error "FIELD: expected one of A, B, got 'V'".
 void check_choice(const std::string& field, const std::string& v, std::initializer_list<const char*> allowed);

@@ -16,6 +16,7 @@ void check_settings(const ProgramSettings& s) {
   if (s.write_verify > 0 && !s.noise) throw Error("write_verify: needs the machine's noise (the SLM's fixed pattern it verifies is a noise source)");
   if (s.verify_rounds < 1 || s.verify_rounds > 64) throw Error("verify_rounds: expected 1 to 64, got " + std::to_string(s.verify_rounds));
   if (s.zero_reads < 0 || s.zero_reads > (1 << 20)) throw Error("zero_reads: expected 0 to 1048576, got " + std::to_string(s.zero_reads));
+  check_after_programming(s.after_programming_us, s.noise);
 }
 
 BackendOptions backend_options(const ProgramSettings& f) {
@@ -25,6 +26,7 @@ BackendOptions backend_options(const ProgramSettings& f) {
   o.seed = f.seed;
   o.program_seed = f.program_seed;
   o.verify_tolerance = f.write_verify, o.verify_rounds = f.verify_rounds, o.zero_reads = f.zero_reads;
+  o.after_programming_us = f.after_programming_us;
   o.noise = f.noise;
   o.quantize = f.quantize;
   o.optics = !f.ideal_optics;

@@ -23,6 +23,7 @@ struct ProgramSettings {
   double write_verify = 0;  // write-verify each SLM pixel to this relative error after programming (0: none)
   int verify_rounds = 8;
   int zero_reads = kZeroReads;  // auto-zero reads after each programming (TileNoise::zero_reads; 0: none)
+  std::optional<double> after_programming_us;  // the run this long after the programming (TileNoise::after_programming_us)
   int threads = 1;
 };
 

@@ -241,3 +241,17 @@ def test_the_compiled_layer_is_compiled_again_only_when_its_weights_change():
         layer.weight.mul_(0.5)
         layer(x)
         assert m._compiled[("program", ("loop", 8, False))][-1] is not first
+
+
+def test_a_solve_at_a_time_after_programming_sees_the_drift_grow_back_from_its_zero():
+    drift_only = {"noise.thermal_sigma": 0, "noise.rin_sigma": 0, "noise.slm_fixed_pattern_sigma": 0, "noise.photons_per_sample": 0,
+                  "noise.flicker_sigma": 0}
+    (x, W, b, a), _ = problem(n=16)
+    clean = Machine("aoc-16", seed=2).solve(x, W, b, a)
+
+    def off(after):
+        m = Machine("aoc-16", set=drift_only, noise=True, seed=2, advance_seed=False, after_programming_us=after)
+        return float((m.solve(x, W, b, a) - clean).abs().max())
+
+    assert off(0.0) < 0.01 * off(None)  # programmed and zeroed at clock 0: the drift of that moment is gone
+    assert off(0.0) < off(3e5) < 10 * off(None)  # 0.3 s later it has drifted away from the zero
