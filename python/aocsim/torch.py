@@ -119,6 +119,13 @@ class Machine:
                           RuntimeWarning, stacklevel=3)
         return torch.from_numpy(np.ascontiguousarray(r.readout)).to(device=x.device, dtype=x.dtype)
 
+    def __getstate__(self):
+        # compiled programs are a cache of the simulator's objects: a copy or a pickle compiles again when it runs
+        state = dict(self.__dict__)
+        state["_compiled"] = {}
+        state.pop("last_result", None)
+        return state
+
     def compiled(self, key, module, example_shape, weights, calibrate=None, owner=None):
         """A program compiled for this machine from ``module`` (exported once per key, its example input
         of example_shape, torch's layout) with the weights {name: array} set; compiled again only when they or calibrate (sample

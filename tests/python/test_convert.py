@@ -44,6 +44,11 @@ def test_convert_replaces_every_linear_and_gives_named_layers_their_own_machine(
     assert mlp[3][0].machine is ideal and mlp[1].machine is not ideal
     assert mlp(torch.randn(5, 3, 4)).shape == (5, 3)
     assert isinstance(convert(nn.Linear(4, 2), machine()), AnalogLinear)
+    import copy
+    import pickle
+    twin = copy.deepcopy(mlp)  # a copy of a model that has run compiles again when it runs
+    assert torch.equal(twin(torch.ones(2, 3, 4)), mlp(torch.ones(2, 3, 4)))
+    pickle.loads(pickle.dumps(mlp))
     with pytest.raises(aocsim.Error, match="per_layer names no nn.Linear or nn.Conv2d of the module: nope"):
         convert(nn.Sequential(nn.Linear(4, 2)), machine(), per_layer={"nope": ideal})
     with pytest.raises(aocsim.Error, match="give a compiled machine"):
