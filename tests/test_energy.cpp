@@ -98,6 +98,13 @@ const Line& named(const std::vector<Line>& lines, const std::string& name) {
 const aoc::EnergyLine& line(const aoc::EnergyReport& r, const std::string& name) { return named(r.energy, name); }
 const aoc::LatencyLine& lat(const aoc::EnergyReport& r, const std::string& name) { return named(r.latency, name); }
 
+// One component's line of 1000 fixed points of 10 iterations on every channel of the file's machine
+// with the overrides `set` (the figures per action do not depend on the counts).
+aoc::EnergyLine component_line(const aoc::HardwareFile& file, const std::vector<std::string>& set, const std::string& name) {
+  const aoc::Hardware hw = file.load(set);
+  return line(aoc::estimate(hw, aoc::inference_workload(hw, hw.channels, 1000, 10)), name);
+}
+
 // A bundled file as JSON, to be edited and loaded from a temporary file.
 json bundled(const std::string& name) {
   std::ifstream in(std::string(AOC_SOURCE_DIR) + "/scenarios/hardware/" + name + ".json");
@@ -681,10 +688,7 @@ TEST_CASE("energy: a loop whose optics do not move its fixed points is no comput
 
 TEST_CASE("energy: converter energy follows the converters' bits from the figure's own resolution") {
   const aoc::HardwareFile file(aoc::resolve_hardware_path("aoc-48"));
-  auto per_action = [&](const std::vector<std::string>& set, const char* name) {
-    const aoc::Hardware hw = file.load(set);
-    return line(aoc::estimate(hw, aoc::inference_workload(hw, 48, 1000, 10)), name);
-  };
+  auto per_action = [&](const std::vector<std::string>& set, const char* name) { return component_line(file, set, name); };
   // at the file's bits (ADC 10, DAC 8, SLM 9) the figures as written
   CHECK(per_action({}, "adc").per_action == 28);
   CHECK(per_action({}, "dac").per_action == 28);
@@ -776,10 +780,7 @@ TEST_CASE("area: aoc estimate prints the machine's area and --json carries it, a
 
 TEST_CASE("energy: a converter run faster than its figure's rate pays in proportion to the rate, slower keeps the figure") {
   const aoc::HardwareFile file(aoc::resolve_hardware_path("aoc-scale"));
-  auto per_action = [&](const std::vector<std::string>& set, const char* name) {
-    const aoc::Hardware hw = file.load(set);
-    return line(aoc::estimate(hw, aoc::inference_workload(hw, 2048, 1000, 7)), name);
-  };
+  auto per_action = [&](const std::vector<std::string>& set, const char* name) { return component_line(file, set, name); };
   const double adc = per_action({}, "adc").per_action;  // 1 GS/s readout: the figure as written
   CHECK(adc == 2.5);
   CHECK(per_action({"timing.readout_rate_mhz=4000"}, "adc").per_action == Approx(4 * adc));

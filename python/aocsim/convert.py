@@ -21,23 +21,48 @@ from torch import nn
 import aocsim
 
 
-class AnalogLinear(nn.Module):
-    """An nn.Linear whose product runs on the simulated machine (see the module's docstring).
+class _OnMachine(nn.Module):
+    """What AnalogLinear and AnalogConv2d share: a compiled machine, the input range (the DAC's: the
+    largest |input| seen in training, a running maximum kept in the state dict; 0 until the first
+    forward pass, which sets it), and the pass through the machine with a straight-through gradient."""
 
-    input_range: the DAC's range, the largest |input| seen in training (a running maximum, kept in the
-    state dict) or given; 0 until the first forward pass, which sets it. The layer's program is
-    compiled with it (``compile(calibrate=...)``), and again whenever the weights or it change.
-    """
-
-    def __init__(self, in_features, out_features, machine, bias=True, dtype=torch.float32):
+    def __init__(self, machine, kind):
         super().__init__()
         if machine.optics is None:
-            raise aocsim.Error("AnalogLinear: the machine runs the loop core; give a compiled machine, "
+            raise aocsim.Error(f"{kind}: the machine runs the loop core; give a compiled machine, "
                                "Machine(hw, optics=\"measured\") or optics=\"ideal\"")
-        self.in_features, self.out_features, self.machine = int(in_features), int(out_features), machine
+        self.machine = machine
+        self.register_buffer("input_range", torch.zeros((), dtype=torch.float64))
+
+    def calibration(self, shape):
+        """Sample inputs (channels last) that set the DAC's range to the input range; None before it has one."""
+        r = float(self.input_range)
+        return np.full(shape, r) if r > 0 else None
+
+    def through_machine(self, x, exact, program, channels_last=False):
+        """The machine's values of the product `exact` of x forward, the exact product's gradient backward.
+        program: a function giving the compiled program once the input range has seen x."""
+        seen = float(x.detach().abs().max()) if x.numel() else 0.0
+        if self.training or float(self.input_range) == 0:
+            self.input_range.fill_(max(float(self.input_range), seen))
+        compiled = program()
+        a = x.detach().cpu().double()
+        r = self.machine.run(compiled, (a.permute(0, 2, 3, 1) if channels_last else a).numpy(), self.machine.next_seed())
+        y = torch.from_numpy(np.ascontiguousarray(r.outputs[compiled.outputs[0]]))
+        y = (y.permute(0, 3, 1, 2) if channels_last else y).to(device=x.device, dtype=x.dtype)
+        return exact + (y - exact).detach()
+
+
+class AnalogLinear(_OnMachine):
+    """An nn.Linear whose product runs on the simulated machine (see the module's docstring). The
+    layer's program is compiled at its input range (``compile(calibrate=...)``), and again whenever the
+    weights or the range change."""
+
+    def __init__(self, in_features, out_features, machine, bias=True, dtype=torch.float32):
+        super().__init__(machine, "AnalogLinear")
+        self.in_features, self.out_features = int(in_features), int(out_features)
         self.weight = nn.Parameter(torch.empty(self.out_features, self.in_features, dtype=dtype))
         self.bias = nn.Parameter(torch.zeros(self.out_features, dtype=dtype)) if bias else None
-        self.register_buffer("input_range", torch.zeros((), dtype=torch.float64))
         nn.init.kaiming_uniform_(self.weight, a=5 ** 0.5)  # nn.Linear's own initialisation
 
     @classmethod
@@ -51,48 +76,33 @@ class AnalogLinear(nn.Module):
 
     def program(self):
         """This layer's product x W^T compiled for its machine at its input range."""
-        n = self.in_features
-        cal = np.full((1, n), float(self.input_range)) if float(self.input_range) > 0 else None
-        product = nn.Sequential(nn.Linear(n, self.out_features, bias=False).double())
-        return self.machine.compiled(("linear", n, self.out_features), product, (1, n),
-                                     {"0.weight": self.weight.detach().cpu().double().numpy()}, cal, owner=self)
+        n, m = self.in_features, self.out_features
+        return self.machine.compiled(("linear", n, m), lambda: nn.Sequential(nn.Linear(n, m, bias=False).double()), (1, n),
+                                     {"0.weight": self.weight.detach().cpu().double().numpy()}, self.calibration((1, n)), owner=self)
 
     def forward(self, x):
-        lead = x.shape[:-1]
         flat = x.reshape(-1, self.in_features)
-        seen = float(flat.detach().abs().max()) if flat.numel() else 0.0
-        if self.training or float(self.input_range) == 0:
-            self.input_range.fill_(max(float(self.input_range), seen))
-        exact = flat @ self.weight.t()
-        program = self.program()
-        r = self.machine.run(program, flat.detach().cpu().double().numpy(), self.machine.next_seed())
-        y = torch.from_numpy(np.ascontiguousarray(r.outputs[program.outputs[0]])).to(device=x.device, dtype=x.dtype)
-        out = exact + (y - exact).detach()  # the machine's values forward, the exact product's gradient backward
+        out = self.through_machine(flat, flat @ self.weight.t(), self.program)
         if self.bias is not None:
             out = out + self.bias
-        return out.reshape(*lead, self.out_features)
+        return out.reshape(*x.shape[:-1], self.out_features)
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, machine={self.machine!r}"
 
 
-class AnalogConv2d(nn.Module):
+class AnalogConv2d(_OnMachine):
     """An nn.Conv2d whose product runs on the simulated machine: the convolution compiled as the IR's
     Conv2d (channels last, each output position's patch through the kernel matrix on the optics), the
     zero padding applied digitally before it, the bias after the ADC; straight-through backward; the
     input range as AnalogLinear's. Compiled per input size (H, W)."""
 
     def __init__(self, conv, machine):
-        super().__init__()
-        if machine.optics is None:
-            raise aocsim.Error("AnalogConv2d: the machine runs the loop core; give a compiled machine, "
-                               "Machine(hw, optics=\"measured\") or optics=\"ideal\"")
-        self.machine = machine
+        super().__init__(machine, "AnalogConv2d")
         self.in_channels, self.out_channels, self.kernel_size = conv.in_channels, conv.out_channels, tuple(conv.kernel_size)
         self.stride, self.padding = conv.stride[0], tuple(conv.padding)
         self.weight = nn.Parameter(conv.weight.detach().clone())
         self.bias = nn.Parameter(conv.bias.detach().clone()) if conv.bias is not None else None
-        self.register_buffer("input_range", torch.zeros((), dtype=torch.float64))
 
     @staticmethod
     def unsupported(conv):
@@ -109,23 +119,17 @@ class AnalogConv2d(nn.Module):
         return ", ".join(why)
 
     def program(self, H, W):
-        cal = np.full((1, H, W, self.in_channels), float(self.input_range)) if float(self.input_range) > 0 else None
-        product = nn.Sequential(nn.Conv2d(self.in_channels, self.out_channels, self.kernel_size, stride=self.stride, bias=False).double())
-        key = ("conv2d", self.in_channels, self.out_channels, self.kernel_size, self.stride, H, W)
-        return self.machine.compiled(key, product, (1, self.in_channels, H, W),
-                                     {"0.weight": self.weight.detach().cpu().double().permute(0, 2, 3, 1).numpy()}, cal, owner=self)
+        """This layer's convolution compiled for its machine at its input range, for images of H x W."""
+        cin, cout, k, s = self.in_channels, self.out_channels, self.kernel_size, self.stride
+        return self.machine.compiled(("conv2d", cin, cout, k, s, H, W), lambda: nn.Sequential(nn.Conv2d(cin, cout, k, stride=s, bias=False).double()),
+                                     (1, cin, H, W), {"0.weight": self.weight.detach().cpu().double().permute(0, 2, 3, 1).numpy()},
+                                     self.calibration((1, H, W, cin)), owner=self)
 
     def forward(self, x):
         ph, pw = self.padding
         xp = F.pad(x, (pw, pw, ph, ph)) if ph or pw else x
-        seen = float(xp.detach().abs().max()) if xp.numel() else 0.0
-        if self.training or float(self.input_range) == 0:
-            self.input_range.fill_(max(float(self.input_range), seen))
-        exact = F.conv2d(xp, self.weight, None, self.stride)
-        program = self.program(xp.shape[2], xp.shape[3])
-        r = self.machine.run(program, xp.detach().cpu().double().permute(0, 2, 3, 1).numpy(), self.machine.next_seed())
-        y = torch.from_numpy(np.ascontiguousarray(r.outputs[program.outputs[0]])).permute(0, 3, 1, 2).to(device=x.device, dtype=x.dtype)
-        out = exact + (y - exact).detach()
+        out = self.through_machine(xp, F.conv2d(xp, self.weight, None, self.stride), lambda: self.program(xp.shape[2], xp.shape[3]),
+                                   channels_last=True)
         return out if self.bias is None else out + self.bias.view(1, -1, 1, 1)
 
     def extra_repr(self):

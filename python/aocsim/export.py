@@ -302,8 +302,6 @@ class _Exporter:
         if v not in self.image or isinstance(size, (tuple, list)) or stride != size or m.padding != 0 or extra:
             self.refuse(n, f"is not a square window at its own stride without padding over an image (kernel {size}, stride {stride}, "
                            f"padding {m.padding})")
-        if isinstance(m, nn.AvgPool2d) and not m.count_include_pad:
-            pass  # no padding: the same mean
         out = self.op("MaxPool2d" if isinstance(m, nn.MaxPool2d) else "AvgPool2d", n, [v], {"size": int(size)})
         self.image.add(out)
         return out

@@ -110,13 +110,7 @@ class Machine:
                       noise=self.noise, bandwidth=self.bandwidth, seed=seed, threads=self.threads,
                          program_seed=self.program_seed, zero_reads=self.zero_reads, after_programming_us=self.after_programming_us)
         self.last_result = r
-        # a noisy solve that stopped at its noise floor settled as far as the noise lets it: not a failure
-        settled = np.asarray(r.converged, dtype=bool) | np.asarray(r.at_floor, dtype=bool)
-        if settled.size and not settled.all():
-            warnings.warn(f"aocsim.torch: {int((~settled).sum())} of {settled.size} solves on {self.hw.name} did not converge "
-                          f"within {self.max_iter} iterations (rule {self.rule}, tol {self.tol:g}) nor reach a noise floor; their "
-                          "readout is the last iterate: raise max_iter.",
-                          RuntimeWarning, stacklevel=3)
+        self._warn_unsettled(r.converged, r.at_floor, "", stacklevel=4)
         return torch.from_numpy(np.ascontiguousarray(r.readout)).to(device=x.device, dtype=x.dtype)
 
     def __getstate__(self):
@@ -126,9 +120,9 @@ class Machine:
         state.pop("last_result", None)
         return state
 
-    def compiled(self, key, module, example_shape, weights, calibrate=None, owner=None):
-        """A program compiled for this machine from ``module`` (exported once per key, its example input
-        of example_shape, torch's layout) with the weights {name: array} set; compiled again only when they or calibrate (sample
+    def compiled(self, key, build, example_shape, weights, calibrate=None, owner=None):
+        """A program compiled for this machine from the module ``build()`` gives (built and exported once
+        per key, its example input of example_shape, torch's layout) with the weights {name: array} set; compiled again only when they or calibrate (sample
         inputs for the converters' ranges, ``compile(calibrate=...)``) change. Each owner (default: the
         key; a layer passes itself) keeps its last program."""
         import os
@@ -136,7 +130,7 @@ class Machine:
         if key not in self._compiled:
             with tempfile.TemporaryDirectory(prefix="aoc-machine-") as tmp, warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                self._compiled[key] = export(module, torch.zeros(*example_shape, dtype=torch.float64), os.path.join(tmp, "g.json"))
+                self._compiled[key] = export(build(), torch.zeros(*example_shape, dtype=torch.float64), os.path.join(tmp, "g.json"))
         graph = self._compiled[key]
         weights = {k: np.asarray(v, dtype=np.float64) for k, v in weights.items()}
         cal = None if calibrate is None else np.asarray(calibrate, dtype=np.float64)
@@ -156,13 +150,15 @@ class Machine:
         ``export`` writes for an AOCLayer with these weights); compiled again only when they change."""
         n = int(W.shape[-1])
         leak = bool(np.any(alpha != 0))
-        # the graph of one AOCLayer, as export writes it, with this machine's stop rule (its shape pass on the exact loop)
-        shadow = Machine(mode="ideal", precision="f64", rule=self.rule, tol=self.tol, max_iter=self.max_iter, damping=self.damping)
-        layer = AOCLayer(n, shadow, alpha=0.5 if leak else 0.0, dtype=torch.float64)  # its weights are placeholders
+
+        def layer():  # one AOCLayer, as export writes it, with this machine's stop rule (its shape pass on the exact loop)
+            shadow = Machine(mode="ideal", precision="f64", rule=self.rule, tol=self.tol, max_iter=self.max_iter, damping=self.damping)
+            return nn.Sequential(AOCLayer(n, shadow, alpha=0.5 if leak else 0.0, dtype=torch.float64))  # placeholder weights
+
         weights = {"0.W": W, "0.bias": bias}
         if leak:
             weights["0.alpha"] = alpha
-        return self.compiled(("loop", n, leak), nn.Sequential(layer), (1, n), weights)
+        return self.compiled(("loop", n, leak), layer, (1, n), weights)
 
     def run(self, program, x, seed):
         """A program run on the sim backend with this machine's switches, on x (an array); the Result."""
@@ -182,12 +178,16 @@ class Machine:
         program = self.program(Wn, bn, an)
         r = self.run(program, xn, seed)
         fp = r.fixed_points[0]
-        settled = np.asarray(fp.converged, dtype=bool) | np.asarray(fp.at_floor, dtype=bool)
-        if settled.size and not settled.all():
-            warnings.warn(f"aocsim.torch: {int((~settled).sum())} of {settled.size} solves on {self.hw.name} (compiled, {self.optics} "
-                          f"optics) did not converge within {self.max_iter} iterations (rule {self.rule}, tol {self.tol:g}) nor reach a "
-                          "noise floor; their readout is the last iterate: raise max_iter.", RuntimeWarning, stacklevel=4)
+        self._warn_unsettled(fp.converged, fp.at_floor, f" (compiled, {self.optics} optics)", stacklevel=5)
         return torch.from_numpy(np.ascontiguousarray(r.outputs[program.outputs[0]])).to(device=x.device, dtype=x.dtype)
+
+    def _warn_unsettled(self, converged, at_floor, where, stacklevel):
+        # a noisy solve that stopped at its noise floor settled as far as the noise lets it: not a failure
+        settled = np.asarray(converged, dtype=bool) | np.asarray(at_floor, dtype=bool)
+        if settled.size and not settled.all():
+            warnings.warn(f"aocsim.torch: {int((~settled).sum())} of {settled.size} solves on {self.hw.name}{where} did not converge "
+                          f"within {self.max_iter} iterations (rule {self.rule}, tol {self.tol:g}) nor reach a noise floor; their "
+                          "readout is the last iterate: raise max_iter.", RuntimeWarning, stacklevel=stacklevel)
 
     def check_width(self, n):
         """A state of n channels fits the machine's core, or aocsim.Error names the width."""
