@@ -20,7 +20,7 @@ nlohmann::ordered_json Mamba2Spec::config() const {
   c["backbone_type"] = implicit ? "implicit" : "explicit";
   c["backbone_config"] = {{"block_type", "mamba2"},
                           {"d_model", d_model},
-                          {"n_layer", 1},
+                          {"n_layer", n_layer},
                           {"d_inner", 0},
                           {"pre_norm", true},
                           {"rms_norm", true},
@@ -50,7 +50,7 @@ Mamba2Spec Mamba2Spec::from_config(const std::string& path) {
   s.vocab = integer(j, "", "vocab_size");
   const jsonr::json& bb = r.need(j, "", "backbone_config");
   s.d_model = integer(bb, "backbone_config", "d_model");
-  if (integer(bb, "backbone_config", "n_layer") != 1) r.fail("backbone_config.n_layer", "the trainable model has one layer");
+  s.n_layer = static_cast<int>(r.integer(r.need(bb, "backbone_config", "n_layer"), "backbone_config.n_layer", 1, 64));
   const jsonr::json& bc = r.need(bb, "backbone_config", "block_cfg");
   s.d_state = integer(bc, "backbone_config.block_cfg", "d_state");
   s.expand = integer(bc, "backbone_config.block_cfg", "expand");
@@ -169,9 +169,9 @@ Var Mamba2Model::inject(Tape& t, Var e) {
   return t.add(t.linear(t.rmsnorm(e, w(t, "injection.norm")), w(t, "injection.W")), w(t, "injection.b"));
 }
 
-Var Mamba2Model::block(Tape& t, Var z, const Var* u, int L) {
+Var Mamba2Model::block(Tape& t, int layer, Var z, const Var* u, int L) {
   const int di = spec_.d_inner(), N = spec_.d_state, H = spec_.heads();
-  const std::string l = "layer0.";
+  const std::string l = "layer" + std::to_string(layer) + ".";
   const Var n = t.rmsnorm(z, w(t, l + "norm"));
   Var p = optical(t, n, l + "in_proj");
   if (u) p = t.add(p, *u);
@@ -190,9 +190,15 @@ Var Mamba2Model::block(Tape& t, Var z, const Var* u, int L) {
   return t.add(z, optical(t, yn, l + "out_proj"));
 }
 
-Var Mamba2Model::body(Tape& t, Var z, Var u, int L) { return t.rmsnorm(block(t, z, &u, L), w(t, "norm_f")); }
+Var Mamba2Model::body(Tape& t, Var z, Var u, int L) {
+  for (int i = 0; i < spec_.n_layer; ++i) z = block(t, i, z, &u, L);
+  return t.rmsnorm(z, w(t, "norm_f"));
+}
 
-Var Mamba2Model::explicit_forward(Tape& t, Var e, int L) { return t.rmsnorm(block(t, e, nullptr, L), w(t, "norm_f")); }
+Var Mamba2Model::explicit_forward(Tape& t, Var e, int L) {
+  for (int i = 0; i < spec_.n_layer; ++i) e = block(t, i, e, nullptr, L);
+  return t.rmsnorm(e, w(t, "norm_f"));
+}
 
 Var Mamba2Model::head(Tape& t, Var z) { return optical(t, z, "embedding"); }
 

@@ -4,7 +4,8 @@
 // order, so a trained model exports as (config.json, weights) and runs on the interpreter, the
 // compiler and the backends unchanged. The tape forward is tested against the interpreter.
 //
-// Sequences are rows b*L + t of [B*L, D] matrices. One layer (n_layer 1), tied embeddings.
+// Sequences are rows b*L + t of [B*L, D] matrices. n_layer blocks (the explicit baselines of several
+// depths; an implicit model's body iterates all of them, each with the injection), tied embeddings.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -18,7 +19,7 @@ namespace aoc::models {
 
 struct Mamba2Spec {
   int vocab = 2;  // tokens and classes (the head is the tied embedding)
-  int d_model = 32, d_state = 8, expand = 2, headdim = 16, d_conv = 4;
+  int d_model = 32, d_state = 8, expand = 2, headdim = 16, d_conv = 4, n_layer = 1;
   bool implicit = true;
   std::string transition = "exp";  // the scan's transition: exp(delta A) in (0, 1), or tanh(delta A + A_bias) in (-1, 1)
   // The FixedPoint of the exported graph (evaluation): the reference's sequential rule, per sample.
@@ -28,7 +29,7 @@ struct Mamba2Spec {
   int d_inner() const { return expand * d_model; }
   int heads() const { return d_inner() / headdim; }
   int d_in_proj() const { return 2 * d_inner() + 2 * d_state + heads(); }
-  // The config.json the importer reads (implicit_mamba2, one layer, tied embeddings).
+  // The config.json the importer reads (implicit_mamba2, n_layer blocks, tied embeddings).
   nlohmann::ordered_json config() const;
   // Reads the fields config() writes back (a trained model's config); errors name the file and field.
   static Mamba2Spec from_config(const std::string& path);
@@ -70,7 +71,7 @@ class Mamba2Model : public SequenceModel {
   // x W^T as the compiled program computes it (aoc-48's partition): the product on the optics
   // between a DAC of x and an ADC of the result.
   ad::Var optical(ad::Tape& t, ad::Var x, const std::string& weight);
-  ad::Var block(ad::Tape& t, ad::Var z, const ad::Var* u, int L);
+  ad::Var block(ad::Tape& t, int layer, ad::Var z, const ad::Var* u, int L);
   ad::Var w(ad::Tape& t, const std::string& name);  // a parameter on the tape (vectors are rows [1, n])
 };
 

@@ -445,7 +445,7 @@ ir::WeightStore Model::weights() const {
   return out;
 }
 
-TrainResult train(Model& m, const Dataset& d, const TrainOptions& o, const std::function<void(const EpochRecord&)>& log) {
+TrainResult train(Model& m, const Dataset& d, const TrainOptions& o, const std::function<void(const EpochRecord&)>& log, TrainState* state) {
   const ModelSpec& s = m.spec();
   const Split& tr = d.train;
   if (tr.height != s.height || tr.width != s.width || tr.cells() != s.cells)
@@ -468,17 +468,20 @@ TrainResult train(Model& m, const Dataset& d, const TrainOptions& o, const std::
 
   // The validation part starts a warm-up early so that its first scored frame has whole filters.
   const Split val = slice(tr, fit - warm, tr.frames - fit + warm);
-  if (!m.forward_taken()) m.set_mean_rates(tr.counts.leftCols(fit).rowwise().mean());
+  TrainState fresh;
+  TrainState& st = state ? *state : fresh;
+  if (st.epoch < 0 || st.epoch > o.epochs) throw Error("retina train: resuming after epoch " + num(st.epoch) + " of " + num(o.epochs));
+  if (!m.forward_taken() && st.epoch == 0) m.set_mean_rates(tr.counts.leftCols(fit).rowwise().mean());
 
-  ad::AdamW opt;
+  ad::AdamW& opt = st.opt;
   opt.weight_decay = o.weight_decay;
   const std::vector<ad::Param*> params = m.params();
-  std::vector<Mat> best;
-  TrainResult result;
-  double best_nll = std::numeric_limits<double>::infinity();
+  std::vector<Mat>& best = st.best;
+  TrainResult& result = st.result;
+  double& best_nll = st.best_nll;
   const auto start = std::chrono::steady_clock::now();
-  long long step = 0;
-  for (int epoch = 1; epoch <= o.epochs; ++epoch) {
+  long long step = static_cast<long long>(st.epoch) * steps_per_epoch;
+  for (int epoch = st.epoch + 1; epoch <= o.epochs; ++epoch) {
     // This epoch's order of the chunks: sorted by a seeded normal per chunk.
     std::vector<double> key(starts.size());
     noise::normals(o.seed, noise::Source::Init, 0x52455400u, static_cast<std::uint32_t>(epoch), 0, static_cast<int>(key.size()), key.data());
@@ -512,13 +515,14 @@ TrainResult train(Model& m, const Dataset& d, const TrainOptions& o, const std::
     const Scores vs = score(val, m.predict(val), warm);
     rec.val_cc = vs.cc_mean;
     rec.val_nll = vs.nll_mean;
-    rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    rec.seconds = st.seconds_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     result.epochs.push_back(rec);
     if (rec.val_nll < best_nll) {
       best_nll = rec.val_nll, result.best_epoch = epoch;
       best.clear();
       for (ad::Param* p : params) best.push_back(p->value);
     }
+    st.epoch = epoch;
     if (log) log(rec);
   }
   for (std::size_t i = 0; i < best.size(); ++i) params[i]->value = best[i];  // none when every epoch's score was NaN

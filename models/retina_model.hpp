@@ -51,6 +51,7 @@
 #include <Eigen/Dense>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -58,6 +59,7 @@
 
 #include "compiler/ir.hpp"
 #include "models/autodiff.hpp"
+#include "models/optim.hpp"
 #include "models/retina_data.hpp"
 
 namespace aoc::retina {
@@ -173,7 +175,23 @@ struct TrainResult {
   int best_epoch = 0;  // the weights kept: lowest val_nll
 };
 
-// Trains in place; `log` (if given) sees each epoch's record. Deterministic for a given seed.
-TrainResult train(Model& m, const Dataset& d, const TrainOptions& o, const std::function<void(const EpochRecord&)>& log = {});
+// Where a run stands after an epoch: the next epoch, the optimizer's moments, the epochs so far and
+// the best epoch's weights. A checkpoint holds it with the model's weights
+// (runtime/train/train_checkpoint.hpp); a run from a restored state takes the steps an unbroken run
+// takes, bit for bit (the chunk order is keyed by the epoch, the learning rate and the IB-GP's
+// draws by the step).
+struct TrainState {
+  int epoch = 0;  // epochs done
+  ad::AdamW opt;
+  TrainResult result;
+  std::vector<ad::Mat> best;  // the best epoch's weights, in the order of Model::params()
+  double best_nll = std::numeric_limits<double>::infinity();
+  double seconds_before = 0;  // of the run's earlier processes
+};
+
+// Trains in place from `state` (from the start when null); `log` (if given) sees each epoch's
+// record, with `state` already past that epoch. Deterministic for a given seed.
+TrainResult train(Model& m, const Dataset& d, const TrainOptions& o, const std::function<void(const EpochRecord&)>& log = {},
+                  TrainState* state = nullptr);
 
 }  // namespace aoc::retina

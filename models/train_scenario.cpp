@@ -45,10 +45,11 @@ TrainScenario train_scenario_from(const nlohmann::ordered_json& j, const std::st
     number(m, "model", "tol", jsonr::kPositive, s.aoc.tol);
     number(m, "model", "damping", {0, 1, false, true}, s.aoc.damping);
   } else {
-    r.only_keys(m, "model", {"kind", "implicit", "d_model", "d_state", "expand", "headdim", "d_conv", "transition", "seed", "tol", "damping", "max_iter"});
+    r.only_keys(m, "model", {"kind", "implicit", "d_model", "n_layer", "d_state", "expand", "headdim", "d_conv", "transition", "seed", "tol", "damping", "max_iter"});
     s.spec.implicit = r.boolean(r.need(m, "model", "implicit"), "model.implicit");
   }
   integer(m, "model", "d_model", 1, 4096, s.spec.d_model);
+  integer(m, "model", "n_layer", 1, 64, s.spec.n_layer);
   integer(m, "model", "d_state", 1, 1024, s.spec.d_state);
   integer(m, "model", "expand", 1, 16, s.spec.expand);
   integer(m, "model", "headdim", 1, 4096, s.spec.headdim);

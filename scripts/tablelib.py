@@ -64,6 +64,8 @@ def model_kind(sc):
         kind = f"AOC-native implicit SSM, {m.get('d_model', 16)} variables"
     else:
         kind = ("implicit" if m["implicit"] else "explicit") + f" Mamba2, d_model {m.get('d_model', 32)}"
+        if m.get("n_layer", 1) != 1:
+            kind += f", {m['n_layer']} layers"
         if m.get("transition", "exp") != "exp":
             kind += f", {m['transition']} transitions (can be negative)"
     if m.get("kind") == "aoc-ssm" or m.get("implicit"):

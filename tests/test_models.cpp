@@ -89,6 +89,35 @@ TEST_CASE("models: the explicit Mamba2 on the tape computes the interpreter's lo
   CHECK(max_diff(as_tensor(t.value(logits)), ir::interpret(g.graph, g.weights, {{"tokens", tokens_tensor()}}).values.at("logits")) < 1e-10);
 }
 
+TEST_CASE("models: Mamba2 of two and three layers on the tape computes the interpreter's logits, and reads its config back") {
+  for (const bool implicit : {false, true})
+    for (const int layers : {2, 3}) {
+      INFO((implicit ? "implicit " : "explicit ") << layers << " layers");
+      Mamba2Spec s = tiny(implicit);
+      s.n_layer = layers;
+      Mamba2Model m(s, 5);
+      ad::Tape t;
+      ad::Var z;
+      if (implicit) {
+        const ad::Var u = m.inject(t, m.embed(t, kTokens));
+        z = m.body(t, t.constant(ad::Mat::Zero(10, 8)), u, 5);
+      } else {
+        z = m.explicit_forward(t, m.embed(t, kTokens), 5);
+      }
+      const ir::Imported g = implicit ? fixed_steps(m, 1) : m.export_graph();
+      // every layer has its own weights, and the graph uses all of them
+      CHECK(g.weights.count("layer" + std::to_string(layers - 1) + ".in_proj") == 1);
+      CHECK(g.weights.count("layer" + std::to_string(layers) + ".in_proj") == 0);
+      const auto want = ir::interpret(g.graph, g.weights, {{"tokens", tokens_tensor()}}).values.at("logits");
+      CHECK(max_diff(as_tensor(t.value(m.head(t, z))), want) < 1e-10);
+      const auto dir = temp_dir() / "model-layers";
+      std::filesystem::create_directories(dir);
+      const std::string cfg = (dir / "config.json").string();
+      aoc::write_file_atomic(cfg, m.spec().config().dump(1));
+      CHECK(Mamba2Spec::from_config(cfg).n_layer == layers);
+    }
+}
+
 TEST_CASE("models: the explicit Mamba2 with tanh transitions on the tape computes the interpreter's logits, and its transitions can be negative") {
   Mamba2Spec s = tiny(false);
   s.transition = "tanh";
@@ -237,6 +266,30 @@ TEST_CASE("cli: aoc train writes a model folder the importer reads, and names a 
   const Run bad = run_aoc("train " + scen + " -o " + out);
   CHECK(bad.status != 0);
   CHECK_THAT(bad.out, Catch::Contains("tiny.json: model.d_modle: unknown key"));
+}
+
+TEST_CASE("cli: aoc train --from without --hw goes on training on the reference, at a new length") {
+  const auto dir = temp_dir() / "train-continue";
+  std::filesystem::create_directories(dir);
+  const std::string scen = (dir / "tiny.json").string();
+  aoc::write_file_atomic(scen, aoc::test::kTinyTrainScenario);
+  const std::string first = (dir / "first").string(), more = (dir / "more").string();
+  REQUIRE(run_aoc("train " + scen + " -o " + first + " --quiet").status == 0);
+  const Run r = run_aoc("train --from " + first + " --steps 3 --length 12 --lr 0.001 -o " + more);
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.out, Catch::Contains("L 12, batch"));
+  CHECK_THAT(r.out, !Catch::Contains("for aoc"));
+  const auto log = aoc::jsonr::parse_file(more + "/train.json");
+  const auto& t = log.at("scenario").at("train");
+  CHECK(t.at("length").get<int>() == 12);
+  CHECK(t.at("steps").get<int>() == 3);
+  CHECK(t.at("lr").get<double>() == 0.001);
+  CHECK_THAT(log.at("scenario").at("description").get<std::string>(), Catch::Contains("trained further from " + first));
+  CHECK(!log.contains("machine"));
+  // the weights moved from the first model's
+  const ir::WeightStore a = ir::read_weights_h5(first + "/weights.h5"), b = ir::read_weights_h5(more + "/weights.h5");
+  CHECK(a.at("layer0.in_proj").data != b.at("layer0.in_proj").data);
 }
 
 TEST_CASE("cli: aoc train stopped and resumed from its checkpoint gives the weights of an unbroken run, bit for bit") {

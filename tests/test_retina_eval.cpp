@@ -300,3 +300,33 @@ TEST_CASE("retina stimulus: a model folder without its training record is refuse
   const aoc::RetinaModelFiles f = folder(Model(spec("ln"), 3), "ln-no-record");
   CHECK_THROWS_WITH(aoc::read_retina_digital(f), Catch::Contains("train.json: missing"));
 }
+
+TEST_CASE("retina train: a run stopped after an epoch goes on with --resume to the unbroken run's weights, and only with its options") {
+  const fs::path dir = scratch("train-resume");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string d = (dir / "r.h5").string(), whole = (dir / "whole").string(), cut = (dir / "cut").string();
+  REQUIRE(aoc::test::run_aoc("retina data -o " + d + " --train-frames 600 --test-frames 100 --repeats 2 --cells 2").status == 0);
+  const std::string cmd = "retina train --data " + d + " --model ln --epochs 3 --chunk 100 --quiet -o ";
+  REQUIRE(aoc::test::run_aoc(cmd + whole).status == 0);
+  const aoc::test::Run stop = aoc::test::run_aoc(cmd + cut + " --stop-after 1");
+  INFO(stop.out);
+  REQUIRE(stop.status == 0);
+  CHECK_THAT(stop.out, Catch::Contains("stopped after epoch 1 of 3"));
+  CHECK(fs::exists(fs::path(cut) / "checkpoint.h5"));
+  CHECK(!fs::exists(fs::path(cut) / "weights.h5"));
+  const aoc::test::Run again = aoc::test::run_aoc(cmd + cut);
+  CHECK(again.status != 0);
+  CHECK_THAT(again.out, Catch::Contains("the checkpoint of an unfinished run; --resume continues it"));
+  const aoc::test::Run other = aoc::test::run_aoc(cmd + cut + " --resume --lr 0.01");
+  CHECK(other.status != 0);
+  CHECK_THAT(other.out, Catch::Contains("a checkpoint of another scenario or other options"));
+  const aoc::test::Run resumed = aoc::test::run_aoc(cmd + cut + " --resume");
+  REQUIRE(resumed.status == 0);
+  CHECK(!fs::exists(fs::path(cut) / "checkpoint.h5"));
+  const ir::WeightStore a = ir::read_weights_h5(whole + "/weights.h5"), b = ir::read_weights_h5(cut + "/weights.h5");
+  for (const auto& [name, t] : a) {
+    INFO(name);
+    CHECK(b.at(name).data == t.data);
+  }
+}

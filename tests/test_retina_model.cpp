@@ -8,7 +8,9 @@
 #include "compiler/graph_json.hpp"
 #include "compiler/interpret.hpp"
 #include "models/retina_model.hpp"
+#include "runtime/train/train_checkpoint.hpp"
 #include "sim/error.hpp"
+#include "tests/graph_support.hpp"
 
 namespace {
 
@@ -266,4 +268,43 @@ TEST_CASE("retina model: the IB-GP takes a trained CNN's weights as its forward 
   ir::WeightStore wrong = cnn.weights();
   wrong.at("readout").shape = {1, 1};
   CHECK_THROWS_AS(m.take_forward(wrong), aoc::Error);
+}
+
+TEST_CASE("retina model: an IB-GP run stopped after an epoch and resumed from its checkpoint ends with the unbroken run's weights") {
+  ModelSpec c = ibgp_spec();
+  c.kind = "cnn";
+  const Model cnn(c, 3);
+  TrainOptions o;
+  o.epochs = 3, o.chunk = 40, o.batch = 4, o.lr = 2e-3;
+  Model whole(ibgp_spec(), 2);
+  whole.take_forward(cnn.weights());
+  const TrainResult want = train(whole, data22(), o);
+
+  const std::string path = (aoc::test::temp_dir() / "retina-checkpoint.h5").string();
+  struct Stop {};
+  {
+    Model first(ibgp_spec(), 2);
+    first.take_forward(cnn.weights());
+    TrainState st;
+    CHECK_THROWS_AS(train(first, data22(), o, [&](const EpochRecord&) {
+      aoc::write_retina_checkpoint(path, first, st, "hash");
+      throw Stop{};
+    }, &st), Stop);
+    CHECK(st.epoch == 1);
+  }
+  Model resumed(ibgp_spec(), 2);
+  resumed.take_forward(cnn.weights());
+  TrainState st;
+  CHECK_THROWS_WITH(aoc::read_retina_checkpoint(path, resumed, st, "other"), Catch::Contains("a checkpoint of another scenario or other options"));
+  aoc::read_retina_checkpoint(path, resumed, st, "hash");
+  REQUIRE(st.epoch == 1);
+  const TrainResult got = train(resumed, data22(), o, {}, &st);
+  REQUIRE(got.epochs.size() == 3);
+  CHECK(got.best_epoch == want.best_epoch);
+  for (std::size_t e = 0; e < 3; ++e) CHECK(got.epochs[e].val_nll == want.epochs[e].val_nll);
+  const ir::WeightStore a = whole.weights(), b = resumed.weights();
+  for (const auto& [name, t] : a) {
+    INFO(name);
+    CHECK(b.at(name).data == t.data);
+  }
 }

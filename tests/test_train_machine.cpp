@@ -102,9 +102,9 @@ TEST_CASE("cli: aoc train --from --hw fine-tunes a model folder for a machine, t
   CHECK(log.at("machine").at("hardware") == "aoc-48");
   CHECK(log.at("machine").at("from") == base);
   CHECK(log.at("scenario").at("train").at("steps") == 2);
-  const Run no_hw = run_aoc("train --from " + base + " -o " + (dir / "c").string());
+  const Run no_hw = run_aoc("train --from " + base + " --ideal-optics -o " + (dir / "c").string());
   CHECK(no_hw.status != 0);
-  CHECK_THAT(no_hw.out, Catch::Contains("--hw NAME is needed"));
+  CHECK_THAT(no_hw.out, Catch::Contains("change the machine of --hw: name one"));
   const Run both = run_aoc("train " + scen + " --from " + base + " --hw aoc-48 -o " + (dir / "c").string());
   CHECK(both.status != 0);
   CHECK_THAT(both.out, Catch::Contains("give a scenario, or --from a model folder (not both)"));

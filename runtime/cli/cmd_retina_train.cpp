@@ -1,7 +1,8 @@
 // aoc retina train --data retina.h5 --model cnn -o DIR: trains a retina model (models/retina_model.hpp)
 // by Poisson likelihood on the file's train split and writes the folder `aoc retina eval` reads:
 // graph.json (the compiler's IR), weights.h5, train.json (the training record: options, data,
-// per-epoch curve, the held-out scores and the test scores of the digital model).
+// per-epoch curve, the held-out scores and the test scores of the digital model). After each epoch it
+// keeps DIR/checkpoint.h5 (runtime/train/train_checkpoint.hpp); --resume continues a killed run.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include "runtime/cli/retina_report.hpp"
 #include "runtime/io/output.hpp"
 #include "runtime/retina/retina_eval.hpp"
+#include "runtime/train/train_checkpoint.hpp"
 #include "sim/error.hpp"
 
 namespace aoc::cli {
@@ -24,8 +26,19 @@ struct TrainOpts {
   std::string data, output, forward;
   retina::ModelSpec spec;
   retina::TrainOptions train;
-  bool quiet = false;
+  bool quiet = false, resume = false;
+  int stop_after = 0;  // epochs; 0: run them all
 };
+
+// The training's options as train.json records them (and the checkpoint's config hash covers).
+nlohmann::ordered_json train_json(const TrainOpts& o) {
+  return {{"epochs", o.train.epochs}, {"chunk", o.train.chunk}, {"batch", o.train.batch}, {"lr", o.train.lr},
+          {"weight_decay", o.train.weight_decay}, {"warmup", o.train.warmup}, {"validation", o.train.validation},
+          {"seed", o.train.seed},
+          {"loss", o.spec.kind == "ibgp" ? "beta x Poisson NLL + KL(q || GP prior), per beta x scored bin, AdamW, warm-up + cosine"
+                                         : "Poisson NLL per scored bin, AdamW, warm-up + cosine"},
+          {"forward_from", o.forward.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(o.forward)}};
+}
 
 int run_train(TrainOpts o) {
   check_outputs({{"-o", o.output}}, {{"--data", o.data}});
@@ -43,13 +56,41 @@ int run_train(TrainOpts o) {
                 o.spec.kind.c_str(), static_cast<long long>(m.parameter_count()), o.data.c_str(), d.train.frames, 100 * o.train.validation,
                 d.train.cells());
   std::fflush(stdout);
+  const nlohmann::ordered_json settings{{"data_digest", file_digest(o.data)}, {"model", o.spec.json()}, {"train", train_json(o)}};
+  const std::string hashed = settings.dump(), config_hash = digest_hex(hashed.data(), hashed.size());
+  const std::string checkpoint = (std::filesystem::path(o.output) / "checkpoint.h5").string();
+  retina::TrainState state;
+  if (o.resume) {
+    if (!std::filesystem::exists(checkpoint)) throw Error("retina train: --resume: " + checkpoint + " does not exist (no run to resume in " + o.output + ")");
+    read_retina_checkpoint(checkpoint, m, state, config_hash);
+    if (!o.quiet) std::printf("  resumed from %s after epoch %d of %d (%.0f s before)\n", checkpoint.c_str(), state.epoch, o.train.epochs, state.seconds_before);
+  } else if (std::filesystem::exists(checkpoint)) {
+    throw Error("retina train: " + checkpoint + ": the checkpoint of an unfinished run; --resume continues it (delete it to start afresh)");
+  }
+  std::filesystem::create_directories(o.output);
+  struct Stop {};
+  retina::TrainResult r;
+  try {
+    r = retina::train(
+        m, d, o.train,
+        [&](const retina::EpochRecord& e) {
+          if (!o.quiet) {
+            std::printf("  epoch %3d/%d  train NLL %.4f  held-out NLL %.4f  CC %.3f  %.0f s\n", e.epoch, o.train.epochs, e.train_nll, e.val_nll,
+                        e.val_cc, e.seconds);
+            std::fflush(stdout);
+          }
+          if (state.epoch == o.train.epochs) return;  // the model folder follows: no checkpoint
+          write_retina_checkpoint(checkpoint, m, state, config_hash);
+          if (state.epoch == o.stop_after) throw Stop{};
+        },
+        &state);
+  } catch (const Stop&) {
+    std::printf("stopped after epoch %d of %d: %s holds the run; the same command with --resume goes on\n", o.stop_after, o.train.epochs,
+                checkpoint.c_str());
+    return 0;
+  }
   nlohmann::ordered_json curve = nlohmann::ordered_json::array();
-  const retina::TrainResult r = retina::train(m, d, o.train, [&](const retina::EpochRecord& e) {
-    curve.push_back({e.epoch, e.train_nll, e.val_nll, e.val_cc, e.seconds});
-    if (o.quiet) return;
-    std::printf("  epoch %3d/%d  train NLL %.4f  held-out NLL %.4f  CC %.3f  %.0f s\n", e.epoch, o.train.epochs, e.train_nll, e.val_nll, e.val_cc, e.seconds);
-    std::fflush(stdout);
-  });
+  for (const retina::EpochRecord& e : r.epochs) curve.push_back({e.epoch, e.train_nll, e.val_nll, e.val_cc, e.seconds});
   const ir::WeightStore weights = m.weights();
   for (const auto& [name, t] : weights)
     for (double v : t.data)
@@ -65,12 +106,9 @@ int run_train(TrainOpts o) {
                              {"data_digest", file_digest(o.data)},
                              {"model", o.spec.json()},
                              {"parameters", m.parameter_count()},
-                             {"train", {{"epochs", o.train.epochs}, {"chunk", o.train.chunk}, {"batch", o.train.batch}, {"lr", o.train.lr},
-                                        {"weight_decay", o.train.weight_decay}, {"warmup", o.train.warmup}, {"validation", o.train.validation},
-                                        {"seed", o.train.seed},
-                                        {"loss", o.spec.kind == "ibgp" ? "beta x Poisson NLL + KL(q || GP prior), per beta x scored bin, AdamW, warm-up + cosine"
-                                                                       : "Poisson NLL per scored bin, AdamW, warm-up + cosine"},
-                                        {"forward_from", o.forward.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(o.forward)}}},
+                             {"train", train_json(o)},
+                             {"config_hash", config_hash},
+                             {"resumed", o.resume},
                              {"best_epoch", r.best_epoch},
                              {"held_out", {{"nll", best.val_nll}, {"cc", best.val_cc}}},
                              {"curve_columns", {"epoch", "train_nll", "held_out_nll", "held_out_cc", "seconds"}},
@@ -78,11 +116,11 @@ int run_train(TrainOpts o) {
                              {"test_skip", o.spec.skip()},
                              {"test_digital", scores_json(test)},
                              {"seconds", r.epochs.back().seconds}};
-  std::filesystem::create_directories(o.output);
   const std::filesystem::path dir(o.output);
   write_file_atomic((dir / "graph.json").string(), m.graph_json());
   ir::write_weights_h5((dir / "weights.h5").string(), weights);
   write_file_atomic((dir / "train.json").string(), rec.dump(1) + "\n");
+  std::filesystem::remove(checkpoint);  // the model is whole: nothing left to resume
   if (!o.quiet) {
     std::printf("best epoch %d (held-out NLL %.4f); test on the digital model: CC %.3f, FEV %.3f, NLL %.4f%s\n", r.best_epoch, best.val_nll, test.cc_mean,
                 test.fev_mean, test.nll_mean, d.synthetic ? " (SYNTHETIC data)" : "");
@@ -133,7 +171,10 @@ void add_retina_train(CLI::App& retina) {
       ->capture_default_str();
   c->add_option("--seed", o.train.seed, "initial weights and the chunks' order")->check(seed_value())->capture_default_str();
   c->add_flag("--quiet", o.quiet, "no progress lines");
+  c->add_flag("--resume", o.resume, "continue the run DIR/checkpoint.h5 holds (a killed or stopped run): the weights of an unbroken run");
+  c->add_option("--stop-after", o.stop_after, "stop after this epoch with a checkpoint (jobs in time slices); --resume goes on")->check(positive());
   c->footer("Trains by Poisson likelihood; the epoch with the lowest held-out NLL is kept. The test split is not used in training;\n"
+            "after each epoch DIR/checkpoint.h5 holds the run, so a killed run goes on with --resume (the same options).\n"
             "train.json records the digital model's test CC/FEV/NLL, what aoc retina eval reproduces on the reference backend.\n"
             "Examples:\n  aoc retina data -o retina.h5\n  aoc retina train --data retina.h5 --model ln -o ln\n"
             "  aoc retina train --data retina.h5 --model cnn -o cnn --epochs 30\n"

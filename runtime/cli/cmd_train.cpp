@@ -30,7 +30,7 @@ struct Opts {
   // Fine-tuning a trained model for a machine (--from DIR --hw NAME).
   std::string from, hw;
   std::vector<std::string> set;
-  int steps = 300;
+  int steps = 300, length = 0;  // 0: the model's training length
   double lr = 0;  // 0: a tenth of the scenario's
   std::uint64_t seed = 0;
   bool no_noise = false, ideal_optics = false;
@@ -52,12 +52,18 @@ nlohmann::ordered_json scenario_of(const Opts& o, std::string& label) {
   nlohmann::ordered_json& t = sc["train"];
   const double lr = o.lr > 0 ? o.lr : 0.1 * t.value("lr", 3e-3);
   t["steps"] = o.steps;
+  if (o.length > 0) t["length"] = o.length;
   t["lr"] = lr;
   t["bounded_fraction"] = 0.0;
   t["seed"] = t.value("seed", 0) + 1;  // batches the first training did not start from
   t.erase("hardware_aware");
-  sc["name"] = sc.value("name", std::string("model")) + "-" + std::filesystem::path(o.hw).stem().string();
-  sc["description"] = "fine-tuned for " + o.hw + " from " + o.from;
+  if (o.hw.empty()) {
+    sc["name"] = sc.value("name", std::string("model")) + "-continued";
+    sc["description"] = "trained further from " + o.from + " on the digital reference (new batches)";
+  } else {
+    sc["name"] = sc.value("name", std::string("model")) + "-" + std::filesystem::path(o.hw).stem().string();
+    sc["description"] = "fine-tuned for " + o.hw + " from " + o.from;
+  }
   return sc;
 }
 
@@ -86,7 +92,8 @@ struct TimeLeft {
 
 int run(const Opts& o) {
   if (o.from.empty() == o.scenario.empty()) throw Error("train: give a scenario, or --from a model folder (not both)");
-  if (!o.from.empty() && o.hw.empty()) throw Error("train: --from fine-tunes a model for a machine: --hw NAME is needed");
+  if (o.hw.empty() && (!o.set.empty() || o.no_noise || o.ideal_optics || o.seed))
+    throw Error("train: --set, --no-noise, --ideal-optics and --noise-seed change the machine of --hw: name one (--hw aoc-48)");
   std::string label;
   const nlohmann::ordered_json scenario = scenario_of(o, label);
   models::TrainScenario s = models::train_scenario_from(scenario, label);
@@ -161,7 +168,7 @@ int run(const Opts& o) {
   std::filesystem::create_directories(o.output);
   const int every = std::max(1, s.train.steps / 20);
   const int save_every = o.checkpoint_every > 0 ? o.checkpoint_every : every;
-  const int bounded = models::bounded_steps(s.train);
+  const int bounded = m.implicit() ? models::bounded_steps(s.train) : 0;  // an explicit model has one phase
   TimeLeft left;
   struct Stop {};
   try {
@@ -244,12 +251,13 @@ void add_train(CLI::App& app) {
   static Opts o;
   auto* c = app.add_subcommand("train", "Train a state-tracking model from a scenario file; write config.json, weights.h5, train.json");
   c->add_option("scenario", o.scenario, "the training scenario (JSON, docs/models.md); or --from")->check(CLI::ExistingFile);
-  c->add_option("--from", o.from, "fine-tune this trained model folder (its train.json and weights.h5) for the machine of --hw")
+  c->add_option("--from", o.from, "go on training this model folder (its train.json and weights.h5): for the machine of --hw, else on the digital reference")
       ->check(CLI::ExistingDirectory);
   c->add_option("--hw", o.hw, "train for this machine (bundled name or hardware file): every product on its simulated tiles as a "
                               "compiled program runs them");
   c->add_option("--set", o.set, "override a hardware field for the machine: section.field=value (repeatable)");
   c->add_option("--steps", o.steps, "with --from: fine-tuning steps")->check(positive())->capture_default_str();
+  c->add_option("--length", o.length, "with --from: the sequence length to train at (default: the model's)")->check(positive());
   c->add_option("--lr", o.lr, "with --from: the learning rate (default: a tenth of the model's scenario's)")->check(positive());
   c->add_option("--noise-seed", o.seed, "with --hw: the machine's noise draws (a new programming each step)")->check(seed_value());
   c->add_flag("--no-noise", o.no_noise, "with --hw: without the file's noise");
@@ -268,7 +276,8 @@ void add_train(CLI::App& app) {
       "A killed run goes on from DIR/checkpoint.h5 with --resume, to the unbroken run's weights.\n"
       "Examples:\n  aoc train scenarios/train/parity-implicit.json -o models/trained/parity-implicit\n"
       "  aoc train scenarios/train/parity-implicit.json -o models/trained/parity-implicit --resume\n"
-      "  aoc train --from models/trained/parity-implicit --hw aoc-48 --steps 20 -o parity-implicit-aoc48   (fine-tune for a machine)");
+      "  aoc train --from models/trained/parity-implicit --hw aoc-48 --steps 20 -o parity-implicit-aoc48   (fine-tune for a machine)\n"
+      "  aoc train --from models/trained/parity-implicit --steps 200 --lr 1e-3 -o parity-longer   (more steps on the reference)");
   c->callback([] { exit_status() = run(o); });
 }
 

@@ -1,6 +1,7 @@
 #include "runtime/train/train_checkpoint.hpp"
 
 #include <cmath>
+#include <limits>
 
 #include "runtime/io/h5io.hpp"
 #include "sim/error.hpp"
@@ -11,6 +12,7 @@ namespace aoc {
 namespace {
 
 constexpr const char* kFormat = "aoc-train-checkpoint";
+constexpr const char* kRetinaFormat = "aoc-retina-train-checkpoint";
 
 H5Array array_of(const std::string& name, const ad::Mat& a) {
   H5Array h{name, {static_cast<std::size_t>(a.rows()), static_cast<std::size_t>(a.cols())}, {}, false};
@@ -35,18 +37,57 @@ ad::Mat matrix_of(const std::string& path, const std::string& name, const ad::Ma
   return a;
 }
 
-}  // namespace
-
-void write_train_checkpoint(const std::string& path, models::SequenceModel& m, const models::TrainState& state,
-                            const std::string& config_hash, const nlohmann::ordered_json& log) {
-  const std::vector<ad::Param*> params = m.params();
-  const ad::AdamW::Saved s = state.opt.save(params);
-  std::vector<H5Array> arrays;
+// The params' values and AdamW moments as datasets (param.NAME, adam_m.NAME, adam_v.NAME), the
+// optimizer's step counts into the state JSON.
+void save_optimizer(const std::vector<ad::Param*>& params, const ad::AdamW& opt, std::vector<H5Array>& arrays, nlohmann::ordered_json& j) {
+  const ad::AdamW::Saved s = opt.save(params);
   for (std::size_t i = 0; i < params.size(); ++i) {
     arrays.push_back(array_of("param." + params[i]->name, params[i]->value));
     arrays.push_back(array_of("adam_m." + params[i]->name, s.m[i]));
     arrays.push_back(array_of("adam_v." + params[i]->name, s.v[i]));
   }
+  j["adam_t"] = s.t;
+  j["adam_steps"] = s.steps;
+}
+
+// The state attribute of a checkpoint of `format`, checked against the run's config hash.
+nlohmann::ordered_json checkpoint_state(const std::string& path, const std::string& config_hash, const char* format) {
+  nlohmann::ordered_json j;
+  try {
+    j = nlohmann::ordered_json::parse(read_h5_attr(path, "state"));
+    if (!j.is_object() || j.value("format", "") != format) throw Error(path + ": attribute state: not an aoc " + format);
+    if (j.at("config_hash").get<std::string>() != config_hash)
+      throw Error(path + ": a checkpoint of another scenario or other options (config hash " + j.at("config_hash").get<std::string>() + ", this one " +
+                  config_hash + "): train afresh without --resume, or into another folder");
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(jsonr::one_line(path + ": attribute state: " + e.what()));
+  }
+  return j;
+}
+
+// Puts the params' values and the optimizer's moments back (save_optimizer's).
+void restore_optimizer(const std::string& path, const nlohmann::ordered_json& j, const std::vector<ad::Param*>& params, ad::AdamW& opt) {
+  ad::AdamW::Saved s;
+  s.steps = j.at("adam_steps").get<long long>();
+  s.t = j.at("adam_t").get<std::vector<long long>>();
+  if (s.t.size() != params.size())
+    throw Error(path + ": attribute state: adam_t has " + std::to_string(s.t.size()) + " entries, the model " + std::to_string(params.size()) +
+                " params");
+  for (ad::Param* p : params) {
+    s.m.push_back(matrix_of(path, "adam_m." + p->name, p->value));
+    s.v.push_back(matrix_of(path, "adam_v." + p->name, p->value));
+  }
+  for (ad::Param* p : params) p->value = matrix_of(path, "param." + p->name, p->value);
+  opt.restore(params, s);
+}
+
+}  // namespace
+
+void write_train_checkpoint(const std::string& path, models::SequenceModel& m, const models::TrainState& state,
+                            const std::string& config_hash, const nlohmann::ordered_json& log) {
+  std::vector<H5Array> arrays;
+  nlohmann::ordered_json j{{"format", kFormat}, {"version", 1}, {"tool_version", AOC_VERSION}, {"config_hash", config_hash}, {"step", state.step}};
+  save_optimizer(m.params(), state.opt, arrays, j);
   // The loss curve grows with the run: a dataset (an attribute holds at most 64 KiB), the rest of the
   // log in the state attribute.
   nlohmann::ordered_json rest = log;
@@ -57,40 +98,16 @@ void write_train_checkpoint(const std::string& path, models::SequenceModel& m, c
     arrays.push_back(std::move(curve));
     rest.erase(c);
   }
-  const nlohmann::ordered_json j{{"format", kFormat},         {"version", 1},
-                                 {"tool_version", AOC_VERSION}, {"config_hash", config_hash},
-                                 {"step", state.step},        {"adam_t", s.t},
-                                 {"adam_steps", s.steps},     {"noise_draws", std::to_string(m.noise_draws())},
-                                 {"log", rest}};
+  j["noise_draws"] = std::to_string(m.noise_draws());
+  j["log"] = rest;
   write_h5_arrays(path, arrays, {}, {{"state", j.dump()}});
 }
 
 nlohmann::ordered_json read_train_checkpoint(const std::string& path, models::SequenceModel& m, models::TrainState& state,
                                              const std::string& config_hash) {
-  nlohmann::ordered_json j;
+  const nlohmann::ordered_json j = checkpoint_state(path, config_hash, kFormat);
   try {
-    j = nlohmann::ordered_json::parse(read_h5_attr(path, "state"));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(jsonr::one_line(path + ": attribute state: not JSON (" + e.what() + ")"));
-  }
-  const std::vector<ad::Param*> params = m.params();
-  try {
-    if (j.value("format", "") != kFormat) throw Error(path + ": attribute state: not an aoc training checkpoint");
-    if (j.at("config_hash").get<std::string>() != config_hash)
-      throw Error(path + ": a checkpoint of another scenario (config hash " + j.at("config_hash").get<std::string>() + ", this one " +
-                  config_hash + "): train afresh without --resume, or into another folder");
-    ad::AdamW::Saved s;
-    s.steps = j.at("adam_steps").get<long long>();
-    s.t = j.at("adam_t").get<std::vector<long long>>();
-    if (s.t.size() != params.size())
-      throw Error(path + ": attribute state: adam_t has " + std::to_string(s.t.size()) + " entries, the model " +
-                  std::to_string(params.size()) + " params");
-    for (ad::Param* p : params) {
-      s.m.push_back(matrix_of(path, "adam_m." + p->name, p->value));
-      s.v.push_back(matrix_of(path, "adam_v." + p->name, p->value));
-    }
-    for (ad::Param* p : params) p->value = matrix_of(path, "param." + p->name, p->value);
-    state.opt.restore(params, s);
+    restore_optimizer(path, j, m.params(), state.opt);
     state.step = j.at("step").get<int>();
     m.set_noise_draws(std::stoull(j.at("noise_draws").get<std::string>()));
     nlohmann::ordered_json log = j.at("log");
@@ -110,6 +127,50 @@ nlohmann::ordered_json read_train_checkpoint(const std::string& path, models::Se
     throw Error(jsonr::one_line(path + ": attribute state: " + e.what()));
   } catch (const std::logic_error& e) {  // stoull
     throw Error(path + ": attribute state: noise_draws: not a count");
+  }
+}
+
+void write_retina_checkpoint(const std::string& path, retina::Model& m, const retina::TrainState& state, const std::string& config_hash) {
+  const std::vector<ad::Param*> params = m.params();
+  std::vector<H5Array> arrays;
+  nlohmann::ordered_json j{{"format", kRetinaFormat}, {"version", 1}, {"tool_version", AOC_VERSION}, {"config_hash", config_hash},
+                           {"epoch", state.epoch}};
+  save_optimizer(params, state.opt, arrays, j);
+  for (std::size_t i = 0; i < state.best.size(); ++i) arrays.push_back(array_of("best." + params[i]->name, state.best[i]));
+  nlohmann::ordered_json epochs = nlohmann::ordered_json::array();
+  for (const retina::EpochRecord& e : state.result.epochs) epochs.push_back({e.epoch, e.train_nll, e.val_nll, e.val_cc, e.seconds});
+  // an epoch whose score was NaN never became the best: best_nll stays infinite, which JSON has not
+  j["best"] = state.best.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json{{"epoch", state.result.best_epoch}, {"nll", state.best_nll}};
+  j["epochs"] = std::move(epochs);
+  write_h5_arrays(path, arrays, {}, {{"state", j.dump()}});
+}
+
+void read_retina_checkpoint(const std::string& path, retina::Model& m, retina::TrainState& state, const std::string& config_hash) {
+  const nlohmann::ordered_json j = checkpoint_state(path, config_hash, kRetinaFormat);
+  const std::vector<ad::Param*> params = m.params();
+  try {
+    restore_optimizer(path, j, params, state.opt);
+    state.epoch = j.at("epoch").get<int>();
+    state.result.epochs.clear();
+    for (const auto& row : j.at("epochs")) {
+      retina::EpochRecord e;
+      e.epoch = row.at(0).get<int>(), e.train_nll = row.at(1).get<double>(), e.val_nll = row.at(2).get<double>();
+      e.val_cc = row.at(3).get<double>(), e.seconds = row.at(4).get<double>();
+      state.result.epochs.push_back(e);
+    }
+    if (static_cast<int>(state.result.epochs.size()) != state.epoch)
+      throw Error(path + ": attribute state: " + std::to_string(state.result.epochs.size()) + " epoch records after epoch " + std::to_string(state.epoch));
+    state.best.clear();
+    state.best_nll = std::numeric_limits<double>::infinity();
+    state.result.best_epoch = 0;
+    if (!j.at("best").is_null()) {
+      state.result.best_epoch = j.at("best").at("epoch").get<int>();
+      state.best_nll = j.at("best").at("nll").get<double>();
+      for (ad::Param* p : params) state.best.push_back(matrix_of(path, "best." + p->name, p->value));
+    }
+    state.seconds_before = state.result.epochs.empty() ? 0 : state.result.epochs.back().seconds;
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(jsonr::one_line(path + ": attribute state: " + e.what()));
   }
 }
 
