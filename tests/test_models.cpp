@@ -287,6 +287,8 @@ TEST_CASE("cli: aoc train --from without --hw goes on training on the reference,
   CHECK(t.at("lr").get<double>() == 0.001);
   CHECK_THAT(log.at("scenario").at("description").get<std::string>(), Catch::Contains("trained further from " + first));
   CHECK(!log.contains("machine"));
+  CHECK(log.at("from").at("folder") == first);
+  CHECK(log.at("from").at("length") == 12);
   // the weights moved from the first model's
   const ir::WeightStore a = ir::read_weights_h5(first + "/weights.h5"), b = ir::read_weights_h5(more + "/weights.h5");
   CHECK(a.at("layer0.in_proj").data != b.at("layer0.in_proj").data);

@@ -237,6 +237,7 @@ int run(const Opts& o) {
                              {"cpu_seconds", so_far["cpu_seconds"]}, {"resumed", o.resume},
                              {"loss_curve_columns", {"step", "loss", "solve_iterations"}}, {"loss_curve", curve}, {"eval", evals}};
   if (machine) log["machine"] = machine_record;
+  else if (!o.from.empty()) log["from"] = {{"folder", o.from}, {"length", o.length > 0 ? nlohmann::ordered_json(o.length) : nlohmann::ordered_json()}};
   ir::write_weights_h5((std::filesystem::path(o.output) / "weights.h5").string(), weights);
   write_file_atomic((std::filesystem::path(o.output) / "config.json").string(), cfg);
   write_file_atomic((std::filesystem::path(o.output) / "train.json").string(), log.dump(1) + "\n");
