@@ -275,7 +275,10 @@ TEST_CASE("cli: aoc train --from without --hw goes on training on the reference,
   aoc::write_file_atomic(scen, aoc::test::kTinyTrainScenario);
   const std::string first = (dir / "first").string(), more = (dir / "more").string();
   REQUIRE(run_aoc("train " + scen + " -o " + first + " --quiet").status == 0);
-  const Run r = run_aoc("train --from " + first + " --steps 3 --length 12 --lr 0.001 -o " + more);
+  const Run bad = run_aoc("train --from " + first + " --steps 3 --train-set solve_maks=3 -o " + more);
+  CHECK(bad.status != 0);
+  CHECK_THAT(bad.out, Catch::Contains("train.solve_maks: unknown key"));
+  const Run r = run_aoc("train --from " + first + " --steps 3 --length 12 --lr 0.001 --train-set solve_max=5 -o " + more);
   INFO(r.out);
   REQUIRE(r.status == 0);
   CHECK_THAT(r.out, Catch::Contains("L 12, batch"));
@@ -285,6 +288,8 @@ TEST_CASE("cli: aoc train --from without --hw goes on training on the reference,
   CHECK(t.at("length").get<int>() == 12);
   CHECK(t.at("steps").get<int>() == 3);
   CHECK(t.at("lr").get<double>() == 0.001);
+  CHECK(t.at("solve_max").get<int>() == 5);
+  CHECK(log.at("from").at("train_set").at(0) == "solve_max=5");
   CHECK_THAT(log.at("scenario").at("description").get<std::string>(), Catch::Contains("trained further from " + first));
   CHECK(!log.contains("machine"));
   CHECK(log.at("from").at("folder") == first);

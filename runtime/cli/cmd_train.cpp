@@ -31,6 +31,7 @@ struct Opts {
   std::string from, hw;
   std::vector<std::string> set;
   int steps = 300, length = 0;  // 0: the model's training length
+  std::vector<std::string> train_set;  // --train-set KEY=VALUE: the scenario's train.KEY
   double lr = 0;  // 0: a tenth of the scenario's
   std::uint64_t seed = 0;
   bool no_noise = false, ideal_optics = false;
@@ -53,6 +54,14 @@ nlohmann::ordered_json scenario_of(const Opts& o, std::string& label) {
   const double lr = o.lr > 0 ? o.lr : 0.1 * t.value("lr", 3e-3);
   t["steps"] = o.steps;
   if (o.length > 0) t["length"] = o.length;
+  for (const std::string& kv : o.train_set) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) throw Error("train: --train-set " + kv + ": expected KEY=VALUE (e.g. solve_max=64)");
+    const std::string key = kv.substr(0, eq), text = kv.substr(eq + 1);
+    // a number or true/false as JSON, anything else as a string; the scenario's reader checks it
+    const nlohmann::ordered_json v = nlohmann::ordered_json::parse(text, nullptr, false);
+    t[key] = v.is_discarded() ? nlohmann::ordered_json(text) : v;
+  }
   t["lr"] = lr;
   t["bounded_fraction"] = 0.0;
   t["seed"] = t.value("seed", 0) + 1;  // batches the first training did not start from
@@ -237,7 +246,9 @@ int run(const Opts& o) {
                              {"cpu_seconds", so_far["cpu_seconds"]}, {"resumed", o.resume},
                              {"loss_curve_columns", {"step", "loss", "solve_iterations"}}, {"loss_curve", curve}, {"eval", evals}};
   if (machine) log["machine"] = machine_record;
-  else if (!o.from.empty()) log["from"] = {{"folder", o.from}, {"length", o.length > 0 ? nlohmann::ordered_json(o.length) : nlohmann::ordered_json()}};
+  else if (!o.from.empty())
+    log["from"] = {{"folder", o.from}, {"length", o.length > 0 ? nlohmann::ordered_json(o.length) : nlohmann::ordered_json()},
+                   {"train_set", o.train_set}};
   ir::write_weights_h5((std::filesystem::path(o.output) / "weights.h5").string(), weights);
   write_file_atomic((std::filesystem::path(o.output) / "config.json").string(), cfg);
   write_file_atomic((std::filesystem::path(o.output) / "train.json").string(), log.dump(1) + "\n");
@@ -259,6 +270,7 @@ void add_train(CLI::App& app) {
   c->add_option("--set", o.set, "override a hardware field for the machine: section.field=value (repeatable)");
   c->add_option("--steps", o.steps, "with --from: fine-tuning steps")->check(positive())->capture_default_str();
   c->add_option("--length", o.length, "with --from: the sequence length to train at (default: the model's)")->check(positive());
+  c->add_option("--train-set", o.train_set, "with --from: change a field of the scenario's train section, KEY=VALUE (solve_max=64; repeatable)");
   c->add_option("--lr", o.lr, "with --from: the learning rate (default: a tenth of the model's scenario's)")->check(positive());
   c->add_option("--noise-seed", o.seed, "with --hw: the machine's noise draws (a new programming each step)")->check(seed_value());
   c->add_flag("--no-noise", o.no_noise, "with --hw: without the file's noise");
