@@ -40,6 +40,15 @@ nlohmann::ordered_json train_json(const TrainOpts& o) {
           {"forward_from", o.forward.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(o.forward)}};
 }
 
+// A run that failed is nothing to resume: a fresh run leaves nothing behind (a resumed one keeps its
+// last checkpoint, written while the run was still sound).
+void discard_run(const TrainOpts& o, const std::string& checkpoint, bool had_folder) {
+  if (o.resume) return;
+  std::error_code ec;
+  std::filesystem::remove(checkpoint, ec);
+  if (!had_folder) std::filesystem::remove(o.output, ec);  // only if empty
+}
+
 int run_train(TrainOpts o) {
   check_outputs({{"-o", o.output}}, {{"--data", o.data}});
   if (!o.forward.empty() && o.spec.kind != "ibgp") throw Error("retina train: --forward is for --model ibgp (its retina forward model)");
@@ -67,6 +76,7 @@ int run_train(TrainOpts o) {
   } else if (std::filesystem::exists(checkpoint)) {
     throw Error("retina train: " + checkpoint + ": the checkpoint of an unfinished run; --resume continues it (delete it to start afresh)");
   }
+  const bool had_folder = std::filesystem::exists(o.output);
   std::filesystem::create_directories(o.output);
   struct Stop {};
   retina::TrainResult r;
@@ -84,6 +94,9 @@ int run_train(TrainOpts o) {
           if (state.epoch == o.stop_after) throw Stop{};
         },
         &state);
+  } catch (const Error&) {
+    discard_run(o, checkpoint, had_folder);
+    throw;
   } catch (const Stop&) {
     std::printf("stopped after epoch %d of %d: %s holds the run; the same command with --resume goes on\n", o.stop_after, o.train.epochs,
                 checkpoint.c_str());
@@ -94,7 +107,10 @@ int run_train(TrainOpts o) {
   const ir::WeightStore weights = m.weights();
   for (const auto& [name, t] : weights)
     for (double v : t.data)
-      if (!std::isfinite(v)) throw Error("retina train: weight '" + name + "' diverged to NaN or inf: nothing written; lower --lr");
+      if (!std::isfinite(v)) {
+        discard_run(o, checkpoint, had_folder);
+        throw Error("retina train: weight '" + name + "' diverged to NaN or inf: nothing written; lower --lr");
+      }
   // The digital model's test scores: what evaluation on the reference backend reproduces.
   const retina::Scores test = retina::score(d.test, m.predict(d.test), o.spec.skip());
   const retina::EpochRecord& best = r.epochs[static_cast<std::size_t>(r.best_epoch - 1)];

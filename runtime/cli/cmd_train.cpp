@@ -54,6 +54,11 @@ nlohmann::ordered_json scenario_of(const Opts& o, std::string& label) {
   const double lr = o.lr > 0 ? o.lr : 0.1 * t.value("lr", 3e-3);
   t["steps"] = o.steps;
   if (o.length > 0) t["length"] = o.length;
+  t["lr"] = lr;
+  t["bounded_fraction"] = 0.0;
+  t["seed"] = t.value("seed", 0) + 1;  // batches the first training did not start from
+  t.erase("hardware_aware");
+  // last, so that it can set any field (lr, seed, bounded_fraction too)
   for (const std::string& kv : o.train_set) {
     const auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) throw Error("train: --train-set " + kv + ": expected KEY=VALUE (e.g. solve_max=64)");
@@ -62,10 +67,6 @@ nlohmann::ordered_json scenario_of(const Opts& o, std::string& label) {
     const nlohmann::ordered_json v = nlohmann::ordered_json::parse(text, nullptr, false);
     t[key] = v.is_discarded() ? nlohmann::ordered_json(text) : v;
   }
-  t["lr"] = lr;
-  t["bounded_fraction"] = 0.0;
-  t["seed"] = t.value("seed", 0) + 1;  // batches the first training did not start from
-  t.erase("hardware_aware");
   if (o.hw.empty()) {
     sc["name"] = sc.value("name", std::string("model")) + "-continued";
     sc["description"] = "trained further from " + o.from + " on the digital reference (new batches)";

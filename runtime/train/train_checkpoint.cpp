@@ -139,8 +139,8 @@ void write_retina_checkpoint(const std::string& path, retina::Model& m, const re
   for (std::size_t i = 0; i < state.best.size(); ++i) arrays.push_back(array_of("best." + params[i]->name, state.best[i]));
   nlohmann::ordered_json epochs = nlohmann::ordered_json::array();
   for (const retina::EpochRecord& e : state.result.epochs) epochs.push_back({e.epoch, e.train_nll, e.val_nll, e.val_cc, e.seconds});
-  // an epoch whose score was NaN never became the best: best_nll stays infinite, which JSON has not
-  j["best"] = state.best.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json{{"epoch", state.result.best_epoch}, {"nll", state.best_nll}};
+  // 0: no epoch scored yet (every score NaN); its held-out NLL is in its epoch record
+  j["best_epoch"] = state.best.empty() ? 0 : state.result.best_epoch;
   j["epochs"] = std::move(epochs);
   write_h5_arrays(path, arrays, {}, {{"state", j.dump()}});
 }
@@ -163,9 +163,10 @@ void read_retina_checkpoint(const std::string& path, retina::Model& m, retina::T
     state.best.clear();
     state.best_nll = std::numeric_limits<double>::infinity();
     state.result.best_epoch = 0;
-    if (!j.at("best").is_null()) {
-      state.result.best_epoch = j.at("best").at("epoch").get<int>();
-      state.best_nll = j.at("best").at("nll").get<double>();
+    if (const int b = j.at("best_epoch").get<int>(); b != 0) {
+      if (b < 1 || b > state.epoch) throw Error(path + ": attribute state: best_epoch " + std::to_string(b) + " after epoch " + std::to_string(state.epoch));
+      state.result.best_epoch = b;
+      state.best_nll = state.result.epochs[static_cast<std::size_t>(b - 1)].val_nll;
       for (ad::Param* p : params) state.best.push_back(matrix_of(path, "best." + p->name, p->value));
     }
     state.seconds_before = state.result.epochs.empty() ? 0 : state.result.epochs.back().seconds;
