@@ -27,6 +27,54 @@ namespace {
 using namespace kernels;
 using Env = std::map<std::string, Tensor>;
 
+// ---- the schedule ----
+// A region (the graph's ops, or a FixedPoint's body) is planned once per run: each value gets a
+// slot, each operand its slot or its weight, each op its message prefix, its fused selective-scan
+// step, its sequential state and, for a FixedPoint, its body's own plan (one per instance, so that
+// bodies shared by several FixedPoints keep apart states). The plan holds its frame, the region's
+// values, reused across the tokens and iterations that evaluate it: nothing is looked up by name
+// while running, and the captures of a body are its caller's tensors, not copies.
+
+struct Plan;
+
+struct Operand {
+  int slot = -1;                  // the region's value, or -1
+  const Tensor* weight = nullptr;  // else this weight; neither: an unknown value (an error when read)
+};
+
+struct Step {
+  const Op* op = nullptr;
+  std::string where;           // "interpret: op #3 Linear 'proj'"
+  std::vector<Operand> in;
+  std::vector<int> out;        // the results' slots
+  int redefined = -1;          // the first result whose name is already defined, or -1
+  bool fused = false;          // starts a selective-scan step run fused (this op and the next two)
+  std::vector<int> release;    // slots whose last reader is this op (not the region's results)
+  std::vector<Tensor> state;   // sequential mode, a stateful op: its state from token to token
+  std::unique_ptr<Plan> body;  // FixedPoint: its body's plan
+  EvalCtx ctx;                 // what the op's record is given, filled once
+  std::vector<const Tensor*> args;  // the operands of the current evaluation
+  std::vector<char> args_seq;       // sequential mode: which of them carry the sequence
+};
+
+struct Plan {
+  std::string head;  // "interpret:" at the top, "<FixedPoint's where> body" inside a body
+  bool top = false;
+  std::vector<std::string> names;  // per slot, the value's name; slots [0, args) are the region's args
+  std::size_t args = 0;
+  std::vector<Step> steps;
+  std::vector<Operand> results;  // a body's results
+  // the frame
+  std::vector<const Tensor*> val;  // per slot, its value (nullptr: not computed)
+  std::vector<Tensor> own;         // the values the region's ops computed (and sliced inputs)
+  std::vector<char> seq;           // sequential mode: the value's axis 1 is the sequence axis
+
+  void clear() {  // frees the frame's values (a solve done: as a body's scope was dropped)
+    for (std::size_t s = 0; s < val.size(); ++s) val[s] = nullptr;
+    for (Tensor& t : own) t = Tensor();
+  }
+};
+
 // ---- the walker ----
 
 class Interp {
@@ -35,33 +83,127 @@ class Interp {
   std::vector<FixedPointStats> stats;
   long long fused_steps = 0;
 
-  // Runs ops in order in env. head is "interpret:" at the top level, "<FixedPoint's where> body"
-  // inside a body; stats are kept for top-level FixedPoints only. A body's selective-scan steps
-  // (ssd_steps: results, the body's results) run fused.
-  void run_ops(const std::vector<Op>& ops, Env& env, const std::string& head, bool top, const std::vector<std::string>* results = nullptr) {
-    const std::vector<char>* fused = results && opt_.fuse ? &ssd_steps(ops, *results) : nullptr;
-    for (size_t i = 0; i < ops.size(); ++i) {
+  // The plan of ops (a region) whose values start with args; results: a body's (whose
+  // selective-scan steps run fused); keep: values never released (the graph's outputs, or all
+  // when tracing).
+  std::unique_ptr<Plan> plan(const std::vector<Op>& ops, const std::string& head, bool top, const std::vector<std::string>& args,
+                             const std::vector<std::string>* results, const std::set<std::string>* keep, bool keep_all) {
+    auto p = std::make_unique<Plan>();
+    p->head = head, p->top = top, p->names = args, p->args = args.size();
+    std::map<std::string, int> defined;
+    for (std::size_t i = 0; i < args.size(); ++i) defined[args[i]] = static_cast<int>(i);
+    auto resolve = [&](const std::string& name) {
+      Operand o;
+      if (auto it = defined.find(name); it != defined.end()) o.slot = it->second;
+      else if (auto wt = w_.find(name); wt != w_.end()) o.weight = &wt->second;
+      return o;
+    };
+    const std::vector<char> fused = results && opt_.fuse ? ssd_steps(ops, *results) : std::vector<char>(ops.size(), 0);
+    p->steps.resize(ops.size());
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      Step& s = p->steps[i];
       const Op& op = ops[i];
-      const std::string where = where_of(ops, i, head);
-      if (fused && (*fused)[i] && ssd_step(ops, i, env, head)) {
+      s.op = &op, s.where = where_of(ops, i, head), s.fused = fused[i];
+      for (const std::string& name : op.inputs) s.in.push_back(resolve(name));
+      for (std::size_t k = 0; k < op.outputs.size(); ++k) {
+        if (s.redefined < 0 && defined.count(op.outputs[k])) s.redefined = static_cast<int>(k);
+        const int slot = static_cast<int>(p->names.size());
+        p->names.push_back(op.outputs[k]);
+        defined[op.outputs[k]] = slot;
+        s.out.push_back(slot);
+      }
+      if (op.kind == OpKind::FixedPoint && op.body)
+        s.body = plan(op.body->ops, s.where + " body", false, op.body->args, &op.body->results, nullptr, false);
+    }
+    if (results)
+      for (const std::string& r : *results) p->results.push_back(resolve(r));
+    // lifetimes: an op's value is freed after its last reader, unless the region returns it
+    if (!keep_all) {
+      std::vector<int> last(p->names.size(), -1);
+      for (std::size_t i = 0; i < p->steps.size(); ++i)
+        for (const Operand& o : p->steps[i].in)
+          if (o.slot >= 0) last[static_cast<std::size_t>(o.slot)] = static_cast<int>(i);
+      std::vector<char> kept(p->names.size(), 0);
+      for (const Operand& o : p->results)
+        if (o.slot >= 0) kept[static_cast<std::size_t>(o.slot)] = 1;
+      for (std::size_t v = p->args; v < p->names.size(); ++v)
+        if (keep && keep->count(p->names[v])) kept[v] = 1;
+      for (std::size_t v = p->args; v < p->names.size(); ++v)
+        if (!kept[v] && last[v] >= 0) p->steps[static_cast<std::size_t>(last[v])].release.push_back(static_cast<int>(v));
+    }
+    p->val.assign(p->names.size(), nullptr);
+    p->own.resize(p->names.size());
+    p->seq.assign(p->names.size(), 0);
+    for (Step& s : p->steps) {  // the records' context, now that the steps stay where they are
+      EvalCtx& c = s.ctx;
+      c.where = s.where, c.threads = opt_.threads, c.hooks = opt_.hooks, c.sequential = sequential();
+      if (op_def(s.op->kind).region) {
+        Step* st = &s;
+        const bool t = top;
+        c.solve = [this, st, t](const Op&, const std::vector<const Tensor*>& args) { return fixed_point(*st, args, t); };
+      }
+    }
+    return p;
+  }
+
+  // Runs a planned region on its frame (its args bound). Stats are kept for top-level FixedPoints
+  // only.
+  void run(Plan& p) {
+    for (std::size_t i = 0; i < p.steps.size(); ++i) {
+      Step& s = p.steps[i];
+      const Op& op = *s.op;
+      if (s.fused && ssd_step(p, i)) {
+        for (std::size_t k = i; k < i + 3; ++k) release(p, p.steps[k]);
         i += 2;
         continue;
       }
-      std::vector<const Tensor*> in;
-      for (const auto& name : op.inputs) in.push_back(&lookup(env, name, where));
-      const bool per_token_results = sequential() && per_token(op, in, where);
-      std::vector<Tensor> out = eval(op, in, where, top);
-      if (out.size() != op.outputs.size())
-        fail(where, "makes " + std::to_string(out.size()) + " results but names " + std::to_string(op.outputs.size()));
-      for (size_t k = 0; k < out.size(); ++k) {
-        if (env.count(op.outputs[k])) fail(where, "value '" + op.outputs[k] + "' is already defined");
-        if (per_token_results) {
-          one_token_result(out[k], op.outputs[k], where);
-          seq_.insert(op.outputs[k]);
-        }
-        env.emplace(op.outputs[k], std::move(out[k]));
+      s.args.clear(), s.args_seq.clear();
+      bool any_seq = false;
+      for (std::size_t k = 0; k < s.in.size(); ++k) {
+        s.args.push_back(&value(p, s.in[k], op.inputs[k], s.where));
+        const bool q = s.in[k].slot >= 0 && p.seq[static_cast<std::size_t>(s.in[k].slot)];
+        s.args_seq.push_back(q), any_seq = any_seq || q;
       }
+      const bool per_token_results = sequential() && any_seq && per_token(s);
+      std::vector<Tensor> out = eval(s);
+      if (out.size() != op.outputs.size())
+        fail(s.where, "makes " + std::to_string(out.size()) + " results but names " + std::to_string(op.outputs.size()));
+      for (std::size_t k = 0; k < out.size(); ++k) {
+        if (static_cast<int>(k) == s.redefined) fail(s.where, "value '" + op.outputs[k] + "' is already defined");
+        const std::size_t slot = static_cast<std::size_t>(s.out[k]);
+        if (per_token_results) {
+          one_token_result(out[k], op.outputs[k], s.where);
+          p.seq[slot] = 1;
+        }
+        p.own[slot] = std::move(out[k]);
+        p.val[slot] = &p.own[slot];
+      }
+      release(p, s);
     }
+  }
+
+  static void release(Plan& p, const Step& s) {
+    for (int v : s.release) p.val[static_cast<std::size_t>(v)] = nullptr, p.own[static_cast<std::size_t>(v)] = Tensor();
+  }
+
+  // An operand's value: the region's or a weight.
+  const Tensor& value(const Plan& p, const Operand& o, const std::string& name, const std::string& where) const {
+    if (o.slot >= 0)
+      if (const Tensor* t = p.val[static_cast<std::size_t>(o.slot)]) return *t;
+    if (o.weight) return *o.weight;
+    fail(where, "unknown value '" + name + "'");
+  }
+  // A value of the top-level plan by name (an output), else a weight.
+  const Tensor& lookup(const Plan& p, const std::string& name, const std::string& where) const {
+    for (std::size_t s = p.names.size(); s-- > 0;)
+      if (p.names[s] == name && p.val[s]) return *p.val[s];
+    if (auto it = w_.find(name); it != w_.end()) return it->second;
+    fail(where, "unknown value '" + name + "'");
+  }
+  bool carries_sequence(const Plan& p, const std::string& name) const {
+    for (std::size_t s = p.names.size(); s-- > 0;)
+      if (p.names[s] == name) return p.seq[s] != 0;
+    return false;
   }
 
   static std::string where_of(const std::vector<Op>& ops, size_t i, const std::string& head) {
@@ -76,12 +218,9 @@ class Interp {
   // [B, L, H, P, N] intermediates. Run as one pass over the state, each element's arithmetic the
   // three ops' own (the same values, tests/test_interpret.cpp), without writing the intermediates:
   // one token at a time through a large implicit model they are most of the digital work's memory
-  // traffic. Which ops of a body start one, computed once per body.
-  const std::vector<char>& ssd_steps(const std::vector<Op>& ops, const std::vector<std::string>& results) {
-    auto [it, fresh] = ssd_.try_emplace(&ops);
-    if (!fresh) return it->second;
-    std::vector<char>& at = it->second;
-    at.assign(ops.size(), 0);
+  // traffic. Which ops of a body start one is decided when the body is planned.
+  static std::vector<char> ssd_steps(const std::vector<Op>& ops, const std::vector<std::string>& results) {
+    std::vector<char> at(ops.size(), 0);
     auto canonical = [](const Op& op) {  // the spec with its letters renamed in order of appearance
       std::string spec, out;
       const auto it = op.attrs.find("spec");
@@ -111,14 +250,16 @@ class Interp {
     return at;
   }
 
-  // The step at ops[i .. i + 2]; false (nothing done) where the operands' shapes are not the step's,
-  // so that the three ops run (and report) as written.
-  bool ssd_step(const std::vector<Op>& ops, size_t i, Env& env, const std::string& head) {
-    const Op &in_op = ops[i], &scan_op = ops[i + 1], &out_op = ops[i + 2];
-    const std::string where = where_of(ops, i + 2, head), in_where = where_of(ops, i, head), scan_where = where_of(ops, i + 1, head);
-    const Tensor &dt = lookup(env, in_op.inputs[0], in_where), &Bm = lookup(env, in_op.inputs[1], in_where), &x = lookup(env, in_op.inputs[2], in_where);
-    const Tensor &a = lookup(env, scan_op.inputs[0], scan_where), &C = lookup(env, out_op.inputs[0], where);
-    const Tensor* h0 = scan_op.inputs.size() > 2 ? &lookup(env, scan_op.inputs[2], scan_where) : nullptr;
+  // The step at steps[i .. i + 2]; false (nothing done) where the operands' shapes are not the
+  // step's, so that the three ops run (and report) as written.
+  bool ssd_step(Plan& p, size_t i) {
+    Step &in_s = p.steps[i], &scan_s = p.steps[i + 1], &out_s = p.steps[i + 2];
+    const Op &in_op = *in_s.op, &scan_op = *scan_s.op, &out_op = *out_s.op;
+    const std::string& where = out_s.where;
+    const Tensor &dt = value(p, in_s.in[0], in_op.inputs[0], in_s.where), &Bm = value(p, in_s.in[1], in_op.inputs[1], in_s.where),
+                 &x = value(p, in_s.in[2], in_op.inputs[2], in_s.where);
+    const Tensor &a = value(p, scan_s.in[0], scan_op.inputs[0], scan_s.where), &C = value(p, out_s.in[0], out_op.inputs[0], where);
+    const Tensor* h0 = scan_op.inputs.size() > 2 ? &value(p, scan_s.in[2], scan_op.inputs[2], scan_s.where) : nullptr;
     if (x.shape.size() != 4 || Bm.shape.size() != 3) return false;
     const std::int64_t B = x.shape[0], L = x.shape[1], H = x.shape[2], P = x.shape[3], N = Bm.shape[2];
     if (dt.shape != Dims{B, L, H} || a.shape != Dims{B, L, H} || Bm.shape != Dims{B, L, N} || C.shape != Dims{B, L, N}) return false;
@@ -127,13 +268,13 @@ class Interp {
     const Tensor* prev = h0;
     if (sequential()) {
       if (L != 1) return false;
-      state = &states_[scan_where];
+      state = &scan_s.state;
       if (!state->empty()) {
         if ((*state)[0].shape != Dims{B, H, P, N}) return false;
         prev = &(*state)[0];
       }
     }
-    if (env.count(out_op.outputs[0])) fail(where, "value '" + out_op.outputs[0] + "' is already defined");
+    if (out_s.redefined == 0) fail(where, "value '" + out_op.outputs[0] + "' is already defined");
     Tensor y = make({B, L, H, P});
     // A committing step writes the new state over the old one in place (each element is read and
     // written by its own lane alone); the first token's, from h0 or zeros, goes to a new tensor.
@@ -179,59 +320,39 @@ class Interp {
     }
     if (commit && state->empty()) state->push_back(std::move(first_state));
     bool carries = false;
-    for (const Op* op : {&in_op, &scan_op, &out_op})
-      for (const std::string& v : op->inputs) carries = carries || seq_.count(v) > 0;
+    for (const Step* s : {&in_s, &scan_s, &out_s})
+      for (const Operand& o : s->in) carries = carries || (o.slot >= 0 && p.seq[static_cast<std::size_t>(o.slot)]);
+    const std::size_t slot = static_cast<std::size_t>(out_s.out[0]);
     if (sequential() && carries) {
       one_token_result(y, out_op.outputs[0], where);
-      seq_.insert(out_op.outputs[0]);
+      p.seq[slot] = 1;
     }
-    env.emplace(out_op.outputs[0], std::move(y));
+    p.own[slot] = std::move(y);
+    p.val[slot] = &p.own[slot];
     ++fused_steps;
     return true;
   }
 
-  const Tensor& lookup(const Env& env, const std::string& name, const std::string& where) const {
-    if (auto it = env.find(name); it != env.end()) return it->second;
-    if (auto it = w_.find(name); it != w_.end()) return it->second;
-    fail(where, "unknown value '" + name + "'");
-  }
-
-  // Sequential mode: marks a value whose axis 1 is the sequence axis (a graph input of rank >= 2);
-  // values computed from such values are marked as they are defined.
-  void mark_sequence(const std::string& name) { seq_.insert(name); }
-  bool carries_sequence(const std::string& name) const { return seq_.count(name) > 0; }
   void set_token(int t, int tokens) { ctx_.token = t, ctx_.tokens = tokens; }
 
  private:
   const WeightStore& w_;
   const InterpretOptions& opt_;
   OpContext ctx_;  // what the hooks are told about the op they compute
-
-  // ---- sequential mode state (unused in simultaneous mode) ----
-  // The state of each stateful op instance, keyed by its position (`where`: the region path and
-  // the op's index, unique per instance even where FixedPoints share a body); empty before the
-  // first token.
-  std::map<std::string, std::vector<Tensor>> states_;
-  bool commit_ = true;        // whether this evaluation updates the states (false in FixedPoint iterations)
-  std::set<std::string> seq_;  // values whose axis 1 is the sequence axis
-  std::map<const std::vector<Op>*, std::vector<char>> ssd_;  // per body: where its fused steps start
+  bool commit_ = true;  // sequential mode: whether this evaluation updates the states (false in FixedPoint iterations)
 
   bool sequential() const { return opt_.mode == Mode::Sequential; }
 
   // Refuses an op that would make a token's result depend on other tokens, which one token at a
   // time cannot compute: one that acts along axis 1 of an operand carrying the sequence (its record's
   // per_token rule, from attributes and ranks); what moves axis 1 otherwise (a Reshape to [B, L*D])
-  // is caught on its result by one_token_result. Returns whether the op's results carry the sequence.
-  bool per_token(const Op& op, const std::vector<const Tensor*>& in, const std::string& where) const {
+  // is caught on its result by one_token_result. Called when an operand carries the sequence: its
+  // results do.
+  bool per_token(const Step& s) const {
     std::vector<size_t> seq;
-    for (size_t i = 0; i < op.inputs.size(); ++i)
-      if (seq_.count(op.inputs[i])) seq.push_back(i);
-    if (seq.empty()) return false;
-    if (const auto rule = op_def(op.kind).per_token) {
-      EvalCtx c;
-      c.where = where;
-      rule(c, op, in, seq);
-    }
+    for (size_t i = 0; i < s.args_seq.size(); ++i)
+      if (s.args_seq[i]) seq.push_back(i);
+    if (const auto rule = op_def(s.op->kind).per_token) rule(s.ctx, *s.op, s.args, seq);
     return true;
   }
 
@@ -245,27 +366,23 @@ class Interp {
 
   // The op's record evaluates it; the interpreter supplies the context (the hooks, the sequential
   // state of this op instance, and the solve of a FixedPoint's body).
-  std::vector<Tensor> eval(const Op& op, const std::vector<const Tensor*>& in, const std::string& where, bool top) {
+  std::vector<Tensor> eval(Step& s) {
+    const Op& op = *s.op;
     const OpDef& def = op_def(op.kind);
-    const size_t n = in.size();
+    const size_t n = s.args.size();
     if (n < static_cast<size_t>(def.min_inputs) || (def.max_inputs >= 0 && n > static_cast<size_t>(def.max_inputs)))
-      fail(where, "takes " + arity_text(def) + " operands, got " + std::to_string(n));
+      fail(s.where, "takes " + arity_text(def) + " operands, got " + std::to_string(n));
     if (def.outputs >= 0 && op.outputs.size() != static_cast<size_t>(def.outputs))
-      fail(where, "must have " + std::to_string(def.outputs) + " result, names " + std::to_string(op.outputs.size()));
-    EvalCtx c;
-    c.where = where;
-    c.threads = opt_.threads;
-    c.hooks = opt_.hooks;
+      fail(s.where, "must have " + std::to_string(def.outputs) + " result, names " + std::to_string(op.outputs.size()));
+    EvalCtx& c = s.ctx;
     c.ctx = ctx_;
-    c.sequential = sequential();
-    c.state = def.stateful && sequential() ? &states_[where] : nullptr;
+    c.state = def.stateful && sequential() ? &s.state : nullptr;
     c.commit = commit_;
-    if (def.region) c.solve = [&](const Op& fp, const std::vector<const Tensor*>& args) { return fixed_point(fp, args, where, top); };
     try {
-      return def.eval(c, op, in);
+      return def.eval(c, op, s.args);
     } catch (const Error& e) {  // an attribute reader's message names no op
       if (std::string(e.what()).rfind("interpret:", 0) == 0) throw;
-      fail(where, e.what());
+      fail(s.where, e.what());
     }
   }
 
@@ -273,36 +390,37 @@ class Interp {
   // on the whole batch every step (compact = false); under the per-sample rule a sample that has
   // stopped keeps its value (its results do not depend on the others as long as the body treats
   // samples independently, as models do).
-  Tensor fixed_point(const Op& op, const std::vector<const Tensor*>& in, const std::string& where, bool top) {
+  Tensor fixed_point(Step& fp, const std::vector<const Tensor*>& in, bool top) {
+    const Op& op = *fp.op;
+    const std::string& where = fp.where;
     if (!op.body) fail(where, "has no body");
-    const Region& body = *op.body;
-    if (body.args.size() != in.size() + 1)
-      fail(where, "body takes " + std::to_string(body.args.size()) + " args, expected " + std::to_string(in.size() + 1) +
+    const Region& region = *op.body;
+    Plan& body = *fp.body;
+    if (region.args.size() != in.size() + 1)
+      fail(where, "body takes " + std::to_string(region.args.size()) + " args, expected " + std::to_string(in.size() + 1) +
                       " (the iterate, then each operand)");
-    if (body.results.size() != 1) fail(where, "body must have 1 result, has " + std::to_string(body.results.size()));
+    if (region.results.size() != 1) fail(where, "body must have 1 result, has " + std::to_string(region.results.size()));
     const double tol = attr_number(op, "tol"), damping = attr_number(op, "damping");  // checked by the record
     const std::int64_t max_iter = attr_int(op, "max_iter");
     const std::string rule = attr_string(op, "rule"), like = attr_string(op, "like");
     const auto li = std::find(op.inputs.begin(), op.inputs.end(), like);
-    const Dims zshape = in[li - op.inputs.begin()]->shape;
+    const std::size_t like_at = static_cast<std::size_t>(li - op.inputs.begin());
+    const Dims zshape = in[like_at]->shape;
     const std::int64_t S = zshape.empty() ? 1 : zshape[0];
     const std::int64_t N = S == 0 ? 0 : numel(zshape) / S;
-    const std::string body_head = where + " body";
     if (sequential()) {  // the body's args carry the sequence when the values bound to them do
-      if (seq_.count(like)) seq_.insert(body.args[0]);
-      for (size_t i = 0; i < in.size(); ++i)
-        if (seq_.count(op.inputs[i])) seq_.insert(body.args[i + 1]);
+      body.seq[0] = fp.args_seq.size() > like_at && fp.args_seq[like_at];
+      for (size_t i = 0; i < in.size(); ++i) body.seq[i + 1] = fp.args_seq.size() > i && fp.args_seq[i];
     }
+    for (size_t i = 0; i < in.size(); ++i) body.val[i + 1] = in[i];  // the captures, by reference
 
     const int outer_iteration = ctx_.iteration;
     int step = 0;
-    auto f = [&](const Tensor& z) {
+    auto f = [&](const Tensor& z) -> const Tensor& {
       ctx_.iteration = step++;
-      Env scope;
-      scope[body.args[0]] = z;
-      for (size_t i = 0; i < in.size(); ++i) scope[body.args[i + 1]] = *in[i];
-      run_ops(body.ops, scope, body_head, false, &body.results);
-      Tensor fz = lookup(scope, body.results[0], body_head);
+      body.val[0] = &z;
+      run(body);
+      const Tensor& fz = value(body, body.results[0], region.results[0], where + " body");
       if (fz.shape != z.shape) fail(where, "body result has shape " + shape_text(fz.shape) + ", the iterate " + shape_text(z.shape));
       if (top && !sequential() && opt_.progress) opt_.progress(step, max_iter);
       return fz;
@@ -320,7 +438,7 @@ class Interp {
                                        const StepContext& sc) {
       for (std::int64_t r = 0; r < S; ++r) std::copy_n(z.row(static_cast<int>(r)), N, zt.data.begin() + r * N);
       if (sc.final) commit_ = commit;  // the released rule's final call commits the states
-      const Tensor fz = f(zt);
+      const Tensor& fz = f(zt);
       for (std::int64_t r = 0; r < S; ++r) std::copy_n(fz.data.begin() + r * N, N, out.row(static_cast<int>(r)));
     };
     const Batch<double> zero(static_cast<int>(S), static_cast<int>(N));
@@ -345,6 +463,7 @@ class Interp {
       step = static_cast<int>(max_iter);
       f(result);
     }
+    body.clear();
     ctx_.iteration = outer_iteration;
     if (top) stats.push_back(std::move(st));
     return result;
@@ -379,7 +498,7 @@ void bind_symbols(const std::string& what, const Value& decl, const Tensor& t, s
 // Sequential mode (docs/ir.md, "Sequential mode"): the graph once per token t on the [B, 1, ...]
 // slices of the inputs of rank >= 2 (the others whole), run keeping the stateful ops' states from
 // token to token; each output is its per-token results concatenated along axis 1.
-InterpretResult run_sequential(const Graph& g, const Env& inputs, Interp& run, bool trace,
+InterpretResult run_sequential(const Graph& g, const Env& inputs, Interp& run, Plan& top, bool trace,
                                const std::function<void(long long, long long)>& progress) {
   std::int64_t L = -1;
   std::string first;
@@ -389,7 +508,6 @@ InterpretResult run_sequential(const Graph& g, const Env& inputs, Interp& run, b
       throw Error("interpret: sequential mode: input '" + name + "' has " + std::to_string(x.shape[1]) +
                   " tokens along axis 1, input '" + first + "' has " + std::to_string(L));
     if (L < 0) L = x.shape[1], first = name;
-    run.mark_sequence(name);
   }
   if (L < 0) throw Error("interpret: sequential mode needs an input with a sequence axis (rank >= 2, axis 1); graph '" + g.name + "' has none");
   if (L == 0) throw Error("interpret: sequential mode needs at least one token, input '" + first + "' has none along axis 1");
@@ -397,20 +515,25 @@ InterpretResult run_sequential(const Graph& g, const Env& inputs, Interp& run, b
   std::map<std::string, std::vector<Tensor>> parts;  // per returned value, its result at each token
   std::vector<FixedPointStats> fps;
   for (std::int64_t t = 0; t < L; ++t) {
-    Env env;
-    for (const auto& [name, x] : inputs) env[name] = x.shape.size() >= 2 ? token_slice(x, t) : x;
+    std::size_t a = 0;
+    for (const auto& [name, x] : inputs) {  // the top plan's args, in the same order
+      if (x.shape.size() >= 2) top.own[a] = token_slice(x, t), top.val[a] = &top.own[a], top.seq[a] = 1;
+      else top.val[a] = &x;
+      ++a;
+    }
     run.stats.clear();
     run.set_token(static_cast<int>(t), static_cast<int>(L));
-    run.run_ops(g.ops, env, "interpret:", true);
+    run.run(top);
     for (const auto& name : g.outputs) {
       const std::string where = "interpret: output '" + name + "'";
-      const Tensor& y = run.lookup(env, name, where);
-      if (!run.carries_sequence(name))
+      const Tensor& y = run.lookup(top, name, where);
+      if (!run.carries_sequence(top, name))
         throw Error(where + " has no sequence axis (it depends on no input of rank >= 2); sequential mode returns per-token outputs");
       if (!trace) parts[name].push_back(y);
     }
     if (trace)
-      for (auto& [name, x] : env) parts[name].push_back(std::move(x));
+      for (std::size_t s = 0; s < top.names.size(); ++s)
+        if (top.val[s]) parts[top.names[s]].push_back(*top.val[s]);
     if (progress) progress(t + 1, L);
     // the top-level FixedPoints run in the same order at every token; their stats go sample-major
     if (t == 0)
@@ -431,7 +554,7 @@ InterpretResult run_sequential(const Graph& g, const Env& inputs, Interp& run, b
 
   InterpretResult res;
   for (const auto& [name, xs] : parts) {
-    if (!run.carries_sequence(name)) {  // traced, computed without the sequence: the same at every token
+    if (!run.carries_sequence(top, name)) {  // traced, computed without the sequence: the same at every token
       res.values[name] = xs.back();
       continue;
     }
@@ -450,13 +573,11 @@ InterpretResult interpret(const Graph& g, const WeightStore& w, const std::map<s
                           const InterpretOptions& options) {
   if (options.threads < 1) throw Error("interpret: threads must be at least 1, got " + std::to_string(options.threads));
   std::map<std::string, std::int64_t> syms;
-  Env env;
   std::set<std::string> declared;
   for (const Value& v : g.inputs) {
     auto it = inputs.find(v.name);
     if (it == inputs.end()) throw Error("interpret: input '" + v.name + "' is not given");
     bind_symbols("input", v, it->second, syms);
-    env[v.name] = it->second;
     declared.insert(v.name);
   }
   for (const auto& [name, t] : inputs)
@@ -469,13 +590,20 @@ InterpretResult interpret(const Graph& g, const WeightStore& w, const std::map<s
 
   const ScopedThreads threads(options.threads);  // the kernels' elementwise loops
   Interp run(w, options);
-  if (options.mode == Mode::Sequential) return run_sequential(g, env, run, options.trace, options.progress);
-  run.run_ops(g.ops, env, "interpret:", true);
+  std::vector<std::string> args;
+  for (const auto& [name, x] : inputs) args.push_back(name);
+  const std::set<std::string> outputs(g.outputs.begin(), g.outputs.end());
+  const std::unique_ptr<Plan> top = run.plan(g.ops, "interpret:", true, args, nullptr, &outputs, options.trace);
+  if (options.mode == Mode::Sequential) return run_sequential(g, inputs, run, *top, options.trace, options.progress);
+  std::size_t a = 0;
+  for (const auto& [name, x] : inputs) top->val[a++] = &x;  // the inputs, by reference
+  run.run(*top);
 
   InterpretResult res;
-  for (const auto& name : g.outputs) res.values[name] = run.lookup(env, name, "interpret: output '" + name + "'");
+  for (const auto& name : g.outputs) res.values[name] = run.lookup(*top, name, "interpret: output '" + name + "'");
   if (options.trace)
-    for (auto& [name, t] : env) res.values[name] = t;
+    for (std::size_t s = 0; s < top->names.size(); ++s)
+      if (top->val[s]) res.values[top->names[s]] = *top->val[s];
   res.fixed_points = std::move(run.stats);
   res.fused_steps = run.fused_steps;
   return res;

@@ -1,6 +1,8 @@
 // The graph interpreter: runs a Graph in double precision, op by op, exactly as ir.hpp and
-// docs/ir.md define the ops. It is the semantic ground truth every lowering is tested against, so it
-// is written plainly (loops over row-major data), not fast.
+// docs/ir.md define the ops. It is the semantic ground truth every lowering is tested against. A run
+// first plans each region once (a slot per value, each operand resolved, each value freed after its
+// last reader, a FixedPoint's captures bound by reference, the fused selective-scan steps chosen),
+// then runs the plan for every token and iteration without looking anything up by name.
 //
 // It does not need the verifier: it checks the shapes it relies on and throws aoc::Error with one
 // line naming the op ("interpret: op #3 Linear 'proj': ..."; ops are numbered from 0 in definition

@@ -1,5 +1,7 @@
 #include "sim/tile.hpp"
 
+#include <array>
+
 #include <atomic>
 
 #include <algorithm>
@@ -812,14 +814,18 @@ void OpticalTile<T>::add_drift_at(std::int64_t tick, T kappa, int j0, int j1, T*
 // spans are cached (the values are recomputed identically when the cache is dropped).
 template <class T>
 const std::vector<double>& OpticalTile<T>::slow_span(std::int64_t s) const {
-  // Rows next to each other share spans: each thread keeps the last one it asked for, keyed by the
-  // programming (unique in the process, so no tile can see another's) and the span.
-  thread_local struct {
+  // Rows next to each other share spans: each thread keeps the last ones it asked for, keyed by the
+  // programming (unique in the process, so no tile can see another's) and the span; many, direct
+  // mapped, as a program's reads go through its tiles in turn, each row (its own slots) in its own span.
+  struct Kept {
     std::uint64_t programming = 0;
     std::int64_t span = 0;
     std::shared_ptr<const std::vector<double>> values;
-  } last;
-  if (last.values && last.programming == programming_id_ && last.span == s) return *last.values;
+  };
+  constexpr std::size_t kKept = 256;
+  thread_local std::array<Kept, kKept> kept;
+  Kept& k = kept[(static_cast<std::uint64_t>(s) * 0x9E3779B97F4A7C15ull + programming_id_ * 0xC2B2AE3D27D4EB4Full) >> 56];
+  if (k.values && k.programming == programming_id_ && k.span == s) return *k.values;
   std::shared_ptr<const std::vector<double>> found;
   {
     std::lock_guard<std::mutex> lock(slow_mutex_);
@@ -838,8 +844,8 @@ const std::vector<double>& OpticalTile<T>::slow_span(std::int64_t s) const {
     if (slow_.size() > 4096) slow_.clear();  // bounded memory
     found = slow_.emplace(s, std::move(v)).first->second;
   }
-  last.programming = programming_id_, last.span = s, last.values = std::move(found);
-  return *last.values;
+  k.programming = programming_id_, k.span = s, k.values = std::move(found);
+  return *k.values;
 }
 
 template <class T>
