@@ -68,8 +68,14 @@ namespace {
 // |u|^c and (1+|u|^c)^(-1/c); std::pow does not vectorise, so both go through log and exp. Its
 // chains of polynomials are latency-bound, so up to U vectors go through each step together.
 void nonlinearity(const Hardware& hw_, const CoreConfig& cfg_, const float* z, float* t, int len) {
-  using fastmath::f32x8;
-  using fastmath::i32x8;
+  // the machine's widest float vector (wider than it, GCC splits the comparisons lane by lane)
+#if defined(__AVX512F__)
+  using V = fastmath::f32x16;
+#else
+  using V = fastmath::f32x8;
+#endif
+  using I = fastmath::IntOf<V>::type;
+  constexpr int W = sizeof(V) / sizeof(float);
   constexpr int U = 4;
   if (cfg_.nonlinearity == Nonlinearity::Tanh) {
     Eigen::Map<const Eigen::ArrayXf, Eigen::AlignedMax> zt(z, len);
@@ -81,25 +87,27 @@ void nonlinearity(const Hardware& hw_, const CoreConfig& cfg_, const float* z, f
   const float inv_c = float(-1.0 / k[2]);
   auto block = [&](int v0, auto count) {
     constexpr int n = decltype(count)::value;
-    f32x8 zz[n], u[n], q[n];
+    V zz[n], u[n], q[n];
 #pragma GCC unroll 8
     for (int i = 0; i < n; ++i) {
-      std::memcpy(&zz[i], z + 8 * (v0 + i), 32);
+      std::memcpy(&zz[i], z + W * (v0 + i), sizeof(V));
       u[i] = a * zz[i] + b;
-      q[i] = c * fastmath::log_nonneg((f32x8)((i32x8)u[i] & 0x7fffffff));  // |u|
+      q[i] = c * fastmath::log_nonneg((V)((I)u[i] & 0x7fffffff));  // |u|
     }
 #pragma GCC unroll 8
     for (int i = 0; i < n; ++i) q[i] = inv_c * fastmath::log_nonneg(1.0f + fastmath::exp(q[i]));
 #pragma GCC unroll 8
     for (int i = 0; i < n; ++i) {
-      const f32x8 r = d * u[i] * fastmath::exp(q[i]) + f + g * zz[i];
-      std::memcpy(t + 8 * (v0 + i), &r, 32);
+      const V r = d * u[i] * fastmath::exp(q[i]) + f + g * zz[i];
+      std::memcpy(t + W * (v0 + i), &r, sizeof(V));
     }
   };
-  const int vectors = len / 8;
+  static_assert(16 % W == 0, "len is a multiple of 16");
+  const int vectors = len / W;
   int v = 0;
   for (; v + U <= vectors; v += U) block(v, std::integral_constant<int, U>{});
   for (; v + 2 <= vectors; v += 2) block(v, std::integral_constant<int, 2>{});
+  for (; v < vectors; ++v) block(v, std::integral_constant<int, 1>{});
 }
 
 void nonlinearity(const Hardware& hw_, const CoreConfig& cfg_, const double* z, double* t, int len) {

@@ -1,6 +1,6 @@
-// Vectorised log and exp for 8 floats at a time (GCC vector extensions), for the electronics
-// nonlinearity in the hot loop and the radius of the noise's Box-Muller transform; the log also
-// for 16 (an AVX-512 register, where the machine has one). 8 floats is an AVX2 register: on
+// Vectorised log and exp for 8 or 16 floats at a time (GCC vector extensions), for the electronics
+// nonlinearity in the hot loop and the radius of the noise's Box-Muller transform; 16 (an AVX-512
+// register) where the machine has one, each lane's arithmetic the same at either width. 8 floats is an AVX2 register: on
 // vectors wider than the machine's, GCC does comparisons lane by lane, which cost more than the
 // polynomials. Eigen's packet log handles every special case (negative, NaN,
 // denormal inputs) and costs as much as the whole matrix product here; our inputs are
@@ -64,31 +64,34 @@ inline void log_join(const typename IntOf<F>::type* ei, const F* t, F* out) {
 
 // Natural log of x >= 0. log(0) and denormals give about -88 (finite), which is what the caller
 // wants: exp(c * log 0) must be 0, not NaN.
-inline f32x8 log_nonneg(f32x8 x) {
-  const LogParts<f32x8> p = log_split(x);
-  f32x8 y;
+template <class F>
+inline F log_nonneg(F x) {
+  const LogParts<F> p = log_split(x);
+  F y;
   log_join<1>(&p.e, &p.t, &y);
   return y;
 }
 
 // exp(x); inputs below -87.3 give 2^-126 (not 0), above 88.3 are clamped.
-inline f32x8 exp(f32x8 x) {
-  x = x < -87.3f ? f32x8{} - 87.3f : x;
-  x = x > 88.3f ? f32x8{} + 88.3f : x;
-  const f32x8 magic = f32x8{} + 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const f32x8 n = (x * 1.44269504088896341f + magic) - magic;
+template <class F>
+inline F exp(F x) {
+  using I = typename IntOf<F>::type;
+  x = x < -87.3f ? F{} - 87.3f : x;
+  x = x > 88.3f ? F{} + 88.3f : x;
+  const F magic = F{} + 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const F n = (x * 1.44269504088896341f + magic) - magic;
   x -= n * 0.693359375f;
   x -= n * -2.12194440e-4f;
-  const f32x8 z = x * x;
-  f32x8 y = f32x8{} + 1.9875691500e-4f;
+  const F z = x * x;
+  F y = F{} + 1.9875691500e-4f;
   y = y * x + 1.3981999507e-3f;
   y = y * x + 8.3334519073e-3f;
   y = y * x + 4.1665795894e-2f;
   y = y * x + 1.6666665459e-1f;
   y = y * x + 5.0000001201e-1f;
   y = y * z + x + 1.0f;
-  const i32x8 pow2 = (__builtin_convertvector(n, i32x8) + 127) << 23;
-  return y * (f32x8)pow2;
+  const I pow2 = (__builtin_convertvector(n, I) + 127) << 23;
+  return y * (F)pow2;
 }
 
 }  // namespace aoc::fastmath

@@ -11,6 +11,11 @@ namespace aoc {
 
 namespace {
 
+// The residuals' sums square and add in two roundings on every machine: contracted into FMAs they
+// would round once where GCC's tuning for the CPU chose to (it keeps reduction chains unfused on
+// AMD's cores, fuses them on Intel's), and a residual decides where a solve stops.
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
 template <class T>
 double l2_diff(const T* a, const T* b, int n) {
   double s = 0;
@@ -20,6 +25,28 @@ double l2_diff(const T* a, const T* b, int n) {
   }
   return std::sqrt(s);
 }
+
+// l2_diff of rows [0, B) of two batches into d: each row's sum in l2_diff's order (the same bits),
+// four rows' sums interleaved, since one row's is a chain of dependent adds that leaves the FPU idle.
+template <class T>
+void l2_diff_rows(const Batch<T>& a, const Batch<T>& b, int B, int n, double* d) {
+  int r = 0;
+  for (; r + 4 <= B; r += 4) {
+    const T *a0 = a.row(r), *a1 = a.row(r + 1), *a2 = a.row(r + 2), *a3 = a.row(r + 3);
+    const T *b0 = b.row(r), *b1 = b.row(r + 1), *b2 = b.row(r + 2), *b3 = b.row(r + 3);
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (int j = 0; j < n; ++j) {
+      const double d0 = static_cast<double>(a0[j]) - static_cast<double>(b0[j]);
+      const double d1 = static_cast<double>(a1[j]) - static_cast<double>(b1[j]);
+      const double d2 = static_cast<double>(a2[j]) - static_cast<double>(b2[j]);
+      const double d3 = static_cast<double>(a3[j]) - static_cast<double>(b3[j]);
+      s0 += d0 * d0, s1 += d1 * d1, s2 += d2 * d2, s3 += d3 * d3;
+    }
+    d[r] = std::sqrt(s0), d[r + 1] = std::sqrt(s1), d[r + 2] = std::sqrt(s2), d[r + 3] = std::sqrt(s3);
+  }
+  for (; r < B; ++r) d[r] = l2_diff(a.row(r), b.row(r), n);
+}
+#pragma GCC pop_options
 
 template <class T>
 double l2(const T* a, int n) {
@@ -93,13 +120,15 @@ void solve_together(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z0,
   const bool watch_floor = twin && opt.floor_patience > 0;
   std::vector<FloorWatch> watch(watch_floor ? static_cast<std::size_t>(B) : 0);
   std::vector<double> window(watch_floor ? static_cast<std::size_t>(B) * N : 0, 0.0);
+  std::vector<double> residuals(static_cast<std::size_t>(B));
   for (int k = 0; k < opt.max_iter; ++k) {
     f(z, inj, k == 0 ? nullptr : &prev, fz, StepContext{k, nullptr, false, opt.first_sample});
     ++res.steps;
     trace_step(res, opt.trace, B, N);
     double worst = 0;
+    l2_diff_rows(fz, z, B, N, residuals.data());
     for (int r = 0; r < B; ++r) {
-      const double d = l2_diff(fz.row(r), z.row(r), N);
+      const double d = residuals[static_cast<std::size_t>(r)];
       worst = worse(worst, d);
       if (!res.settled[r] && d < opt.tol) res.settled[r] = k + 1;
       if (opt.trace) {
@@ -107,8 +136,13 @@ void solve_together(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z0,
         write_row(fz.row(r), N, res.state_trace, k * B + r);
       }
       if (res.at_floor[r]) continue;  // its result is kept
+      if (!twin) {  // the fixed count: the last step's, its state written once after the loop
+        best[r] = d;
+        res.iterations[r] = k + 1;
+        continue;
+      }
       // twin: the lowest residual seen; a NaN one is kept only until a comparable one comes
-      if (!twin || res.iterations[r] == 0 || std::isnan(best[r]) || d < best[r]) {
+      if (res.iterations[r] == 0 || std::isnan(best[r]) || d < best[r]) {
         best[r] = d;
         res.iterations[r] = k + 1;
         write_row(fz.row(r), N, res.z, r);
@@ -133,6 +167,8 @@ void solve_together(const StepFn<T>& f, const Batch<T>& inj, const Batch<T>& z0,
       if (all) break;
     }
   }
+  if (!twin && res.steps > 0)  // z holds the last step's iterates
+    for (int r = 0; r < B; ++r) write_row(z.row(r), N, res.z, r);
   for (int r = 0; r < B; ++r) {
     res.residual[r] = best[r];
     res.converged[r] = best[r] < opt.tol;
