@@ -646,6 +646,73 @@ TEST_CASE("interpret: FixedPoint body sees its captures and the weights") {
         "interpret: op #1 FixedPoint 'zstar' body op #1 Add 'fz': unknown value 'x'");
 }
 
+TEST_CASE("interpret: a FixedPoint in a body solves anew at each outer step, its captures those of that step") {
+  // inner: w = 0.5 w + (c + 0.25 z), solved at the outer step's z: w* = 2 c + 0.5 z;
+  // outer: z = 0.5 z + 0.5 w*(z) = 0.75 z + c: z* = 4 c
+  Graph g;
+  g.inputs = {decl("c", {1, 2})};
+  g.weights = {decl("half", {1}), decl("quarter", {1})};
+  auto inner = std::make_shared<Region>();
+  inner->args = {"w", "cz"};
+  inner->ops.push_back(make_op(OpKind::Mul, {"half", "w"}, {"hw"}));
+  inner->ops.push_back(make_op(OpKind::Add, {"hw", "cz"}, {"fw"}));
+  inner->results = {"fw"};
+  auto outer = std::make_shared<Region>();
+  outer->args = {"z", "cc"};
+  outer->ops.push_back(make_op(OpKind::Mul, {"quarter", "z"}, {"qz"}));
+  outer->ops.push_back(make_op(OpKind::Add, {"cc", "qz"}, {"cz"}));
+  Op in_fp = make_op(OpKind::FixedPoint, {"cz"}, {"wstar"},
+                     {{"rule", std::string("fixed")}, {"max_iter", std::int64_t(120)}, {"tol", 1e-12}, {"like", std::string("cz")}}, "inner");
+  in_fp.body = inner;
+  outer->ops.push_back(in_fp);
+  outer->ops.push_back(make_op(OpKind::Mul, {"half", "z"}, {"hz"}));
+  outer->ops.push_back(make_op(OpKind::Mul, {"half", "wstar"}, {"hws"}));
+  outer->ops.push_back(make_op(OpKind::Add, {"hz", "hws"}, {"fz"}));
+  outer->results = {"fz"};
+  Op fp = make_op(OpKind::FixedPoint, {"c"}, {"zstar"},
+                  {{"rule", std::string("relative")}, {"max_iter", std::int64_t(400)}, {"tol", 1e-12}, {"like", std::string("c")}}, "outer");
+  fp.body = outer;
+  g.ops.push_back(fp);
+  g.outputs = {"zstar"};
+  const WeightStore w{{"half", tensor({1}, {0.5})}, {"quarter", tensor({1}, {0.25})}};
+  const auto r = interpret(g, w, {{"c", tensor({1, 2}, {1, -0.5})}});
+  check(r.values.at("zstar"), {1, 2}, {4, -2}, 1e-10);
+  REQUIRE(r.fixed_points.size() == 1);  // top-level FixedPoints only
+  CHECK(r.fixed_points[0].op == "outer");
+  CHECK(r.fixed_points[0].converged == std::vector<std::uint8_t>{1});
+}
+
+TEST_CASE("interpret: a value defined twice is an error naming the second op") {
+  Graph g;
+  g.inputs = {decl("x", {2})};
+  g.ops.push_back(make_op(OpKind::Neg, {"x"}, {"y"}));
+  g.ops.push_back(make_op(OpKind::Exp, {"x"}, {"y"}, {}, "again"));
+  g.outputs = {"y"};
+  CHECK(error_of(g, {}, {{"x", tensor({2}, {0, 1})}}) == "interpret: op #1 Exp 'again': value 'y' is already defined");
+  g.ops[1].outputs = {"x"};  // an input's name
+  CHECK(error_of(g, {}, {{"x", tensor({2}, {0, 1})}}) == "interpret: op #1 Exp 'again': value 'x' is already defined");
+}
+
+TEST_CASE("interpret: values freed after their last reader leave the outputs and the trace whole") {
+  // y reads n twice (once late): n must live until then; every value is kept when tracing
+  Graph g;
+  g.inputs = {decl("x", {2})};
+  g.ops.push_back(make_op(OpKind::Neg, {"x"}, {"n"}));
+  g.ops.push_back(make_op(OpKind::Exp, {"n"}, {"e"}));
+  g.ops.push_back(make_op(OpKind::Tanh, {"e"}, {"t"}));
+  g.ops.push_back(make_op(OpKind::Add, {"t", "n"}, {"y"}));
+  g.outputs = {"y", "e"};
+  const std::map<std::string, Tensor> in{{"x", tensor({2}, {0, 1})}};
+  const auto r = interpret(g, {}, in);
+  check(r.values.at("y"), {2}, {std::tanh(1.0), std::tanh(std::exp(-1.0)) - 1});
+  check(r.values.at("e"), {2}, {1, std::exp(-1.0)});
+  InterpretOptions opt;
+  opt.trace = true;
+  const auto t = interpret(g, {}, in, opt);
+  CHECK(t.values.size() == 5);
+  check(t.values.at("t"), {2}, {std::tanh(1.0), std::tanh(std::exp(-1.0))});
+}
+
 TEST_CASE("interpret: trace returns every value") {
   Graph g;
   g.inputs = {decl("x", {2})};
