@@ -58,8 +58,6 @@ struct Step {
 };
 
 struct Plan {
-  std::string head;  // "interpret:" at the top, "<FixedPoint's where> body" inside a body
-  bool top = false;
   std::vector<std::string> names;  // per slot, the value's name; slots [0, args) are the region's args
   std::size_t args = 0;
   std::vector<Step> steps;
@@ -89,7 +87,7 @@ class Interp {
   std::unique_ptr<Plan> plan(const std::vector<Op>& ops, const std::string& head, bool top, const std::vector<std::string>& args,
                              const std::vector<std::string>* results, const std::set<std::string>* keep, bool keep_all) {
     auto p = std::make_unique<Plan>();
-    p->head = head, p->top = top, p->names = args, p->args = args.size();
+    p->names = args, p->args = args.size();
     std::map<std::string, int> defined;
     for (std::size_t i = 0; i < args.size(); ++i) defined[args[i]] = static_cast<int>(i);
     auto resolve = [&](const std::string& name) {
@@ -409,8 +407,8 @@ class Interp {
     const std::int64_t S = zshape.empty() ? 1 : zshape[0];
     const std::int64_t N = S == 0 ? 0 : numel(zshape) / S;
     if (sequential()) {  // the body's args carry the sequence when the values bound to them do
-      body.seq[0] = fp.args_seq.size() > like_at && fp.args_seq[like_at];
-      for (size_t i = 0; i < in.size(); ++i) body.seq[i + 1] = fp.args_seq.size() > i && fp.args_seq[i];
+      body.seq[0] = fp.args_seq[like_at];  // run() filled them for these operands
+      for (size_t i = 0; i < in.size(); ++i) body.seq[i + 1] = fp.args_seq[i];
     }
     for (size_t i = 0; i < in.size(); ++i) body.val[i + 1] = in[i];  // the captures, by reference
 
