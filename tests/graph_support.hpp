@@ -8,11 +8,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "compiler/ir.hpp"
+#include "sim/error.hpp"
 
 namespace aoc::test {
 
@@ -60,6 +62,23 @@ inline std::filesystem::path temp_dir() {
   auto d = std::filesystem::temp_directory_path() / ("aoc-test-" + std::to_string(::getpid()));
   std::filesystem::create_directories(d);
   return d;
+}
+
+// A scenario file in the test folder, from its JSON; relative paths in it are relative to there.
+inline std::string scenario_file(const std::string& name, const nlohmann::ordered_json& j) {
+  const auto p = temp_dir() / name;
+  std::ofstream(p) << j.dump(1);
+  return p.string();
+}
+
+// The message of the aoc::Error that f throws ("" where it throws none).
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 // A training scenario of a tiny implicit parity model that trains in a second: 3 steps.

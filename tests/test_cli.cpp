@@ -378,6 +378,7 @@ TEST_CASE("cli: an option has one type and one default in every subcommand that 
   const std::map<std::string, std::string> differ = {
       {"--precision", "verify-dt checks the golden cases in both precisions unless told one"},
       {"--threads", "sweep, the long batch job, defaults to the machine's cores; every other command to 1"},
+      {"--seed", "explore's default is its scenario's seed (a search is the scenario's unless told another)"},
       {"--batch", "loop's batch of its run; run's is the shape of the --example-input it writes; task requires one"},
       {"--length", "run's is the shape of the --example-input it writes; task requires one"},
       {"--iterations", "bench's fixed count of loop iterations per timed run; estimate's K (a mean: a float), default each loop's max_iter"},

@@ -21,32 +21,18 @@
 
 using namespace aoc;
 using namespace aoc::sweep;
+using test::error_of;
+using test::scenario_file;
 
 namespace {
 
 const std::string kRoot = AOC_SOURCE_DIR;
-
-// A scenario file in the test folder, from its JSON; relative paths in it are relative to there.
-std::string scenario_file(const std::string& name, const json& j) {
-  const auto p = test::temp_dir() / name;
-  std::ofstream(p) << j.dump(1);
-  return p.string();
-}
 
 // The tiny DEQ on the 16-variable machine, estimated only: cheap points.
 json tiny_estimate(const json& parameters, const json& sampling = {{"method", "grid"}}) {
   return {{"format", "aoc-sweep"}, {"version", 1}, {"name", "tiny"}, {"workload", {{"graph", kRoot + "/models/graphs/tiny-deq.json"}}},
           {"hardware", "aoc-16"}, {"sampling", sampling}, {"fixed", {{"iterations", 10}}}, {"parameters", parameters},
           {"metrics", {"energy", "latency", "tops_per_w", "mapping"}}};
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 bool same(double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; }

@@ -21,6 +21,7 @@ void add_train(CLI::App& app);
 void add_task(CLI::App& app);
 void add_sweep(CLI::App& app);
 void add_pareto(CLI::App& app);
+void add_explore(CLI::App& app);
 void add_report(CLI::App& app);
 void add_list(CLI::App& app);
 void add_problem(CLI::App& app);

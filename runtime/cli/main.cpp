@@ -183,6 +183,7 @@ int main(int argc, char** argv) {
       "  aoc bench                          iteration throughput vs a matrix-product-only loop\n"
       "  aoc sweep S.json -o r.h5           a design-space sweep on all cores (mpirun: many machines)\n"
       "  aoc pareto r.h5 --x energy --y accuracy   its Pareto-optimal points\n"
+      "  aoc explore S.json -o f.h5         a search for the front (NSGA-II) instead of a grid\n"
       "  aoc report r.h5 -o report.html     its plots on one HTML page\n"
       "Run 'aoc SUBCOMMAND --help' for each one's options.");
   aoc::cli::add_hw(app);
@@ -202,6 +203,7 @@ int main(int argc, char** argv) {
   aoc::cli::add_estimate(app);
   aoc::cli::add_sweep(app);
   aoc::cli::add_pareto(app);
+  aoc::cli::add_explore(app);
   aoc::cli::add_list(app);
   aoc::cli::add_report(app);
   try {

@@ -57,18 +57,6 @@ std::vector<json> grid_values(const Param& p) {
   return v;
 }
 
-// A free parameter's value at unit coordinate u in [0, 1): a list is cut into equal parts; a range
-// is mapped linearly or logarithmically; an integer range gives each whole number an equal share.
-json at(const Param& p, double u) {
-  if (!p.values.empty()) return p.values[std::min(p.values.size() - 1, static_cast<std::size_t>(u * static_cast<double>(p.values.size())))];
-  if (p.integer && !p.log) {
-    const double lo = std::ceil(p.lo), hi = std::floor(p.hi);
-    return json(std::llround(std::min(hi, lo + std::floor(u * (hi - lo + 1)))));
-  }
-  const double x = p.log ? std::exp(std::log(p.lo) + u * (std::log(p.hi) - std::log(p.lo))) : p.lo + u * (p.hi - p.lo);
-  return p.integer ? json(std::llround(x)) : json(x);
-}
-
 // Which run parameters need a workload that runs (the others are estimate parameters, or both).
 bool run_only(const std::string& name) {
   return name == "noise_scale" || name == "seed" || name == "seeds" || name == "batch" || name == "length" || name == "optics";
@@ -94,6 +82,7 @@ std::vector<Group> groups(bool runs) {
       {"iterations", false, false, {{"iterations", "1", "min"}}},
       {"energy", false, false, {{"energy", "J", "min"}, {"energy_min", "J", "min"}, {"energy_max", "J", "min"}}},
       {"latency", false, false, {{"latency", "s", "min"}}},
+      {"area", false, false, {{"area", "mm2", "min"}, {"area_min", "mm2", "min"}, {"area_max", "mm2", "min"}}},
       {"tops_per_w", false, false, {{"tops_per_w", "TOPS/W", "max"}, {"tops_per_w_min", "TOPS/W", "max"}, {"tops_per_w_max", "TOPS/W", "max"}}},
       {"gpu_ratio", false, false, {{"gpu_ratio", "1", "max"}}},
       {"breakdown", false, false, {}},
@@ -106,9 +95,10 @@ std::vector<Group> groups(bool runs) {
                 {"best_objective", "1", ""}, {"programming_residual", "1", "min"}},
                true});
   g.push_back({"retina", true, false, {{"cc", "1", "max"}, {"fev", "1", "max"}, {"nll", "1", "min"}}, false, true});
-  if (runs) g[2].columns.insert(g[2].columns.end(), {{"reference_iterations", "1", "min"}, {"failures", "1", "min"}});
-  for (const char* c : kEnergyComponents) g[7].columns.push_back({std::string("energy.") + c, "J", ""});
-  for (const char* c : kLatencyLines) g[7].columns.push_back({std::string("latency.") + c, "s", ""});
+  const auto named = [&](const char* n) -> Group& { return *std::find_if(g.begin(), g.end(), [&](const Group& x) { return x.name == n; }); };
+  if (runs) named("iterations").columns.insert(named("iterations").columns.end(), {{"reference_iterations", "1", "min"}, {"failures", "1", "min"}});
+  for (const char* c : kEnergyComponents) named("breakdown").columns.push_back({std::string("energy.") + c, "J", ""});
+  for (const char* c : kLatencyLines) named("breakdown").columns.push_back({std::string("latency.") + c, "s", ""});
   return g;
 }
 
@@ -300,7 +290,7 @@ Param read_param(const Reader& r, const json& doc, const Scenario& s, const std:
         r.fail(field + ".range", "an integer range must lie within +-2^53 (whole numbers a double holds exactly)");
       if (const json* v = r.find(spec, "steps")) p.steps = static_cast<int>(r.integer(*v, field + ".steps", 1, 1 << 20));
       if (s.sampling == Sampling::Grid && p.steps == 0) r.fail(field, "a range on a grid needs steps (how many values)");
-      if (s.sampling != Sampling::Grid && p.steps) r.fail(field + ".steps", "only for grid sampling");
+      if (s.sampling != Sampling::Grid && s.sampling != Sampling::Nsga2 && p.steps) r.fail(field + ".steps", "only for a grid or a search");
     }
   }
   if (!p.hardware) {
@@ -314,13 +304,66 @@ Param read_param(const Reader& r, const json& doc, const Scenario& s, const std:
   return p;
 }
 
+// The objectives and constraints (docs/scenarios.md, "Searches"): metric columns of the scenario.
+void read_goals(const Reader& r, const json& j, Scenario& s, const json& machine) {
+  const auto column = [&](const json& v, const std::string& field) {
+    const std::string name = r.text(v, field, true);
+    for (std::size_t k = 0; k < s.columns.size(); ++k)
+      if (s.columns[k].name == name) return k;
+    std::vector<std::string> names;
+    for (const MetricColumn& c : s.columns) names.push_back(c.name);
+    r.fail(field, "no metric column " + name + " in this scenario (its columns: " + jsonr::join(names, ", ") + "; add its group to metrics)");
+  };
+  if (const json* o = r.find(j, "objectives")) {
+    if (!o->is_array() || o->empty()) r.fail("objectives", "expected a list of {\"metric\": NAME} objects");
+    for (std::size_t i = 0; i < o->size(); ++i) {
+      const std::string f = jsonr::elem("objectives", i);
+      const json& e = (*o)[i];
+      r.object(e, f);
+      r.only_keys(e, f, {"metric", "scale"});
+      Objective ob;
+      ob.column = column(r.need(e, f, "metric"), f + ".metric");
+      ob.metric = s.columns[ob.column].name;
+      const std::string& better = s.columns[ob.column].better;
+      if (better.empty()) r.fail(f + ".metric", ob.metric + " has no better direction (neither smaller nor larger is better): not an objective");
+      ob.maximise = better == "max";
+      if (const json* v = r.find(e, "scale")) ob.log = r.choice(*v, f + ".scale", {"lin", "log"}) == "log";
+      for (const Objective& x : s.objectives)
+        if (x.column == ob.column) r.fail(f + ".metric", ob.metric + " is listed twice");
+      s.objectives.push_back(ob);
+    }
+  }
+  if (const json* c = r.find(j, "constraints")) {
+    if (!c->is_array()) r.fail("constraints", "expected a list of {\"metric\": NAME, \"min\": X} or {..., \"max\": X} objects");
+    for (std::size_t i = 0; i < c->size(); ++i) {
+      const std::string f = jsonr::elem("constraints", i);
+      const json& e = (*c)[i];
+      r.object(e, f);
+      r.only_keys(e, f, {"metric", "min", "max"});
+      Constraint k;
+      k.column = column(r.need(e, f, "metric"), f + ".metric");
+      k.metric = s.columns[k.column].name;
+      if (!e.contains("min") && !e.contains("max")) r.fail(f, "expected min, max or both");
+      if (const json* v = r.find(e, "min")) k.min = r.number(*v, f + ".min");
+      if (const json* v = r.find(e, "max")) k.max = r.number(*v, f + ".max");
+      if (!(k.min <= k.max)) r.fail(f, "min is above max");
+      s.constraints.push_back(k);
+    }
+  }
+  if (s.sampling == Sampling::Nsga2 && s.objectives.size() < 2)
+    r.fail("objectives", "a search needs two or more objectives (NSGA-II finds a front; one objective has a best point, not a front)");
+  if (std::find(s.metrics.begin(), s.metrics.end(), "area") != s.metrics.end() && !machine.contains("area"))
+    r.fail("metrics", "area: the hardware file has no area section (docs/energy.md, \"Area\")");
+}
+
 }  // namespace
 
 Scenario read_scenario(const std::string& path) {
   const json j = jsonr::parse_file(path);
   const Reader r(path);
   r.object(j, "");
-  r.only_keys(j, "", {"format", "version", "name", "description", "workload", "hardware", "sampling", "seed", "fixed", "parameters", "metrics"});
+  r.only_keys(j, "", {"format", "version", "name", "description", "workload", "hardware", "sampling", "seed", "fixed", "parameters", "metrics",
+                      "objectives", "constraints"});
   if (r.text(r.need(j, "", "format"), "format", true) != "aoc-sweep") r.fail("format", "expected \"aoc-sweep\"");
   if (r.integer(r.need(j, "", "version"), "version", 1, 1) != 1) r.fail("version", "expected 1");
   Scenario s;
@@ -351,15 +394,24 @@ Scenario read_scenario(const std::string& path) {
   if (const json* v = r.find(j, "seed")) s.seed = static_cast<std::uint64_t>(r.integer(*v, "seed", 0, std::numeric_limits<long long>::max()));
   const json& sm = r.need(j, "", "sampling");
   r.object(sm, "sampling");
-  r.only_keys(sm, "sampling", {"method", "points"});
-  const std::string method = r.choice(r.need(sm, "sampling", "method"), "sampling.method", {"grid", "random", "lhs"});
-  s.sampling = method == "grid" ? Sampling::Grid : method == "random" ? Sampling::Random : Sampling::Lhs;
+  r.only_keys(sm, "sampling", {"method", "points", "population"});
+  const std::string method = r.choice(r.need(sm, "sampling", "method"), "sampling.method", {"grid", "random", "lhs", "nsga2"});
+  s.sampling = method == "grid" ? Sampling::Grid : method == "random" ? Sampling::Random : method == "lhs" ? Sampling::Lhs : Sampling::Nsga2;
+  if (const json* n = r.find(sm, "population")) {
+    if (s.sampling != Sampling::Nsga2) r.fail("sampling.population", "only for a search (method nsga2)");
+    s.population = static_cast<int>(r.integer(*n, "sampling.population", 8, 1 << 16));
+    if (s.population % 4) r.fail("sampling.population", "NSGA-II pairs its parents: a multiple of 4");
+  } else if (s.sampling == Sampling::Nsga2) {
+    r.fail("sampling.population", "missing (points per generation, a multiple of 4: 20 or more for six parameters)");
+  }
   if (const json* n = r.find(sm, "points")) {
     if (s.sampling == Sampling::Grid) r.fail("sampling.points", "a grid has the product of its parameters' values; points is for random and lhs");
     s.samples = static_cast<int>(r.integer(*n, "sampling.points", 1, kMaxPoints));
   } else if (s.sampling != Sampling::Grid) {
     r.fail("sampling.points", "missing (how many points to draw)");
   }
+  if (s.sampling == Sampling::Nsga2 && s.samples % s.population)
+    r.fail("sampling.points", "a search's evaluations come a generation at a time: a multiple of the population (" + std::to_string(s.population) + ")");
 
   std::vector<std::string> seen;
   const auto add = [&](const char* section, bool fixed) {
@@ -409,11 +461,13 @@ Scenario read_scenario(const std::string& path) {
     }
   } else {
     for (const Group& g : gs)
-      if (usable(g) && g.name != "breakdown" && g.name != "mapping") s.metrics.push_back(g.name);
+      if (usable(g) && g.name != "breakdown" && g.name != "mapping" && g.name != "area") s.metrics.push_back(g.name);
   }
   for (const Group& g : gs)
     if (std::find(s.metrics.begin(), s.metrics.end(), g.name) != s.metrics.end())
       s.columns.insert(s.columns.end(), g.columns.begin(), g.columns.end());
+
+  read_goals(r, j, s, doc);
 
   if (s.sampling == Sampling::Grid) {
     double n = 1;
@@ -441,6 +495,28 @@ Scenario read_scenario(const std::string& path) {
 // ---------------------------------------------------------------------------------------------
 // Points
 
+const char* sampling_name(Sampling s) {
+  switch (s) {
+    case Sampling::Grid: return "grid";
+    case Sampling::Random: return "random";
+    case Sampling::Lhs: return "lhs";
+    case Sampling::Nsga2: return "nsga2";
+  }
+  return "?";
+}
+
+json value_at(const Param& p, double u) {
+  u = std::clamp(u, 0.0, 1.0);
+  if (!p.values.empty()) return p.values[std::min(p.values.size() - 1, static_cast<std::size_t>(u * static_cast<double>(p.values.size())))];
+  if (p.integer && !p.log) {
+    const double lo = std::ceil(p.lo), hi = std::floor(p.hi);
+    return json(std::llround(std::min(hi, lo + std::floor(u * (hi - lo + 1)))));
+  }
+  const double x = p.log ? std::exp(std::log(p.lo) + u * (std::log(p.hi) - std::log(p.lo))) : p.lo + u * (p.hi - p.lo);
+  return p.integer ? json(std::llround(x)) : json(x);
+}
+
+
 std::vector<std::vector<double>> unit_samples(Sampling method, std::size_t n, std::size_t d, std::uint64_t seed) {
   std::vector<std::vector<double>> u(n, std::vector<double>(d));
   for (std::size_t k = 0; k < d; ++k) {
@@ -463,6 +539,7 @@ std::vector<std::vector<double>> unit_samples(Sampling method, std::size_t n, st
 }
 
 std::vector<Point> points(const Scenario& s) {
+  if (s.sampling == Sampling::Nsga2) throw Error(s.path + ": sampling: a search's points follow from its evaluations: run it with aoc explore");
   std::vector<Point> out;
   if (s.sampling == Sampling::Grid) {
     std::vector<std::vector<json>> grid;
@@ -486,7 +563,7 @@ std::vector<Point> points(const Scenario& s) {
   for (std::size_t i = 0; i < u.size(); ++i) {
     Point pt{i, {}};
     std::size_t k = 0;
-    for (const Param& p : s.params) pt.values.push_back(p.fixed ? p.values[0] : at(p, u[i][k++]));
+    for (const Param& p : s.params) pt.values.push_back(p.fixed ? p.values[0] : value_at(p, u[i][k++]));
     out.push_back(std::move(pt));
   }
   return out;

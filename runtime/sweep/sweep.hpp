@@ -6,6 +6,7 @@
 // sampling or a Latin hypercube; random draws are Philox4x32-10 (Random123) keyed on the
 // scenario's seed, so the points are a pure function of the file.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -49,7 +50,24 @@ struct Workload {
   }
 };
 
-enum class Sampling { Grid, Random, Lhs };
+// Grid, Random and Lhs list their points up front (points()); Nsga2 is a search (aoc explore,
+// runtime/explore/explore.hpp): each generation's points follow from the rows of the ones before.
+enum class Sampling { Grid, Random, Lhs, Nsga2 };
+const char* sampling_name(Sampling s);
+
+// What a search minimises (a metric column, negated where larger is better), and the bounds on a
+// metric that make a point feasible (docs/scenarios.md, "Searches").
+struct Objective {
+  std::string metric;
+  std::size_t column = 0;  // in Scenario::columns
+  bool maximise = false;   // the column's "better" is "max"
+  bool log = false;        // hypervolume on log10 of the value (energy and latency span decades)
+};
+struct Constraint {
+  std::string metric;
+  std::size_t column = 0;
+  double min = -HUGE_VAL, max = HUGE_VAL;
+};
 
 // One column of the results: a metric's name, unit and which way is better ("min", "max" or "").
 struct MetricColumn {
@@ -61,11 +79,14 @@ struct Scenario {
   std::string hardware, hardware_path;  // as written; resolved
   Workload workload;
   Sampling sampling = Sampling::Grid;
-  int samples = 0;  // random and lhs: points to draw
+  int samples = 0;  // random and lhs: points to draw; nsga2: the evaluations it may spend
+  int population = 0;  // nsga2: points per generation (a multiple of 4, at least 8)
   std::uint64_t seed = 1;
   std::vector<Param> params;            // in file order: "fixed" first, then "parameters"
   std::vector<std::string> metrics;     // metric groups, as named in the file
   std::vector<MetricColumn> columns;    // their columns, in order
+  std::vector<Objective> objectives;    // optional for a sweep (aoc pareto --hypervolume), two or more for a search
+  std::vector<Constraint> constraints;
   std::string text;                     // the file, as canonical JSON
   std::string config_hash;              // digest of the text and of every file it names
 };
@@ -79,7 +100,11 @@ struct Point {
   std::vector<json> values;
 };
 
-// Every point of the scenario, index 0 .. n-1: a pure function of the file. A grid varies its last
+// A free parameter's value at unit coordinate u in [0, 1]: a list is cut into equal parts; a range
+// is mapped linearly or logarithmically; an integer range gives each whole number an equal share.
+json value_at(const Param& p, double u);
+
+// Every point of the scenario, index 0 .. n-1: a pure function of the file (not for a search). A grid varies its last
 // parameter fastest; random and Latin-hypercube points are drawn from the scenario's seed.
 std::vector<Point> points(const Scenario& s);
 

@@ -1,5 +1,6 @@
 #include "runtime/sweep/sweep_eval.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <future>
@@ -19,6 +20,7 @@
 #include "runtime/run/program_run.hpp"
 #include "runtime/run/program_settings.hpp"
 #include "runtime/retina/retina_eval.hpp"
+#include "sim/area.hpp"
 #include "sim/error.hpp"
 #include "sim/hardware.hpp"
 #include "sim/json_reader.hpp"
@@ -102,8 +104,10 @@ struct Evaluator::Impl {
   std::optional<retina::Dataset> retina_data;
   mutable Once<Compiled> compiled;
   mutable Once<RetinaMachine> retina_machines;  // a retina workload's programs, by compiler target
+  bool wants_area = false;
 
-  explicit Impl(const Scenario& sc) : s(sc), machine(sc.hardware_path) {
+  explicit Impl(const Scenario& sc)
+      : s(sc), machine(sc.hardware_path), wants_area(std::find(sc.metrics.begin(), sc.metrics.end(), "area") != sc.metrics.end()) {
     const Workload& w = s.workload;
     if (w.kind == Workload::Kind::Problem) {
       problem = read_problem(w.path);
@@ -333,6 +337,10 @@ Row Evaluator::evaluate(const Point& pt) const {
         measured = im.run(*c, hw, rp, noisy, m);
       }
       im.estimate(*c, hw, rp, measured, m);
+    }
+    if (im.wants_area) {
+      const AreaReport a = area_report(hw);
+      m["area"] = a.machine_mm2.typ, m["area_min"] = a.machine_mm2.min, m["area_max"] = a.machine_mm2.max;
     }
   } catch (const Error& e) {
     row.status = "error", row.error = e.what();

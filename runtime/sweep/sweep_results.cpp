@@ -32,14 +32,14 @@ Header header_of(const Scenario& s) {
   h.name = s.name;
   h.config_hash = s.config_hash;
   h.tool_version = AOC_VERSION;
-  h.sampling = s.sampling == Sampling::Grid ? "grid" : s.sampling == Sampling::Random ? "random" : "lhs";
+  h.sampling = sampling_name(s.sampling);
   using K = Workload::Kind;
   const K k = s.workload.kind;
   h.workload = k == K::Model ? "model" : k == K::Graph ? "graph" : k == K::Problem ? "problem" : k == K::Retina ? "retina" : "config";
   h.hardware = s.hardware;
   h.scenario_json = s.text;
   h.seed = s.seed;
-  h.points = points(s).size();
+  h.points = s.sampling == Sampling::Nsga2 ? static_cast<std::size_t>(s.samples) : points(s).size();
   for (const Param& p : s.params) h.params.push_back({p.name, p.hardware ? "hardware" : "run", p.fixed});
   h.metrics = s.columns;
   return h;

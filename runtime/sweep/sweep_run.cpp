@@ -8,6 +8,7 @@
 #include <deque>
 #include <filesystem>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <thread>
@@ -224,13 +225,27 @@ void work(int threads, const Evaluator& ev, const std::vector<Point>& pts) {
 
 }  // namespace
 
+void evaluate_points(const Evaluator& ev, const std::vector<Point>& pts, int threads, const std::function<void(std::vector<Row>&)>& done) {
+  std::deque<std::size_t> all(pts.size());
+  std::iota(all.begin(), all.end(), std::size_t{0});
+  Pool pool(std::max(1, std::min<int>(threads, static_cast<int>(pts.size()))), ev, pts, std::move(all), true);
+  for (std::size_t got = 0; got < pts.size();) {
+    std::vector<Row> rows = pool.wait_done(std::chrono::milliseconds(200));
+    got += rows.size();
+    if (!rows.empty()) done(rows);
+  }
+}
+
+int default_threads(int asked) {
+  return asked > 0 ? asked : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1));
+}
+
 SweepSummary run_sweep(const std::string& scenario_path, const SweepOptions& o) {
   Ranks ranks;
   SweepSummary sum;
   sum.ranks = ranks.size();
   sum.root = ranks.rank() == 0;
-  const int local_ranks = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", 1);
-  sum.threads = o.threads > 0 ? o.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_ranks);
+  sum.threads = default_threads(o.threads);
 
   // Everything that can go wrong before the points start, on every rank; if it did on any, all stop.
   std::optional<Scenario> s;

@@ -3,9 +3,12 @@
 // as it arrives, then the results file. The rows are pure functions of their points and the file is
 // sorted by point, so it is the same for any thread or rank count. docs/scenarios.md.
 #pragma once
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "runtime/sweep/sweep.hpp"
+#include "runtime/sweep/sweep_results.hpp"
 
 namespace aoc::sweep {
 
@@ -31,6 +34,14 @@ struct SweepSummary {
 // Reads the scenario and runs it. Under mpirun (when aoc is built with MPI) every rank calls it;
 // an error on any rank before the points start stops them all.
 SweepSummary run_sweep(const std::string& scenario_path, const SweepOptions& o);
+
+class Evaluator;
+// Evaluates pts on `threads` threads of this process; `done` gets each batch of finished rows on the
+// calling thread as they arrive (in any order). A search's generation runs through it.
+void evaluate_points(const Evaluator& ev, const std::vector<Point>& pts, int threads, const std::function<void(std::vector<Row>&)>& done);
+
+// The threads a process uses: `asked`, or the machine's cores shared by the MPI ranks on it.
+int default_threads(int asked);
 
 // Whether this aoc was built with MPI.
 bool mpi_built();
