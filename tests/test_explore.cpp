@@ -239,3 +239,30 @@ TEST_CASE("cli: aoc explore prints its front and the designs' hypervolumes, and 
   CHECK(sweep_of_search.status == 1);
   CHECK(sweep_of_search.out.find("run it with aoc explore") != std::string::npos);
 }
+
+#ifdef AOC_MPIRUN
+TEST_CASE("explore cli: mpirun -np 2 gives the rows and front of one process", "[slow]") {
+  const std::string sc = scenario_file("mpi-search.json", tiny_search());
+  const std::string one = (test::temp_dir() / "mpi1.h5").string(), two = (test::temp_dir() / "mpi2.h5").string();
+  REQUIRE(test::run_aoc("explore " + sc + " -o " + one + " --threads 1 --quiet").status == 0);
+  // As root (CI containers) OpenMPI needs to be told that it may run; in the sanitizer build the ranks
+  // run without the leak checker (test_sweep_cli.cpp says why).
+#if defined(__SANITIZE_ADDRESS__)
+  const std::string leaks = "LSAN_OPTIONS=detect_leaks=0 ";
+#else
+  const std::string leaks;
+#endif
+  const test::Run r = test::run_shell(leaks + "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " AOC_MPIRUN " -np 2 --oversubscribe " +
+                                      std::string(::geteuid() == 0 ? "--allow-run-as-root " : "") + AOC_BINARY + " explore " + sc + " -o " +
+                                      two + " --threads 1 --quiet 2>&1");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("x 2 ranks") != std::string::npos);
+  const Results a = read_results_h5(one), b = read_results_h5(two);
+  REQUIRE(a.rows.size() == b.rows.size());
+  for (std::size_t i = 0; i < a.rows.size(); ++i) {
+    CHECK(a.rows[i].params == b.rows[i].params);
+    CHECK(a.rows[i].metrics == b.rows[i].metrics);
+  }
+}
+#endif

@@ -42,6 +42,7 @@ int run(Opts& o, bool seed_given) {
   check_outputs(outs, {{"the scenario", o.scenario}});
   const explore::ExploreSummary s = explore::run_explore(o.scenario, o.run);
   const sweep::Scenario& sc = s.scenario;
+  if (!s.root) return 0;  // rank 0 reports
   if (s.stopped) {
     std::printf("explore: %s: stopped after %zu evaluations (--stop-after; %zu done before); --resume goes on from %s\n", o.scenario.c_str(),
                 s.evaluations, s.done_before, sweep::journal_path(o.run.output).c_str());
@@ -50,7 +51,7 @@ int run(Opts& o, bool seed_given) {
   if (o.json) {
     nlohmann::ordered_json j{{"tool", "aoc explore"}, {"version", AOC_VERSION}, {"scenario", o.scenario}, {"config_hash", sc.config_hash},
                              {"seed", sc.seed},       {"output", o.run.output},  {"generations", s.generations},
-                             {"done_before", s.done_before}, {"seconds", s.seconds}, {"threads", s.threads}};
+                             {"done_before", s.done_before}, {"seconds", s.seconds}, {"threads", s.threads}, {"ranks", s.ranks}};
     for (const auto& ob : sc.objectives) j["objectives"].push_back({{"metric", ob.metric}, {"better", ob.maximise ? "max" : "min"}, {"scale", ob.log ? "log" : "lin"}});
     j["designs"] = nlohmann::ordered_json::array();
     for (const auto& d : s.designs) {
@@ -73,7 +74,9 @@ int run(Opts& o, bool seed_given) {
   const explore::Design& d = s.designs[0];
   std::printf("explore: %s: %zu evaluations (%zu generations of %d", o.scenario.c_str(), d.evaluations, s.generations + 1, sc.population);
   if (s.done_before) std::printf("; %zu done before", s.done_before);
-  std::printf(") in %.3g s on %d thread(s); %zu feasible, %zu failed, %zu on the front\n", s.seconds, s.threads, d.feasible, d.failed, d.front);
+  std::printf(") in %.3g s on %d thread(s)", s.seconds, s.threads);
+  if (s.ranks > 1) std::printf(" x %d ranks", s.ranks);
+  std::printf("; %zu feasible, %zu failed, %zu on the front\n", d.feasible, d.failed, d.front);
   std::printf("\n%8s", "point");
   for (const auto& ob : sc.objectives) std::printf(" %14s", ob.metric.c_str());
   for (const auto& p : sc.params)
@@ -121,13 +124,15 @@ void add_explore(CLI::App& app) {
       "\"population\": P}, \"objectives\" (two or more metric columns) and optional \"constraints\":\n"
       "  \"objectives\": [{\"metric\": \"energy\", \"scale\": \"log\"}, {\"metric\": \"latency\", \"scale\": \"log\"}],\n"
       "  \"constraints\": [{\"metric\": \"accuracy\", \"min\": 0.9}]\n"
-      "It evaluates P points, then N/P - 1 generations of P; a point asked for again is looked up, not\n"
-      "evaluated or counted. Each evaluation is appended to RESULTS.h5.partial at once; a killed search\n"
-      "resumes with --resume to the same front. The same rows for any --threads.\n"
+      "It evaluates a Latin hypercube of P points, then N/P - 1 generations of P; a point asked for again\n"
+      "is looked up, not evaluated or counted. Each evaluation is appended to RESULTS.h5.partial at\n"
+      "once; a killed search resumes with --resume to the same front. The same rows for any --threads\n"
+      "and under mpirun (each rank evaluates its share of every generation; rank 0 writes the files).\n"
       "Examples:\n"
       "  aoc explore scenarios/explore/mamba2-1.3b.json -o front.h5\n"
       "  aoc explore scenarios/explore/mamba2-1.3b.json -o front.h5 --compare   (against a grid and random points)\n"
       "  aoc explore scenarios/explore/mamba2-1.3b.json -o front.h5 --compare --compare-points 1000   (against 1,000 of each)\n"
+      "  mpirun -np 4 aoc explore scenarios/explore/parity.json -o front.h5   (as root: mpirun --allow-run-as-root)\n"
       "  aoc pareto front.h5 --x energy --y latency\n"
       "  aoc report front.h5 -o front.html");
   c->callback([seed] { exit_status() = run(o, seed->count() > 0); });

@@ -17,6 +17,7 @@
 #include "runtime/explore/front.hpp"
 #include "runtime/io/output.hpp"
 #include "runtime/io/progress.hpp"
+#include "runtime/sweep/ranks.hpp"
 #include "runtime/sweep/sweep_eval.hpp"
 #include "runtime/sweep/sweep_run.hpp"
 #include "sim/error.hpp"
@@ -38,21 +39,25 @@ std::string key_of(const std::vector<json>& values) { return json(values).dump()
 // back from the journal of a killed run), each repeated set is looked up.
 class Ledger {
  public:
-  Ledger(const sweep::Evaluator& ev, const Header& h, const std::string& output, bool resume, int threads, Progress& progress)
-      : ev_(ev), header_(h), output_(output), threads_(threads), progress_(progress) {
-    const std::string jp = sweep::journal_path(output);
-    std::error_code ec;
+  Ledger(const sweep::Evaluator& ev, const Header& h, const std::string& output, bool resume, int threads, Progress& progress,
+         const sweep::Ranks& ranks)
+      : ev_(ev), header_(h), output_(output), threads_(threads), progress_(progress), ranks_(ranks) {
     std::vector<Row> before;
-    if (resume && !fs::exists(jp, ec) && fs::exists(output, ec)) {  // finished before: its rows replay
-      sweep::Results old = sweep::read_results_h5(output);
-      if (old.header.config_hash != h.config_hash)
-        throw Error(output + ": --resume: written by another scenario, seed or other input files (config hash " + old.header.config_hash +
-                    ", now " + h.config_hash + ")");
-      before = std::move(old.rows);
+    if (ranks.rank() == 0) {  // rank 0 alone reads and writes the files
+      const std::string jp = sweep::journal_path(output);
+      std::error_code ec;
+      if (resume && !fs::exists(jp, ec) && fs::exists(output, ec)) {  // finished before: its rows replay
+        sweep::Results old = sweep::read_results_h5(output);
+        if (old.header.config_hash != h.config_hash)
+          throw Error(output + ": --resume: written by another scenario, seed or other input files (config hash " + old.header.config_hash +
+                      ", now " + h.config_hash + ")");
+        before = std::move(old.rows);
+      }
+      journal_ = std::make_unique<sweep::Journal>(jp, h, resume);
+      if (before.empty()) before = journal_->rows();
+      else journal_->append(before);
     }
-    journal_ = std::make_unique<sweep::Journal>(jp, h, resume);
-    if (before.empty()) before = journal_->rows();
-    else journal_->append(before);
+    if (ranks.size() > 1) before = share(before, true);
     for (Row& r : before) {
       const std::size_t i = r.index;
       if (i >= replay_.size()) replay_.resize(i + 1);
@@ -79,17 +84,29 @@ class Ledger {
       by_key_.emplace(keys.back(), Row{});  // reserved: a repeat in this batch is not evaluated twice
       fresh.push_back(Point{i, v});
     }
-    if (!fresh.empty()) {
-      sweep::evaluate_points(ev_, fresh, threads_, [&](std::vector<Row>& rows) {
-        journal_->append(rows);
-        for (Row& r : rows) {
-          failed_ += r.status != "ok";
-          by_key_[key_of(r.params)] = std::move(r);
-        }
-        ran_ += rows.size();
-        progress_.update(static_cast<long long>(ran_), static_cast<long long>(budget_ - std::min(budget_, done_before_)), true,
-                         failed_ ? std::to_string(failed_) + " failed" : "");
-      });
+    const auto keep = [&](std::vector<Row>& rows) {
+      if (journal_) journal_->append(rows);
+      for (Row& r : rows) {
+        failed_ += r.status != "ok";
+        by_key_[key_of(r.params)] = std::move(r);
+      }
+      ran_ += rows.size();
+      progress_.update(static_cast<long long>(ran_), static_cast<long long>(budget_ - std::min(budget_, done_before_)), true,
+                       failed_ ? std::to_string(failed_) + " failed" : "");
+    };
+    if (ranks_.size() == 1) {
+      if (!fresh.empty()) sweep::evaluate_points(ev_, fresh, threads_, keep);  // each row journaled as it finishes
+    } else {
+      // Every rank asks for the same points: each evaluates every size-th from its rank, then all
+      // have every row (rank 0 journals them), so all go on to the same next generation.
+      std::vector<Point> mine;
+      for (std::size_t i = static_cast<std::size_t>(ranks_.rank()); i < fresh.size(); i += static_cast<std::size_t>(ranks_.size()))
+        mine.push_back(fresh[i]);
+      std::vector<Row> done;
+      if (!mine.empty())
+        sweep::evaluate_points(ev_, mine, threads_, [&](std::vector<Row>& rows) { done.insert(done.end(), rows.begin(), rows.end()); });
+      std::vector<Row> all = share(done, false);
+      keep(all);
     }
     std::vector<const Row*> out;
     for (const std::string& k : keys) out.push_back(&by_key_.at(k));
@@ -111,6 +128,7 @@ class Ledger {
 
   // The results file (and CSV) from every row; the journal goes.
   void write(const std::string& csv) {
+    if (!journal_) return;  // not rank 0
     sweep::Results res{header_, rows()};
     sweep::write_results_h5(output_, res);
     if (!csv.empty()) sweep::write_results_csv(csv, res);
@@ -123,7 +141,23 @@ class Ledger {
   std::string output_;
   int threads_;
   Progress& progress_;
-  std::unique_ptr<sweep::Journal> journal_;
+  const sweep::Ranks& ranks_;
+  std::unique_ptr<sweep::Journal> journal_;  // rank 0's
+
+  // Rows from every rank (or rank 0's alone) on every rank, as journal lines: the same bits.
+  std::vector<Row> share(const std::vector<Row>& rows, bool root_only) const {
+    std::string text;
+    for (const Row& r : rows) text += sweep::row_line(r) + "\n";
+    const std::vector<std::string> parts = root_only ? std::vector<std::string>{ranks_.broadcast(text)} : ranks_.allgather(text);
+    std::vector<Row> out;
+    for (const std::string& part : parts)
+      for (std::size_t at = 0; at < part.size();) {
+        const std::size_t end = part.find('\n', at);
+        out.push_back(sweep::parse_row(part.substr(at, end - at), header_));
+        at = end + 1;
+      }
+    return out;
+  }
   std::vector<std::optional<Row>> replay_;
   std::map<std::string, Row> by_key_;
   std::size_t next_ = 0, done_before_ = 0, ran_ = 0, failed_ = 0, budget_ = 0;
@@ -314,11 +348,12 @@ std::vector<Point> grid_points(const Scenario& s, std::size_t n) {
   return out;
 }
 
-ExploreSummary run_explore(const std::string& scenario_path, const ExploreOptions& o) {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
-    if (const char* n = std::getenv(v); n && std::atoi(n) > 1)
-      throw Error("explore: runs in one process (each generation on its threads); under mpirun, run aoc sweep");
+namespace {
+
+ExploreSummary search(const std::string& scenario_path, const ExploreOptions& o, const sweep::Ranks& ranks) {
   ExploreSummary sum;
+  sum.root = ranks.rank() == 0;
+  sum.ranks = ranks.size();
   sum.scenario = sweep::read_scenario(scenario_path);
   Scenario& s = sum.scenario;
   if (s.sampling != sweep::Sampling::Nsga2)
@@ -333,7 +368,7 @@ ExploreSummary run_explore(const std::string& scenario_path, const ExploreOption
   sum.threads = sweep::default_threads(o.threads);
   const sweep::Evaluator ev(s);
   const auto start = std::chrono::steady_clock::now();
-  Progress progress("evaluations", !o.quiet);
+  Progress progress("evaluations", !o.quiet && sum.root);
 
   std::vector<Design> designs;
   std::vector<std::vector<Row>> rows;
@@ -342,7 +377,7 @@ ExploreSummary run_explore(const std::string& scenario_path, const ExploreOption
   // The search: an initial population, then generations while the budget lasts.
   {
     progress.phase("explore: nsga2");
-    Ledger ledger(ev, sweep::header_of(s), o.output, o.resume, sum.threads, progress);
+    Ledger ledger(ev, sweep::header_of(s), o.output, o.resume, sum.threads, progress, ranks);
     ledger.set_budget(static_cast<std::size_t>(s.samples));
     auto search = std::make_shared<Search>();
     search->s = &s, search->ledger = &ledger, search->dims = dims_of(s), search->stop_after = o.stop_after;
@@ -400,7 +435,7 @@ ExploreSummary run_explore(const std::string& scenario_path, const ExploreOption
       Header h = sweep::header_of(s);
       h.sampling = name, h.points = pts->size();
       const std::string out = design_output(o.output, name);
-      Ledger ledger(ev, h, out, o.resume, sum.threads, progress);
+      Ledger ledger(ev, h, out, o.resume, sum.threads, progress, ranks);
       ledger.set_budget(pts->size());
       std::vector<std::vector<json>> values;
       for (const Point& p : *pts) values.push_back(p.values);
@@ -419,6 +454,21 @@ ExploreSummary run_explore(const std::string& scenario_path, const ExploreOption
   sum.designs = std::move(designs);
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return sum;
+}
+
+}  // namespace
+
+ExploreSummary run_explore(const std::string& scenario_path, const ExploreOptions& o) {
+  const sweep::Ranks ranks("explore");
+  try {
+    return search(scenario_path, o, ranks);
+  } catch (const Error& e) {
+    if (ranks.size() > 1) ranks.abort(e.what());  // the others would wait for this rank's rows
+    throw;
+  } catch (const std::exception& e) {
+    if (ranks.size() > 1) ranks.abort(std::string("internal error: ") + e.what());
+    throw;
+  }
 }
 
 }  // namespace aoc::explore

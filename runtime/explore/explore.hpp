@@ -1,6 +1,7 @@
 // A multi-objective design-space search (`aoc explore`, docs/scenarios.md, "Searches"): NSGA-II
 // (pagmo2) over a scenario's parameters, every evaluation a sweep's row (the same Evaluator, the
-// same results file), a generation's points evaluated at once on the process's threads.
+// same results file), a generation's points evaluated at once on the process's threads, and under
+// mpirun split over the ranks, every rank running the same search on every row.
 //
 // The search is a pure function of the scenario and its seed: each point the algorithm asks for
 // gets the next evaluation index, unless a point with the same values was evaluated before (it is
@@ -45,7 +46,9 @@ struct ExploreSummary {
   std::size_t done_before = 0;  // evaluations read back from the journal
   std::size_t generations = 0;
   double seconds = 0;
-  int threads = 1;
+  int threads = 1;  // per rank
+  int ranks = 1;    // MPI ranks (mpirun), each evaluating its share of every generation
+  bool root = true; // this process wrote the results (rank 0)
   bool stopped = false;          // by stop_after: the journal holds the evaluations, no results file yet
   std::size_t evaluations = 0;   // the search's, when stopped
   std::vector<Design> designs;   // the search, then (compare) the grid and the random sample
@@ -53,9 +56,6 @@ struct ExploreSummary {
 };
 
 ExploreSummary run_explore(const std::string& scenario_path, const ExploreOptions& o);
-
-// Whether this aoc was built with pagmo2 (aoc explore needs it).
-bool explore_built();
 
 // The grid of a scenario's free parameters with at most n points, as even as n allows (each range
 // from lo to hi inclusive, each list at evenly spaced entries), the last parameter fastest.

@@ -18,6 +18,7 @@
 #endif
 
 #include "runtime/io/progress.hpp"
+#include "runtime/sweep/ranks.hpp"
 #include "runtime/sweep/sweep_eval.hpp"
 #include "runtime/sweep/sweep_results.hpp"
 #include "sim/error.hpp"
@@ -27,78 +28,12 @@ namespace aoc::sweep {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-bool mpi_built() {
-#ifdef AOC_WITH_MPI
-  return true;
-#else
-  return false;
-#endif
-}
-
 namespace {
-
-// The size of the MPI job this process was started in by mpirun (OpenMPI, MPICH), 0 if none.
-int launched_size() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
-    if (const char* s = std::getenv(v)) return std::atoi(s);
-  return 0;
-}
 
 int env_int(const char* name, int fallback) {
   const char* s = std::getenv(name);
   return s ? std::max(1, std::atoi(s)) : fallback;
 }
-
-// This process alone, or one rank of an MPI job. MPI is started only when mpirun started the
-// process, so aoc built with MPI runs as usual without it. Only the main thread calls MPI.
-class Ranks {
- public:
-  Ranks() {
-#ifdef AOC_WITH_MPI
-    if (launched_size() > 0) {
-      int provided = 0;
-      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
-      MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-      MPI_Comm_size(MPI_COMM_WORLD, &size_);
-      mpi_ = true;
-    }
-#else
-    if (launched_size() > 1)
-      throw Error("sweep: started by mpirun, but this aoc is built without MPI (configure with -DAOC_MPI=ON and OpenMPI installed): "
-                  "every rank would run the whole sweep");
-#endif
-  }
-  ~Ranks() {
-#ifdef AOC_WITH_MPI
-    if (mpi_) MPI_Finalize();
-#endif
-  }
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-
-  // Whether `flag` is true on any rank.
-  bool any(bool flag) const {
-#ifdef AOC_WITH_MPI
-    int in = flag, out = 0;
-    if (mpi_) MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
-    return mpi_ ? out != 0 : flag;
-#else
-    return flag;
-#endif
-  }
-
-  [[noreturn]] void abort(const std::string& what) const {
-    std::fprintf(stderr, "aoc: error: %s\n", what.c_str());
-#ifdef AOC_WITH_MPI
-    if (mpi_) MPI_Abort(MPI_COMM_WORLD, 1);
-#endif
-    std::_Exit(1);
-  }
-
- private:
-  int rank_ = 0, size_ = 1;
-  bool mpi_ = false;
-};
 
 // The messages between the ranks: a worker asks rank 0 for a point, rank 0 answers with its index
 // (-1: none left), the worker sends the finished row back as its journal line.
@@ -241,7 +176,7 @@ int default_threads(int asked) {
 }
 
 SweepSummary run_sweep(const std::string& scenario_path, const SweepOptions& o) {
-  Ranks ranks;
+  Ranks ranks("sweep");
   SweepSummary sum;
   sum.ranks = ranks.size();
   sum.root = ranks.rank() == 0;

@@ -43,7 +43,4 @@ void evaluate_points(const Evaluator& ev, const std::vector<Point>& pts, int thr
 // The threads a process uses: `asked`, or the machine's cores shared by the MPI ranks on it.
 int default_threads(int asked);
 
-// Whether this aoc was built with MPI.
-bool mpi_built();
-
 }  // namespace aoc::sweep
