@@ -10,6 +10,7 @@
 
 #include "runtime/explore/explore.hpp"
 #include "runtime/explore/front.hpp"
+#include "runtime/sweep/report.hpp"
 #include "runtime/sweep/sweep.hpp"
 #include "runtime/sweep/sweep_results.hpp"
 #include "sim/error.hpp"
@@ -211,6 +212,11 @@ TEST_CASE("explore: with a constraint every front point meets it, and --compare 
   }
   // the feasible region is reached: some points fail the constraint, the front does not
   CHECK(s.designs[0].feasible < s.designs[0].evaluations);
+  // the report draws the three designs' hypervolume against their evaluations, and names the chosen machine
+  const report::Page page = report::write_report(o.output, (test::temp_dir() / "constrained.html").string());
+  CHECK(std::count(page.plots.begin(), page.plots.end(), "Hypervolume against evaluations") == 1);
+  for (const char* d : {"nsga2 (", "grid (", "random ("}) CHECK(page.html.find(d) != std::string::npos);
+  CHECK(page.html.find("The machine of the front's best energy: point " + std::to_string(s.front[0].index)) != std::string::npos);
 }
 
 TEST_CASE("cli: aoc explore prints its front and the designs' hypervolumes, and refuses a sweep's scenario in one line") {

@@ -62,6 +62,43 @@ std::vector<std::size_t> front(const Scenario& s, const std::vector<Row>& rows) 
   return out;
 }
 
+sweep::Scenario goals_of(const sweep::Results& r) {
+  Scenario s;
+  s.name = r.header.name;
+  s.columns = r.header.metrics;
+  sweep::json j;
+  try {
+    j = sweep::json::parse(r.header.scenario_json);
+  } catch (const std::exception&) {
+    return s;
+  }
+  const auto column = [&](const sweep::json& e, std::size_t& at) {
+    if (!e.is_object() || !e.contains("metric") || !e["metric"].is_string()) return false;
+    for (std::size_t k = 0; k < s.columns.size(); ++k)
+      if (s.columns[k].name == e["metric"].get<std::string>()) return at = k, true;
+    return false;
+  };
+  if (j.contains("objectives") && j["objectives"].is_array())
+    for (const auto& e : j["objectives"]) {
+      sweep::Objective o;
+      if (!column(e, o.column) || s.columns[o.column].better.empty()) continue;
+      o.metric = s.columns[o.column].name;
+      o.maximise = s.columns[o.column].better == "max";
+      o.log = e.contains("scale") && e["scale"] == "log";
+      s.objectives.push_back(o);
+    }
+  if (j.contains("constraints") && j["constraints"].is_array())
+    for (const auto& e : j["constraints"]) {
+      sweep::Constraint c;
+      if (!column(e, c.column)) continue;
+      c.metric = s.columns[c.column].name;
+      if (e.contains("min") && e["min"].is_number()) c.min = e["min"].get<double>();
+      if (e.contains("max") && e["max"].is_number()) c.max = e["max"].get<double>();
+      s.constraints.push_back(c);
+    }
+  return s;
+}
+
 Box box_of(const Scenario& s, const std::vector<const std::vector<Row>*>& designs) {
   const std::size_t k = s.objectives.size();
   Box b{std::vector<double>(k, HUGE_VAL), std::vector<double>(k, -HUGE_VAL)};

@@ -22,6 +22,10 @@ double violation(const sweep::Scenario& s, const sweep::Row& r);
 // on every objective and better on one. In row order; of equal rows, the first.
 std::vector<std::size_t> front(const sweep::Scenario& s, const std::vector<sweep::Row>& rows);
 
+// A results file's objectives and constraints (its scenario's, against its metric columns): what
+// front() and hypervolume() need of a scenario. None where the scenario names none (a sweep may).
+sweep::Scenario goals_of(const sweep::Results& r);
+
 // The box the hypervolume is measured in: per objective, the best and worst value over the feasible
 // rows of every design compared (objectives_of's values).
 struct Box {

@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <set>
 
+#include "runtime/explore/explore.hpp"
+#include "runtime/explore/front.hpp"
 #include "runtime/sweep/report_svg.hpp"
 #include "sim/error.hpp"
 #include "sim/files.hpp"
@@ -547,6 +550,77 @@ Figure iterations_plot(const Data& d) {
   return f;
 }
 
+// A search's (or any scenario with objectives) hypervolume after each evaluation, beside the grid's
+// and the random sample's of `aoc explore --compare` where their files sit next to this one; and the
+// machine it would choose. Absent (no figure, no note) where the scenario names no objectives.
+Figure hypervolume_plot(const Data& d) {
+  Figure f{"Hypervolume against evaluations"};
+  const sweep::Scenario g = explore::goals_of(d.r);
+  if (g.objectives.size() < 2) return Figure{};
+  std::vector<std::pair<std::string, sweep::Results>> designs{{d.r.header.sampling, d.r}};
+  if (d.r.header.sampling == "nsga2")
+    for (const char* other : {"grid", "random"}) {
+      const std::string path = explore::design_output(d.source, other);
+      std::error_code ec;
+      if (!std::filesystem::exists(path, ec)) continue;
+      try {
+        sweep::Results o = sweep::read_results_h5(path);
+        if (o.header.config_hash == d.r.header.config_hash) designs.emplace_back(other, std::move(o));
+      } catch (const Error&) {
+        // not a results file of this search: left out
+      }
+    }
+  std::vector<const std::vector<sweep::Row>*> all;
+  for (const auto& [n, r] : designs) all.push_back(&r.rows);
+  const explore::Box box = explore::box_of(g, all);
+  svg::Frame fr;
+  std::vector<std::vector<double>> xs, ys;
+  double most = 1, top = 0;
+  for (const auto& [n, r] : designs) {
+    std::vector<double> x, y;
+    const std::size_t step = std::max<std::size_t>(1, r.rows.size() / 60);
+    for (std::size_t k = step; k < r.rows.size() + step; k += step) {
+      const std::size_t m = std::min(k, r.rows.size());
+      const std::vector<sweep::Row> first(r.rows.begin(), r.rows.begin() + static_cast<std::ptrdiff_t>(m));
+      x.push_back(static_cast<double>(m)), y.push_back(explore::hypervolume(g, first, box));
+      if (m == r.rows.size()) break;
+    }
+    most = std::max(most, static_cast<double>(r.rows.size())), top = std::max(top, y.empty() ? 0.0 : y.back());
+    xs.push_back(std::move(x)), ys.push_back(std::move(y));
+  }
+  if (!(top > 0)) {
+    f.note = "No feasible point: nothing on the front to measure.";
+    return f;
+  }
+  fr.x.label = "evaluations", fr.x.lo = 0, fr.x.hi = most;
+  fr.y.label = "hypervolume", fr.y.lo = 0, fr.y.hi = top * 1.05;
+  std::string marks;
+  std::vector<std::pair<std::string, std::string>> legend;
+  for (std::size_t i = 0; i < designs.size(); ++i) {
+    marks += svg::line(fr, xs[i], ys[i], svg::color(i), 2, i > 0);
+    legend.emplace_back(svg::color(i), designs[i].first + " (" + std::to_string(designs[i].second.rows.size()) + ")");
+  }
+  f.svg = svg::open(fr, f.title) + marks + svg::legend(fr, legend) + svg::close();
+  std::string objectives;
+  for (const auto& o : g.objectives) objectives += (objectives.empty() ? "" : ", ") + o.metric + (o.log ? " (decades)" : "");
+  f.caption = "The volume the feasible front of the first n evaluations dominates, each objective (" + objectives +
+              ") mapped onto [0, 1] by the best and worst feasible value of the designs shown, the reference point at 1.1 on each axis.";
+  const std::vector<std::size_t> front = explore::front(g, d.r.rows);
+  if (!front.empty()) {
+    const std::size_t c = g.objectives[0].column;
+    const auto best = *std::min_element(front.begin(), front.end(), [&](std::size_t a, std::size_t b) {
+      const double x = d.r.rows[a].metrics[c], y = d.r.rows[b].metrics[c];
+      return g.objectives[0].maximise ? x > y : x < y;
+    });
+    std::string what;
+    for (std::size_t k = 0; k < d.r.header.params.size(); ++k)
+      if (!d.r.header.params[k].fixed) what += (what.empty() ? "" : ", ") + d.r.header.params[k].name + " " + d.r.rows[best].params[k].dump();
+    f.caption += " The machine of the front's best " + g.objectives[0].metric + ": point " + std::to_string(d.r.rows[best].index) + " (" + what + "), " +
+                 g.objectives[0].metric + " " + svg::num(d.r.rows[best].metrics[c], d.r.header.metrics[c].unit) + ".";
+  }
+  return f;
+}
+
 std::string header_html(const Data& d, const json& scenario) {
   const sweep::Header& h = d.r.header;
   const std::size_t failed = d.failed(), rows = d.r.rows.size();
@@ -656,6 +730,7 @@ Page render(const sweep::Results& r, const std::string& source) {
   const auto append = [&](std::vector<Figure>&& more) {
     for (Figure& f : more) figures.push_back(std::move(f));
   };
+  figures.push_back(hypervolume_plot(d));
   append(breakdown_plots(d, "energy.", "Energy", "J"));
   append(breakdown_plots(d, "latency.", "Latency", "s"));
   figures.push_back(iterations_plot(d));
