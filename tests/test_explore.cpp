@@ -272,3 +272,16 @@ TEST_CASE("explore cli: mpirun -np 2 gives the rows and front of one process", "
   }
 }
 #endif
+
+TEST_CASE("explore: every bundled search scenario reads, with two objectives or more") {
+  std::size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(kRoot + "/scenarios/explore")) {
+    INFO(e.path().string());
+    const Scenario s = read_scenario(e.path().string());
+    CHECK(s.sampling == Sampling::Nsga2);
+    CHECK(s.objectives.size() >= 2);
+    CHECK(s.samples % s.population == 0);
+    ++n;
+  }
+  CHECK(n >= 4);
+}
