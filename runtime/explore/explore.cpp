@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -117,11 +116,10 @@ class Ledger {
   std::size_t evaluations() const { return next_; }
   std::size_t done_before() const { return std::min(done_before_, next_); }
 
-  // Every row, by index (the first n).
-  std::vector<Row> rows(std::size_t n = SIZE_MAX) const {
+  // Every row, by index.
+  std::vector<Row> rows() const {
     std::vector<Row> out;
-    for (const auto& [k, r] : by_key_)
-      if (r.index < n) out.push_back(r);
+    for (const auto& [k, r] : by_key_) out.push_back(r);
     std::sort(out.begin(), out.end(), [](const Row& a, const Row& b) { return a.index < b.index; });
     return out;
   }
@@ -172,17 +170,18 @@ struct Dim {
   long long levels = 0;   // 0: continuous on [0, 1]; else 0 .. levels - 1
 };
 
+// How many values a free parameter takes: a list's entries, a range's steps, an integer range's
+// whole numbers; 0 for a continuous range.
+long long levels_of(const sweep::Param& p) {
+  if (!p.values.empty()) return static_cast<long long>(p.values.size());
+  if (p.steps) return p.steps;
+  return p.integer && !p.log ? static_cast<long long>(std::floor(p.hi) - std::ceil(p.lo)) + 1 : 0;
+}
+
 std::vector<Dim> dims_of(const Scenario& s) {
   std::vector<Dim> cont, whole;
-  for (std::size_t k = 0; k < s.params.size(); ++k) {
-    const sweep::Param& p = s.params[k];
-    if (p.fixed) continue;
-    const long long n = !p.values.empty()              ? static_cast<long long>(p.values.size())
-                        : p.steps                      ? p.steps
-                        : p.integer && !p.log          ? static_cast<long long>(std::floor(p.hi) - std::ceil(p.lo)) + 1
-                                                       : 0;
-    (n ? whole : cont).push_back(Dim{k, n});
-  }
+  for (std::size_t k = 0; k < s.params.size(); ++k)
+    if (!s.params[k].fixed) (levels_of(s.params[k]) ? whole : cont).push_back(Dim{k, levels_of(s.params[k])});
   cont.insert(cont.end(), whole.begin(), whole.end());
   return cont;
 }
@@ -229,13 +228,13 @@ std::size_t free_count(const Scenario& s) {
 pagmo::vector_double fitness_of(const Scenario& s, const Row& r) {
   constexpr double kPenalty = 1e30;
   std::vector<double> f = objectives_of(s, r);
-  if (f.empty()) f.assign(s.objectives.size(), kPenalty * (1 + std::max(violation(s, r), r.status == "ok" ? 0.0 : 1000.0)));
+  if (f.empty()) f.assign(s.objectives.size(), kPenalty * (1 + violation(s, r)));  // a failed row's violation is 1000
   return f;
 }
 
-// The search's side of pagmo: the problem's fitness and the batch evaluator both call it.
 struct Stopped {};  // thrown through pagmo when the search reaches ExploreOptions::stop_after
 
+// The search's side of pagmo: the problem's fitness and the batch evaluator both call it.
 struct Search {
   const Scenario* s = nullptr;
   Ledger* ledger = nullptr;
@@ -288,19 +287,8 @@ void score(const Scenario& s, std::vector<Design>& designs, const std::vector<st
     g.hypervolume = hypervolume(s, rows[d], box);
     g.front = front(s, rows[d]).size();
     for (const Row& r : rows[d]) g.feasible += !objectives_of(s, r).empty(), g.failed += r.status != "ok";
-    for (const std::size_t n : marks[d]) {
-      const std::vector<Row> first(rows[d].begin(), rows[d].begin() + static_cast<std::ptrdiff_t>(std::min(n, rows[d].size())));
-      g.curve.emplace_back(n, hypervolume(s, first, box));
-    }
+    g.curve = hypervolume_curve(s, rows[d], box, marks[d]);
   }
-}
-
-// The marks of a curve for a design listed up front: every `step` evaluations and the last.
-std::vector<std::size_t> every(std::size_t step, std::size_t n) {
-  std::vector<std::size_t> m;
-  for (std::size_t k = step; k < n; k += step) m.push_back(k);
-  m.push_back(n);
-  return m;
 }
 
 }  // namespace
@@ -315,11 +303,7 @@ std::vector<Point> grid_points(const Scenario& s, std::size_t n) {
   std::vector<const sweep::Param*> fr;
   for (const sweep::Param& p : s.params)
     if (!p.fixed) fr.push_back(&p);
-  const auto most = [](const sweep::Param& p) {
-    if (!p.values.empty()) return static_cast<double>(p.values.size());
-    if (p.steps) return static_cast<double>(p.steps);
-    return p.integer && !p.log ? std::floor(p.hi) - std::ceil(p.lo) + 1 : HUGE_VAL;
-  };
+  const auto most = [](const sweep::Param& p) { return levels_of(p) ? static_cast<double>(levels_of(p)) : HUGE_VAL; };
   std::vector<std::size_t> count(fr.size(), 1);
   for (bool grew = true; grew;) {
     grew = false;

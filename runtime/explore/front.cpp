@@ -128,3 +128,24 @@ double hypervolume(const Scenario& s, const std::vector<Row>& rows, const Box& b
 }
 
 }  // namespace aoc::explore
+
+namespace aoc::explore {
+
+std::vector<std::pair<std::size_t, double>> hypervolume_curve(const Scenario& s, const std::vector<Row>& rows, const Box& box,
+                                                              const std::vector<std::size_t>& marks) {
+  std::vector<std::pair<std::size_t, double>> curve;
+  for (const std::size_t n : marks) {
+    const std::vector<Row> first(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(std::min(n, rows.size())));
+    curve.emplace_back(n, hypervolume(s, first, box));
+  }
+  return curve;
+}
+
+std::vector<std::size_t> every(std::size_t step, std::size_t n) {
+  std::vector<std::size_t> m;
+  for (std::size_t k = std::max<std::size_t>(1, step); k < n; k += std::max<std::size_t>(1, step)) m.push_back(k);
+  m.push_back(n);
+  return m;
+}
+
+}  // namespace aoc::explore

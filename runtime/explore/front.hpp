@@ -37,4 +37,10 @@ Box box_of(const sweep::Scenario& s, const std::vector<const std::vector<sweep::
 // and the reference point at 1.1 on every axis: from 0 (no feasible row) to 1.1^objectives.
 double hypervolume(const sweep::Scenario& s, const std::vector<sweep::Row>& rows, const Box& box);
 
+// The hypervolume of the first n rows for each n of `marks` (ascending), in one box: how a design's
+// front grows with its evaluations. every(step, n): step, 2 step, ... and n.
+std::vector<std::pair<std::size_t, double>> hypervolume_curve(const sweep::Scenario& s, const std::vector<sweep::Row>& rows, const Box& box,
+                                                              const std::vector<std::size_t>& marks);
+std::vector<std::size_t> every(std::size_t step, std::size_t n);
+
 }  // namespace aoc::explore

@@ -578,13 +578,8 @@ Figure hypervolume_plot(const Data& d) {
   double most = 1, top = 0;
   for (const auto& [n, r] : designs) {
     std::vector<double> x, y;
-    const std::size_t step = std::max<std::size_t>(1, r.rows.size() / 60);
-    for (std::size_t k = step; k < r.rows.size() + step; k += step) {
-      const std::size_t m = std::min(k, r.rows.size());
-      const std::vector<sweep::Row> first(r.rows.begin(), r.rows.begin() + static_cast<std::ptrdiff_t>(m));
-      x.push_back(static_cast<double>(m)), y.push_back(explore::hypervolume(g, first, box));
-      if (m == r.rows.size()) break;
-    }
+    for (const auto& [m, hv] : explore::hypervolume_curve(g, r.rows, box, explore::every(r.rows.size() / 60, r.rows.size())))
+      x.push_back(static_cast<double>(m)), y.push_back(hv);
     most = std::max(most, static_cast<double>(r.rows.size())), top = std::max(top, y.empty() ? 0.0 : y.back());
     xs.push_back(std::move(x)), ys.push_back(std::move(y));
   }

@@ -516,7 +516,6 @@ json value_at(const Param& p, double u) {
   return p.integer ? json(std::llround(x)) : json(x);
 }
 
-
 std::vector<std::vector<double>> unit_samples(Sampling method, std::size_t n, std::size_t d, std::uint64_t seed) {
   std::vector<std::vector<double>> u(n, std::vector<double>(d));
   for (std::size_t k = 0; k < d; ++k) {

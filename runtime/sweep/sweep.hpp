@@ -85,7 +85,7 @@ struct Scenario {
   std::vector<Param> params;            // in file order: "fixed" first, then "parameters"
   std::vector<std::string> metrics;     // metric groups, as named in the file
   std::vector<MetricColumn> columns;    // their columns, in order
-  std::vector<Objective> objectives;    // optional for a sweep (aoc pareto --hypervolume), two or more for a search
+  std::vector<Objective> objectives;    // optional for a sweep (aoc report's hypervolume), two or more for a search
   std::vector<Constraint> constraints;
   std::string text;                     // the file, as canonical JSON
   std::string config_hash;              // digest of the text and of every file it names
