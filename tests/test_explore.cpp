@@ -12,6 +12,7 @@
 #include "runtime/explore/front.hpp"
 #include "runtime/sweep/report.hpp"
 #include "runtime/sweep/sweep.hpp"
+#include "runtime/sweep/sweep_eval.hpp"
 #include "runtime/sweep/sweep_results.hpp"
 #include "sim/error.hpp"
 #include "tests/support.hpp"
@@ -131,6 +132,17 @@ TEST_CASE("explore: a bad search scenario is one line naming the file and the fi
   j = tiny_search();
   j["sampling"] = {{"method", "random"}, {"points", 10}, {"population", 8}};
   CHECK(err(j).find("sampling.population: only for a search") != std::string::npos);
+  j = tiny_search();
+  j["sampling"]["screen"] = {{"fraction", 0.25}};
+  CHECK(err(j).find("bad.json: sampling.screen: a screen stops the points that miss the constraints: this search has none") != std::string::npos);
+  j["constraints"] = {{{"metric", "latency"}, {"max", 1}}};
+  CHECK(err(j).find("bad.json: sampling.screen: only for a model's workload") != std::string::npos);
+  j["sampling"]["screen"] = {{"fraction", 1}};
+  CHECK(err(j).find("bad.json: sampling.screen.fraction: expected a number above 0 and below 1") != std::string::npos);
+  j["sampling"]["screen"] = {{"fraction", 0.5}, {"margin", -1}};
+  CHECK(err(j).find("bad.json: sampling.screen.margin: expected a number >= 0") != std::string::npos);
+  j["sampling"] = {{"method", "lhs"}, {"points", 10}, {"screen", {{"fraction", 0.5}}}};
+  CHECK(err(j).find("bad.json: sampling.screen: only for a search") != std::string::npos);
   for (const std::string& e : {err(tiny_search(40, 10)), err(tiny_search(42, 8))}) CHECK(e.find('\n') == std::string::npos);
   // a search's points are not listed up front
   const Scenario s = read_scenario(scenario_file("ok.json", tiny_search()));
@@ -217,6 +229,86 @@ TEST_CASE("explore: with a constraint every front point meets it, and --compare 
   CHECK(std::count(page.plots.begin(), page.plots.end(), "Hypervolume against evaluations") == 1);
   for (const char* d : {"nsga2 (", "grid (", "random ("}) CHECK(page.html.find(d) != std::string::npos);
   CHECK(page.html.find("The machine of the front's best energy: point " + std::to_string(s.front[0].index)) != std::string::npos);
+}
+
+TEST_CASE("explore: a screen stops, on a quarter of the sequences, the points that miss the constraint by more than its margin") {
+  // The trained parity model on aoc-48, 8 sequences of 8 tokens; at 1-2 ADC bits it loses decisions.
+  const json j = {{"format", "aoc-sweep"},
+                  {"version", 1},
+                  {"name", "screened"},
+                  {"workload", {{"model", kRoot + "/models/trained/parity-implicit"}, {"batch", 8}, {"length", 8}}},
+                  {"hardware", "aoc-48"},
+                  {"seed", 3},
+                  {"sampling", {{"method", "nsga2"}, {"points", 16}, {"population", 8}, {"screen", {{"fraction", 0.25}, {"margin", 0.01}}}}},
+                  {"parameters",
+                   {{"converters.slm_bits", {{"range", {2, 8}}, {"integer", true}}},
+                    {"converters.adc_bits", {{"range", {1, 5}}, {"integer", true}}},
+                    {"noise_scale", {{"range", {0, 3}}}}}},
+                  {"metrics", {"accuracy", "energy", "latency"}},
+                  {"objectives", {{{"metric", "energy"}, {"scale", "log"}}, {{"metric", "latency"}, {"scale", "log"}}}},
+                  {"constraints", {{{"metric", "accuracy"}, {"min", 0.99}}}}};
+  const std::string sc = scenario_file("screened.json", j);
+  const Scenario s = read_scenario(sc);
+  const Evaluator ev(s);
+  explore::ExploreOptions o;
+  o.quiet = true;
+  o.output = (test::temp_dir() / "screened.h5").string();
+  const explore::ExploreSummary sum = explore::run_explore(sc, o);
+  const Results res = read_results_h5(o.output);
+  std::size_t stopped = 0, passed = 0;
+  for (const Row& r : res.rows) {
+    INFO("row " << r.index << " " << r.error);
+    const Row screen = ev.evaluate(Point{r.index, r.params}, 0.25);
+    REQUIRE(screen.status == "ok");
+    CHECK(std::fmod(screen.metrics[0] * 16, 1.0) == 0);  // accuracy over 2 sequences of 8 decisions
+    if (r.status == "screened") {
+      ++stopped;
+      CHECK(r.error.find("stopped by the screen on 0.25 of the test data: accuracy ") == 0);
+      CHECK(explore::violation(s, r) > 0.01);
+      CHECK(explore::objectives_of(s, r).empty());
+      CHECK(r.metrics == screen.metrics);  // the screen's metrics, kept
+    } else {
+      REQUIRE(r.status == "ok");
+      ++passed;
+      CHECK(explore::violation(s, screen) <= 0.01);
+      CHECK(r.metrics == ev.evaluate(Point{r.index, r.params}).metrics);  // then run in full
+    }
+  }
+  CHECK(stopped > 0);
+  CHECK(passed > 0);
+  CHECK(sum.designs[0].screened == stopped);
+  CHECK(sum.designs[0].cost == Approx(0.25 * static_cast<double>(stopped) + 1.25 * static_cast<double>(passed)));
+  for (const Row& r : sum.front) CHECK(r.status == "ok");
+  // stopped and resumed: the same rows, screened or not
+  o.output = (test::temp_dir() / "screened-cut.h5").string();
+  o.stop_after = 8;
+  REQUIRE(explore::run_explore(sc, o).stopped);
+  o.stop_after = 0, o.resume = true;
+  explore::run_explore(sc, o);
+  const Results cut = read_results_h5(o.output);
+  REQUIRE(cut.rows.size() == res.rows.size());
+  for (std::size_t i = 0; i < res.rows.size(); ++i) {
+    CHECK(cut.rows[i].status == res.rows[i].status);
+    CHECK(cut.rows[i].metrics == res.rows[i].metrics);
+  }
+  // --compare also runs the search without its screen, every row in full, in the same box
+  o.resume = false, o.compare = true;
+  o.output = (test::temp_dir() / "screened-compare.h5").string();
+  const explore::ExploreSummary cmp = explore::run_explore(sc, o);
+  REQUIRE(cmp.designs.size() == 4);
+  CHECK(cmp.designs[1].name == "unscreened");
+  CHECK(cmp.designs[1].output == explore::design_output(o.output, "unscreened"));
+  CHECK(cmp.designs[1].screened == 0);
+  CHECK(cmp.designs[1].cost == static_cast<double>(cmp.designs[1].evaluations));
+  CHECK(cmp.designs[0].hypervolume == Approx(sum.designs[0].hypervolume).margin(0.5));  // another box, the same search
+  const Results un = read_results_h5(cmp.designs[1].output);
+  CHECK(un.header.sampling == "unscreened");
+  for (const Row& r : un.rows) CHECK(r.status == "ok");
+  CHECK(un.rows[0].metrics == ev.evaluate(Point{0, un.rows[0].params}).metrics);
+  const report::Page page = report::write_report(o.output, (test::temp_dir() / "screened.html").string());
+  CHECK(page.html.find(std::to_string(stopped) + " stopped by the search's screen, 0 failed") != std::string::npos);
+  CHECK(page.html.find("Failed points") == std::string::npos);
+  for (const char* d : {"nsga2 (", "unscreened (", "grid (", "random ("}) CHECK(page.html.find(d) != std::string::npos);
 }
 
 TEST_CASE("cli: aoc explore prints its front and the designs' hypervolumes, and refuses a sweep's scenario in one line") {

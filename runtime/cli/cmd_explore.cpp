@@ -38,7 +38,7 @@ int run(Opts& o, bool seed_given) {
   o.run.compare_points = static_cast<std::size_t>(o.compare_points);
   std::vector<NamedPath> outs{{"-o", o.run.output}, {"--csv", o.run.csv}};
   if (o.run.compare)
-    for (const char* d : {"grid", "random"}) outs.push_back({"-o (its " + std::string(d) + ")", explore::design_output(o.run.output, d)});
+    for (const char* d : {"unscreened", "grid", "random"}) outs.push_back({"-o (its " + std::string(d) + ")", explore::design_output(o.run.output, d)});
   check_outputs(outs, {{"the scenario", o.scenario}});
   const explore::ExploreSummary s = explore::run_explore(o.scenario, o.run);
   const sweep::Scenario& sc = s.scenario;
@@ -58,7 +58,8 @@ int run(Opts& o, bool seed_given) {
       nlohmann::ordered_json c = nlohmann::ordered_json::array();
       for (const auto& [n, hv] : d.curve) c.push_back({n, hv});
       j["designs"].push_back({{"design", d.name}, {"output", d.output}, {"evaluations", d.evaluations}, {"feasible", d.feasible},
-                              {"failed", d.failed}, {"front", d.front}, {"hypervolume", d.hypervolume}, {"curve", c}});
+                              {"failed", d.failed}, {"screened", d.screened}, {"cost", d.cost}, {"seconds", d.seconds}, {"front", d.front},
+                              {"hypervolume", d.hypervolume}, {"curve", c}});
     }
     j["front"] = nlohmann::ordered_json::array();
     for (const auto& r : s.front) {
@@ -77,6 +78,9 @@ int run(Opts& o, bool seed_given) {
   std::printf(") in %.3g s on %d thread(s)", s.seconds, s.threads);
   if (s.ranks > 1) std::printf(" x %d ranks", s.ranks);
   std::printf("; %zu feasible, %zu failed, %zu on the front\n", d.feasible, d.failed, d.front);
+  if (sc.screen.fraction > 0)
+    std::printf("screen: %zu of %zu stopped on %.3g of the test data; the search cost %.4g whole evaluations\n", d.screened, d.evaluations,
+                sc.screen.fraction, d.cost);
   std::printf("\n%8s", "point");
   for (const auto& ob : sc.objectives) std::printf(" %14s", ob.metric.c_str());
   for (const auto& p : sc.params)
@@ -91,8 +95,8 @@ int run(Opts& o, bool seed_given) {
   }
   std::printf("\nhypervolume (objectives on [0, 1] over every design's feasible points, reference 1.1 each):\n");
   for (const auto& g : s.designs)
-    std::printf("  %-7s %6zu evaluations  %6zu feasible  %4zu on the front  %.6f  (%s)\n", g.name.c_str(), g.evaluations, g.feasible,
-                g.front, g.hypervolume, g.output.c_str());
+    std::printf("  %-10s %6zu evaluations  %6zu feasible  %4zu on the front  %.6f  %8.3g s  (%s)\n", g.name.c_str(), g.evaluations, g.feasible,
+                g.front, g.hypervolume, g.seconds, g.output.c_str());
   return 0;
 }
 
@@ -107,8 +111,8 @@ void add_explore(CLI::App& app) {
   c->add_option("--csv", o.run.csv, "also write the rows as CSV to this file");
   auto* seed = c->add_option("--seed", o.seed, "the search's seed instead of the scenario's (a new search: its own config hash)")->check(seed_value());
   c->add_flag("--compare", o.run.compare,
-              "also evaluate a grid and a random sample of as many points (RESULTS.grid.h5, RESULTS.random.h5) and print the three "
-              "hypervolumes in one box");
+              "also evaluate a grid and a random sample of as many points (RESULTS.grid.h5, RESULTS.random.h5), and a scenario with a "
+              "screen also without it (RESULTS.unscreened.h5), and print the hypervolumes in one box");
   c->add_option("--compare-points", o.compare_points,
                  "with --compare: the grid and random sample of this many points (default: as many as the search evaluated)")
       ->check(positive());
@@ -125,7 +129,9 @@ void add_explore(CLI::App& app) {
       "  \"objectives\": [{\"metric\": \"energy\", \"scale\": \"log\"}, {\"metric\": \"latency\", \"scale\": \"log\"}],\n"
       "  \"constraints\": [{\"metric\": \"accuracy\", \"min\": 0.9}]\n"
       "It evaluates a Latin hypercube of P points, then N/P - 1 generations of P; a point asked for again\n"
-      "is looked up, not evaluated or counted. Each evaluation is appended to RESULTS.h5.partial at\n"
+      "is looked up, not evaluated or counted. With \"screen\": {\"fraction\": 0.25, \"margin\": 0.05} in\n"
+      "sampling, each point of a model first runs on that share of its test sequences and stops\n"
+      "there (status \"screened\") where its constraints miss by more than the margin (relative). Each evaluation is appended to RESULTS.h5.partial at\n"
       "once; a killed search resumes with --resume to the same front. The same rows for any --threads\n"
       "and under mpirun (each rank evaluates its share of every generation; rank 0 writes the files).\n"
       "Examples:\n"

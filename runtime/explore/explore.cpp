@@ -20,6 +20,7 @@
 #include "runtime/sweep/sweep_eval.hpp"
 #include "runtime/sweep/sweep_run.hpp"
 #include "sim/error.hpp"
+#include "sim/json_reader.hpp"
 
 namespace aoc::explore {
 
@@ -38,9 +39,9 @@ std::string key_of(const std::vector<json>& values) { return json(values).dump()
 // back from the journal of a killed run), each repeated set is looked up.
 class Ledger {
  public:
-  Ledger(const sweep::Evaluator& ev, const Header& h, const std::string& output, bool resume, int threads, Progress& progress,
+  Ledger(sweep::PointEval eval, const Header& h, const std::string& output, bool resume, int threads, Progress& progress,
          const sweep::Ranks& ranks)
-      : ev_(ev), header_(h), output_(output), threads_(threads), progress_(progress), ranks_(ranks) {
+      : eval_(std::move(eval)), header_(h), output_(output), threads_(threads), progress_(progress), ranks_(ranks) {
     std::vector<Row> before;
     if (ranks.rank() == 0) {  // rank 0 alone reads and writes the files
       const std::string jp = sweep::journal_path(output);
@@ -86,15 +87,16 @@ class Ledger {
     const auto keep = [&](std::vector<Row>& rows) {
       if (journal_) journal_->append(rows);
       for (Row& r : rows) {
-        failed_ += r.status != "ok";
+        failed_ += r.status == "error", screened_ += r.status == "screened";
         by_key_[key_of(r.params)] = std::move(r);
       }
       ran_ += rows.size();
-      progress_.update(static_cast<long long>(ran_), static_cast<long long>(budget_ - std::min(budget_, done_before_)), true,
-                       failed_ ? std::to_string(failed_) + " failed" : "");
+      std::string note = screened_ ? std::to_string(screened_) + " stopped by the screen" : "";
+      if (failed_) note += (note.empty() ? "" : ", ") + std::to_string(failed_) + " failed";
+      progress_.update(static_cast<long long>(ran_), static_cast<long long>(budget_ - std::min(budget_, done_before_)), true, note);
     };
     if (ranks_.size() == 1) {
-      if (!fresh.empty()) sweep::evaluate_points(ev_, fresh, threads_, keep);  // each row journaled as it finishes
+      if (!fresh.empty()) sweep::evaluate_points(eval_, fresh, threads_, keep);  // each row journaled as it finishes
     } else {
       // Every rank asks for the same points: each evaluates every size-th from its rank, then all
       // have every row (rank 0 journals them), so all go on to the same next generation.
@@ -103,7 +105,7 @@ class Ledger {
         mine.push_back(fresh[i]);
       std::vector<Row> done;
       if (!mine.empty())
-        sweep::evaluate_points(ev_, mine, threads_, [&](std::vector<Row>& rows) { done.insert(done.end(), rows.begin(), rows.end()); });
+        sweep::evaluate_points(eval_, mine, threads_, [&](std::vector<Row>& rows) { done.insert(done.end(), rows.begin(), rows.end()); });
       std::vector<Row> all = share(done, false);
       keep(all);
     }
@@ -134,7 +136,7 @@ class Ledger {
   }
 
  private:
-  const sweep::Evaluator& ev_;
+  sweep::PointEval eval_;
   Header header_;
   std::string output_;
   int threads_;
@@ -158,7 +160,7 @@ class Ledger {
   }
   std::vector<std::optional<Row>> replay_;
   std::map<std::string, Row> by_key_;
-  std::size_t next_ = 0, done_before_ = 0, ran_ = 0, failed_ = 0, budget_ = 0;
+  std::size_t next_ = 0, done_before_ = 0, ran_ = 0, failed_ = 0, screened_ = 0, budget_ = 0;
 };
 
 // The search's coordinates, one per free parameter: continuous ones first, then the whole numbers
@@ -232,6 +234,25 @@ pagmo::vector_double fitness_of(const Scenario& s, const Row& r) {
   return f;
 }
 
+// A point through the scenario's screen (docs/scenarios.md, "Screens"): run first on a share of
+// its test sequences; stopped there, with those metrics, where its constraints miss by more than
+// the margin; else run in full. An error on the share is the point's (the whole would meet it).
+Row through_screen(const Scenario& s, const sweep::Evaluator& ev, const Point& p) {
+  Row r = ev.evaluate(p, s.screen.fraction);
+  if (r.status != "ok") return r;
+  if (violation(s, r) <= s.screen.margin) return ev.evaluate(p);
+  std::string missed;
+  for (const sweep::Constraint& c : s.constraints) {
+    const double x = r.metrics[c.column];
+    if (!(x >= c.min && x <= c.max))
+      missed += (missed.empty() ? "" : ", ") + c.metric + " " + jsonr::num(x) + (x < c.min ? " (min " + jsonr::num(c.min) : " (max " + jsonr::num(c.max)) + ")";
+  }
+  r.status = "screened";
+  r.error = "stopped by the screen on " + jsonr::num(s.screen.fraction) + " of the test data: " + missed + ", beyond the margin " +
+            jsonr::num(s.screen.margin);
+  return r;
+}
+
 struct Stopped {};  // thrown through pagmo when the search reaches ExploreOptions::stop_after
 
 // The search's side of pagmo: the problem's fitness and the batch evaluator both call it.
@@ -286,7 +307,12 @@ void score(const Scenario& s, std::vector<Design>& designs, const std::vector<st
     g.evaluations = rows[d].size();
     g.hypervolume = hypervolume(s, rows[d], box);
     g.front = front(s, rows[d]).size();
-    for (const Row& r : rows[d]) g.feasible += !objectives_of(s, r).empty(), g.failed += r.status != "ok";
+    for (const Row& r : rows[d]) {
+      g.feasible += !objectives_of(s, r).empty(), g.failed += r.status == "error", g.screened += r.status == "screened";
+      // a screened search pays the screen for every point, and the whole run for those it passes
+      const double f = d == 0 ? s.screen.fraction : 0;
+      g.cost += r.status == "ok" ? 1 + f : f > 0 ? f : 1;
+    }
     g.curve = hypervolume_curve(s, rows[d], box, marks[d]);
   }
 }
@@ -334,6 +360,62 @@ std::vector<Point> grid_points(const Scenario& s, std::size_t n) {
 
 namespace {
 
+// One run of the search: its rows, the evaluations after each generation, or where it stopped.
+struct SearchRun {
+  std::vector<Row> rows;
+  std::vector<std::size_t> marks;
+  std::size_t generations = 0, done_before = 0, evaluations = 0;
+  bool stopped = false;
+};
+
+SearchRun nsga2(const Scenario& s, sweep::PointEval eval, const Header& h, const std::string& output, const ExploreOptions& o, int threads,
+                Progress& progress, const sweep::Ranks& ranks) {
+  SearchRun out;
+  Ledger ledger(std::move(eval), h, output, o.resume, threads, progress, ranks);
+  ledger.set_budget(static_cast<std::size_t>(s.samples));
+  auto search = std::make_shared<Search>();
+  search->s = &s, search->ledger = &ledger, search->dims = dims_of(s), search->stop_after = o.stop_after;
+  const pagmo::problem prob{Problem{search}};
+  const pagmo::bfe bfe{Batch{search}};
+  const auto seed = static_cast<unsigned>(s.seed ^ (s.seed >> 32));
+  const std::size_t P = static_cast<std::size_t>(s.population);
+  try {
+    // The first generation a Latin hypercube (every parameter's range covered evenly), evaluated as one batch.
+    pagmo::population pop(prob, 0u, seed);
+    const auto u = sweep::unit_samples(sweep::Sampling::Lhs, P, search->dims.size(), s.seed);
+    pagmo::vector_double xs;
+    for (const auto& row : u)
+      for (std::size_t i = 0; i < row.size(); ++i) {
+        const long long n = search->dims[i].levels;
+        xs.push_back(n ? std::min(static_cast<double>(n - 1), std::floor(row[i] * static_cast<double>(n))) : row[i]);
+      }
+    const pagmo::vector_double fs = search->batch(xs);
+    const std::size_t nd = search->dims.size(), nf = s.objectives.size();
+    for (std::size_t i = 0; i < P; ++i)
+      pop.push_back(pagmo::vector_double(xs.begin() + static_cast<std::ptrdiff_t>(i * nd), xs.begin() + static_cast<std::ptrdiff_t>((i + 1) * nd)),
+                    pagmo::vector_double(fs.begin() + static_cast<std::ptrdiff_t>(i * nf), fs.begin() + static_cast<std::ptrdiff_t>((i + 1) * nf)));
+    const double d = static_cast<double>(free_count(s));
+    // the classic settings (Deb et al. 2002): crossover 0.9 at eta 15, one mutated coordinate per point at eta 20
+    pagmo::nsga2 algo(1u, 0.9, 15., 1.0 / d, 20., seed);
+    algo.set_bfe(bfe);
+    out.marks.push_back(ledger.evaluations());
+    for (std::size_t g = 1; g < static_cast<std::size_t>(s.samples) / P; ++g) {
+      pop = algo.evolve(pop);
+      out.marks.push_back(ledger.evaluations());
+      ++out.generations;
+    }
+  } catch (const Stopped&) {
+    out.stopped = true, out.evaluations = ledger.evaluations(), out.done_before = ledger.done_before();
+    return out;
+  }
+  out.done_before = ledger.done_before();
+  ledger.write(o.csv);
+  out.rows = ledger.rows();
+  return out;
+}
+
+double since(std::chrono::steady_clock::time_point t) { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count(); }
+
 ExploreSummary search(const std::string& scenario_path, const ExploreOptions& o, const sweep::Ranks& ranks) {
   ExploreSummary sum;
   sum.root = ranks.rank() == 0;
@@ -358,55 +440,37 @@ ExploreSummary search(const std::string& scenario_path, const ExploreOptions& o,
   std::vector<std::vector<Row>> rows;
   std::vector<std::vector<std::size_t>> marks;
 
-  // The search: an initial population, then generations while the budget lasts.
-  {
-    progress.phase("explore: nsga2");
-    Ledger ledger(ev, sweep::header_of(s), o.output, o.resume, sum.threads, progress, ranks);
-    ledger.set_budget(static_cast<std::size_t>(s.samples));
-    auto search = std::make_shared<Search>();
-    search->s = &s, search->ledger = &ledger, search->dims = dims_of(s), search->stop_after = o.stop_after;
-    const pagmo::problem prob{Problem{search}};
-    const pagmo::bfe bfe{Batch{search}};
-    const auto seed = static_cast<unsigned>(s.seed ^ (s.seed >> 32));
-    const std::size_t P = static_cast<std::size_t>(s.population);
-    std::vector<std::size_t> m;
-    try {
-      // The first generation a Latin hypercube (every parameter's range covered evenly), evaluated as one batch.
-      pagmo::population pop(prob, 0u, seed);
-      const auto u = sweep::unit_samples(sweep::Sampling::Lhs, P, search->dims.size(), s.seed);
-      pagmo::vector_double xs;
-      for (const auto& row : u)
-        for (std::size_t i = 0; i < row.size(); ++i) {
-          const long long n = search->dims[i].levels;
-          xs.push_back(n ? std::min(static_cast<double>(n - 1), std::floor(row[i] * static_cast<double>(n))) : row[i]);
-        }
-      const pagmo::vector_double fs = search->batch(xs);
-      const std::size_t nd = search->dims.size(), nf = s.objectives.size();
-      for (std::size_t i = 0; i < P; ++i)
-        pop.push_back(pagmo::vector_double(xs.begin() + static_cast<std::ptrdiff_t>(i * nd), xs.begin() + static_cast<std::ptrdiff_t>((i + 1) * nd)),
-                      pagmo::vector_double(fs.begin() + static_cast<std::ptrdiff_t>(i * nf), fs.begin() + static_cast<std::ptrdiff_t>((i + 1) * nf)));
-      const double d = static_cast<double>(free_count(s));
-      // the classic settings (Deb et al. 2002): crossover 0.9 at eta 15, one mutated coordinate per point at eta 20
-      pagmo::nsga2 algo(1u, 0.9, 15., 1.0 / d, 20., seed);
-      algo.set_bfe(bfe);
-      m.push_back(ledger.evaluations());
-      for (std::size_t g = 1; g < static_cast<std::size_t>(s.samples) / P; ++g) {
-        pop = algo.evolve(pop);
-        m.push_back(ledger.evaluations());
-        ++sum.generations;
-      }
-    } catch (const Stopped&) {
-      progress.finish();
-      sum.stopped = true, sum.evaluations = ledger.evaluations(), sum.done_before = ledger.done_before();
-      return sum;
-    }
-    sum.done_before = ledger.done_before();
-    ledger.write(o.csv);
-    designs.push_back(Design{"nsga2", o.output, 0, 0, 0, 0, 0, {}});
-    rows.push_back(ledger.rows());
-    marks.push_back(std::move(m));
+  progress.phase("explore: nsga2");
+  sweep::PointEval eval = [&ev](const Point& p) { return ev.evaluate(p); };
+  if (s.screen.fraction > 0) eval = [&ev, &s](const Point& p) { return through_screen(s, ev, p); };
+  SearchRun run = nsga2(s, eval, sweep::header_of(s), o.output, o, sum.threads, progress, ranks);
+  sum.done_before = run.done_before, sum.generations = run.generations;
+  if (run.stopped) {
+    progress.finish();
+    sum.stopped = true, sum.evaluations = run.evaluations;
+    return sum;
   }
+  designs.emplace_back().name = "nsga2", designs.back().output = o.output;
+  designs.back().seconds = since(start);
+  rows.push_back(std::move(run.rows));
+  marks.push_back(std::move(run.marks));
 
+  if (o.compare && s.screen.fraction > 0) {
+    // The same search without its screen: what the screen cost the front, and what it saved.
+    const auto t = std::chrono::steady_clock::now();
+    progress.phase("explore: unscreened");
+    Header h = sweep::header_of(s);
+    h.sampling = "unscreened";
+    const std::string out = design_output(o.output, "unscreened");
+    ExploreOptions plain = o;
+    plain.stop_after = 0, plain.csv.clear();
+    const sweep::Evaluator own(s);  // its own compilations: its seconds are what it costs alone
+    SearchRun u = nsga2(s, [&own](const Point& p) { return own.evaluate(p); }, h, out, plain, sum.threads, progress, ranks);
+    designs.emplace_back().name = "unscreened", designs.back().output = out;
+    designs.back().seconds = since(t);
+    rows.push_back(std::move(u.rows));
+    marks.push_back(std::move(u.marks));
+  }
   if (o.compare) {
     // A grid and a random sample of the search's evaluations, as a sweep would run them.
     const std::size_t n = o.compare_points ? o.compare_points : rows[0].size();
@@ -415,17 +479,20 @@ ExploreSummary search(const std::string& scenario_path, const ExploreOptions& o,
     std::vector<Point> random;
     for (std::size_t i = 0; i < n; ++i) random.push_back(Point{i, decode(s, u[i].data())});
     for (const auto& [name, pts] : {std::pair<const char*, const std::vector<Point>*>{"grid", &grid}, {"random", &random}}) {
+      const auto t = std::chrono::steady_clock::now();
       progress.phase(std::string("explore: ") + name);
       Header h = sweep::header_of(s);
       h.sampling = name, h.points = pts->size();
       const std::string out = design_output(o.output, name);
-      Ledger ledger(ev, h, out, o.resume, sum.threads, progress, ranks);
+      const sweep::Evaluator own(s);
+      Ledger ledger([&own](const Point& p) { return own.evaluate(p); }, h, out, o.resume, sum.threads, progress, ranks);
       ledger.set_budget(pts->size());
       std::vector<std::vector<json>> values;
       for (const Point& p : *pts) values.push_back(p.values);
       ledger.rows_for(values);
       ledger.write("");
-      designs.push_back(Design{name, out, 0, 0, 0, 0, 0, {}});
+      designs.emplace_back().name = name, designs.back().output = out;
+      designs.back().seconds = since(t);
       rows.push_back(ledger.rows());
       marks.push_back(every(static_cast<std::size_t>(s.population), rows.back().size()));
     }
@@ -436,7 +503,7 @@ ExploreSummary search(const std::string& scenario_path, const ExploreOptions& o,
   const std::size_t first = s.objectives[0].column;
   std::sort(sum.front.begin(), sum.front.end(), [&](const Row& a, const Row& b) { return a.metrics[first] < b.metrics[first]; });
   sum.designs = std::move(designs);
-  sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  sum.seconds = since(start);
   return sum;
 }
 

@@ -26,16 +26,19 @@ struct ExploreOptions {
   bool quiet = false;
   int threads = 0;                    // 0: the machine's cores
   std::optional<std::uint64_t> seed;  // instead of the scenario's (a new search: its own config hash)
-  bool compare = false;               // also a grid and a random sample of as many evaluations
+  bool compare = false;               // also a grid and a random sample of as many evaluations (and the search without its screen)
   std::size_t compare_points = 0;     // ... or of this many (0: as many as the search's)
   std::size_t stop_after = 0;         // stop once this many evaluations are in the journal (0: never); --resume goes on
 };
 
 // One design's evaluations and what they found.
 struct Design {
-  std::string name;    // "nsga2", "grid", "random"
+  std::string name;    // "nsga2", "unscreened" (the search without its screen), "grid", "random"
   std::string output;  // its results file
   std::size_t evaluations = 0, feasible = 0, front = 0, failed = 0;
+  std::size_t screened = 0;  // stopped by the screen (the search's, where the scenario has one)
+  double cost = 0;           // in whole evaluations: a screen costs its fraction, a point it passes 1 + that
+  double seconds = 0;        // this run's, each design compiling its own programs (a resumed design's evaluations before it not counted)
   double hypervolume = 0;
   // The hypervolume of the first n evaluations (the search: after each generation), n and value.
   std::vector<std::pair<std::size_t, double>> curve;
@@ -61,7 +64,7 @@ ExploreSummary run_explore(const std::string& scenario_path, const ExploreOption
 // from lo to hi inclusive, each list at evenly spaced entries), the last parameter fastest.
 std::vector<sweep::Point> grid_points(const sweep::Scenario& s, std::size_t n);
 
-// Where the comparison designs of -o RESULTS.h5 go: RESULTS.grid.h5, RESULTS.random.h5.
+// Where the comparison designs of -o RESULTS.h5 go: RESULTS.unscreened.h5, RESULTS.grid.h5, RESULTS.random.h5.
 std::string design_output(const std::string& output, const std::string& design);
 
 }  // namespace aoc::explore

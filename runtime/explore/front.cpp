@@ -24,7 +24,7 @@ std::vector<double> objectives_of(const Scenario& s, const Row& r) {
 
 double violation(const Scenario& s, const Row& r) {
   constexpr double kBroken = 1000;
-  if (r.status != "ok") return kBroken;
+  if (r.status != "ok" && r.status != "screened") return kBroken;  // a screened row's metrics are its screen's
   double v = 0;
   for (const sweep::Constraint& c : s.constraints) {
     const double x = r.metrics[c.column];

@@ -41,9 +41,10 @@ struct Data {
       if (std::isfinite(x)) v.insert(x);
     return v.size();
   }
-  std::size_t failed() const {
-    return static_cast<std::size_t>(std::count_if(r.rows.begin(), r.rows.end(), [](const sweep::Row& w) { return w.status != "ok"; }));
+  std::size_t with_status(const char* status) const {
+    return static_cast<std::size_t>(std::count_if(r.rows.begin(), r.rows.end(), [&](const sweep::Row& w) { return w.status == status; }));
   }
+  std::size_t failed() const { return with_status("error"); }
 
   // The free parameters that take more than one number: what tells the points apart.
   std::vector<std::size_t> varied() const {
@@ -351,7 +352,7 @@ std::string points_table(const Data& d, const std::vector<std::size_t>& rows, co
   for (const auto& c : shown) values[c] = d.metric_values(c);
   for (std::size_t n = 0; n < rows.size() && n < cap; ++n) {
     const std::size_t i = rows[n];
-    t += "<tr><td>" + std::to_string(d.r.rows[i].index) + "</td>";
+    t += "<tr><td>" + std::to_string(d.r.rows[i].index) + (d.r.rows[i].status == "screened" ? " (screened)" : "") + "</td>";
     for (const auto& c : shown) t += "<td>" + esc(num(values[c][i], d.metric(c)->unit)) + "</td>";
     for (std::size_t k : free) t += "<td>" + esc(d.value_text(d.r.rows[i].params[k])) + "</td>";
     t += "</tr>\n";
@@ -368,7 +369,7 @@ std::string every_point(const Data& d) {
   for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = i;
   constexpr std::size_t kOpen = 60, kCap = 5000;
   return "<h2>Every point</h2>\n<details" + std::string(rows.size() <= kOpen ? " open" : "") + "><summary>" + std::to_string(rows.size()) +
-         " points: their parameters and metrics (a failed point has none)</summary>\n" + points_table(d, rows, {}, kCap) +
+         " points: their parameters and metrics (a failed point has none, a screened one its screen's)</summary>\n" + points_table(d, rows, {}, kCap) +
          "</details>\n";
 }
 
@@ -550,8 +551,8 @@ Figure iterations_plot(const Data& d) {
   return f;
 }
 
-// A search's (or any scenario with objectives) hypervolume after each evaluation, beside the grid's
-// and the random sample's of `aoc explore --compare` where their files sit next to this one; and the
+// A search's (or any scenario with objectives) hypervolume after each evaluation, beside the
+// unscreened search's, the grid's and the random sample's of `aoc explore --compare` where their files sit next to this one; and the
 // machine it would choose. Absent (no figure, no note) where the scenario names no objectives.
 Figure hypervolume_plot(const Data& d) {
   Figure f{"Hypervolume against evaluations"};
@@ -559,7 +560,7 @@ Figure hypervolume_plot(const Data& d) {
   if (g.objectives.size() < 2) return Figure{};
   std::vector<std::pair<std::string, sweep::Results>> designs{{d.r.header.sampling, d.r}};
   if (d.r.header.sampling == "nsga2")
-    for (const char* other : {"grid", "random"}) {
+    for (const char* other : {"unscreened", "grid", "random"}) {
       const std::string path = explore::design_output(d.source, other);
       std::error_code ec;
       if (!std::filesystem::exists(path, ec)) continue;
@@ -618,7 +619,7 @@ Figure hypervolume_plot(const Data& d) {
 
 std::string header_html(const Data& d, const json& scenario) {
   const sweep::Header& h = d.r.header;
-  const std::size_t failed = d.failed(), rows = d.r.rows.size();
+  const std::size_t failed = d.failed(), screened = d.with_status("screened"), rows = d.r.rows.size();
   std::string s = "<h1>Sweep report: " + esc(h.name) + "</h1>\n";
   if (scenario.contains("description") && scenario.at("description").is_string())
     s += "<p class=\"desc\">" + esc(scenario.at("description").get<std::string>()) + "</p>\n";
@@ -634,7 +635,8 @@ std::string header_html(const Data& d, const json& scenario) {
       {"hardware", h.hardware},
       {"sampling", h.sampling},
       {"points", std::to_string(h.points) + " in the scenario; " + std::to_string(rows) + " rows" + (rows == h.points ? "" : " (incomplete)") + ": " +
-                     std::to_string(rows - failed) + " ok, " + std::to_string(failed) + " failed"},
+                     std::to_string(rows - failed - screened) + " ok, " + (screened ? std::to_string(screened) + " stopped by the search's screen, " : "") +
+                     std::to_string(failed) + " failed"},
       {"seed", std::to_string(h.seed)},
       {"config hash", h.config_hash},
       {"tool version", "aoc " + h.tool_version}};
@@ -666,7 +668,7 @@ std::string header_html(const Data& d, const json& scenario) {
     s += "<h2 class=\"failed\">Failed points (" + std::to_string(failed) + ")</h2>\n<table><tr><th>point</th><th>error</th></tr>\n";
     std::size_t n = 0;
     for (std::size_t i = 0; i < rows; ++i) {
-      if (d.ok(i)) continue;
+      if (d.r.rows[i].status != "error") continue;
       if (++n > 100) break;
       s += "<tr><td>" + esc(d.point_text(i)) + "</td><td class=\"err\">" + esc(d.r.rows[i].error) + "</td></tr>\n";
     }

@@ -350,6 +350,13 @@ void read_goals(const Reader& r, const json& j, Scenario& s, const json& machine
       s.constraints.push_back(k);
     }
   }
+  if (s.screen.fraction > 0) {
+    if (s.constraints.empty()) r.fail("sampling.screen", "a screen stops the points that miss the constraints: this search has none");
+    // A model's test sequences are independent draws: the accuracy on some estimates the whole's. A
+    // retina's score over its movie's first frames does not (docs/scenarios.md, "Screens").
+    if (s.workload.kind != Workload::Kind::Model)
+      r.fail("sampling.screen", "only for a model's workload (a screen scores a share of its independent test sequences)");
+  }
   if (s.sampling == Sampling::Nsga2 && s.objectives.size() < 2)
     r.fail("objectives", "a search needs two or more objectives (NSGA-II finds a front; one objective has a best point, not a front)");
   if (std::find(s.metrics.begin(), s.metrics.end(), "area") != s.metrics.end() && !machine.contains("area"))
@@ -394,7 +401,7 @@ Scenario read_scenario(const std::string& path) {
   if (const json* v = r.find(j, "seed")) s.seed = static_cast<std::uint64_t>(r.integer(*v, "seed", 0, std::numeric_limits<long long>::max()));
   const json& sm = r.need(j, "", "sampling");
   r.object(sm, "sampling");
-  r.only_keys(sm, "sampling", {"method", "points", "population"});
+  r.only_keys(sm, "sampling", {"method", "points", "population", "screen"});
   const std::string method = r.choice(r.need(sm, "sampling", "method"), "sampling.method", {"grid", "random", "lhs", "nsga2"});
   s.sampling = method == "grid" ? Sampling::Grid : method == "random" ? Sampling::Random : method == "lhs" ? Sampling::Lhs : Sampling::Nsga2;
   if (const json* n = r.find(sm, "population")) {
@@ -409,6 +416,15 @@ Scenario read_scenario(const std::string& path) {
     s.samples = static_cast<int>(r.integer(*n, "sampling.points", 1, kMaxPoints));
   } else if (s.sampling != Sampling::Grid) {
     r.fail("sampling.points", "missing (how many points to draw)");
+  }
+  if (const json* sc = r.find(sm, "screen")) {
+    if (s.sampling != Sampling::Nsga2) r.fail("sampling.screen", "only for a search (method nsga2)");
+    r.object(*sc, "sampling.screen");
+    r.only_keys(*sc, "sampling.screen", {"fraction", "margin"});
+    s.screen.fraction = r.number(r.need(*sc, "sampling.screen", "fraction"), "sampling.screen.fraction");
+    if (!(s.screen.fraction > 0 && s.screen.fraction < 1)) r.fail("sampling.screen.fraction", "expected a number above 0 and below 1");
+    if (const json* m = r.find(*sc, "margin")) s.screen.margin = r.number(*m, "sampling.screen.margin");
+    if (!(s.screen.margin >= 0)) r.fail("sampling.screen.margin", "expected a number >= 0 (the constraints' shortfall, relative to their bounds)");
   }
   if (s.sampling == Sampling::Nsga2 && s.samples % s.population)
     r.fail("sampling.points", "a search's evaluations come a generation at a time: a multiple of the population (" + std::to_string(s.population) + ")");

@@ -69,6 +69,14 @@ struct Constraint {
   double min = -HUGE_VAL, max = HUGE_VAL;
 };
 
+// A search's screen (docs/scenarios.md, "Screens"): each new point of a model's workload is first
+// run on `fraction` of its test sequences; a point whose constraints miss there by more than
+// `margin` (violation relative to the bounds) is stopped with those metrics, the others run in full.
+struct Screen {
+  double fraction = 0;  // 0: no screen
+  double margin = 0.05;
+};
+
 // One column of the results: a metric's name, unit and which way is better ("min", "max" or "").
 struct MetricColumn {
   std::string name, unit, better;
@@ -87,6 +95,7 @@ struct Scenario {
   std::vector<MetricColumn> columns;    // their columns, in order
   std::vector<Objective> objectives;    // optional for a sweep (aoc report's hypervolume), two or more for a search
   std::vector<Constraint> constraints;
+  Screen screen;
   std::string text;                     // the file, as canonical JSON
   std::string config_hash;              // digest of the text and of every file it names
 };

@@ -77,7 +77,6 @@ class Once {
 struct Compiled {
   ir::Program program;
   std::map<std::string, ir::Tensor> inputs;  // runs only
-  std::map<std::string, ir::Tensor> calibration;  // a task model's converter calibration data (else the inputs)
   ir::Tensor labels;                          // a model's task targets [B, L] (empty: no task)
   ProgramResult reference;                    // the digital reference on the inputs
 };
@@ -157,10 +156,13 @@ struct Evaluator::Impl {
     return rp;
   }
 
-  // The workload compiled for `hw` (shared by every point with the same target and inputs).
-  std::shared_ptr<const Compiled> compile(const Hardware& hw, const RunParams& rp) const {
+  // The workload compiled for `hw` (shared by every point with the same target and inputs). A model
+  // runs on the first `fraction` of its batch of test sequences, its converters calibrated on as
+  // many of the calibration split's: a screen costs that fraction of a whole evaluation.
+  std::shared_ptr<const Compiled> compile(const Hardware& hw, const RunParams& rp, double fraction) const {
     const Workload& w = s.workload;
-    const int batch = rp.batch.value_or(w.batch), length = rp.length.value_or(w.length);
+    const int batch = std::max(1, static_cast<int>(std::ceil(rp.batch.value_or(w.batch) * fraction - 1e-9)));
+    const int length = rp.length.value_or(w.length);
     const ir::Target target = ir::target_of(hw, s.hardware, {});
     const std::string key = target_key(target) + (w.kind == Workload::Kind::Model ? " " + std::to_string(batch) + " " + std::to_string(length) : "");
     return compiled.get(key, [&] {
@@ -173,13 +175,15 @@ struct Evaluator::Impl {
       p.graph = graph;
       p.weights = weights;
       p.target = target;
+      std::map<std::string, ir::Tensor> calibration;
       if (w.kind == Workload::Kind::Model) {
         if (p.graph.inputs.size() != 1) throw Error(w.path + ": a model with one input (the tokens) is expected");
-        // scored on the test split; the converters calibrated on the calibration split, never on what is scored
+        // scored on the test split (its sequences a pure function of their index: a smaller batch is
+        // the first of a larger); the converters calibrated on the calibration split, never on what is scored
         const tasks::SeqBatch data = tasks::sample(*task, batch, length, w.data_seed, 0, tasks::Split::Test);
         c.inputs[p.graph.inputs[0].name] = data.tokens_tensor();
         c.labels = data.targets_tensor();
-        c.calibration[p.graph.inputs[0].name] = tasks::sample(*task, batch, length, w.data_seed, 0, tasks::Split::Calibration).tokens_tensor();
+        calibration[p.graph.inputs[0].name] = tasks::sample(*task, batch, length, w.data_seed, 0, tasks::Split::Calibration).tokens_tensor();
       } else {
         c.inputs = read_program_inputs(w.inputs, p);
       }
@@ -187,7 +191,7 @@ struct Evaluator::Impl {
       po.quantize = hw.converters.has_value();
       po.compensate = &hw;  // for the machine as measured (a point with ideal optics programs the weights as they are)
       // As `aoc compile --calibrate`: the converters' ranges from the exact reference on the inputs.
-      if (w.calibrate) po.calibrate = [&](ir::Program& q) { return calibrate_converters(q, c.calibration.empty() ? c.inputs : c.calibration); };
+      if (w.calibrate) po.calibrate = [&](ir::Program& q) { return calibrate_converters(q, calibration.empty() ? c.inputs : calibration); };
       ir::run_pipeline(p, po);
       BackendOptions ro;
       ro.noise = ro.quantize = ro.optics = false;
@@ -311,7 +315,7 @@ struct Evaluator::Impl {
 Evaluator::Evaluator(const Scenario& s) : impl_(std::make_unique<Impl>(s)) {}
 Evaluator::~Evaluator() = default;
 
-Row Evaluator::evaluate(const Point& pt) const {
+Row Evaluator::evaluate(const Point& pt, double fraction) const {
   const Impl& im = *impl_;
   Row row;
   row.index = pt.index;
@@ -330,7 +334,7 @@ Row Evaluator::evaluate(const Point& pt) const {
       im.retina_point(hw, rp, noisy, m);
     } else {
       if (rp.channels) hw.channels = *rp.channels;  // estimates only: the calibration keeps its size
-      const auto c = im.compile(hw, rp);
+      const auto c = im.compile(hw, rp, fraction);
       std::optional<double> measured;
       if (im.s.workload.runs()) {
         const bool noisy = im.set_noise(hw, rp);

@@ -20,8 +20,10 @@ class Evaluator {
   explicit Evaluator(const Scenario& s);
   ~Evaluator();
   // Safe to call from several threads; the row is a pure function of the point. An aoc::Error (or
-  // any other exception) of the point is its row's error; the metrics are then NaN.
-  Row evaluate(const Point& p) const;
+  // any other exception) of the point is its row's error; the metrics are then NaN. `fraction` < 1
+  // runs a model on that share of its batch (the first of its test sequences, its converters
+  // calibrated on as many): a search's screen. Other workloads ignore it.
+  Row evaluate(const Point& p, double fraction = 1) const;
 
  private:
   struct Impl;

@@ -16,8 +16,8 @@ namespace aoc::sweep {
 struct Row {
   std::size_t index = 0;       // the point's index in the scenario
   std::uint64_t seed = 0;      // its noise seed
-  std::string status = "ok";   // "ok" or "error"
-  std::string error;           // the error's one line when status is "error"
+  std::string status = "ok";   // "ok", "error", or "screened" (a search's screen stopped it: the metrics are the screen's)
+  std::string error;           // the error's (or the screen's) one line
   std::vector<json> params;    // one value per parameter column
   std::vector<double> metrics; // one per metric column; NaN where not computed
 };

@@ -42,10 +42,10 @@ enum Tag { kAsk = 1, kAssign = 2, kRow = 3 };
 // The threads of one process: they evaluate the points put in `todo` and leave the rows in `done`.
 class Pool {
  public:
-  Pool(int threads, const Evaluator& ev, const std::vector<Point>& pts, std::deque<std::size_t> todo, bool closed)
+  Pool(int threads, const PointEval& eval, const std::vector<Point>& pts, std::deque<std::size_t> todo, bool closed)
       : todo_(std::move(todo)), closed_(closed) {
     for (int t = 0; t < threads; ++t)
-      threads_.emplace_back([this, &ev, &pts] {
+      threads_.emplace_back([this, &eval, &pts] {
         for (;;) {
           std::size_t i;
           {
@@ -55,7 +55,7 @@ class Pool {
             i = todo_.front();
             todo_.pop_front();
           }
-          Row r = ev.evaluate(pts[i]);
+          Row r = eval(pts[i]);
           {
             std::lock_guard<std::mutex> lock(m_);
             done_.push_back(std::move(r));
@@ -136,7 +136,8 @@ void serve(Pool& pool, const Header& h, std::vector<Row>& rows, int& workers_don
 
 // A worker rank: asks rank 0 for points (a few ahead of its threads), evaluates them, sends the rows.
 void work(int threads, const Evaluator& ev, const std::vector<Point>& pts) {
-  Pool pool(threads, ev, pts, {}, false);
+  const PointEval eval = [&ev](const Point& p) { return ev.evaluate(p); };
+  Pool pool(threads, eval, pts, {}, false);
   std::size_t held = 0;
   bool none_left = false;
   for (;;) {
@@ -160,10 +161,10 @@ void work(int threads, const Evaluator& ev, const std::vector<Point>& pts) {
 
 }  // namespace
 
-void evaluate_points(const Evaluator& ev, const std::vector<Point>& pts, int threads, const std::function<void(std::vector<Row>&)>& done) {
+void evaluate_points(const PointEval& eval, const std::vector<Point>& pts, int threads, const std::function<void(std::vector<Row>&)>& done) {
   std::deque<std::size_t> all(pts.size());
   std::iota(all.begin(), all.end(), std::size_t{0});
-  Pool pool(std::max(1, std::min<int>(threads, static_cast<int>(pts.size()))), ev, pts, std::move(all), true);
+  Pool pool(std::max(1, std::min<int>(threads, static_cast<int>(pts.size()))), eval, pts, std::move(all), true);
   for (std::size_t got = 0; got < pts.size();) {
     std::vector<Row> rows = pool.wait_done(std::chrono::milliseconds(200));
     got += rows.size();
@@ -250,7 +251,8 @@ SweepSummary run_sweep(const std::string& scenario_path, const SweepOptions& o) 
   Progress progress("points", !o.quiet);
   progress.phase("sweep");
   try {
-    Pool pool(sum.threads, *ev, pts, std::move(pending), true);
+    const PointEval eval = [&ev](const Point& p) { return ev->evaluate(p); };
+    Pool pool(sum.threads, eval, pts, std::move(pending), true);
     int workers_done = 0;
     while (sum.ran < to_run || workers_done < ranks.size() - 1) {
       std::vector<Row> rows = pool.wait_done(std::chrono::milliseconds(ranks.size() > 1 ? 1 : 200));

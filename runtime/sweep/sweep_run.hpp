@@ -35,10 +35,11 @@ struct SweepSummary {
 // an error on any rank before the points start stops them all.
 SweepSummary run_sweep(const std::string& scenario_path, const SweepOptions& o);
 
-class Evaluator;
-// Evaluates pts on `threads` threads of this process; `done` gets each batch of finished rows on the
-// calling thread as they arrive (in any order). A search's generation runs through it.
-void evaluate_points(const Evaluator& ev, const std::vector<Point>& pts, int threads, const std::function<void(std::vector<Row>&)>& done);
+// Evaluates pts with `eval` (an Evaluator's evaluate, or a search's screen before it) on `threads`
+// threads of this process; `done` gets each batch of finished rows on the calling thread as they
+// arrive (in any order). A search's generation runs through it.
+using PointEval = std::function<Row(const Point&)>;
+void evaluate_points(const PointEval& eval, const std::vector<Point>& pts, int threads, const std::function<void(std::vector<Row>&)>& done);
 
 // The threads a process uses: `asked`, or the machine's cores shared by the MPI ranks on it.
 int default_threads(int asked);
