@@ -207,7 +207,7 @@ Model::Model(const ModelSpec& spec, std::uint64_t seed) : spec_(spec) {
   }
 }
 
-Model::Model(const ModelSpec& spec, const ir::WeightStore& ws) : spec_(spec) {
+Model::Model(const ModelSpec& spec, const ir::WeightStore& ws) : spec_(spec), from_weights_(true) {
   spec_.check();
   for (const auto& [name, shape] : weight_shapes(spec_)) {
     const auto it = ws.find(name);
@@ -471,7 +471,7 @@ TrainResult train(Model& m, const Dataset& d, const TrainOptions& o, const std::
   TrainState fresh;
   TrainState& st = state ? *state : fresh;
   if (st.epoch < 0 || st.epoch > o.epochs) throw Error("retina train: resuming after epoch " + num(st.epoch) + " of " + num(o.epochs));
-  if (!m.forward_taken() && st.epoch == 0) m.set_mean_rates(tr.counts.leftCols(fit).rowwise().mean());
+  if (!m.forward_taken() && !m.from_weights() && st.epoch == 0) m.set_mean_rates(tr.counts.leftCols(fit).rowwise().mean());
 
   ad::AdamW& opt = st.opt;
   opt.weight_decay = o.weight_decay;
@@ -499,7 +499,7 @@ TrainResult train(Model& m, const Dataset& d, const TrainOptions& o, const std::
         y.middleRows(static_cast<Eigen::Index>(b) * L, L) = tr.counts.middleCols(a, L).transpose();
         for (int t = 0; t < L; ++t) use[static_cast<std::size_t>(b) * L + t] = t >= warm;
       }
-      if (step == 0) m.match_contrast(x, L);
+      if (step == 0 && !m.from_weights()) m.match_contrast(x, L);
       for (ad::Param* p : params) p->zero_grad();
       Tape t;
       const Var loss = m.loss(t, t.constant(x), y, use, L, o.seed, static_cast<std::uint64_t>(step));

@@ -123,6 +123,9 @@ class Model {
   // normalisation did this). Training calls it once, on its first chunks. No-op for the other kinds.
   void match_contrast(const ad::Mat& x, int L);
   bool forward_taken() const { return forward_taken_; }
+  // Made from trained weights (the second constructor): training goes on from them as they are,
+  // without the mean-rate readout or the decoder's contrast scaling a seeded start gets.
+  bool from_weights() const { return from_weights_; }
   // The same, without a tape that records: [cells, frames] of one split's whole movie.
   Eigen::MatrixXd predict(const Split& s);
 
@@ -140,7 +143,7 @@ class Model {
 
  private:
   ModelSpec spec_;
-  bool forward_taken_ = false;
+  bool forward_taken_ = false, from_weights_ = false;
   std::map<std::string, ad::Param> p_;  // by the graph's weight names; the tape's 2-D layout
   std::map<std::string, std::vector<std::int64_t>> shapes_;  // the graph's shapes
 

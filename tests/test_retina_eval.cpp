@@ -330,3 +330,36 @@ TEST_CASE("retina train: a run stopped after an epoch goes on with --resume to t
     CHECK(b.at(name).data == t.data);
   }
 }
+
+TEST_CASE("retina train: --from goes on from a trained folder's weights, with its kind and sizes, and refuses others") {
+  const fs::path dir = scratch("train-from");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string d = (dir / "r.h5").string(), first = (dir / "first").string(), on = (dir / "on").string();
+  REQUIRE(aoc::test::run_aoc("retina data -o " + d + " --train-frames 600 --test-frames 100 --repeats 2 --cells 2").status == 0);
+  REQUIRE(aoc::test::run_aoc("retina train --data " + d + " --model ln --taps 20 --epochs 2 --chunk 100 --quiet -o " + first).status == 0);
+  // A step too small to move anything: the result is the folder's weights, not a seeded start (nor
+  // its readout reset to the mean rates).
+  const aoc::test::Run still = aoc::test::run_aoc("retina train --data " + d + " --from " + first + " --epochs 1 --chunk 100 --lr 1e-30 --quiet -o " + on);
+  INFO(still.out);
+  REQUIRE(still.status == 0);
+  const ir::WeightStore a = ir::read_weights_h5(first + "/weights.h5"), b = ir::read_weights_h5(on + "/weights.h5");
+  REQUIRE(a.size() == b.size());
+  for (const auto& [name, t] : a) {
+    INFO(name);
+    CHECK(b.at(name).shape == t.shape);  // --taps 20, not the default 40: the folder's sizes
+    CHECK(b.at(name).data == t.data);
+  }
+  const nlohmann::json rec = nlohmann::json::parse(std::ifstream(on + "/train.json"));
+  CHECK(rec["train"]["from"] == first);
+  CHECK(rec["model"]["taps"] == 20);
+  const aoc::test::Run sized = aoc::test::run_aoc("retina train --data " + d + " --from " + first + " --taps 10 --epochs 1 --chunk 100 --quiet -o " +
+                                                  (dir / "x").string());
+  CHECK(sized.status != 0);
+  CHECK_THAT(sized.out, Catch::Contains("--from " + first + " trains that model on"));
+  CHECK(!fs::exists(dir / "x"));
+  fs::remove(fs::path(first) / "train.json");
+  const aoc::test::Run bare = aoc::test::run_aoc("retina train --data " + d + " --from " + first + " --epochs 1 --chunk 100 --quiet -o " + (dir / "y").string());
+  CHECK(bare.status != 0);
+  CHECK_THAT(bare.out, Catch::Contains("train.json: missing"));
+}

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "compiler/graph_json.hpp"
 #include "models/retina_model.hpp"
@@ -15,6 +16,7 @@
 #include "runtime/cli/retina_report.hpp"
 #include "runtime/io/output.hpp"
 #include "runtime/retina/retina_eval.hpp"
+#include "runtime/retina/retina_stimulus.hpp"
 #include "runtime/train/train_checkpoint.hpp"
 #include "sim/error.hpp"
 
@@ -23,8 +25,9 @@ namespace aoc::cli {
 namespace {
 
 struct TrainOpts {
-  std::string data, output, forward;
+  std::string data, output, forward, from;
   retina::ModelSpec spec;
+  bool model_options = false;  // any of --model, --taps, ... given (a --from run takes the folder's)
   retina::TrainOptions train;
   bool quiet = false, resume = false;
   int stop_after = 0;  // epochs; 0: run them all
@@ -37,7 +40,8 @@ nlohmann::ordered_json train_json(const TrainOpts& o) {
           {"seed", o.train.seed},
           {"loss", o.spec.kind == "ibgp" ? "beta x Poisson NLL + KL(q || GP prior), per beta x scored bin, AdamW, warm-up + cosine"
                                          : "Poisson NLL per scored bin, AdamW, warm-up + cosine"},
-          {"forward_from", o.forward.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(o.forward)}};
+          {"forward_from", o.forward.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(o.forward)},
+          {"from", o.from.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(o.from)}};
 }
 
 // A run that failed is nothing to resume: a fresh run leaves nothing behind (a resumed one keeps its
@@ -52,10 +56,22 @@ void discard_run(const TrainOpts& o, const std::string& checkpoint, bool had_fol
 int run_train(TrainOpts o) {
   check_outputs({{"-o", o.output}}, {{"--data", o.data}});
   if (!o.forward.empty() && o.spec.kind != "ibgp") throw Error("retina train: --forward is for --model ibgp (its retina forward model)");
+  if (!o.from.empty() && (o.model_options || !o.forward.empty()))
+    throw Error("retina train: --from " + o.from + " trains that model on: its kind and sizes are its train.json's (drop --model, --forward and the size options)");
+  // --from: the folder's spec and weights; otherwise seeded weights of the options' spec.
+  std::optional<retina::Model> from;
+  if (!o.from.empty()) {
+    from = read_retina_digital(read_retina_model(o.from));
+    o.spec = from->spec();
+  }
   const retina::Dataset d = retina::read_dataset(o.data);
+  if (from && (o.spec.height != d.train.height || o.spec.width != d.train.width || o.spec.cells != d.train.cells()))
+    throw Error("retina train: --from " + o.from + " is a " + std::to_string(o.spec.height) + "x" + std::to_string(o.spec.width) + " model of " +
+                std::to_string(o.spec.cells) + " cells; " + o.data + " has " + std::to_string(d.train.height) + "x" + std::to_string(d.train.width) +
+                " frames of " + std::to_string(d.train.cells()) + " cells");
   o.spec.height = d.train.height, o.spec.width = d.train.width, o.spec.cells = d.train.cells();
   o.spec.check();
-  retina::Model m(o.spec, o.train.seed);
+  retina::Model m = from ? std::move(*from) : retina::Model(o.spec, o.train.seed);
   if (!o.forward.empty()) {
     const RetinaModelFiles f = read_retina_model(o.forward);
     m.take_forward(f.weights);
@@ -177,6 +193,9 @@ void add_retina_train(CLI::App& retina) {
       ->capture_default_str();
   c->add_option("--beta", o.spec.beta, "ibgp: the Poisson likelihood's weight against the KL to the GP prior")->check(positive())->capture_default_str();
   c->add_option("--forward", o.forward, "ibgp: start the retina forward model from this trained cnn folder (else from seeded weights)");
+  c->add_option("--from", o.from,
+                "go on training this model folder (its train.json's kind and sizes, its weights as the start; a fresh optimizer and schedule "
+                "over --epochs)");
   c->add_option("--epochs", o.train.epochs, "passes over the train frames")->check(between(1, 100000))->capture_default_str();
   c->add_option("--chunk", o.train.chunk, "frames per training sequence (the temporal filters' warm-up not scored: taps - 1, ibgp 3 (taps - 1))")->check(between(2, 1 << 20))->capture_default_str();
   c->add_option("--batch", o.train.batch, "sequences per step")->check(between(1, 4096))->capture_default_str();
@@ -194,8 +213,14 @@ void add_retina_train(CLI::App& retina) {
             "train.json records the digital model's test CC/FEV/NLL, what aoc retina eval reproduces on the reference backend.\n"
             "Examples:\n  aoc retina data -o retina.h5\n  aoc retina train --data retina.h5 --model ln -o ln\n"
             "  aoc retina train --data retina.h5 --model cnn -o cnn --epochs 30\n"
-            "  aoc retina train --data retina.h5 --model ibgp -o ibgp --forward cnn --chunk 400\n  aoc retina eval --model cnn --data retina.h5 --hw aoc-48");
-  c->callback([] {
+            "  aoc retina train --data retina.h5 --model ibgp -o ibgp --forward cnn --chunk 400\n"
+            "  aoc retina train --data retina.h5 --from ibgp -o ibgp-longer --chunk 400 --epochs 10 --lr 5e-4   (train it further)\n"
+            "  aoc retina eval --model cnn --data retina.h5 --hw aoc-48");
+  c->callback([c] {
+    o.model_options = false;
+    for (const char* name : {"--model", "--taps", "--conv1", "--kernel1", "--conv2", "--kernel2", "--state", "--filters", "--unroll", "--latent", "--enc",
+                             "--dec", "--beta"})
+      o.model_options = o.model_options || c->count(name) > 0;
     o.spec.enc2 = o.spec.enc1 / 2, o.spec.enc3 = o.spec.enc1 / 4, o.spec.dec1 = o.spec.dec2 / 2, o.spec.dec0 = o.spec.dec2 / 4;
     exit_status() = run_train(o);
   });

@@ -60,7 +60,7 @@ void check_stimulus_settings(const StimulusSearchSettings& s, const retina::Spli
 
 retina::Model read_retina_digital(const RetinaModelFiles& m) {
   const std::string path = (std::filesystem::path(m.dir) / "train.json").string();
-  if (m.record.is_null()) throw Error(path + ": missing (the search needs the model's spec from its training record)");
+  if (m.record.is_null()) throw Error(path + ": missing (the model's kind and sizes are in its training record)");
   if (!m.record.is_object() || !m.record.contains("model")) throw Error(path + ": model: missing (the spec aoc retina train records)");
   retina::ModelSpec spec = retina::ModelSpec::from_json(m.record["model"], path + ": model");
   spec.check();
