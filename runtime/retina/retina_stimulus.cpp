@@ -64,7 +64,11 @@ retina::Model read_retina_digital(const RetinaModelFiles& m) {
   if (!m.record.is_object() || !m.record.contains("model")) throw Error(path + ": model: missing (the spec aoc retina train records)");
   retina::ModelSpec spec = retina::ModelSpec::from_json(m.record["model"], path + ": model");
   spec.check();
-  return retina::Model(spec, m.weights);
+  try {
+    return retina::Model(spec, m.weights);
+  } catch (const Error& e) {  // a weight of another shape than the record's sizes: name the file
+    throw Error((std::filesystem::path(m.dir) / "weights.h5").string() + ": " + e.what());
+  }
 }
 
 StimulusSearch search_stimulus(const RetinaMachine& machine, retina::Model& digital, const retina::Split& test, int skip, std::uint64_t seed,
