@@ -96,6 +96,22 @@ class CpuHooks : public ir::Hooks {
   std::map<std::string, std::vector<double>> transposed_;  // per MatMul op: its weight as [out, in]
 };
 
+// A tile's partial sums s[i] = sum over c of x[c] w[c * rows + i], each in column order with a
+// rounding per product and per add on every CPU (contracted into FMAs they would round where GCC's
+// tuning chose: a converter's range would depend on the machine that calibrated it); the rows side
+// by side, so that the sums run on vectors.
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+void tile_sums(const double* x, const double* w, std::int64_t rows, std::int64_t cols, double* s) {
+  std::fill(s, s + rows, 0.0);
+  for (std::int64_t c = 0; c < cols; ++c) {
+    const double xc = x[c];
+    const double* wc = w + c * rows;
+    for (std::int64_t i = 0; i < rows; ++i) s[i] += xc * wc[i];
+  }
+}
+#pragma GCC pop_options
+
 // The reference, noting the largest |value| each Convert sees.
 class CalibrationHooks : public CpuHooks {
  public:
@@ -114,13 +130,22 @@ class CalibrationHooks : public CpuHooks {
     if (plan->column_blocks() > 1) {
       const std::int64_t R = static_cast<std::int64_t>(x.data.size()) / plan->cols;
       double& m = largest_sum[op.name];
-      for (const ir::Tile& t : plan->tiles)
-        for (std::int64_t r = 0; r < R; ++r)
-          for (std::int64_t i = 0; i < t.rows; ++i) {
-            double s = 0;
-            for (std::int64_t c = 0; c < t.cols; ++c) s += x.data[static_cast<std::size_t>(r * plan->cols + t.col0 + c)] * plan->weight_at(w, t.row0 + i, t.col0 + c);
-            m = std::max(m, std::fabs(s));
-          }
+      std::vector<std::vector<double>>& blocks = tile_blocks_[op.name];
+      if (blocks.empty())
+        for (const ir::Tile& t : plan->tiles) {
+          std::vector<double>& b = blocks.emplace_back(static_cast<std::size_t>(t.rows * t.cols));
+          for (std::int64_t c = 0; c < t.cols; ++c)
+            for (std::int64_t i = 0; i < t.rows; ++i) b[static_cast<std::size_t>(c * t.rows + i)] = plan->weight_at(w, t.row0 + i, t.col0 + c);
+        }
+      std::vector<double> s;
+      for (std::size_t k = 0; k < plan->tiles.size(); ++k) {
+        const ir::Tile& t = plan->tiles[k];
+        s.resize(static_cast<std::size_t>(t.rows));
+        for (std::int64_t r = 0; r < R; ++r) {
+          tile_sums(x.data.data() + r * plan->cols + t.col0, blocks[k].data(), t.rows, t.cols, s.data());
+          for (double v : s) m = std::max(m, std::fabs(v));
+        }
+      }
     }
     return y;
   }
@@ -133,6 +158,8 @@ class CalibrationHooks : public CpuHooks {
 
  private:
   const ir::Program& prog_;
+  // per split op: each tile's weights, column by column (one run's weights do not change)
+  mutable std::map<std::string, std::vector<std::vector<double>>> tile_blocks_;
 };
 
 // The simulated machine: one programmed OpticalTile (sim/tile.hpp) per tile of every plan, made
