@@ -55,6 +55,8 @@ void train(SequenceModel& m, const TrainOptions& o, const std::function<void(con
   if (o.steps < 1 || o.batch < 1 || o.length < 1) throw Error("train: steps, batch and length must be at least 1");
   TrainState fresh;
   TrainState& st = state ? *state : fresh;
+  if (o.average_last < 0 || o.average_last > o.steps)
+    throw Error("train: average_last " + std::to_string(o.average_last) + " is not between 0 and the " + std::to_string(o.steps) + " steps");
   if (st.step < 0 || st.step > o.steps)
     throw Error("train: resuming at step " + std::to_string(st.step) + " of " + std::to_string(o.steps));
   ad::AdamW& opt = st.opt;
@@ -98,12 +100,22 @@ void train(SequenceModel& m, const TrainOptions& o, const std::function<void(con
     const double norm = ad::clip_grad_norm(params, o.clip);
     const double lr = ad::warmup_cosine(step, o.steps, o.warmup, o.lr);
     opt.step(params, lr);
+    if (const int k = step - (o.steps - o.average_last) + 1; o.average_last > 0 && k >= 1) {
+      if (k == 1) st.average.clear();
+      else if (st.average.size() != params.size())
+        throw Error("train: step " + std::to_string(step) + " averages the weights but the run's state has no average (a checkpoint of a run without average_last?)");
+      for (std::size_t i = 0; i < params.size(); ++i)
+        if (k == 1) st.average.push_back(params[i]->value);
+        else st.average[i] += (params[i]->value - st.average[i]) / static_cast<double>(k);
+    }
     st.step = step + 1;
     if (log)
       log({step, t.value(loss)(0, 0), lr, norm, solve_steps,
            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()});
   }
   m.set_hardware_aware({});
+  if (o.average_last > 0 && st.average.size() == params.size())
+    for (std::size_t i = 0; i < params.size(); ++i) params[i]->value = st.average[i];
 }
 
 PositionScores score_positions(const std::vector<std::int64_t>& guesses, const std::vector<int>& targets, int B, int L) {

@@ -32,6 +32,10 @@ struct TrainOptions {
   double solve_damping = 1.0;     // of the gradient-free steps (1: undamped, the reference's)
   int phantom = 4;                // damped steps with gradients
   double tau = 0.8;
+  // The weights the run ends with: the mean of those after each of its last `average_last` steps
+  // (0: the last step's). Single steps move a noisy, machine-in-the-loop model by a few points of
+  // accuracy; the mean over a stretch of them (Polyak/SWA averaging) does not.
+  int average_last = 0;
   std::uint64_t seed = 0;         // data stream (the weights have their own seed)
   HardwareAware hardware;         // the simulator's physics in the forward pass (models/model.hpp)
 };
@@ -50,10 +54,12 @@ struct TrainStep {
 struct TrainState {
   int step = 0;
   ad::AdamW opt;
+  std::vector<ad::Mat> average;  // with average_last: the params' running mean so far (empty before it starts)
 };
 
 // Trains in place from `state` (from step 0 with fresh moments when null); `log` (if given) sees
-// every step, after the optimizer's update, with `state` already at the next step.
+// every step, after the optimizer's update, with `state` already at the next step. With
+// average_last the model holds the averaged weights once the last step is done.
 void train(SequenceModel& m, const TrainOptions& o, const std::function<void(const TrainStep&)>& log = {},
            TrainState* state = nullptr);
 

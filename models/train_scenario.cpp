@@ -62,7 +62,7 @@ TrainScenario train_scenario_from(const nlohmann::ordered_json& j, const std::st
   const jsonr::json& t = r.need(j, "", "train");
   r.object(t, "train");
   r.only_keys(t, "train", {"length", "batch", "steps", "lr", "warmup", "clip", "weight_decay", "beta2", "bounded_fraction", "unroll",
-                           "solve_max", "solve_tol", "solve_damping", "phantom", "tau", "seed", "hardware_aware"});
+                           "solve_max", "solve_tol", "solve_damping", "phantom", "tau", "average_last", "seed", "hardware_aware"});
   auto& o = s.train;
   integer(t, "train", "length", 1, 1 << 16, o.length);
   integer(t, "train", "batch", 1, 1 << 16, o.batch);
@@ -70,6 +70,7 @@ TrainScenario train_scenario_from(const nlohmann::ordered_json& j, const std::st
   integer(t, "train", "unroll", 1, 64, o.unroll);
   integer(t, "train", "solve_max", 1, 4096, o.solve_max);
   integer(t, "train", "phantom", 1, 64, o.phantom);
+  integer(t, "train", "average_last", 0, o.steps, o.average_last);
   integer(t, "train", "seed", 0, std::numeric_limits<long long>::max(), o.seed);
   number(t, "train", "lr", jsonr::kPositive, o.lr);
   number(t, "train", "warmup", {0, 1, true, true}, o.warmup);

@@ -230,6 +230,36 @@ TEST_CASE("models: training gives the same weights bit for bit whatever OpenMP's
   }
 }
 
+TEST_CASE("models: average_last ends the run with the mean of its last steps' weights") {
+  Mamba2Spec s;
+  s.vocab = 2, s.d_model = 8, s.d_state = 2, s.expand = 2, s.headdim = 8;
+  TrainOptions o;
+  o.task = "parity", o.length = 8, o.batch = 8, o.steps = 6, o.bounded_fraction = 0.5;
+  Mamba2Model plain(s, 0);
+  std::vector<std::vector<ad::Mat>> after;  // each step's weights, after its update
+  train(plain, o, [&](const TrainStep&) {
+    std::vector<ad::Mat> w;
+    for (ad::Param* p : plain.params()) w.push_back(p->value);
+    after.push_back(w);
+  });
+  REQUIRE(after.size() == 6);
+  o.average_last = 3;
+  Mamba2Model averaged(s, 0);
+  train(averaged, o);
+  const std::vector<ad::Param*> ps = averaged.params();
+  double moved = 0;
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    INFO(ps[i]->name);
+    const ad::Mat mean = (after[3][i] + after[4][i] + after[5][i]) / 3.0;
+    CHECK((ps[i]->value - mean).cwiseAbs().maxCoeff() < 1e-12);
+    moved = std::max(moved, (ps[i]->value - after[5][i]).cwiseAbs().maxCoeff());
+  }
+  CHECK(moved > 1e-6);  // not the last step's weights
+  o.average_last = 7;
+  Mamba2Model too_many(s, 0);
+  CHECK_THROWS_WITH(train(too_many, o), Catch::Contains("average_last 7 is not between 0 and the 6 steps"));
+}
+
 TEST_CASE("models: position scores count the last position, whole sequences and the first error apart from the mean") {
   // 3 sequences of 4: all right; wrong at positions 2 and 3; wrong at the last position only
   const std::vector<int> targets{0, 1, 1, 0, 1, 1, 0, 0, 0, 0, 0, 1};
@@ -297,13 +327,21 @@ TEST_CASE("cli: aoc train --from without --hw goes on training on the reference,
   // the weights moved from the first model's
   const ir::WeightStore a = ir::read_weights_h5(first + "/weights.h5"), b = ir::read_weights_h5(more + "/weights.h5");
   CHECK(a.at("layer0.in_proj").data != b.at("layer0.in_proj").data);
+  // a model continued again keeps its name's one suffix
+  const std::string name = log.at("scenario").at("name").get<std::string>();
+  CHECK_THAT(name, Catch::EndsWith("-continued"));
+  REQUIRE(run_aoc("train --from " + more + " --steps 1 --quiet -o " + more + "-again").status == 0);
+  CHECK(aoc::jsonr::parse_file(more + "-again/train.json").at("scenario").at("name") == name);
 }
 
 TEST_CASE("cli: aoc train stopped and resumed from its checkpoint gives the weights of an unbroken run, bit for bit") {
-  // 6 steps, 2 in the unrolled phase: the stop at step 3 falls in the solve phase
+  // 6 steps, 2 in the unrolled phase: the stop at step 3 falls in the solve phase (and, averaging
+  // the last 4, inside the average)
+  const std::string average = GENERATE(as<std::string>{}, "", ", \"average_last\": 4");
+  INFO("train" << average);
   const auto dir = scenario_folder("train-resume", R"({"format": "aoc-train", "version": 1, "name": "tiny", "task": "parity",
     "model": {"implicit": true, "d_model": 8, "d_state": 2, "expand": 2, "headdim": 8},
-    "train": {"length": 8, "batch": 4, "steps": 6, "bounded_fraction": 0.34}, "eval": {"lengths": [8], "batch": 4}})");
+    "train": {"length": 8, "batch": 4, "steps": 6, "bounded_fraction": 0.34)" + average + R"(}, "eval": {"lengths": [8], "batch": 4}})");
   const std::string scen = (dir / "scenario.json").string();
   const std::string whole = (dir / "whole").string(), parts = (dir / "parts").string();
   REQUIRE(run_aoc("train " + scen + " -o " + whole + " --quiet").status == 0);

@@ -67,11 +67,16 @@ nlohmann::ordered_json scenario_of(const Opts& o, std::string& label) {
     const nlohmann::ordered_json v = nlohmann::ordered_json::parse(text, nullptr, false);
     t[key] = v.is_discarded() ? nlohmann::ordered_json(text) : v;
   }
+  // a suffix once: a model fine-tuned again keeps its name's length
+  const auto named = [&](const std::string& suffix) {
+    const std::string name = sc.value("name", std::string("model"));
+    return name.ends_with(suffix) ? name : name + suffix;
+  };
   if (o.hw.empty()) {
-    sc["name"] = sc.value("name", std::string("model")) + "-continued";
+    sc["name"] = named("-continued");
     sc["description"] = "trained further from " + o.from + " on the digital reference (new batches)";
   } else {
-    sc["name"] = sc.value("name", std::string("model")) + "-" + std::filesystem::path(o.hw).stem().string();
+    sc["name"] = named("-" + std::filesystem::path(o.hw).stem().string());
     sc["description"] = "fine-tuned for " + o.hw + " from " + o.from;
   }
   return sc;

@@ -88,6 +88,9 @@ void write_train_checkpoint(const std::string& path, models::SequenceModel& m, c
   std::vector<H5Array> arrays;
   nlohmann::ordered_json j{{"format", kFormat}, {"version", 1}, {"tool_version", AOC_VERSION}, {"config_hash", config_hash}, {"step", state.step}};
   save_optimizer(m.params(), state.opt, arrays, j);
+  const std::vector<ad::Param*> params = m.params();
+  for (std::size_t i = 0; i < state.average.size(); ++i) arrays.push_back(array_of("average." + params[i]->name, state.average[i]));
+  j["averaged"] = !state.average.empty();
   // The loss curve grows with the run: a dataset (an attribute holds at most 64 KiB), the rest of the
   // log in the state attribute.
   nlohmann::ordered_json rest = log;
@@ -109,6 +112,9 @@ nlohmann::ordered_json read_train_checkpoint(const std::string& path, models::Se
   try {
     restore_optimizer(path, j, m.params(), state.opt);
     state.step = j.at("step").get<int>();
+    state.average.clear();
+    if (j.value("averaged", false))
+      for (ad::Param* p : m.params()) state.average.push_back(matrix_of(path, "average." + p->name, p->value));
     m.set_noise_draws(std::stoull(j.at("noise_draws").get<std::string>()));
     nlohmann::ordered_json log = j.at("log");
     // rows of (step, loss, solve iterations): whole numbers but the loss
