@@ -202,6 +202,7 @@ void bind_program(py::module_& m) {
       .def_readwrite("write_verify", &ProgramSettings::write_verify)
       .def_readwrite("verify_rounds", &ProgramSettings::verify_rounds)
       .def_readwrite("zero_reads", &ProgramSettings::zero_reads)
+      .def_readwrite("floor_patience", &ProgramSettings::floor_patience)
       .def_readwrite("after_programming_us", &ProgramSettings::after_programming_us)
       .def_readwrite("threads", &ProgramSettings::threads);
 

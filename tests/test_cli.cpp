@@ -410,6 +410,40 @@ TEST_CASE("cli: hw show applies --set and prints the resolved description as JSO
   CHECK(one_line(bad.out));
 }
 
+TEST_CASE("cli: --floor-patience sets how long a noisy fixed point waits at its floor, the readout the mean of that window") {
+  // an A5 model: its noisy solves on aoc-48 stop at their floor (a parity model's converge)
+  const auto dir = temp_dir() / "floor-patience";
+  std::filesystem::create_directories(dir);
+  const std::string model = std::string(AOC_SOURCE_DIR) + "/models/trained/a5-implicit-ideal1800";
+  const std::string g = (dir / "g.json").string(), prog = (dir / "p.aocp.h5").string(), tok = (dir / "tok.h5").string();
+  REQUIRE(run_aoc("import " + model + "/config.json --shapes-only -o " + g).status == 0);
+  REQUIRE(run_aoc("task a5 --batch 4 --length 8 --seed 3 --tokens " + tok + " --labels " + (dir / "lab.h5").string()).status == 0);
+  REQUIRE(run_aoc("compile " + g + " --weights " + model + "/weights.h5 --hw aoc-48 --calibrate " + tok + " -o " + prog).status == 0);
+  const auto record = [&](const std::string& flags) {
+    const Run r = run_aoc("check " + prog + " --inputs " + tok + " --sequence sequential --json --quiet " + flags);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    return nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  };
+  const auto usual = record(""), patient = record("--floor-patience 32");
+  CHECK(usual["floor_patience"] == 8);
+  CHECK(patient["floor_patience"] == 32);
+  CHECK(usual["noise_floor_stops"]["max"].get<double>() > 0);
+  CHECK(patient["iterations_mean"]["mean"].get<double>() > usual["iterations_mean"]["mean"].get<double>() + 8);
+  const auto digest = [&](const std::string& flags) {
+    const Run r = run_aoc("run " + prog + " --inputs " + tok + " --sequence sequential --noise --quantize --json -o " + (dir / "out.h5").string() + " " + flags);
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    const auto j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
+    CHECK(j["floor_patience"] == (flags.empty() ? 8 : 32));
+    return j["output_digest"];
+  };
+  CHECK(digest("--floor-patience 32") != digest(""));
+  const Run bad = run_aoc("check " + prog + " --inputs " + tok + " --floor-patience -1");
+  CHECK(bad.status != 0);
+  CHECK_THAT(bad.out, Catch::Contains("--floor-patience"));
+}
+
 TEST_CASE("cli: aoc check checks the machine by default, its converters and noise on, and --ideal the lowering alone") {
   const auto dir = temp_dir() / "check-default";
   std::filesystem::create_directories(dir);
@@ -457,6 +491,11 @@ TEST_CASE("cli: aoc check checks the machine by default, its converters and nois
   };
   CHECK(digest("--zero-reads 0") != digest(""));
   CHECK(run_aoc("check " + prog + " --inputs " + tok + " --zero-reads -1").status != 0);
+  // the noise-floor window of a fixed point: recorded, 8 by default (its effect: the next test)
+  CHECK(machine["floor_patience"] == 8);
+  CHECK(off.find("floor_patience") == off.end());
+  CHECK(digest("--floor-patience 8") == digest(""));
+  CHECK(run_aoc("check " + prog + " --inputs " + tok + " --floor-patience -1").status != 0);
   // a run at a time after the programming: recorded, and on the clock (so it reads differently)
   const auto later = record("--after-programming-us 500000");
   CHECK(later["after_programming_us"] == 500000.0);

@@ -292,7 +292,7 @@ int run(Opts o, const CLI::App* c) {
                                {"seed", o.seed}, {"seeds", ch.physics ? o.seeds : 1},
                                {"program_seed", seed_json(ch.physics ? o.program_seed : std::nullopt)},
                                {"set", ch.physics ? o.set : std::vector<std::string>{}}, {"compile_set", p.target.overrides}};
-      if (ch.physics && o.noise) j["zero_reads"] = o.zero_reads;
+      if (ch.physics && o.noise) j["zero_reads"] = o.zero_reads, j["floor_patience"] = o.floor_patience;
       if (ch.physics && o.noise && o.after_programming_us) j["after_programming_us"] = *o.after_programming_us;
       if (ch.physics && o.write_verify > 0)
         j["write_verify"] = {{"tolerance", o.write_verify}, {"rounds", o.verify_rounds}, {"rewrites", ch.rewrites}};

@@ -42,6 +42,7 @@ CLI::Validator seed_value();
 // so that one programmed chip is evaluated under several --seed draws (unset: the noise seed).
 void add_program_seed_flag(CLI::App* c, std::optional<std::uint64_t>& program_seed);
 void add_zero_reads_flag(CLI::App* c, int& zero_reads);  // --zero-reads N (TileNoise::zero_reads)
+void add_floor_patience_flag(CLI::App* c, int& patience, const char* where);  // --floor-patience N (SolverOptions::floor_patience)
 void add_after_programming_flag(CLI::App* c, std::optional<double>& us);  // --after-programming-us T
 // --write-verify TOL and --verify-rounds R (aoc run, check, retina eval; aoc estimate PROG bills
 // them): `what` says what the flag does for that command.

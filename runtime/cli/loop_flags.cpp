@@ -50,11 +50,7 @@ void add_loop_flags(CLI::App* c, LoopSettings& f, const char* seed_help) {
   c->add_option("--max-iter", f.max_iter, "iteration limit (the count, for --rule fixed)")->check(positive())->capture_default_str();
   c->add_option("--tol", f.tol, "residual tolerance")->check(positive() & kFinite)->capture_default_str();
   c->add_option("--damping", f.damping, "relative rule: z <- (1-d) z + d f(z)")->check(between(1e-6, 1.0))->capture_default_str();
-  c->add_option("--floor-patience", f.floor_patience,
-                "with --noise (twin and relative rules): a sample whose residual has not fallen under 0.9 of its lowest for this many "
-                "steps stops at its noise floor, its fixed point the mean of those iterates (0: off, run to --max-iter)")
-      ->check(CLI::Range(0, 1 << 20))
-      ->capture_default_str();
+  add_floor_patience_flag(c, f.floor_patience, "with --noise (twin and relative rules)");
   c->add_flag("--hardware-readout", f.hardware_readout,
               "read out on the machine's clock: settle time, then the mean of the ADC's sample window (timing section)");
   c->add_option("--anneal", f.anneal, "alpha schedule replacing --alpha: linear:START:END:ITERS or exp:START:END:ITERS");

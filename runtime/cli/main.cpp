@@ -99,6 +99,15 @@ void add_after_programming_flag(CLI::App* c, std::optional<double>& us) {
                 "programming has no moment on the clock (the auto-zero leaves the slow noise out, the run starts at 0)");
 }
 
+void add_floor_patience_flag(CLI::App* c, int& patience, const char* where) {
+  c->add_option("--floor-patience", patience,
+                std::string(where) + ": a sample whose residual has not fallen under 0.9 of its lowest for this many steps stops at "
+                "its noise floor, its fixed point the mean of those iterates (a readout averaged over them: more steps, less of the "
+                "white noise, more iterations per token); 0: off, run to max_iter")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+}
+
 void add_zero_reads_flag(CLI::App* c, int& zero_reads) {
   c->add_option("--zero-reads", zero_reads,
                 "sim, with noise: the auto-zero after each programming: this many reads with every value at 0, averaged, "

@@ -49,6 +49,7 @@ void add_program_flags(CLI::App* c, ProgramFlags& f, bool with_shared) {
   add_program_seed_flag(c, f.program_seed);
   add_zero_reads_flag(c, f.zero_reads);
   add_after_programming_flag(c, f.after_programming_us);
+  add_floor_patience_flag(c, f.floor_patience, "sim, with noise: each fixed point");
   c->add_option("--threads", f.threads, "threads (results are identical for any count)")->check(positive())->capture_default_str();
 }
 
