@@ -232,7 +232,7 @@ def load_program(path):
 
 
 def _program_settings(quantize, noise, ideal_optics, precision, light_map, set, seed, threads, sequence, trace, program_seed=None,
-                      write_verify=0.0, verify_rounds=8, zero_reads=1024, after_programming_us=None):
+                      write_verify=0.0, verify_rounds=8, zero_reads=1024, after_programming_us=None, floor_patience=8):
     s = _aoc.ProgramSettings()
     s.quantize, s.noise, s.ideal_optics, s.trace = bool(quantize), bool(noise), bool(ideal_optics), bool(trace)
     s.precision, s.light_map, s.sequence = precision, light_map, sequence
@@ -240,6 +240,7 @@ def _program_settings(quantize, noise, ideal_optics, precision, light_map, set, 
     s.program_seed = None if program_seed is None else int(program_seed)
     s.write_verify, s.verify_rounds, s.zero_reads = float(write_verify), int(verify_rounds), int(zero_reads)
     s.after_programming_us = None if after_programming_us is None else float(after_programming_us)
+    s.floor_patience = int(floor_patience)
     return s
 
 
@@ -249,7 +250,8 @@ def _inputs(inputs):
 
 def _program_run(self, inputs, backend="sim", *, quantize=False, noise=False, ideal_optics=False, precision="f32",
                  light_map="auto", set=None, seed=1, threads=1, sequence="simultaneous", first_sample=0, trace=False,
-                 program_seed=None, write_verify=0.0, verify_rounds=8, zero_reads=1024, after_programming_us=None):
+                 program_seed=None, write_verify=0.0, verify_rounds=8, zero_reads=1024, after_programming_us=None,
+                 floor_patience=8):
     """Run the program on inputs {name: array} (``aoc run PROG``). backend: "sim" (the simulated
     machine), "cpu" (the exact digital reference), "cuda" or "cuda-f32". The sim backend's switches:
     quantize (SLM codes and every DAC/ADC), noise, ideal_optics, precision ("f32", "f64"), light_map,
@@ -258,11 +260,13 @@ def _program_run(self, inputs, backend="sim", *, quantize=False, noise=False, id
     verify_rounds (``--write-verify``: each SLM pixel written again while off by more than that
     fraction; counters["slm_rewrites"] counts them), zero_reads (``--zero-reads``: the auto-zero after
     each programming; 0: none), after_programming_us (``--after-programming-us``: the run this long after
-    the programming, the auto-zero then taking the slow noise of its moment out too). sequence: "simultaneous" or
+    the programming, the auto-zero then taking the slow noise of its moment out too), floor_patience
+    (``--floor-patience``: with noise, a fixed point whose residual stopped falling for this many steps
+    ends with the mean of those iterates; 0: off). sequence: "simultaneous" or
     "sequential". Returns a Result: outputs {name: float64 array}, fixed_points [{op, iterations,
     converged, at_floor}] (shape [B], or [B, L] sequential; at_floor: stopped at the noise floor), counters (DAC/ADC conversions and clips), precision."""
     s = _program_settings(quantize, noise, ideal_optics, precision, light_map, set, seed, threads, sequence, trace, program_seed,
-                          write_verify, verify_rounds, zero_reads, after_programming_us)
+                          write_verify, verify_rounds, zero_reads, after_programming_us, floor_patience)
     r = Result(self._run(_inputs(inputs), backend, s, int(first_sample)))
     r["fixed_points"] = [Result(f) for f in r["fixed_points"]]
     return r
@@ -270,7 +274,7 @@ def _program_run(self, inputs, backend="sim", *, quantize=False, noise=False, id
 
 def _program_check(self, inputs, *, labels=None, seeds=1, quantize=True, noise=True, ideal_optics=False, precision="f32",
                    light_map="auto", set=None, seed=1, threads=1, sequence="simultaneous", program_seed=None, write_verify=0.0,
-                   verify_rounds=8, zero_reads=1024, after_programming_us=None):
+                   verify_rounds=8, zero_reads=1024, after_programming_us=None, floor_patience=8):
     """The simulated machine against the exact reference (``aoc check``): runs the cpu backend once and
     the sim backend on `seeds` noise seeds from `seed`; returns each figure's mean, sd, min and max:
     max_abs, max_rel, argmax (agreement of each position's decision), codes (ADC codes), failures,
@@ -279,9 +283,9 @@ def _program_check(self, inputs, *, labels=None, seeds=1, quantize=True, noise=T
     reference_accuracy and reference_accuracy_last. program_seed: one programmed chip under the
     seeds' read noise (``aoc check --program-seed``; None: a new chip per seed). write_verify,
     verify_rounds: as ``aoc check --write-verify``; zero_reads: as ``--zero-reads``; after_programming_us: as
-    ``--after-programming-us``."""
+    ``--after-programming-us``; floor_patience: as ``--floor-patience``."""
     s = _program_settings(quantize, noise, ideal_optics, precision, light_map, set, seed, threads, sequence, False, program_seed,
-                          write_verify, verify_rounds, zero_reads, after_programming_us)
+                          write_verify, verify_rounds, zero_reads, after_programming_us, floor_patience)
     return Result(self._check(_inputs(inputs), int(seeds), s, None if labels is None else _array(labels)))
 
 

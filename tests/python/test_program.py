@@ -73,6 +73,18 @@ def test_check_reports_an_exact_match_with_the_ideal_simulator_and_an_error_with
     assert noisy.max_abs["max"] > exact.max_abs["max"] and noisy.seeds == 2
 
 
+def test_floor_patience_reaches_the_backend(cli_program):
+    # its effect on a model whose solves reach their floor: the CLI test "cli: --floor-patience ..."
+    d, tokens = cli_program
+    p = aocsim.load_program(d / "m.aocp.h5")
+    with pytest.raises(Exception, match="floor_patience"):
+        p.run(tokens, backend="sim", noise=True, floor_patience=-1)
+    with pytest.raises(Exception, match="floor_patience"):
+        p.check(tokens, floor_patience=-1)
+    a, b = p.run(tokens, noise=True, seed=4), p.run(tokens, noise=True, seed=4, floor_patience=8)
+    assert all(np.array_equal(a.outputs[n], b.outputs[n]) for n in p.outputs)
+
+
 def test_estimate_gives_energy_and_latency_with_their_sources(cli_program, cli):
     d, _ = cli_program
     e = aocsim.load_program(d / "m.aocp.h5").estimate(iterations=10, seq_len=64)
