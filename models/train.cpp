@@ -100,13 +100,16 @@ void train(SequenceModel& m, const TrainOptions& o, const std::function<void(con
     const double norm = ad::clip_grad_norm(params, o.clip);
     const double lr = ad::warmup_cosine(step, o.steps, o.warmup, o.lr);
     opt.step(params, lr);
+    // the k-th step of the average: a running mean (k = 1 starts it from this step's weights)
     if (const int k = step - (o.steps - o.average_last) + 1; o.average_last > 0 && k >= 1) {
-      if (k == 1) st.average.clear();
-      else if (st.average.size() != params.size())
-        throw Error("train: step " + std::to_string(step) + " averages the weights but the run's state has no average (a checkpoint of a run without average_last?)");
-      for (std::size_t i = 0; i < params.size(); ++i)
-        if (k == 1) st.average.push_back(params[i]->value);
-        else st.average[i] += (params[i]->value - st.average[i]) / static_cast<double>(k);
+      if (k == 1) {
+        st.average.clear();
+        for (const ad::Param* p : params) st.average.push_back(p->value);
+      } else {
+        if (st.average.size() != params.size())
+          throw Error("train: step " + std::to_string(step) + " averages the weights but the run's state has no average (a checkpoint of a run without average_last?)");
+        for (std::size_t i = 0; i < params.size(); ++i) st.average[i] += (params[i]->value - st.average[i]) / static_cast<double>(k);
+      }
     }
     st.step = step + 1;
     if (log)

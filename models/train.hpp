@@ -34,7 +34,7 @@ struct TrainOptions {
   double tau = 0.8;
   // The weights the run ends with: the mean of those after each of its last `average_last` steps
   // (0: the last step's). Single steps move a noisy, machine-in-the-loop model by a few points of
-  // accuracy; the mean over a stretch of them (Polyak/SWA averaging) does not.
+  // accuracy; the mean over a stretch of them (Polyak/SWA averaging) takes that scatter out.
   int average_last = 0;
   std::uint64_t seed = 0;         // data stream (the weights have their own seed)
   HardwareAware hardware;         // the simulator's physics in the forward pass (models/model.hpp)

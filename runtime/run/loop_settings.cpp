@@ -17,6 +17,10 @@ void check_after_programming(const std::optional<double>& us, bool noise) {
   if (!noise) throw Error("after_programming_us: places the noise on the clock after the programming, so it needs the noise on");
 }
 
+void check_floor_patience(int steps) {
+  if (steps < 0) throw Error("floor_patience: must be at least 0 (0: off), got " + std::to_string(steps));
+}
+
 void check_choice(const std::string& field, const std::string& v, std::initializer_list<const char*> allowed) {
   std::string list;
   for (const char* a : allowed) {
@@ -31,7 +35,7 @@ void check_settings(const LoopSettings& s) {
   check_choice("rule", s.rule, {"twin", "relative", "fixed"});
   check_choice("precision", s.precision, {"f32", "f64"});
   if (s.max_iter < 1) throw Error("max_iter: must be at least 1, got " + std::to_string(s.max_iter));
-  if (s.floor_patience < 0) throw Error("floor_patience: must be at least 0 (0: off), got " + std::to_string(s.floor_patience));
+  check_floor_patience(s.floor_patience);
   if (s.threads < 1) throw Error("threads: must be at least 1, got " + std::to_string(s.threads));
   if (s.zero_reads < 0 || s.zero_reads > (1 << 20)) throw Error("zero_reads: expected 0 to 1048576, got " + std::to_string(s.zero_reads));
   check_after_programming(s.after_programming_us, s.noise);

@@ -41,6 +41,8 @@ struct LoopCoefficients {
 // after_programming_us: 0 to 1e15 and only with noise (it places the noise on the clock), else
 // aoc::Error naming the field.
 void check_after_programming(const std::optional<double>& us, bool noise);
+// floor_patience: at least 0 (0: off), else aoc::Error naming the field.
+void check_floor_patience(int steps);
 
 // A field's value among the allowed ones, else aoc::Error "FIELD: expected one of A, B, got 'V'".
 void check_choice(const std::string& field, const std::string& v, std::initializer_list<const char*> allowed);

@@ -17,8 +17,7 @@ void check_settings(const ProgramSettings& s) {
   if (s.verify_rounds < 1 || s.verify_rounds > 64) throw Error("verify_rounds: expected 1 to 64, got " + std::to_string(s.verify_rounds));
   if (s.zero_reads < 0 || s.zero_reads > (1 << 20)) throw Error("zero_reads: expected 0 to 1048576, got " + std::to_string(s.zero_reads));
   check_after_programming(s.after_programming_us, s.noise);
-  if (s.floor_patience < 0 || s.floor_patience > (1 << 20))
-    throw Error("floor_patience: expected 0 to 1048576, got " + std::to_string(s.floor_patience));
+  check_floor_patience(s.floor_patience);
 }
 
 BackendOptions backend_options(const ProgramSettings& f) {

@@ -87,8 +87,8 @@ void write_train_checkpoint(const std::string& path, models::SequenceModel& m, c
                             const std::string& config_hash, const nlohmann::ordered_json& log) {
   std::vector<H5Array> arrays;
   nlohmann::ordered_json j{{"format", kFormat}, {"version", 1}, {"tool_version", AOC_VERSION}, {"config_hash", config_hash}, {"step", state.step}};
-  save_optimizer(m.params(), state.opt, arrays, j);
   const std::vector<ad::Param*> params = m.params();
+  save_optimizer(params, state.opt, arrays, j);
   for (std::size_t i = 0; i < state.average.size(); ++i) arrays.push_back(array_of("average." + params[i]->name, state.average[i]));
   j["averaged"] = !state.average.empty();
   // The loss curve grows with the run: a dataset (an attribute holds at most 64 KiB), the rest of the
