@@ -508,6 +508,7 @@ TrainResult train(Model& m, const Dataset& d, const TrainOptions& o, const std::
       ad::clip_grad_norm(params, 5.0);
       opt.step(params, ad::warmup_cosine(step, total, o.warmup, o.lr));
       m.keep_contractive();
+      if (o.progress) o.progress(epoch, k + 1, steps_per_epoch);
     }
     EpochRecord rec;
     rec.epoch = epoch;

@@ -164,6 +164,8 @@ struct TrainOptions {
   double lr = 2e-3, weight_decay = 1e-4, warmup = 0.05;
   double validation = 0.1;  // the last fraction of the train split, held out to pick the best epoch
   std::uint64_t seed = 1;   // weights and chunk order
+  // After each step: (epoch, steps done in it, its steps). Not a setting of the run (the progress meter's).
+  std::function<void(int, int, int)> progress;
 };
 
 struct EpochRecord {

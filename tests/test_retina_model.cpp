@@ -1,6 +1,7 @@
 // The retina models (models/retina_model.hpp): the tape's forward pass is what the exported graph
 // computes (the interpreter), the exported weights read back, training lowers the held-out Poisson
 // NLL and is deterministic, and the CNN beats the LN baseline where the cells have subunits.
+#include <array>
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -140,6 +141,20 @@ TEST_CASE("retina model: training is deterministic for a seed", "[slow]") {
   train(a, data(), o);
   train(b, data(), o);
   CHECK(a.predict(data().test) == b.predict(data().test));
+}
+
+TEST_CASE("retina model: training reports each step of each epoch to its progress callback, in order") {
+  Model m(spec("ln"), 1);
+  TrainOptions o;
+  o.epochs = 2, o.chunk = 60, o.batch = 2;
+  std::vector<std::array<int, 3>> seen;
+  o.progress = [&](int epoch, int done, int steps) { seen.push_back({epoch, done, steps}); };
+  train(m, data(), o);
+  REQUIRE(!seen.empty());
+  const int steps = seen[0][2];
+  REQUIRE(seen.size() == static_cast<std::size_t>(2 * steps));
+  for (std::size_t i = 0; i < seen.size(); ++i)
+    CHECK(seen[i] == std::array<int, 3>{static_cast<int>(i) / steps + 1, static_cast<int>(i) % steps + 1, steps});
 }
 
 TEST_CASE("retina model: training refuses data of another frame size") {

@@ -15,6 +15,7 @@
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/retina_report.hpp"
 #include "runtime/io/output.hpp"
+#include "runtime/io/progress.hpp"
 #include "runtime/retina/retina_eval.hpp"
 #include "runtime/retina/retina_stimulus.hpp"
 #include "runtime/train/train_checkpoint.hpp"
@@ -96,10 +97,16 @@ int run_train(TrainOpts o) {
   std::filesystem::create_directories(o.output);
   struct Stop {};
   retina::TrainResult r;
+  std::optional<Progress> meter;  // one per epoch: its line ends before the epoch's
+  o.train.progress = [&](int epoch, int done, int steps) {
+    if (!meter) meter.emplace("steps", !o.quiet), meter->phase("retina train: epoch " + std::to_string(epoch) + "/" + std::to_string(o.train.epochs));
+    meter->update(done, steps);
+  };
   try {
     r = retina::train(
         m, d, o.train,
         [&](const retina::EpochRecord& e) {
+          meter.reset();
           if (!o.quiet) {
             std::printf("  epoch %3d/%d  train NLL %.4f  held-out NLL %.4f  CC %.3f  %.0f s\n", e.epoch, o.train.epochs, e.train_nll, e.val_nll,
                         e.val_cc, e.seconds);
