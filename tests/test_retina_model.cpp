@@ -1,9 +1,9 @@
 // The retina models (models/retina_model.hpp): the tape's forward pass is what the exported graph
 // computes (the interpreter), the exported weights read back, training lowers the held-out Poisson
 // NLL and is deterministic, and the CNN beats the LN baseline where the cells have subunits.
-#include <array>
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
 
 #include "compiler/graph_json.hpp"

@@ -231,8 +231,12 @@ def load_program(path):
     return _aoc.Program.load(str(path))
 
 
+# The default window of a program's noise floor: the C++ settings' own (SolverOptions::kNoisyPatience).
+_FLOOR_PATIENCE = _aoc.ProgramSettings().floor_patience
+
+
 def _program_settings(quantize, noise, ideal_optics, precision, light_map, set, seed, threads, sequence, trace, program_seed=None,
-                      write_verify=0.0, verify_rounds=8, zero_reads=1024, after_programming_us=None, floor_patience=8):
+                      write_verify=0.0, verify_rounds=8, zero_reads=1024, after_programming_us=None, floor_patience=_FLOOR_PATIENCE):
     s = _aoc.ProgramSettings()
     s.quantize, s.noise, s.ideal_optics, s.trace = bool(quantize), bool(noise), bool(ideal_optics), bool(trace)
     s.precision, s.light_map, s.sequence = precision, light_map, sequence
@@ -251,7 +255,7 @@ def _inputs(inputs):
 def _program_run(self, inputs, backend="sim", *, quantize=False, noise=False, ideal_optics=False, precision="f32",
                  light_map="auto", set=None, seed=1, threads=1, sequence="simultaneous", first_sample=0, trace=False,
                  program_seed=None, write_verify=0.0, verify_rounds=8, zero_reads=1024, after_programming_us=None,
-                 floor_patience=8):
+                 floor_patience=_FLOOR_PATIENCE):
     """Run the program on inputs {name: array} (``aoc run PROG``). backend: "sim" (the simulated
     machine), "cpu" (the exact digital reference), "cuda" or "cuda-f32". The sim backend's switches:
     quantize (SLM codes and every DAC/ADC), noise, ideal_optics, precision ("f32", "f64"), light_map,
@@ -274,7 +278,7 @@ def _program_run(self, inputs, backend="sim", *, quantize=False, noise=False, id
 
 def _program_check(self, inputs, *, labels=None, seeds=1, quantize=True, noise=True, ideal_optics=False, precision="f32",
                    light_map="auto", set=None, seed=1, threads=1, sequence="simultaneous", program_seed=None, write_verify=0.0,
-                   verify_rounds=8, zero_reads=1024, after_programming_us=None, floor_patience=8):
+                   verify_rounds=8, zero_reads=1024, after_programming_us=None, floor_patience=_FLOOR_PATIENCE):
     """The simulated machine against the exact reference (``aoc check``): runs the cpu backend once and
     the sim backend on `seeds` noise seeds from `seed`; returns each figure's mean, sd, min and max:
     max_abs, max_rel, argmax (agreement of each position's decision), codes (ADC codes), failures,
