@@ -1,6 +1,8 @@
 #include "compiler/passes.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <tuple>
@@ -448,6 +450,87 @@ MatrixXdR spread_over_leds(const Target& target, const Tile& t, const MatrixXdR&
   return S;
 }
 
+// ---- balance ---------------------------------------------------------------------------------
+
+// A DAC has one range for all its channels: a channel whose values stay small uses few of its codes.
+// Moving a scale s_c per channel from the signal to the weights (x_c / s_c through the DAC, input c's
+// weights times s_c) keeps every product and spreads the channels over the DAC's codes. alpha < 1
+// leaves part of the spread where it was: the SLM codes of a column scaled down are coarser for it.
+void pass_balance(Program& p, const PassOptions& o, PassStats& stats) {
+  if (!(o.balance > 0 && o.balance <= 1)) throw Error("compile: balance: the strength must be in (0, 1]");
+  if (!o.channel_largest) throw Error("compile: balance: needs sample inputs (aoc compile --calibrate)");
+  if (p.weights.empty()) throw Error("compile: balance: needs the weights (compile with --weights)");
+  const std::map<std::string, std::vector<double>> seen = o.channel_largest(p);
+  Graph& g = p.graph;
+  std::set<std::string> names = all_names(g), op_names;
+  std::map<std::string, int> uses;  // per weight: how many operands name it
+  walk(g.ops, [&](const Op& op, int) {
+    op_names.insert(op.name);
+    for (const std::string& v : op.inputs) ++uses[v];
+  });
+  each_region(g.ops, [&](std::vector<Op>& ops) {
+    std::vector<Op> out;
+    out.reserve(ops.size());
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      Op& dac = ops[i];
+      const auto m = seen.find(dac.name);
+      if (dac.kind != OpKind::Convert || attr_string_if(dac, "to") != "analog" || m == seen.end()) {
+        out.push_back(std::move(dac));
+        continue;
+      }
+      // Its readers: optical products of it alone, so that every one can take the scales.
+      std::vector<Op*> readers;
+      bool all_products = true;
+      for (std::size_t k = i + 1; k < ops.size(); ++k) {
+        if (std::find(ops[k].inputs.begin(), ops[k].inputs.end(), dac.outputs[0]) == ops[k].inputs.end()) continue;
+        readers.push_back(&ops[k]);
+        all_products = all_products && p.plan(ops[k].name) && ops[k].kind != OpKind::Conv2d && ops[k].inputs.size() == 2 &&
+                       ops[k].inputs[0] == dac.outputs[0];
+      }
+      const std::vector<double>& mc = m->second;
+      const double top = mc.empty() ? 0 : *std::max_element(mc.begin(), mc.end());
+      if (readers.empty() || !all_products || !(top > 0)) {
+        out.push_back(std::move(dac));
+        continue;
+      }
+      std::vector<double> s(mc.size()), inv(mc.size());
+      for (std::size_t c = 0; c < mc.size(); ++c) {
+        s[c] = mc[c] > 0 ? std::pow(mc[c] / top, o.balance) : 1.0;
+        inv[c] = 1.0 / s[c];
+      }
+      for (Op* r : readers) {
+        OpticalPlan& plan = *p.plan(r->name);
+        if (plan.cols != static_cast<std::int64_t>(s.size()))
+          throw Error("compile: balance: op '" + r->name + "' takes " + std::to_string(plan.cols) + " inputs, its DAC '" + dac.name + "' " +
+                      std::to_string(s.size()) + " channels");
+        Tensor w = p.weights.at(plan.weight);
+        for (std::int64_t row = 0; row < plan.rows; ++row)
+          for (std::int64_t c = 0; c < plan.cols; ++c)
+            w.data[static_cast<std::size_t>(plan.aoc_layout ? c * plan.rows + row : row * plan.cols + c)] *= s[static_cast<std::size_t>(c)];
+        if (uses[plan.weight] > 1) {  // shared (a tied embedding): this product gets its own copy
+          const std::string copy = fresh(names, plan.weight + ".balanced");
+          g.weights.push_back({copy, weight_decl(g, plan.weight).type});
+          --uses[plan.weight], uses[copy] = 1;
+          r->inputs[1] = plan.weight = copy;
+        }
+        p.weights[plan.weight] = std::move(w);
+        stats.add("weights scaled", plan.weights());
+      }
+      const std::string gain = fresh(names, dac.name + ".balance"), scaled = fresh(names, dac.inputs[0] + ".balanced");
+      const auto n = static_cast<std::int64_t>(inv.size());
+      g.weights.push_back({gain, {DType::F64, {Dim::fixed(n)}}});
+      p.weights[gain] = Tensor{{n}, inv};
+      Op mul = make_op(OpKind::Mul, {dac.inputs[0], gain}, {scaled}, {}, fresh(op_names, dac.name + ".balance"));
+      set_place(mul, Place::Digital);
+      out.push_back(std::move(mul));
+      dac.inputs[0] = scaled;
+      out.push_back(std::move(dac));
+      stats.add("converters balanced");
+    }
+    ops = std::move(out);
+  });
+}
+
 void pass_compensate(Program& p, const PassOptions& o, PassStats& stats) {
   if (!o.compensate) throw Error("compile: compensate: needs the machine the program is compiled for");
   if (p.weights.empty()) {  // a shapes-only program: nothing to program
@@ -559,6 +642,11 @@ std::vector<NamedPass> pipeline(const PassOptions& o) {
   if (!o.tile) tile = "{tile = false}";
   else if (o.tile_size) tile = "{tile_size = " + std::to_string(o.tile_size) + "}";
   v.push_back({"tile", pass_tile, tile});
+  if (o.balance > 0) {
+    char strength[64];
+    std::snprintf(strength, sizeof strength, "{alpha = %g}", o.balance);
+    v.push_back({"balance", pass_balance, strength});
+  }
   if (o.compensate) v.push_back({"compensate", pass_compensate, ""});
   if (o.quantize) v.push_back({"quantize", pass_quantize, ""});
   if (o.calibrate)

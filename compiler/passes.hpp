@@ -13,6 +13,10 @@
 //                   on every crossing; captures used in analog are converted once per fixed point
 //   tile            every optical matrix is split into core-sized tiles placed on modules, passes
 //                   beyond the module count reload weights
+//   balance         (with sample inputs and a strength) each DAC before optical products gets a scale
+//                   per channel, SmoothQuant-style: the digital side divides channel c by s_c before
+//                   the DAC and the products' weights for input c are multiplied by s_c, so that
+//                   channels of small range use more of the DAC's codes (the same products exactly)
 //   compensate      each tile programmed for the machine's measured optical chain (sim/programming.hpp):
 //                   the SLM values whose product through the chain is the tile's block, the chain's
 //                   offset taken out at its detectors; residual and dark pixels per tile
@@ -23,6 +27,7 @@
 // counts what it did (PassStats, MLIR's pass statistics).
 #pragma once
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -53,6 +58,11 @@ struct PassOptions {
   // calibrate: runs the program on sample inputs and sets each converter's range, returning how
   // many it set (runtime/backend/backend.hpp, calibrate_converters); empty: no calibrate pass.
   std::function<int(Program&)> calibrate = {};
+  // balance: the strength alpha in (0, 1] of s_c = (m_c / max m)^alpha, m_c the largest |value| of
+  // channel c (the last axis) a DAC's input takes on the sample inputs, as channel_largest returns
+  // them per Convert op (runtime/backend/backend.hpp, converter_channel_largest); 0: no balance pass.
+  double balance = 0;
+  std::function<std::map<std::string, std::vector<double>>(const Program&)> channel_largest = {};
 };
 
 // What a pass did, counted by name in the order it first counted each (MLIR's pass statistics).
@@ -85,6 +95,7 @@ void pass_gather_linear(Program& p, const PassOptions&, PassStats&);
 void pass_loop_form(Program& p, const PassOptions&, PassStats&);
 void pass_partition(Program& p, const PassOptions&, PassStats&);
 void pass_tile(Program& p, const PassOptions&, PassStats&);
+void pass_balance(Program& p, const PassOptions&, PassStats&);
 void pass_compensate(Program& p, const PassOptions&, PassStats&);
 void pass_quantize(Program& p, const PassOptions&, PassStats&);
 

@@ -458,6 +458,95 @@ TEST_CASE("run: calibration sets each split matrix's partial-sum ADC range from 
 
 namespace {
 
+// assisted() with a weight two products read: Wt after the loop (its own DAC) and on the input u
+// (whose DAC the loop's injection shares, so not a DAC of products alone).
+Program shared_weight(const Target& t) {
+  Program p = assisted(t);
+  p.graph.weights.push_back(decl("Wt", {4, 10}));
+  p.weights["Wt"] = wave({4, 10}, 0.9, 0.4);
+  p.graph.ops.push_back(make_op(OpKind::Linear, {"zs", "Wt"}, {"y1"}, {}, "after"));
+  p.graph.ops.push_back(make_op(OpKind::Linear, {"u", "Wt"}, {"y2"}, {}, "beside"));
+  p.graph.outputs = {"zs", "y1", "y2"};
+  return p;
+}
+
+PassOptions balanced(double alpha) {
+  PassOptions o;
+  o.balance = alpha;
+  o.channel_largest = [](const Program& q) { return converter_channel_largest(q, {{"u", kU}}); };
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("compile: balance moves a scale per DAC channel into the products' weights and keeps every product") {
+  const Program plain = compiled(shared_weight(small_target()), {.quantize = false});
+  Program p = shared_weight(small_target());
+  PassOptions o = balanced(1.0);
+  o.quantize = false;
+  long long converters = -1;
+  run_pipeline(p, o, [&](const NamedPass& pass, const Program&, const PassStats& stats) {
+    if (pass.name == std::string("balance")) converters = stats.get("converters balanced");
+  });
+  CHECK(converters == 3);  // the loop's two DACs and the one after it; u's feeds the loop too
+  // Wt stays as the input's product reads it; the product after the loop reads its own copy.
+  CHECK(p.weights.at("Wt").data == plain.weights.at("Wt").data);
+  REQUIRE(p.weights.count("Wt.balanced"));
+  CHECK(p.weights.at("Wt.balanced").data != plain.weights.at("Wt").data);
+  const auto a = run_on("cpu", plain, {{"u", kU}}), b = run_on("cpu", p, {{"u", kU}});
+  for (const std::string& y : plain.graph.outputs) CHECK(max_diff(a.values.at(y), b.values.at(y)) < 1e-12);
+  // alpha 1: every channel of a balanced DAC reaches the DAC's largest value on the sample inputs
+  const auto seen = converter_channel_largest(p, {{"u", kU}});
+  int checked = 0;
+  walk(p.graph.ops, [&](const Op& op, int) {
+    if (op.kind != OpKind::Convert || op.name.find(".balance") != std::string::npos) return;
+    const auto& in = op.inputs[0];
+    if (in.size() < 9 || in.substr(in.size() - 9) != ".balanced") return;
+    const std::vector<double>& m = seen.at(op.name);
+    const double top = *std::max_element(m.begin(), m.end());
+    for (double v : m) CHECK(v == Approx(top).epsilon(1e-12));
+    ++checked;
+  });
+  CHECK(checked == 3);
+  // the program's files keep the scales: the same outputs read back
+  const auto path = (temp_dir() / "balanced.aocp.h5").string();
+  write_program_h5(path, p);
+  const Program back = read_program_h5(path);
+  CHECK(run_on("cpu", back, {{"u", kU}}).values.at("y1").data == b.values.at("y1").data);
+  CHECK(print_program(parse_program(print_program(p, true))) == print_program(p));
+}
+
+TEST_CASE("compile: balance needs sample inputs and a strength in (0, 1]") {
+  PassOptions o;
+  o.balance = 0.5;
+  CHECK_THAT(compile_error(assisted(small_target()), o), Catch::Contains("balance") && Catch::Contains("--calibrate"));
+  CHECK_THAT(compile_error(assisted(small_target()), balanced(1.5)), Catch::Contains("(0, 1]"));
+}
+
+TEST_CASE("run: balanced DAC channels bring a quantized loop closer to the reference") {
+  // a loop whose RMSNorm gains span 30x: its DAC's channels use few codes where the gain is small
+  const auto spread = [](Program p) {
+    for (std::size_t c = 0; c < 10; ++c) p.weights["gain"].data[c] = std::pow(30.0, c / 9.0) / 30.0;
+    return p;
+  };
+  PassOptions without;
+  without.calibrate = [](Program& q) { return calibrate_converters(q, {{"u", kU}}); };
+  const Program p = compiled(spread(assisted(small_target())), without);
+  BackendOptions o;
+  o.noise = false, o.optics = false;  // the converters and SLM codes alone
+  const auto ref = run_on("cpu", p, {{"u", kU}}).values.at("zs");
+  const double plain = max_diff(run_on("sim", p, {{"u", kU}}, o).values.at("zs"), ref);
+  for (double alpha : {0.5, 1.0}) {
+    PassOptions with = balanced(alpha);
+    with.calibrate = without.calibrate;
+    const double err = max_diff(run_on("sim", compiled(spread(assisted(small_target())), with), {{"u", kU}}, o).values.at("zs"), ref);
+    INFO("alpha " << alpha << ": " << err << " against " << plain);
+    CHECK(err < 0.8 * plain);
+  }
+}
+
+namespace {
+
 // A tiny implicit Mamba2 imported, compiled for aoc-48 and given seeded inputs, through the CLI.
 struct CliModel {
   std::filesystem::path dir = temp_dir() / "cli";
@@ -492,6 +581,22 @@ TEST_CASE("cli: aoc compile of a graph with weights but none given or beside it 
   CHECK(r.status != 0);
   CHECK_THAT(r.out, Catch::Contains("--weights") && Catch::Contains("--shapes-only"));
   CHECK_FALSE(std::filesystem::exists(prog));
+}
+
+TEST_CASE("cli: aoc compile --balance prints its pass, and without --calibrate is one error that writes nothing") {
+  CliModel m;
+  const std::string prog = (m.dir / "balanced.aocp.h5").string();
+  REQUIRE(run_aoc("compile " + m.graph + " --weights " + m.weights + " -o " + m.prog).status == 0);
+  REQUIRE(run_aoc("run " + m.prog + " --example-input " + m.tokens + " --batch 2 --length 4").status == 0);
+  const Run bad = run_aoc("compile " + m.graph + " --weights " + m.weights + " --balance 0.5 -o " + prog);
+  CHECK(bad.status != 0);
+  CHECK_THAT(bad.out, Catch::Contains("--balance needs --calibrate"));
+  CHECK_FALSE(std::filesystem::exists(prog));
+  const Run r = run_aoc("compile " + m.graph + " --weights " + m.weights + " --calibrate " + m.tokens + " --balance 0.5 --quiet --print-after-all -o " + prog);
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.out, Catch::Contains("----- after balance {alpha = 0.5} -----") && Catch::Contains("converters balanced"));
+  CHECK(is_program_h5(prog));
 }
 
 TEST_CASE("cli: aoc run says which noisy solves stopped at their noise floor, and records them") {

@@ -143,6 +143,7 @@ class CalibrationHooks : public CpuHooks {
  public:
   CalibrationHooks(const ir::Program& p, int threads) : CpuHooks(p, threads), prog_(p) {}
   mutable std::map<std::string, double> largest;
+  mutable std::map<std::string, std::vector<double>> channel_largest;  // per Convert: per channel (last axis)
   mutable std::map<std::string, double> largest_sum;    // per split matrix: the largest |partial sum| of a tile
   mutable std::map<std::string, double> largest_input;  // per optical op: the largest |value| its LED drivers take
 
@@ -176,6 +177,10 @@ class CalibrationHooks : public CpuHooks {
   void saw(const ir::Op& op, const Tensor& x) const override {
     double& m = largest[op.name];
     for (double v : x.data) m = std::max(m, std::fabs(v));
+    const std::size_t n = x.shape.empty() ? 1 : static_cast<std::size_t>(x.shape.back());
+    std::vector<double>& c = channel_largest[op.name];
+    c.resize(n, 0.0);
+    for (std::size_t i = 0; n && i < x.data.size(); ++i) c[i % n] = std::max(c[i % n], std::fabs(x.data[i]));
   }
 
  private:
@@ -561,6 +566,16 @@ int calibrate_converters(ir::Program& p, const std::map<std::string, ir::Tensor>
     if (const auto it = hooks.largest_input.find(plan.op); it != hooks.largest_input.end() && it->second > 0) plan.drive_range = margin * it->second, ++set;
   }
   return set;
+}
+
+std::map<std::string, std::vector<double>> converter_channel_largest(const ir::Program& p, const std::map<std::string, ir::Tensor>& inputs,
+                                                                     ir::Mode mode, std::function<void(long long, long long)> progress) {
+  CalibrationHooks hooks(p, 1);
+  BackendOptions o;
+  o.mode = mode;
+  o.progress = std::move(progress);
+  run_with_hooks(p, inputs, o, hooks);
+  return std::move(hooks.channel_largest);
 }
 
 std::unique_ptr<ir::Hooks> make_sim_hooks(const ir::Program& p, const Hardware& hw, const BackendOptions& o) {

@@ -104,6 +104,12 @@ ProgramResult run_with_hooks(const ir::Program& p, const std::map<std::string, i
 int calibrate_converters(ir::Program& p, const std::map<std::string, ir::Tensor>& inputs, double margin = 1.0,
                          ir::Mode mode = ir::Mode::Simultaneous, std::function<void(long long, long long)> progress = {});
 
+// Per Convert op, the largest |value| of each channel (the last axis) it sees when the program runs
+// exactly on sample inputs: what the compiler's balance pass scales the channels by.
+std::map<std::string, std::vector<double>> converter_channel_largest(const ir::Program& p, const std::map<std::string, ir::Tensor>& inputs,
+                                                                     ir::Mode mode = ir::Mode::Simultaneous,
+                                                                     std::function<void(long long, long long)> progress = {});
+
 // The sim backend's hooks for one program outside a run: each optical op's product on its
 // programmed tiles and each Convert's converter, one call at a time (hardware-aware training reads
 // a model's products so: runtime/train/train_machine.hpp). p, hw and o must outlive them.

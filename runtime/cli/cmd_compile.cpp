@@ -22,7 +22,7 @@ namespace {
 
 struct Opts {
   std::string graph, weights, hw = "aoc-48", output, report_json, calibrate;
-  double margin = 1.0, trim_range = kDetectorTrimRange;
+  double margin = 1.0, balance = 0, trim_range = kDetectorTrimRange;
   std::vector<std::string> set;
   int tile_size = 0;
   bool json = false, shapes_only = false, no_quantize = false, no_tile = false, no_gather = false, no_compensate = false, print_after_all = false, print = false, quiet = false;
@@ -61,6 +61,15 @@ int run(const Opts& o) {
       meter.phase("calibrate");
       return calibrate_converters(q, read_program_inputs(o.calibrate, q), o.margin, ir::Mode::Simultaneous, meter.counter(true));
     };
+  if (o.balance > 0) {
+    if (o.calibrate.empty()) throw Error("compile: --balance needs --calibrate (the sample inputs give each channel's range)");
+    po.balance = o.balance;
+    po.channel_largest = [&](const ir::Program& q) {
+      Progress meter("steps", !o.quiet);
+      meter.phase("balance");
+      return converter_channel_largest(q, read_program_inputs(o.calibrate, q), ir::Mode::Simultaneous, meter.counter(true));
+    };
+  }
   long long calibrated = 0;
   ir::run_pipeline(p, po, [&](const ir::NamedPass& pass, const ir::Program& q, const ir::PassStats& stats) {
     if (pass.name == std::string("calibrate")) calibrated = stats.get("ranges set");
@@ -109,7 +118,13 @@ void add_compile(CLI::App& app) {
                  "on the exact reference, times --calibrate-margin")
       ->check(CLI::ExistingFile);
   c->add_option("--calibrate-margin", o.margin, "headroom of the calibrated ranges")->check(positive())->capture_default_str();
-  c->add_flag("--quiet", o.quiet, "no progress meter on stderr for the calibration run");
+  c->add_option("--balance", o.balance,
+                 "with --calibrate: a scale per DAC channel before optical products, of strength ALPHA in (0, 1]: channel c "
+                 "divided by (m_c / max m)^ALPHA before the DAC (m_c its largest |value| on the sample inputs) and the "
+                 "products' weights of input c multiplied by it, so that small channels use more DAC codes (0: off)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  c->add_flag("--quiet", o.quiet, "no progress meter on stderr for the calibration and balance runs");
   c->add_flag("--no-quantize", o.no_quantize, "keep exact weights (no SLM codes)");
   c->add_flag("--no-compensate", o.no_compensate,
               "program each tile's weights as they are: the machine's measured optical chain then distorts them (the raw chain)");
@@ -125,7 +140,8 @@ void add_compile(CLI::App& app) {
   c->add_flag("--json", o.json, "print the mapping report and what was written as a JSON record (instead of the text report)");
   c->footer(
       "Passes (each followed by the program verifier): name-ops, gather-linear, loop-form,\n"
-      "partition, tile, compensate, quantize, and calibrate with --calibrate (docs/program.md).\n"
+      "partition, tile, balance with --balance, compensate, quantize, and calibrate with --calibrate\n"
+      "(docs/program.md).\n"
       "compensate programs each tile for the machine's measured optical chain (SLM distortion,\n"
       "fan-in, gains, crosstalk): the SLM values whose product through the chain is the tile's\n"
       "weights, the chain's offset taken out at the detectors, and each detector's gain trimmed\n"
