@@ -79,6 +79,32 @@ TEST_CASE("train machine: a product is the compiled program's, through the compe
   CHECK_THROWS_WITH(noisy.product("norm_f", x, 0), Catch::Contains("weight 'norm_f' is not the weight of an optical op"));
 }
 
+TEST_CASE("train machine: with balance, each product reads its DAC's channel scales and its own scaled weights", "[slow]") {
+  models::Mamba2Model m = tiny_model();
+  const tasks::Task task = tasks::parse_task("parity");
+  ad::Mat W, E;
+  for (ad::Param* p : m.params()) {
+    if (p->name == "layer0.in_proj") W = p->value;
+    if (p->name == "embedding") E = p->value;
+  }
+  REQUIRE(W.size() > 0);
+  REQUIRE(E.size() > 0);
+  MachineTraining o;
+  o.noise = false, o.optics = false;
+  CompiledMachine plain(o, m, task, 8, 0);
+  o.balance = 1;
+  CompiledMachine balanced(o, m, task, 8, 0);
+  plain.program(m, 0), balanced.program(m, 0);
+  // the tied embedding: the head's product reads a scaled copy, the lookup the model's own
+  REQUIRE(balanced.compiled().weights.count("embedding.balanced"));
+  CHECK(balanced.compiled().weights.at("embedding").data == plain.compiled().weights.at("embedding").data);
+  const ad::Mat x = inputs(12, static_cast<int>(W.cols())), z = inputs(12, static_cast<int>(E.cols()));
+  const ad::Mat a = balanced.product("layer0.in_proj", x, 0), h = balanced.product("embedding", z, 0);
+  CHECK(a != plain.product("layer0.in_proj", x, 0));  // other DAC steps, other SLM codes
+  CHECK(off_exact(a, x, W) < 0.03);                   // the same product
+  CHECK(off_exact(h, z, E) < 0.03);
+}
+
 TEST_CASE("cli: aoc train --from --hw fine-tunes a model folder for a machine, the same weights on every run") {
   const auto dir = temp_dir() / "train-machine";
   std::filesystem::remove_all(dir);
@@ -102,6 +128,7 @@ TEST_CASE("cli: aoc train --from --hw fine-tunes a model folder for a machine, t
   CHECK(log.at("machine").at("hardware") == "aoc-48");
   CHECK(log.at("machine").at("from") == base);
   CHECK(log.at("scenario").at("train").at("steps") == 2);
+  CHECK_FALSE(log.at("machine").contains("balance"));  // off: the record (and hash) of earlier runs
   const Run no_hw = run_aoc("train --from " + base + " --ideal-optics -o " + (dir / "c").string());
   CHECK(no_hw.status != 0);
   CHECK_THAT(no_hw.out, Catch::Contains("change the machine of --hw: name one"));

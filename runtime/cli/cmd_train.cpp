@@ -35,6 +35,7 @@ struct Opts {
   double lr = 0;  // 0: a tenth of the scenario's
   std::uint64_t seed = 0;
   bool no_noise = false, ideal_optics = false;
+  double balance = 0;
 };
 
 // The scenario as this run trains it: the file given, or (--from) the model folder's scenario with
@@ -107,8 +108,8 @@ struct TimeLeft {
 
 int run(const Opts& o) {
   if (o.from.empty() == o.scenario.empty()) throw Error("train: give a scenario, or --from a model folder (not both)");
-  if (o.hw.empty() && (!o.set.empty() || o.no_noise || o.ideal_optics || o.seed))
-    throw Error("train: --set, --no-noise, --ideal-optics and --noise-seed change the machine of --hw: name one (--hw aoc-48)");
+  if (o.hw.empty() && (!o.set.empty() || o.no_noise || o.ideal_optics || o.seed || o.balance > 0))
+    throw Error("train: --set, --no-noise, --ideal-optics, --noise-seed and --balance change the machine of --hw: name one (--hw aoc-48)");
   std::string label;
   const nlohmann::ordered_json scenario = scenario_of(o, label);
   models::TrainScenario s = models::train_scenario_from(scenario, label);
@@ -132,6 +133,7 @@ int run(const Opts& o) {
       throw Error(label + ": train.hardware_aware: the machine of --hw sets the bits and the noise (leave hardware_aware out)");
     MachineTraining mt;
     mt.hardware = o.hw, mt.overrides = o.set, mt.noise = !o.no_noise, mt.optics = !o.ideal_optics, mt.seed = o.seed;
+    mt.balance = o.balance;
     machine = std::make_unique<CompiledMachine>(mt, m, tasks::parse_task(s.train.task), s.train.length, s.train.seed);
     s.train.hardware.machine = machine.get();
   }
@@ -139,15 +141,19 @@ int run(const Opts& o) {
               m.implicit() ? "implicit" : "explicit", (std::to_string(m.width()) + "-wide").c_str(),
               s.kind == "aoc-ssm" ? "AOC-native SSM" : "Mamba2", static_cast<long long>(m.parameter_count()), s.train.task.c_str(),
               s.train.length, s.train.batch, s.train.steps);
+  char balanced[64] = "";
+  if (o.balance > 0) std::snprintf(balanced, sizeof balanced, ", DAC channels balanced (alpha %g)", o.balance);
   if (machine)
-    std::printf("  for %s: %s%s, each step's weights compiled for it (compensated, SLM codes per tile, converters calibrated)\n",
+    std::printf("  for %s: %s%s, each step's weights compiled for it (compensated, SLM codes per tile, converters calibrated%s)\n",
                 machine->hardware().name.c_str(), o.ideal_optics ? "ideal optics" : "the machine as measured",
-                o.no_noise ? ", no noise" : ", every noise source of the file");
+                o.no_noise ? ", no noise" : ", every noise source of the file",
+                balanced);
   // The machine trained for, as train.json records it; part of what the config hash covers.
   nlohmann::ordered_json machine_record;
   if (machine)
     machine_record = {{"from", o.from}, {"hardware", machine->hardware().name}, {"hardware_file", machine->hardware().path}, {"set", o.set},
                       {"noise", !o.no_noise}, {"optics", o.ideal_optics ? "ideal" : "measured"}, {"noise_seed", o.seed}};
+  if (machine && o.balance > 0) machine_record["balance"] = o.balance;  // absent when off: earlier runs keep their hash
   nlohmann::ordered_json hashed = scenario;
   if (machine) hashed["machine"] = machine_record;
   const std::string scenario_text = hashed.dump();
@@ -281,6 +287,10 @@ void add_train(CLI::App& app) {
   c->add_option("--noise-seed", o.seed, "with --hw: the machine's noise draws (a new programming each step)")->check(seed_value());
   c->add_flag("--no-noise", o.no_noise, "with --hw: without the file's noise");
   c->add_flag("--ideal-optics", o.ideal_optics, "with --hw: ideal optics (out = x W) instead of the machine as measured");
+  c->add_option("--balance", o.balance,
+                 "with --hw: each step's program compiled with aoc compile --balance ALPHA (a scale per DAC channel moved into "
+                 "the weights), as the model will be compiled (0: off)")
+      ->check(CLI::Range(0.0, 1.0));
   c->add_option("-o,--output", o.output, "the model folder to write")->required();
   c->add_option("--threads", o.threads, "threads for the evaluation (training runs on one: its weights do not depend on the machine)")->check(positive())->capture_default_str();
   c->add_flag("--quiet", o.quiet, "no progress lines");

@@ -37,6 +37,10 @@ void CompiledMachine::program(const models::SequenceModel& m, int step) {
   po.quantize = hw_.converters.has_value();
   if (o_.optics) po.compensate = &hw_;
   if (po.quantize) po.calibrate = [&](ir::Program& q) { return calibrate_converters(q, calibration_); };
+  if (o_.balance > 0) {
+    po.balance = o_.balance;
+    po.channel_largest = [&](const ir::Program& q) { return converter_channel_largest(q, calibration_); };
+  }
   ir::run_pipeline(p_, po);
   // Each step a new programming of the machine: its SLM pattern and its per-read noise drawn anew.
   run_.seed = o_.seed ^ (0x9E3779B97F4A7C15ull * (static_cast<std::uint64_t>(step) + 1));
@@ -48,11 +52,24 @@ void CompiledMachine::program(const models::SequenceModel& m, int step) {
     for (const std::string& v : op.outputs) producer[v] = &op;
     for (const std::string& v : op.inputs) readers[v].push_back(&op);
   });
+  const ir::WeightStore model_weights = m.weights();
   for (const ir::OpticalPlan& plan : p_.optical) {
-    Product& pr = by_weight_[plan.weight];
-    if (pr.op) throw Error("train: weight '" + plan.weight + "' is the weight of two optical ops (" + pr.op->name + ", " + plan.op + ")");
+    // The model's name for the weight: the balance pass gives a product of a shared weight its own
+    // scaled copy, <weight>.balanced (or .balanced.N).
+    std::string name = plan.weight;
+    if (!model_weights.count(name))
+      if (const auto at = name.rfind(".balanced"); at != std::string::npos && model_weights.count(name.substr(0, at))) name.resize(at);
+    Product& pr = by_weight_[name];
+    if (pr.op) throw Error("train: weight '" + name + "' is the weight of two optical ops (" + pr.op->name + ", " + plan.op + ")");
     pr.op = op_named.at(plan.op);
-    if (const auto it = producer.find(pr.op->inputs[0]); it != producer.end() && it->second->kind == ir::OpKind::Convert) pr.dac = it->second;
+    pr.weight = &p_.weights.at(plan.weight);
+    if (const auto it = producer.find(pr.op->inputs[0]); it != producer.end() && it->second->kind == ir::OpKind::Convert) {
+      pr.dac = it->second;
+      const auto scale = producer.find(pr.dac->inputs[0]);
+      if (scale != producer.end() && scale->second->kind == ir::OpKind::Mul && scale->second->inputs.size() == 2 &&
+          scale->second->inputs[1].rfind(pr.dac->name + ".balance", 0) == 0)
+        pr.balance = &p_.weights.at(scale->second->inputs[1]);
+    }
     if (const auto it = readers.find(pr.op->outputs[0]); it != readers.end() && it->second.size() == 1 && it->second[0]->kind == ir::OpKind::Convert)
       pr.adc = it->second[0];
   }
@@ -70,8 +87,13 @@ ad::Mat CompiledMachine::product(const std::string& weight, const ad::Mat& x, in
   v.data.assign(x.data(), x.data() + x.size());  // ad::Mat is row-major
   ir::OpContext ctx;
   ctx.iteration = read;
+  if (pr.balance) {
+    const std::size_t n = pr.balance->data.size();
+    if (static_cast<std::size_t>(x.cols()) != n) throw Error("train: the balance of '" + weight + "' has another width than its input");
+    for (std::size_t i = 0; i < v.data.size(); ++i) v.data[i] *= pr.balance->data[i % n];
+  }
   if (pr.dac) v = hooks_->convert(*pr.dac, v, ctx);
-  v = hooks_->optical(*pr.op, v, p_.weights.at(weight), ctx);
+  v = hooks_->optical(*pr.op, v, *pr.weight, ctx);
   if (pr.adc) v = hooks_->convert(*pr.adc, v, ctx);
   if (v.shape.size() != 2 || v.shape[0] != x.rows()) throw Error("train: the machine's product of '" + weight + "' has another shape");
   ad::Mat y(x.rows(), v.shape[1]);

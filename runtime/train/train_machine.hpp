@@ -28,6 +28,7 @@ struct MachineTraining {
   bool optics = true;                    // the measured chain, compensated (false: ideal optics)
   std::uint64_t seed = 0;                // the noise draws (a new programming each step)
   int calibration_batch = 16;            // sequences of the calibration split the converters see
+  double balance = 0;                    // the compiler's balance pass at this strength (0: none; aoc compile --balance)
 };
 
 class CompiledMachine final : public models::OpticalMachine {
@@ -48,6 +49,8 @@ class CompiledMachine final : public models::OpticalMachine {
     const ir::Op* op = nullptr;
     const ir::Op* dac = nullptr;  // the Convert that feeds it, if any
     const ir::Op* adc = nullptr;  // the Convert that reads it, if it is its only reader
+    const ir::Tensor* weight = nullptr;  // as programmed (scaled where the balance pass moved its DAC's scales in)
+    const ir::Tensor* balance = nullptr;  // the balance pass's 1 / s per input channel before the DAC, if any
   };
   MachineTraining o_;
   Hardware hw_;
