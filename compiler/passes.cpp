@@ -474,7 +474,7 @@ void pass_balance(Program& p, const PassOptions& o, PassStats& stats) {
     for (std::size_t i = 0; i < ops.size(); ++i) {
       Op& dac = ops[i];
       const auto m = seen.find(dac.name);
-      if (dac.kind != OpKind::Convert || attr_string_if(dac, "to") != "analog" || m == seen.end()) {
+      if (dac.kind != OpKind::Convert || attr_string_if(dac, "to") != "analog" || !dac.attrs.count("bits") || m == seen.end()) {
         out.push_back(std::move(dac));
         continue;
       }

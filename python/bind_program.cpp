@@ -58,7 +58,7 @@ void save_model(const Model& m, const std::string& graph_path, const std::string
 }
 
 ir::Program compile(const Model& m, const std::string& hw_name, const std::vector<std::string>& set, bool quantize, bool tile, int tile_size,
-                    bool gather, bool compensate, double trim_range, const py::object& calibrate, double margin) {
+                    bool gather, bool compensate, double trim_range, const py::object& calibrate, double margin, double balance) {
   const std::string hw_path = resolve_hardware_path(hw_name);
   const Hardware hw = load_hardware(hw_path, set);
   ir::Program p;
@@ -79,6 +79,12 @@ ir::Program compile(const Model& m, const std::string& hw_name, const std::vecto
     else if (p.graph.inputs.size() == 1) samples[p.graph.inputs[0].name] = array_tensor(calibrate, "calibrate");
     else throw Error("compile: calibrate: give {input name: array} (the graph has " + std::to_string(p.graph.inputs.size()) + " inputs)");
     po.calibrate = [&](ir::Program& q) { return calibrate_converters(q, samples, margin, ir::Mode::Simultaneous); };
+  }
+  if (balance != 0) {  // as aoc compile --balance: the channels' ranges from the calibration samples
+    if (calibrate.is_none()) throw Error("compile: balance needs calibrate (the samples give each DAC channel's range)");
+    if (!(balance > 0 && balance <= 1)) throw Error("compile: balance must be in (0, 1] (0: off)");
+    po.balance = balance;
+    po.channel_largest = [&](const ir::Program& q) { return converter_channel_largest(q, samples); };
   }
   py::gil_scoped_release unlocked;
   ir::run_pipeline(p, po);
@@ -236,7 +242,7 @@ void bind_program(py::module_& m) {
       .def("compile", &compile, py::arg("hw") = "aoc-48", py::arg("set") = std::vector<std::string>{}, py::arg("quantize") = true,
            py::arg("tile") = true, py::arg("tile_size") = 0, py::arg("gather") = true, py::arg("compensate") = true,
            py::arg("trim_range") = kDetectorTrimRange, py::arg("calibrate") = py::none(),
-           py::arg("margin") = 1.0);
+           py::arg("margin") = 1.0, py::arg("balance") = 0.0);
   m.def(
       "import_config",
       [](const std::string& config, std::uint64_t seed, const std::string& weights, bool shapes_only) {

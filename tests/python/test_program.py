@@ -164,3 +164,9 @@ def test_a_trained_model_folder_task_calibration_and_labels_as_the_cli(cli, tmp_
     assert trimmed(flat) and all(n == 0 for n in trimmed(flat)) and sum(trimmed(p)) > 0
     with pytest.raises(aocsim.Error, match="trim_range"):
         aocsim.import_config(config, weights=weights).compile("aoc-48", trim_range=0.5)
+    # balance is aoc compile's --balance: the same program
+    cli("compile", tmp_path / "g.json", "--weights", weights, "--calibrate", tmp_path / "cal.h5", "--balance", 0.75, "-o", tmp_path / "bal.h5")
+    bal = aocsim.import_config(config, weights=weights).compile("aoc-48", calibrate=cal.tokens, balance=0.75)
+    assert str(bal) == str(aocsim.load_program(tmp_path / "bal.h5")) and str(bal) != str(p)
+    with pytest.raises(aocsim.Error, match="balance needs calibrate"):
+        aocsim.import_config(config, weights=weights).compile("aoc-48", balance=0.5)
