@@ -516,7 +516,7 @@ TEST_CASE("compile: balance moves a scale per DAC channel into the products' wei
   CHECK(print_program(parse_program(print_program(p, true))) == print_program(p));
 }
 
-TEST_CASE("compile: balance needs sample inputs and a strength in (0, 1]") {
+TEST_CASE("compile: balance needs sample inputs and a strength above 0 and at most 1") {
   PassOptions o;
   o.balance = 0.5;
   CHECK_THAT(compile_error(assisted(small_target()), o), Catch::Contains("balance") && Catch::Contains("--calibrate"));
