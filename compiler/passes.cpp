@@ -508,7 +508,7 @@ void pass_balance(Program& p, const PassOptions& o, PassStats& stats) {
           for (std::int64_t c = 0; c < plan.cols; ++c)
             w.data[static_cast<std::size_t>(plan.aoc_layout ? c * plan.rows + row : row * plan.cols + c)] *= s[static_cast<std::size_t>(c)];
         if (uses[plan.weight] > 1) {  // shared (a tied embedding): this product gets its own copy
-          const std::string copy = fresh(names, plan.weight + ".balanced");
+          const std::string copy = fresh(names, plan.weight + kBalancedCopy);
           g.weights.push_back({copy, weight_decl(g, plan.weight).type});
           --uses[plan.weight], uses[copy] = 1;
           r->inputs[1] = plan.weight = copy;
@@ -516,11 +516,11 @@ void pass_balance(Program& p, const PassOptions& o, PassStats& stats) {
         p.weights[plan.weight] = std::move(w);
         stats.add("weights scaled", plan.weights());
       }
-      const std::string gain = fresh(names, dac.name + ".balance"), scaled = fresh(names, dac.inputs[0] + ".balanced");
+      const std::string gain = fresh(names, dac.name + kBalanceScale), scaled = fresh(names, dac.inputs[0] + kBalancedCopy);
       const auto n = static_cast<std::int64_t>(inv.size());
       g.weights.push_back({gain, {DType::F64, {Dim::fixed(n)}}});
       p.weights[gain] = Tensor{{n}, inv};
-      Op mul = make_op(OpKind::Mul, {dac.inputs[0], gain}, {scaled}, {}, fresh(op_names, dac.name + ".balance"));
+      Op mul = make_op(OpKind::Mul, {dac.inputs[0], gain}, {scaled}, {}, fresh(op_names, dac.name + kBalanceScale));
       set_place(mul, Place::Digital);
       out.push_back(std::move(mul));
       dac.inputs[0] = scaled;

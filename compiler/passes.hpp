@@ -65,6 +65,12 @@ struct PassOptions {
   std::function<std::map<std::string, std::vector<double>>(const Program&)> channel_largest = {};
 };
 
+// The names the balance pass gives what it adds: the weight of 1 / s_c before a DAC is
+// `<dac>.balance`, a shared weight's scaled copy for a product `<weight>.balanced` (a fresh name may
+// add ".N"); hardware-aware training maps them back to the model's (runtime/train/train_machine.cpp).
+inline constexpr const char* kBalanceScale = ".balance";
+inline constexpr const char* kBalancedCopy = ".balanced";
+
 // What a pass did, counted by name in the order it first counted each (MLIR's pass statistics).
 struct PassStats {
   std::vector<std::pair<std::string, long long>> counts;

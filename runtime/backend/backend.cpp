@@ -544,14 +544,24 @@ class SimBackend : public Backend {
 
 }  // namespace
 
-int calibrate_converters(ir::Program& p, const std::map<std::string, ir::Tensor>& inputs, double margin, ir::Mode mode,
-                         std::function<void(long long, long long)> progress) {
-  if (!(margin > 0)) throw Error("calibrate: the margin must be > 0");
-  CalibrationHooks hooks(p, 1);
+namespace {
+
+// The exact reference run on sample inputs, noting what each converter and product sees.
+void observe(const ir::Program& p, const std::map<std::string, ir::Tensor>& inputs, ir::Mode mode,
+             std::function<void(long long, long long)> progress, CalibrationHooks& hooks) {
   BackendOptions o;
   o.mode = mode;
   o.progress = std::move(progress);
   run_with_hooks(p, inputs, o, hooks);
+}
+
+}  // namespace
+
+int calibrate_converters(ir::Program& p, const std::map<std::string, ir::Tensor>& inputs, double margin, ir::Mode mode,
+                         std::function<void(long long, long long)> progress) {
+  if (!(margin > 0)) throw Error("calibrate: the margin must be > 0");
+  CalibrationHooks hooks(p, 1);
+  observe(p, inputs, mode, std::move(progress), hooks);
   int set = 0;
   ir::walk(p.graph.ops, [&](ir::Op& op, int) {
     if (op.kind != ir::OpKind::Convert || !op.attrs.count("bits")) return;
@@ -571,10 +581,7 @@ int calibrate_converters(ir::Program& p, const std::map<std::string, ir::Tensor>
 std::map<std::string, std::vector<double>> converter_channel_largest(const ir::Program& p, const std::map<std::string, ir::Tensor>& inputs,
                                                                      ir::Mode mode, std::function<void(long long, long long)> progress) {
   CalibrationHooks hooks(p, 1);
-  BackendOptions o;
-  o.mode = mode;
-  o.progress = std::move(progress);
-  run_with_hooks(p, inputs, o, hooks);
+  observe(p, inputs, mode, std::move(progress), hooks);
   return std::move(hooks.channel_largest);
 }
 

@@ -55,10 +55,10 @@ void CompiledMachine::program(const models::SequenceModel& m, int step) {
   const ir::WeightStore model_weights = m.weights();
   for (const ir::OpticalPlan& plan : p_.optical) {
     // The model's name for the weight: the balance pass gives a product of a shared weight its own
-    // scaled copy, <weight>.balanced (or .balanced.N).
+    // scaled copy (ir::kBalancedCopy).
     std::string name = plan.weight;
     if (!model_weights.count(name))
-      if (const auto at = name.rfind(".balanced"); at != std::string::npos && model_weights.count(name.substr(0, at))) name.resize(at);
+      if (const auto at = name.rfind(ir::kBalancedCopy); at != std::string::npos && model_weights.count(name.substr(0, at))) name.resize(at);
     Product& pr = by_weight_[name];
     if (pr.op) throw Error("train: weight '" + name + "' is the weight of two optical ops (" + pr.op->name + ", " + plan.op + ")");
     pr.op = op_named.at(plan.op);
@@ -67,7 +67,7 @@ void CompiledMachine::program(const models::SequenceModel& m, int step) {
       pr.dac = it->second;
       const auto scale = producer.find(pr.dac->inputs[0]);
       if (scale != producer.end() && scale->second->kind == ir::OpKind::Mul && scale->second->inputs.size() == 2 &&
-          scale->second->inputs[1].rfind(pr.dac->name + ".balance", 0) == 0)
+          scale->second->inputs[1].rfind(pr.dac->name + ir::kBalanceScale, 0) == 0)
         pr.balance = &p_.weights.at(scale->second->inputs[1]);
     }
     if (const auto it = readers.find(pr.op->outputs[0]); it != readers.end() && it->second.size() == 1 && it->second[0]->kind == ir::OpKind::Convert)
