@@ -592,6 +592,10 @@ TEST_CASE("cli: aoc compile --balance prints its pass, and without --calibrate i
   CHECK(bad.status != 0);
   CHECK_THAT(bad.out, Catch::Contains("--balance needs --calibrate"));
   CHECK_FALSE(std::filesystem::exists(prog));
+  const Run nan = run_aoc("compile " + m.graph + " --weights " + m.weights + " --calibrate " + m.tokens + " --balance nan -o " + prog);
+  CHECK(nan.status != 0);
+  CHECK_THAT(nan.out, Catch::Contains("--balance: expected a finite number"));
+  CHECK_FALSE(std::filesystem::exists(prog));
   const Run r = run_aoc("compile " + m.graph + " --weights " + m.weights + " --calibrate " + m.tokens + " --balance 0.5 --quiet --print-after-all -o " + prog);
   INFO(r.out);
   REQUIRE(r.status == 0);

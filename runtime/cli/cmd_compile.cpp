@@ -122,7 +122,7 @@ void add_compile(CLI::App& app) {
                  "with --calibrate: a scale per DAC channel before optical products, of strength ALPHA in (0, 1]: channel c "
                  "divided by (m_c / max m)^ALPHA before the DAC (m_c its largest |value| on the sample inputs) and the "
                  "products' weights of input c multiplied by it, so that small channels use more DAC codes (0: off)")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(between(0.0, 1.0))
       ->capture_default_str();
   c->add_flag("--quiet", o.quiet, "no progress meter on stderr for the calibration and balance runs");
   c->add_flag("--no-quantize", o.no_quantize, "keep exact weights (no SLM codes)");

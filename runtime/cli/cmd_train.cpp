@@ -290,7 +290,7 @@ void add_train(CLI::App& app) {
   c->add_option("--balance", o.balance,
                  "with --hw: each step's program compiled with aoc compile --balance ALPHA (a scale per DAC channel moved into "
                  "the weights), as the model will be compiled (0: off)")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(between(0.0, 1.0));
   c->add_option("-o,--output", o.output, "the model folder to write")->required();
   c->add_option("--threads", o.threads, "threads for the evaluation (training runs on one: its weights do not depend on the machine)")->check(positive())->capture_default_str();
   c->add_flag("--quiet", o.quiet, "no progress lines");
