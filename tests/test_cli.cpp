@@ -444,6 +444,40 @@ TEST_CASE("cli: --floor-patience sets how long a noisy fixed point waits at its 
   CHECK_THAT(bad.out, Catch::Contains("--floor-patience"));
 }
 
+TEST_CASE("cli: import --tol sets every fixed point's tolerance, which the reference solves to, and refuses a model without one") {
+  const auto dir = temp_dir() / "import-tol";
+  std::filesystem::create_directories(dir);
+  const std::string model = std::string(AOC_SOURCE_DIR) + "/models/trained/s5-implicit-aoc48-1800";
+  const std::string tok = (dir / "tok.h5").string();
+  REQUIRE(run_aoc("task s5 --batch 8 --length 8 --seed 3 --tokens " + tok + " --labels " + (dir / "lab.h5").string()).status == 0);
+  const auto iterations = [&](const std::string& flags, const std::string& name) {
+    const std::string g = (dir / (name + ".json")).string(), prog = (dir / (name + ".aocp.h5")).string();
+    const Run imp = run_aoc("import " + model + "/config.json --shapes-only --json -o " + g + " " + flags);
+    INFO(imp.out);
+    REQUIRE(imp.status == 0);
+    const double tol = nlohmann::json::parse(imp.out)["fixed_points"][0]["tol"];
+    REQUIRE(run_aoc("compile " + g + " --weights " + model + "/weights.h5 --hw aoc-48 -o " + prog).status == 0);
+    const Run r = run_aoc("check " + prog + " --inputs " + tok + " --sequence sequential --ideal --json --quiet");
+    INFO(r.out);
+    REQUIRE(r.status == 0);
+    return std::pair{tol, nlohmann::json::parse(r.out.substr(r.out.find('{')))["reference_iterations_mean"].get<double>()};
+  };
+  const auto [config_tol, config_iters] = iterations("", "config");
+  const auto [tight_tol, tight_iters] = iterations("--tol 0.005", "tight");
+  CHECK(config_tol == 0.05);
+  CHECK(tight_tol == 0.005);
+  CHECK(tight_iters > config_iters + 1);  // a tighter stopping rule takes more steps
+  const Run text = run_aoc("import " + model + "/config.json --shapes-only --tol 0.02 -o " + (dir / "t.json").string());
+  CHECK_THAT(text.out, Catch::Contains("tol 0.02 (--tol; the config's 0.05)"));
+  const std::string none = (dir / "explicit.json").string();
+  const Run expl = run_aoc("import " + std::string(AOC_SOURCE_DIR) + "/models/trained/s5-explicit/config.json --shapes-only --tol 0.02 -o " + none);
+  CHECK(expl.status != 0);
+  CHECK_THAT(expl.out, Catch::Contains("--tol: the model has no fixed point"));
+  CHECK_FALSE(std::filesystem::exists(none));
+  for (const char* bad : {"0", "-1", "nan"}) CHECK(run_aoc("import " + model + "/config.json --shapes-only -o " + none + " --tol " + bad).status != 0);
+  CHECK_FALSE(std::filesystem::exists(none));
+}
+
 TEST_CASE("cli: aoc check checks the machine by default, its converters and noise on, and --ideal the lowering alone") {
   const auto dir = temp_dir() / "check-default";
   std::filesystem::create_directories(dir);

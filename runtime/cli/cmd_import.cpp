@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "compiler/graph_json.hpp"
@@ -24,6 +25,7 @@ namespace {
 struct Opts {
   std::string config, output, weights_in, weights_out;
   std::uint64_t seed = 1;
+  std::optional<double> tol;
   bool shapes_only = false, json = false;
   const CLI::Option* seed_option = nullptr;
 };
@@ -85,6 +87,14 @@ int run(Opts o) {
       ir::verify(m.graph, nullptr);
     });
   }
+  // The solve's stopping rule is the program's: set here, the reference, the simulator and the
+  // estimates all run the same one.
+  std::optional<double> config_tol;
+  if (o.tol) {
+    for (auto& op : m.graph.ops)
+      if (op.kind == ir::OpKind::FixedPoint) config_tol = ir::attr_number(op, "tol"), op.attrs["tol"] = *o.tol;
+    if (!config_tol) throw Error(o.config + ": --tol: the model has no fixed point (an explicit backbone)");
+  }
   if (!m.unused_tensors.empty()) {
     // Not an error (a checkpoint may hold tensors the graph has no use for), but never silent.
     std::string list;
@@ -128,8 +138,9 @@ int run(Opts o) {
   for (const auto& op : m.graph.ops)
     if (op.kind == ir::OpKind::FixedPoint) {
       fixed_point = true;
-      std::printf("        FixedPoint '%s': tol %s, max_iter %lld, damping %s, rule %s\n", op.name.c_str(),
-                  jsonr::num(ir::attr_number(op, "tol")).c_str(), static_cast<long long>(ir::attr_int(op, "max_iter")),
+      std::printf("        FixedPoint '%s': tol %s%s, max_iter %lld, damping %s, rule %s\n", op.name.c_str(),
+                  jsonr::num(ir::attr_number(op, "tol")).c_str(),
+                  config_tol ? (" (--tol; the config's " + jsonr::num(*config_tol) + ")").c_str() : "", static_cast<long long>(ir::attr_int(op, "max_iter")),
                   jsonr::num(ir::attr_number(op, "damping")).c_str(), ir::attr_string(op, "rule").c_str());
     }
   if (!fixed_point) std::printf("        explicit backbone: no FixedPoint\n");
@@ -161,6 +172,11 @@ void add_import(CLI::App& app) {
                                 "seed of random weights (not with --weights; given, it draws random weights even "
                                 "where the config's folder holds trained ones)")
                       ->capture_default_str();
+  c->add_option("--tol", o.tol,
+                "the fixed points' tolerance instead of the config's deq_params.solver.f_tol: the residual at which each "
+                "solve stops, for the reference and the machine alike (e.g. the tolerance the model was trained to "
+                "solve at, train.solve_tol)")
+      ->check(positive());
   c->add_flag("--shapes-only", o.shapes_only, "write the graph without weight data (any size; for estimates)");
   c->add_flag("--json", o.json, "print what was written as a JSON record (model, parameters, fixed points, files, where the weights came from)");
   c->footer(
@@ -172,6 +188,7 @@ void add_import(CLI::App& app) {
       "  aoc import tests/data/implicit-lm/mamba2-state-tracking-implicit/config.json -o st.json   (st.json + st.h5)\n"
       "  aoc import CONFIG --weights model.safetensors -o m.json --weights-out m.h5\n"
       "  aoc import models/trained/parity-implicit/config.json -o p.json   (its weights.h5, picked up)\n"
+      "  aoc import models/trained/s5-implicit-aoc48-1800/config.json --tol 0.02 -o s5.json   (solved to its training tolerance)\n"
       "  aoc import tests/data/implicit-lm/mamba2-130m-implicit/config.json -o m130.json --shapes-only");
   c->callback([] { exit_status() = run(o); });
 }
