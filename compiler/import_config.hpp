@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <optional>
 #include <vector>
 
 #include "compiler/ir.hpp"
@@ -30,6 +31,9 @@ struct ImportOptions {
   // order), not kept in Imported::weights: any model size (max_weights does not apply), one tensor
   // in memory at a time. aoc import writes them straight to the weights file this way.
   std::function<void(const std::string& name, Tensor&& t)> weight_sink = {};
+  // Every FixedPoint's tol instead of the config's f_tol (aoc import --tol; models::import_model_config
+  // applies it and refuses a model without a fixed point).
+  std::optional<double> tol = {};
 };
 
 struct Imported {
@@ -39,6 +43,7 @@ struct Imported {
   // From a checkpoint (weights_path) only:
   std::vector<std::string> unused_tensors;  // the checkpoint's tensors no graph weight came from, sorted
   int folded = 0;                           // linear / conv weights whose weight norm was folded
+  std::optional<double> config_tol;         // the config's own tol where options.tol replaced it
 };
 
 Imported import_config(const std::string& config_path, const ImportOptions& options = {});

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "compiler/graph_json.hpp"
+#include "compiler/op_def.hpp"
 #include "compiler/safetensors.hpp"
 #include "models/aoc_ssm.hpp"
 #include "sim/error.hpp"
@@ -108,15 +109,27 @@ ir::Imported import_with_h5(const std::string& path, const ir::ImportOptions& o)
   return m;
 }
 
-}  // namespace
-
-ir::Imported import_model_config(const std::string& path, const ir::ImportOptions& o) {
+ir::Imported import_as_configured(const std::string& path, const ir::ImportOptions& o) {
   if (!o.weights_path.empty() && ir::weights_format(o.weights_path) == ir::WeightsFormat::Hdf5) return import_with_h5(path, o);
   const jsonr::json j = jsonr::parse_file(path);
   if (!j.is_object() || !j.contains("model_type") || j["model_type"] != "aoc_ssm") return ir::import_config(path, o);
   if (!o.weights_path.empty()) throw Error(path + ": model_type: an aoc_ssm model has no checkpoint form (its weights are an aoc weights.h5)");
   ir::Imported m = AocSsmModel(AocSsmSpec::from_config(path), o.seed).export_graph();
   if (!o.weights) m.weights.clear();
+  return m;
+}
+
+}  // namespace
+
+ir::Imported import_model_config(const std::string& path, const ir::ImportOptions& o) {
+  ir::Imported m = import_as_configured(path, o);
+  // The solve's stopping rule is the program's: set in the graph, the reference, the simulator and
+  // the estimates all run the same one.
+  if (o.tol) {
+    for (auto& op : m.graph.ops)
+      if (op.kind == ir::OpKind::FixedPoint) m.config_tol = ir::attr_number(op, "tol"), op.attrs["tol"] = *o.tol;
+    if (!m.config_tol) throw Error(path + ": --tol: the model has no fixed point (an explicit backbone)");
+  }
   return m;
 }
 

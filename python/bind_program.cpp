@@ -3,6 +3,7 @@
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <optional>
 
 #include "compiler/graph_json.hpp"
@@ -22,6 +23,7 @@
 #include "runtime/run/program_settings.hpp"
 #include "sim/error.hpp"
 #include "sim/files.hpp"
+#include "sim/json_reader.hpp"
 
 namespace aoc::python {
 
@@ -245,13 +247,14 @@ void bind_program(py::module_& m) {
            py::arg("margin") = 1.0, py::arg("balance") = 0.0);
   m.def(
       "import_config",
-      [](const std::string& config, std::uint64_t seed, const std::string& weights, bool shapes_only) {
+      [](const std::string& config, std::uint64_t seed, const std::string& weights, bool shapes_only, std::optional<double> tol) {
         ir::ImportOptions o;
-        o.seed = seed, o.weights = !shapes_only, o.weights_path = weights;
+        o.seed = seed, o.weights = !shapes_only, o.weights_path = weights, o.tol = tol;
+        if (tol && !(*tol > 0 && std::isfinite(*tol))) throw Error("import_config: tol must be a number > 0, got " + jsonr::num(*tol));
         ir::Imported im = models::import_model_config(config, o);  // aoc import's: safetensors or an aoc weights HDF5
         return Model{std::move(im.graph), std::move(im.weights)};
       },
-      py::arg("config"), py::arg("seed") = 1, py::arg("weights") = "", py::arg("shapes_only") = false);
+      py::arg("config"), py::arg("seed") = 1, py::arg("weights") = "", py::arg("shapes_only") = false, py::arg("tol") = py::none());
 
   m.def(
       "task",

@@ -202,11 +202,12 @@ def read_run_input(path):
     return Result(_aoc.read_run_input(str(path)))
 
 
-def import_config(config, seed=1, weights=None, shapes_only=False):
+def import_config(config, seed=1, weights=None, shapes_only=False, tol=None):
     """A model's config.json as a Graph (``aoc import``): a published implicit model's Hugging Face
     config or a model folder of ``aoc train``; seeded random weights, a checkpoint's (weights:
-    .safetensors or its index .json, or an aoc weights .h5), or none (shapes_only)."""
-    return _aoc.import_config(str(config), int(seed), str(weights or ""), bool(shapes_only))
+    .safetensors or its index .json, or an aoc weights .h5), or none (shapes_only). tol: every fixed
+    point solved to it instead of the config's f_tol (``aoc import --tol``)."""
+    return _aoc.import_config(str(config), int(seed), str(weights or ""), bool(shapes_only), None if tol is None else float(tol))
 
 
 def task(name, batch, length, seed=1, split="test"):

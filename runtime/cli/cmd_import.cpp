@@ -53,6 +53,7 @@ int run(Opts o) {
   io.seed = o.seed;
   io.weights = !o.shapes_only;
   io.weights_path = o.weights_in;
+  io.tol = o.tol;
   std::string wpath = o.weights_out;
   if (wpath.empty() && !o.shapes_only) {
     wpath = o.output;
@@ -86,14 +87,6 @@ int run(Opts o) {
       for (const auto& [name, t] : m.weights) add(name, t);  // models that make their weights whole (aoc_ssm)
       ir::verify(m.graph, nullptr);
     });
-  }
-  // The solve's stopping rule is the program's: set here, the reference, the simulator and the
-  // estimates all run the same one.
-  std::optional<double> config_tol;
-  if (o.tol) {
-    for (auto& op : m.graph.ops)
-      if (op.kind == ir::OpKind::FixedPoint) config_tol = ir::attr_number(op, "tol"), op.attrs["tol"] = *o.tol;
-    if (!config_tol) throw Error(o.config + ": --tol: the model has no fixed point (an explicit backbone)");
   }
   if (!m.unused_tensors.empty()) {
     // Not an error (a checkpoint may hold tensors the graph has no use for), but never silent.
@@ -140,7 +133,7 @@ int run(Opts o) {
       fixed_point = true;
       std::printf("        FixedPoint '%s': tol %s%s, max_iter %lld, damping %s, rule %s\n", op.name.c_str(),
                   jsonr::num(ir::attr_number(op, "tol")).c_str(),
-                  config_tol ? (" (--tol; the config's " + jsonr::num(*config_tol) + ")").c_str() : "", static_cast<long long>(ir::attr_int(op, "max_iter")),
+                  m.config_tol ? (" (--tol; the config's " + jsonr::num(*m.config_tol) + ")").c_str() : "", static_cast<long long>(ir::attr_int(op, "max_iter")),
                   jsonr::num(ir::attr_number(op, "damping")).c_str(), ir::attr_string(op, "rule").c_str());
     }
   if (!fixed_point) std::printf("        explicit backbone: no FixedPoint\n");

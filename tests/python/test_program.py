@@ -170,3 +170,19 @@ def test_a_trained_model_folder_task_calibration_and_labels_as_the_cli(cli, tmp_
     assert str(bal) == str(aocsim.load_program(tmp_path / "bal.h5")) and str(bal) != str(p)
     with pytest.raises(aocsim.Error, match="balance needs calibrate"):
         aocsim.import_config(config, weights=weights).compile("aoc-48", balance=0.5)
+
+
+def test_import_tol_is_aoc_import_tol(cli, tmp_path):
+    """import_config(tol=) writes the graph aoc import --tol writes; a model without a fixed point and
+    a tol that is not a number > 0 are refused."""
+    model = os.path.join(HERE, "..", "..", "models", "trained", "s5-implicit-aoc48-1800")
+    cli("import", os.path.join(model, "config.json"), "--tol", 0.02, "-o", tmp_path / "g.json")
+    cli("compile", tmp_path / "g.json", "-o", tmp_path / "p.h5")
+    mine = aocsim.import_config(os.path.join(model, "config.json"), weights=os.path.join(model, "weights.h5"), tol=0.02).compile("aoc-48")
+    assert str(mine) == str(aocsim.load_program(tmp_path / "p.h5"))
+    assert "tol = 0.02" in str(mine) and "tol = 0.05" not in str(mine)
+    with pytest.raises(aocsim.Error, match="no fixed point"):
+        aocsim.import_config(os.path.join(HERE, "..", "..", "models", "trained", "s5-explicit", "config.json"), shapes_only=True, tol=0.02)
+    for bad in (0, -1, float("nan")):
+        with pytest.raises(aocsim.Error, match="tol"):
+            aocsim.import_config(os.path.join(model, "config.json"), shapes_only=True, tol=bad)
