@@ -126,6 +126,7 @@ ir::Imported import_model_config(const std::string& path, const ir::ImportOption
   // The solve's stopping rule is the program's: set in the graph, the reference, the simulator and
   // the estimates all run the same one.
   if (o.tol) {
+    if (!(*o.tol > 0 && std::isfinite(*o.tol))) throw Error(path + ": tol: must be a number > 0, got " + jsonr::num(*o.tol));
     for (auto& op : m.graph.ops)
       if (op.kind == ir::OpKind::FixedPoint) m.config_tol = ir::attr_number(op, "tol"), op.attrs["tol"] = *o.tol;
     if (!m.config_tol) throw Error(path + ": --tol: the model has no fixed point (an explicit backbone)");

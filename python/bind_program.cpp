@@ -3,7 +3,6 @@
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
-#include <cmath>
 #include <optional>
 
 #include "compiler/graph_json.hpp"
@@ -23,7 +22,6 @@
 #include "runtime/run/program_settings.hpp"
 #include "sim/error.hpp"
 #include "sim/files.hpp"
-#include "sim/json_reader.hpp"
 
 namespace aoc::python {
 
@@ -250,7 +248,6 @@ void bind_program(py::module_& m) {
       [](const std::string& config, std::uint64_t seed, const std::string& weights, bool shapes_only, std::optional<double> tol) {
         ir::ImportOptions o;
         o.seed = seed, o.weights = !shapes_only, o.weights_path = weights, o.tol = tol;
-        if (tol && !(*tol > 0 && std::isfinite(*tol))) throw Error("import_config: tol must be a number > 0, got " + jsonr::num(*tol));
         ir::Imported im = models::import_model_config(config, o);  // aoc import's: safetensors or an aoc weights HDF5
         return Model{std::move(im.graph), std::move(im.weights)};
       },
