@@ -136,7 +136,10 @@ ir::WeightStore AocSsmModel::weights() const {
 }
 
 ir::Imported AocSsmModel::export_graph() const {
-  ir::Imported m{ir::parse_graph(graph_json(spec_), "aoc-ssm"), weights(), 0, {}, 0};
+  ir::Imported m;
+  m.graph = ir::parse_graph(graph_json(spec_), "aoc-ssm");
+  m.weights = weights();
+  m.parameter_count = 0;
   for (const auto& [name, p] : p_) m.parameter_count += p.value.size();
   return m;
 }
