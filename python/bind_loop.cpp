@@ -150,6 +150,7 @@ void bind_loop(py::module_& m) {
       .def_readwrite("program_seed", &LoopSettings::program_seed)
       .def_readwrite("zero_reads", &LoopSettings::zero_reads)
       .def_readwrite("after_programming_us", &LoopSettings::after_programming_us)
+      .def_readwrite("zero_every_us", &LoopSettings::zero_every_us)
       .def_readwrite("quantize", &LoopSettings::quantize)
       .def_readwrite("noise", &LoopSettings::noise)
       .def_readwrite("bandwidth", &LoopSettings::bandwidth)

@@ -210,6 +210,7 @@ void bind_program(py::module_& m) {
       .def_readwrite("zero_reads", &ProgramSettings::zero_reads)
       .def_readwrite("floor_patience", &ProgramSettings::floor_patience)
       .def_readwrite("after_programming_us", &ProgramSettings::after_programming_us)
+      .def_readwrite("zero_every_us", &ProgramSettings::zero_every_us)
       .def_readwrite("threads", &ProgramSettings::threads);
 
   py::class_<Model>(m, "Graph")

@@ -26,8 +26,10 @@ struct NoiseRun {
   std::optional<std::uint64_t> program_seed;  // the SLM's programming errors (TileNoise::program_seed); none: seed
   int zero_reads = kZeroReads;     // the auto-zero after each programming (TileNoise::zero_reads; 0: none)
   std::optional<double> after_programming_us;  // the run this long after the programming (TileNoise::after_programming_us)
+  std::optional<double> zero_every_us;         // the auto-zero again this often (TileNoise::zero_every_us)
   double loop_period_us = 0.02;    // one iteration
   double sample_spacing_us = 10;   // time between the starts of consecutive samples' solves
+  double zero_read_us = 0;         // one of the auto-zero's reads, an ADC sample (TileNoise::zero_read_us)
 };
 
 template <class T>

@@ -9,7 +9,7 @@
 
 namespace aoc::noise {
 
-enum class Source : std::uint32_t { Shot = 1, Thermal = 2, Rin = 3, SlmPattern = 4, Drift = 5, Flicker = 6, Init = 7, Optimize = 8 };  // Init: trainable models' weights; Optimize: optimisation problems, initial states and baselines
+enum class Source : std::uint32_t { Shot = 1, Thermal = 2, Rin = 3, SlmPattern = 4, Drift = 5, Flicker = 6, Init = 7, Optimize = 8, Zero = 9 };  // Init: trainable models' weights; Optimize: optimisation problems, initial states and baselines; Zero: the white noise of each auto-zero taken again (TileNoise::zero_every_us)
 
 // One standard normal. Box-Muller gives two per Philox block: index c uses block c/2, the cosine
 // branch for even c and the sine branch for odd c.

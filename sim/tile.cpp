@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "sim/error.hpp"
+#include "sim/json_reader.hpp"
 #include "sim/noise.hpp"
 #include "sim/simd.hpp"
 
@@ -235,8 +236,18 @@ void OpticalTile<T>::set_noise(const TileNoise& n) {
   if (n.zero_reads < 0 || n.zero_reads > (1 << 20)) throw Error("auto-zero: the reads must be 0 to 2^20");
   if (n.after_programming_us && !(*n.after_programming_us >= 0 && *n.after_programming_us <= 1e15))
     throw Error("after-programming: the time must be 0 to 1e15 us");
+  if (n.zero_every_us) {
+    const double us = *n.zero_every_us, reads_us = n.zero_reads * (n.zero_read_us > 0 ? n.zero_read_us : n.loop_period_us);
+    if (!(us > 0 && us <= 1e15)) throw Error("zero-every: the interval must be above 0 and at most 1e15 us");
+    if (!n.after_programming_us) throw Error("zero-every: the zeros sit on the clock from the programming's moment, so it needs after-programming");
+    if (n.zero_reads <= 0) throw Error("zero-every: needs the auto-zero's reads (zero reads above 0)");
+    if (us <= reads_us)
+      throw Error("zero-every: " + jsonr::g4(us) + " us is no longer than one zero's " + std::to_string(n.zero_reads) + " reads (" + jsonr::g4(reads_us) +
+                  " us at the readout rate): the zeros would take the whole clock");
+  }
   noise_ = n;
   start_ticks_ = n.after_programming_us ? std::llround(*n.after_programming_us / n.loop_period_us) : 0;
+  zero_ticks_ = n.zero_every_us ? std::max<std::int64_t>(1, std::llround(*n.zero_every_us / n.loop_period_us)) : 0;
   noisy_ = true;
 }
 
@@ -355,7 +366,7 @@ void OpticalTile<T>::program(const Eigen::Ref<const MatrixXdR>& W, int in0, int 
   detector_gain_ = pad<T>(f.detector_gain, ldo_);
   {
     std::lock_guard<std::mutex> lock(slow_mutex_);
-    slow_.clear();
+    slow_.clear(), zeros_.clear();
     memo_block_.clear(), memo_inside_.clear(), memo_linear_.clear(), knot_at_.clear(), knots_.clear();  // sized by prepare_reads
     ahead_slot_.clear(), ahead_iteration_.clear(), ahead_.clear();
   }
@@ -386,7 +397,7 @@ void OpticalTile<T>::auto_zero(const Eigen::VectorXd& intended) {
   if (noise_.after_programming_us) zeroing_ = true;  // the slow noise of the programming's moment, taken out with the rest
   else noise_.spec.drift_sigma = noise_.spec.flicker_sigma = 0;
   AlignedVector<T> t(static_cast<size_t>(rows) * ldi_, T(0)), out(static_cast<size_t>(rows) * ldo_), scratch(scratch_size(rows));
-  Eigen::VectorXd sum = Eigen::VectorXd::Zero(M_);
+  Eigen::VectorXd sum = Eigen::VectorXd::Zero(M_), squares = Eigen::VectorXd::Zero(M_);
   StepContext ctx;
   ctx.iteration = -programmings_;
   for (int r0 = 0; r0 < n; r0 += rows) {
@@ -394,7 +405,24 @@ void OpticalTile<T>::auto_zero(const Eigen::VectorXd& intended) {
     ctx.first_sample = std::numeric_limits<int>::min() + r0;
     read(t.data(), m, ctx, 0, kern::Epilogue<T>{}, out.data(), scratch.data());
     for (int r = 0; r < m; ++r)
-      for (int j = 0; j < M_; ++j) sum(j) += static_cast<double>(out[static_cast<size_t>(r) * ldo_ + j]);
+      for (int j = 0; j < M_; ++j) {
+        const double v = static_cast<double>(out[static_cast<size_t>(r) * ldo_ + j]);
+        sum(j) += v, squares(j) += v * v;
+      }
+  }
+  if (zero_ticks_ > 0) {
+    // What this zero took out beyond the chain (the reads less one without noise: the slow noise of
+    // its moment and the reads' white error), and the white error a zero has: the later zeros
+    // replace both (zero_change).
+    noisy_ = false;
+    read(t.data(), 1, ctx, 0, kern::Epilogue<T>{}, out.data(), scratch.data());
+    noisy_ = true;
+    zero0_.assign(M_, 0.0), zero_sd_.assign(M_, 0.0);
+    for (int j = 0; j < M_; ++j) {
+      const double mean = sum(j) / n, var = n > 1 ? std::max(0.0, (squares(j) - n * mean * mean) / (n - 1)) : 0.0;
+      zero0_[j] = mean - static_cast<double>(out[static_cast<size_t>(j)]);
+      zero_sd_[j] = std::sqrt(var / n);
+    }
   }
   for (int j = 0; j < M_; ++j) c_[static_cast<size_t>(j)] -= static_cast<T>(sum(j) / n - intended(j));
 }
@@ -680,6 +708,12 @@ void OpticalTile<T>::add_output_noise(const T* light, int rows, const StepContex
     const std::int64_t b = tick >= 0 ? tick / kBlockTicks : (tick - kBlockTicks + 1) / kBlockTicks;
     const size_t row = static_cast<size_t>(row0) + r;
     const float s = static_cast<float>(tick - b * kBlockTicks);
+    // The last zero before this row's slot started (the programming's: nothing to change)
+    const std::vector<double>* zero = nullptr;
+    if (zero_ticks_ > 0 && !zeroing_ && !zero0_.empty()) {
+      const std::int64_t start = static_cast<std::int64_t>(static_cast<std::int32_t>(streams[r].a)) * noise_.slot_ticks + start_ticks_;
+      if (start >= zero_ticks_) zero = &zero_change(start / zero_ticks_);
+    }
     for (int c = j0 / kColumnGrain; c * kColumnGrain < j1; ++c) {
       const int a0 = std::max(j0, c * kColumnGrain), a1 = std::min(j1, c * kColumnGrain + kColumnGrain);
       if (shot) {
@@ -690,6 +724,8 @@ void OpticalTile<T>::add_output_noise(const T* light, int rows, const StepContex
       } else if (thermal) {
         for (int j = a0; j < a1; ++j) o[j] += sigma * static_cast<T>(er[j]);
       }
+      if (zero)
+        for (int j = a0; j < a1; ++j) o[j] += kappa * static_cast<T>((*zero)[j]);
       if (!correlated) continue;
       // the block's value and slope per detector, kept in float (half the bytes a large batch's
       // reads stream from its memo; the noise is ~1e-3 of the signal, so float's 6e-8 is moot)
@@ -846,6 +882,57 @@ const std::vector<double>& OpticalTile<T>::slow_span(std::int64_t s) const {
   }
   k.programming = programming_id_, k.span = s, k.values = std::move(found);
   return *k.values;
+}
+
+// The drift and 1/f noise of every detector at one tick (tick >= 0), as a read at it adds them.
+template <class T>
+void OpticalTile<T>::slow_at(std::int64_t tick, double* v) const {
+  std::fill(v, v + M_, 0.0);
+  if (!(noise_.spec.drift_sigma > 0 || noise_.spec.flicker_sigma > 0)) return;
+  const std::int64_t b = tick / kBlockTicks;
+  const double s = static_cast<double>(tick - b * kBlockTicks);
+  std::vector<double> base(M_), slope(M_);
+  std::vector<T> drift(M_, T(0));
+  for (int a0 = 0; a0 < M_; a0 += kColumnGrain) {
+    const int a1 = std::min(M_, a0 + kColumnGrain);
+    if (correlated_linear(b, a0, a1, SIZE_MAX, base.data(), slope.data())) add_drift_at(tick, T(1), a0, a1, drift.data());
+    for (int j = a0; j < a1; ++j) v[j] = base[j] + slope[j] * s + static_cast<double>(drift[j]);
+  }
+}
+
+// Zero k (k >= 1, at tick k zero_ticks_) against the programming's: the bias it sets takes out the
+// slow noise of its moment and its own reads' white error instead of the programming zero's, so a
+// read after it adds zero0_ - slow(k zero_ticks_) - its white error. A pure function of k, cached as
+// slow_span is.
+template <class T>
+const std::vector<double>& OpticalTile<T>::zero_change(std::int64_t k) const {
+  struct Kept {
+    std::uint64_t programming = 0;
+    std::int64_t k = 0;
+    std::shared_ptr<const std::vector<double>> values;
+  };
+  constexpr std::size_t kKept = 64;  // direct mapped: a program's reads go through its tiles in turn
+  thread_local std::array<Kept, kKept> all;
+  Kept& kept = all[(static_cast<std::uint64_t>(k) * 0x9E3779B97F4A7C15ull + programming_id_ * 0xC2B2AE3D27D4EB4Full) >> 58];
+  if (kept.values && kept.programming == programming_id_ && kept.k == k) return *kept.values;
+  std::shared_ptr<const std::vector<double>> found;
+  {
+    std::lock_guard<std::mutex> lock(slow_mutex_);
+    if (auto i = zeros_.find(k); i != zeros_.end()) found = i->second;
+  }
+  if (!found) {
+    auto v = std::make_shared<std::vector<double>>(M_);
+    std::vector<double> white(M_);
+    slow_at(k * zero_ticks_, v->data());
+    noise::normals(noise_.seed, keyed(noise::Source::Zero, noise_.stream), static_cast<std::uint32_t>(programmings_),
+                   static_cast<std::uint32_t>(k), 0, M_, white.data());
+    for (int j = 0; j < M_; ++j) (*v)[j] = zero0_[j] - (*v)[j] - zero_sd_[j] * white[j];
+    std::lock_guard<std::mutex> lock(slow_mutex_);
+    if (zeros_.size() > 4096) zeros_.clear();  // bounded memory
+    found = zeros_.emplace(k, std::move(v)).first->second;
+  }
+  kept.programming = programming_id_, kept.k = k, kept.values = std::move(found);
+  return *kept.values;
 }
 
 template <class T>

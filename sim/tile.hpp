@@ -92,12 +92,18 @@ struct TileNoise {
   std::uint32_t stream = 0;       // which tile: keys its white noise and SLM pattern (< 2^28)
   std::uint32_t channel0 = 0;     // its first detector in the machine: keys its drift and 1/f noise
   double loop_period_us = 0.02;   // one iteration on the clock
+  double zero_read_us = 0;        // one of the auto-zero's reads: an ADC sample at the readout rate (0: a loop period)
   std::int64_t slot_ticks = 512;  // iterations from the start of one solve slot to the next
   // The programming's moment on the clock. None: it has none (the auto-zero leaves the slow noise
   // out, the run's clock starts at 0). Given: the tile is programmed and auto-zeroed at clock 0, the
   // zero reads taking the drift and 1/f noise of that moment out with the rest, and the run starts
   // this many microseconds later: the slow noise then drifts away from its zero as t grows.
   std::optional<double> after_programming_us;
+  // The auto-zero taken again every this many microseconds of the clock (needs after_programming_us
+  // and zero_reads): zero k, at k times it, sets the bias as the programming's did, taking out the
+  // slow noise of its moment to its reads' white noise. A solve uses the last zero before its slot
+  // starts. None: only the programming's zero, the slow noise drifting away from it for the whole run.
+  std::optional<double> zero_every_us;
 };
 
 template <class T>
@@ -187,6 +193,8 @@ class OpticalTile {
   bool correlated_linear(std::int64_t block, int j0, int j1, std::size_t cell, double* base, double* slope) const;
   void add_drift_at(std::int64_t tick, T kappa, int j0, int j1, T* o) const;
   const std::vector<double>& slow_span(std::int64_t span) const;  // valid until this thread's next call
+  void slow_at(std::int64_t tick, double* v) const;               // the drift and 1/f noise at one tick, M values
+  const std::vector<double>& zero_change(std::int64_t k) const;   // zero k's change of the bias, M; valid as slow_span's
   double drift_period() const;
   int flicker_top() const;
   double flicker_amplitude(int top) const;
@@ -207,6 +215,9 @@ class OpticalTile {
   int programmings_ = 0;
   bool zeroing_ = false;           // auto_zero's reads: the slow noise at the programming's moment
   std::int64_t start_ticks_ = 0;   // the run's first iteration on the clock (after_programming_us)
+  std::int64_t zero_ticks_ = 0;    // the auto-zero again every this many iterations (zero_every_us; 0: never)
+  std::vector<double> zero0_;      // M: what the programming's zero took out beyond the chain (its slow and white noise)
+  std::vector<double> zero_sd_;    // M: the white noise of one zero (its reads' rms / sqrt(reads))
   long long rewrites_ = 0;
   std::uint64_t programming_id_ = 0;  // unique to this programming in the process
   // Time-correlated noise. Each row of the reads (row0 + r) remembers, per kColumnGrain columns, the
@@ -232,6 +243,7 @@ class OpticalTile {
   mutable std::vector<float> ahead_;
   mutable std::mutex slow_mutex_;
   mutable std::unordered_map<std::int64_t, std::shared_ptr<const std::vector<double>>> slow_;
+  mutable std::unordered_map<std::int64_t, std::shared_ptr<const std::vector<double>>> zeros_;  // zero_change, by k
 };
 
 extern template class OpticalTile<float>;

@@ -538,7 +538,7 @@ TEST_CASE("cli: aoc check checks the machine by default, its converters and nois
   CHECK(digest("--after-programming-us 500000") != digest("--after-programming-us 0"));
 }
 
-TEST_CASE("cli: programmed and zeroed at clock 0, the drift is gone at first and grows back with the time after programming") {
+TEST_CASE("cli: programmed and zeroed at clock 0, the drift is gone at first, grows back with time, and goes with each zero taken again") {
   // drift alone (2 mV, 1 s correlation time on aoc-48): how far the noisy loop's fixed points sit from the clean ones
   const auto rms = [](const std::string& flags) {
     const Run r = run_aoc("loop --hw aoc-48 --batch 64 --noise --compare --seed 1 --json --set noise.thermal_sigma=0 --set noise.rin_sigma=0 "
@@ -553,6 +553,15 @@ TEST_CASE("cli: programmed and zeroed at clock 0, the drift is gone at first and
   CHECK(ms10 > at0);
   CHECK(ms300 > 10 * ms10);       // drifting away from the zero: linear between the knots
   CHECK(s3 > 0.5 * unclocked);    // past the drift's time: the zero no longer helps
+  // the auto-zero taken again every millisecond: the drift of 300 ms and 3 s later is gone again
+  const double ms300z = rms("--after-programming-us 300000 --zero-every-us 1000"), s3z = rms("--after-programming-us 3000000 --zero-every-us 1000");
+  CHECK(ms300z < 0.05 * ms300);
+  CHECK(s3z < 0.05 * s3);
+  const Run unclocked_zeros = run_aoc("loop --hw aoc-48 --batch 4 --noise --zero-every-us 1000");
+  CHECK(unclocked_zeros.status != 0);
+  CHECK_THAT(unclocked_zeros.out, Catch::Contains("zero_every_us: the zeros sit on the clock from the programming's moment"));
+  CHECK(run_aoc("loop --hw aoc-48 --batch 4 --noise --after-programming-us 0 --zero-every-us 0").status != 0);
+  CHECK(run_aoc("loop --hw aoc-48 --batch 4 --noise --after-programming-us 0 --zero-every-us 1000 --zero-reads 0").status != 0);
   const Run off = run_aoc("loop --hw aoc-48 --batch 4 --after-programming-us 0");
   CHECK(off.status != 0);
   CHECK_THAT(off.out, Catch::Contains("after_programming_us: places the noise on the clock"));

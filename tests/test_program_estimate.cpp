@@ -265,6 +265,26 @@ TEST_CASE("program estimate: the auto-zero after each programming bills its ADC 
   CHECK(std::none_of(none.notes.begin(), none.notes.end(), [](const std::string& n) { return n.find("auto-zero") != std::string::npos; }));
 }
 
+TEST_CASE("program estimate: the auto-zero taken again bills a token's share of its reads on every channel in use") {
+  const Compiled c = compile(linear_graph_text(false), {"architecture.modules=4", "architecture.partial_sums=analog"});
+  aoc::ProgramEstimateOptions o;
+  const aoc::ProgramEstimate once = aoc::estimate_program(c.program, c.hw, o);
+  const aoc::TimingSpec& t = *c.hw.timing;
+  const double zero_us = 1024 / t.readout_rate_mhz, T = 10 * zero_us;
+  o.zero_every_us = T;
+  const aoc::ProgramEstimate again = aoc::estimate_program(c.program, c.hw, o);
+  // the tokens run in the T - zero_us between zeros: the latency grows by T / (T - zero_us)
+  CHECK(again.token.total_seconds == Approx(once.token.total_seconds * T / (T - zero_us)).epsilon(1e-9));
+  const double zeros = once.token.total_seconds * 1e6 / (T - zero_us), channels = 4 * 48;
+  CHECK(again.token.work.adc_conversions == Approx(once.token.work.adc_conversions + 1024 * channels * zeros));
+  CHECK(again.token.total_joules.typ > once.token.total_joules.typ);
+  CHECK(std::any_of(again.notes.begin(), again.notes.end(), [](const std::string& n) { return n.find("taken again every") != std::string::npos; }));
+  o.zero_every_us = zero_us;  // no clock left between the zeros
+  CHECK_THROWS_WITH(aoc::estimate_program(c.program, c.hw, o), Catch::Contains("no longer than one zero's 1024 reads"));
+  o.zero_every_us = T, o.zero_reads = 0;
+  CHECK_THROWS_WITH(aoc::estimate_program(c.program, c.hw, o), Catch::Contains("needs --zero-reads above 0"));
+}
+
 TEST_CASE("program estimate: activation I/O is the bits of the program's DAC and ADC conversions") {
   // aoc-48: an 8-bit DAC and a 10-bit ADC. x in (100 DAC conversions), tanh(y) out (60 ADC).
   const Compiled c = compile(linear_graph_text(true), {"architecture.modules=6", "architecture.partial_sums=analog"});

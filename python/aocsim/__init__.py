@@ -127,7 +127,7 @@ def _hardware_set(hw, set):
 def solve(W, x, bias=None, z0=None, *, hw="aoc-48", set=None, mode="default", alpha=None, beta=None, gamma=None, rule="twin",
           tol=1e-3, max_iter=40, damping=1.0, precision="f32", quantize=False, noise=False, bandwidth=False,
           hardware_readout=False, anneal=None, seed=1, threads=1, first_sample=0, trace=False, floor_patience=8,
-          program_seed=None, zero_reads=1024, after_programming_us=None):
+          program_seed=None, zero_reads=1024, after_programming_us=None, zero_every_us=None):
     """Solve the loop's fixed points on the simulated core, as ``aoc run`` does.
 
     W: (N, N) weights in AOC convention; x: (B, N) inputs (or (N,) for one sample); bias: (N,);
@@ -148,7 +148,8 @@ def solve(W, x, bias=None, z0=None, *, hw="aoc-48", set=None, mode="default", al
     (None: the noise seed, a new chip per seed; ``--program-seed``). zero_reads: with noise, the
     auto-zero after each programming (``--zero-reads``, docs/physics.md; 0: none). after_programming_us:
     with noise, the solve this long after the programming (``--after-programming-us``; None: the
-    programming has no moment on the clock).
+    programming has no moment on the clock). zero_every_us: with after_programming_us, the auto-zero
+    taken again this often (``--zero-every-us``; None: the programming's only).
     floor_patience: with noise (twin and relative rules), a sample whose residual has not fallen under
     0.9 of its lowest for this many steps stops at its noise floor, its fixed point the mean of those
     iterates (``at_floor`` in the result; 0: off).
@@ -170,6 +171,7 @@ def solve(W, x, bias=None, z0=None, *, hw="aoc-48", set=None, mode="default", al
     s.program_seed = None if program_seed is None else int(program_seed)
     s.zero_reads = int(zero_reads)
     s.after_programming_us = None if after_programming_us is None else float(after_programming_us)
+    s.zero_every_us = None if zero_every_us is None else float(zero_every_us)
     s.quantize, s.noise, s.bandwidth, s.hardware_readout, s.trace = bool(quantize), bool(noise), bool(bandwidth), \
         bool(hardware_readout), bool(trace)
     s.anneal = anneal or ""
@@ -237,7 +239,8 @@ _FLOOR_PATIENCE = _aoc.ProgramSettings().floor_patience
 
 
 def _program_settings(quantize, noise, ideal_optics, precision, light_map, set, seed, threads, sequence, trace, program_seed=None,
-                      write_verify=0.0, verify_rounds=8, zero_reads=1024, after_programming_us=None, floor_patience=_FLOOR_PATIENCE):
+                      write_verify=0.0, verify_rounds=8, zero_reads=1024, after_programming_us=None, floor_patience=_FLOOR_PATIENCE,
+                      zero_every_us=None):
     s = _aoc.ProgramSettings()
     s.quantize, s.noise, s.ideal_optics, s.trace = bool(quantize), bool(noise), bool(ideal_optics), bool(trace)
     s.precision, s.light_map, s.sequence = precision, light_map, sequence
@@ -245,6 +248,7 @@ def _program_settings(quantize, noise, ideal_optics, precision, light_map, set, 
     s.program_seed = None if program_seed is None else int(program_seed)
     s.write_verify, s.verify_rounds, s.zero_reads = float(write_verify), int(verify_rounds), int(zero_reads)
     s.after_programming_us = None if after_programming_us is None else float(after_programming_us)
+    s.zero_every_us = None if zero_every_us is None else float(zero_every_us)
     s.floor_patience = int(floor_patience)
     return s
 
@@ -256,7 +260,7 @@ def _inputs(inputs):
 def _program_run(self, inputs, backend="sim", *, quantize=False, noise=False, ideal_optics=False, precision="f32",
                  light_map="auto", set=None, seed=1, threads=1, sequence="simultaneous", first_sample=0, trace=False,
                  program_seed=None, write_verify=0.0, verify_rounds=8, zero_reads=1024, after_programming_us=None,
-                 floor_patience=_FLOOR_PATIENCE):
+                 floor_patience=_FLOOR_PATIENCE, zero_every_us=None):
     """Run the program on inputs {name: array} (``aoc run PROG``). backend: "sim" (the simulated
     machine), "cpu" (the exact digital reference), "cuda" or "cuda-f32". The sim backend's switches:
     quantize (SLM codes and every DAC/ADC), noise, ideal_optics, precision ("f32", "f64"), light_map,
@@ -265,13 +269,14 @@ def _program_run(self, inputs, backend="sim", *, quantize=False, noise=False, id
     verify_rounds (``--write-verify``: each SLM pixel written again while off by more than that
     fraction; counters["slm_rewrites"] counts them), zero_reads (``--zero-reads``: the auto-zero after
     each programming; 0: none), after_programming_us (``--after-programming-us``: the run this long after
-    the programming, the auto-zero then taking the slow noise of its moment out too), floor_patience
+    the programming, the auto-zero then taking the slow noise of its moment out too), zero_every_us
+    (``--zero-every-us``: that auto-zero taken again this often), floor_patience
     (``--floor-patience``: with noise, a fixed point whose residual stopped falling for this many steps
     ends with the mean of those iterates; 0: off). sequence: "simultaneous" or
     "sequential". Returns a Result: outputs {name: float64 array}, fixed_points [{op, iterations,
     converged, at_floor}] (shape [B], or [B, L] sequential; at_floor: stopped at the noise floor), counters (DAC/ADC conversions and clips), precision."""
     s = _program_settings(quantize, noise, ideal_optics, precision, light_map, set, seed, threads, sequence, trace, program_seed,
-                          write_verify, verify_rounds, zero_reads, after_programming_us, floor_patience)
+                          write_verify, verify_rounds, zero_reads, after_programming_us, floor_patience, zero_every_us)
     r = Result(self._run(_inputs(inputs), backend, s, int(first_sample)))
     r["fixed_points"] = [Result(f) for f in r["fixed_points"]]
     return r
@@ -279,7 +284,7 @@ def _program_run(self, inputs, backend="sim", *, quantize=False, noise=False, id
 
 def _program_check(self, inputs, *, labels=None, seeds=1, quantize=True, noise=True, ideal_optics=False, precision="f32",
                    light_map="auto", set=None, seed=1, threads=1, sequence="simultaneous", program_seed=None, write_verify=0.0,
-                   verify_rounds=8, zero_reads=1024, after_programming_us=None, floor_patience=_FLOOR_PATIENCE):
+                   verify_rounds=8, zero_reads=1024, after_programming_us=None, floor_patience=_FLOOR_PATIENCE, zero_every_us=None):
     """The simulated machine against the exact reference (``aoc check``): runs the cpu backend once and
     the sim backend on `seeds` noise seeds from `seed`; returns each figure's mean, sd, min and max:
     max_abs, max_rel, argmax (agreement of each position's decision), codes (ADC codes), failures,
@@ -288,9 +293,9 @@ def _program_check(self, inputs, *, labels=None, seeds=1, quantize=True, noise=T
     reference_accuracy and reference_accuracy_last. program_seed: one programmed chip under the
     seeds' read noise (``aoc check --program-seed``; None: a new chip per seed). write_verify,
     verify_rounds: as ``aoc check --write-verify``; zero_reads: as ``--zero-reads``; after_programming_us: as
-    ``--after-programming-us``; floor_patience: as ``--floor-patience``."""
+    ``--after-programming-us``; zero_every_us: as ``--zero-every-us``; floor_patience: as ``--floor-patience``."""
     s = _program_settings(quantize, noise, ideal_optics, precision, light_map, set, seed, threads, sequence, False, program_seed,
-                          write_verify, verify_rounds, zero_reads, after_programming_us, floor_patience)
+                          write_verify, verify_rounds, zero_reads, after_programming_us, floor_patience, zero_every_us)
     return Result(self._check(_inputs(inputs), int(seeds), s, None if labels is None else _array(labels)))
 
 

@@ -53,6 +53,7 @@ class Machine:
     zero_reads: with noise, the auto-zero after each programming (as aocsim.solve; 0: none).
     after_programming_us: with noise, every solve this long after its programming (the drift and 1/f
     noise then moved away from the auto-zero's; as aocsim.solve; None: no moment on the clock).
+    zero_every_us: with after_programming_us, the auto-zero taken again this often (as aocsim.solve).
 
     optics: None (the loop core above, the twin's machine: `mode` picks its non-idealities), or
     "measured" / "ideal": each solve runs as a compiled program, the machine `aoc compile` and `aoc run`
@@ -65,7 +66,7 @@ class Machine:
 
     def __init__(self, hw="aoc-48", *, set=None, mode="default", noise=False, quantize=False, precision="f32", rule="twin",
                  tol=1e-3, max_iter=40, damping=1.0, bandwidth=False, seed=1, advance_seed=True, threads=1, program_seed=None,
-                 zero_reads=1024, optics=None, after_programming_us=None):
+                 zero_reads=1024, optics=None, after_programming_us=None, zero_every_us=None):
         if optics not in (None, "measured", "ideal"):
             raise aocsim.Error(f"Machine: optics {optics!r}: give \"measured\" (the machine as measured), \"ideal\" (ideal optics) or None (the loop core)")
         if optics is not None and mode != "default":
@@ -81,6 +82,7 @@ class Machine:
         self.program_seed = None if program_seed is None else int(program_seed)
         self.zero_reads = int(zero_reads)
         self.after_programming_us = None if after_programming_us is None else float(after_programming_us)
+        self.zero_every_us = None if zero_every_us is None else float(zero_every_us)
         self.calls = 0
         # How the machine sets its gain (the twin's normalise_matrix): the product is (s/N) t W / max|W|
         # with s from beta, so beta = N max|W| gives t W; without it, the gain is max|W| (t W as is).
@@ -108,7 +110,8 @@ class Machine:
         r = aocsim.solve(Wn, xn, bn, hw=self.hw, mode=self.mode, alpha=an, beta=self._gain(Wn), rule=self.rule, tol=self.tol,
                       max_iter=self.max_iter, damping=self.damping, precision=self.precision, quantize=self.quantize,
                       noise=self.noise, bandwidth=self.bandwidth, seed=seed, threads=self.threads,
-                         program_seed=self.program_seed, zero_reads=self.zero_reads, after_programming_us=self.after_programming_us)
+                         program_seed=self.program_seed, zero_reads=self.zero_reads, after_programming_us=self.after_programming_us,
+                         zero_every_us=self.zero_every_us)
         self.last_result = r
         self._warn_unsettled(r.converged, r.at_floor, "", stacklevel=4)
         return torch.from_numpy(np.ascontiguousarray(r.readout)).to(device=x.device, dtype=x.dtype)
@@ -164,7 +167,8 @@ class Machine:
         """A program run on the sim backend with this machine's switches, on x (an array); the Result."""
         r = program.run({program.inputs[0][0]: np.asarray(x, dtype=np.float64)}, backend="sim", quantize=self.quantize, noise=self.noise,
                         ideal_optics=self.optics == "ideal", precision=self.precision, seed=seed, threads=self.threads,
-                        program_seed=self.program_seed, zero_reads=self.zero_reads, after_programming_us=self.after_programming_us)
+                        program_seed=self.program_seed, zero_reads=self.zero_reads, after_programming_us=self.after_programming_us,
+                         zero_every_us=self.zero_every_us)
         self.last_result = r
         return r
 

@@ -41,6 +41,7 @@ struct BackendOptions {
   int verify_rounds = 8;        // sim: at most this many writes again per pixel
   int zero_reads = kZeroReads;  // sim: auto-zero reads after each programming (TileNoise::zero_reads; 0: none)
   std::optional<double> after_programming_us;  // sim: the run this long after programming (TileNoise::after_programming_us)
+  std::optional<double> zero_every_us;         // sim: the auto-zero again this often (TileNoise::zero_every_us)
   bool noise = true;           // sim: the hardware's noise section (required when on)
   bool quantize = true;        // sim: SLM codes and the converters (when the program has them)
   bool optics = true;          // sim: each tile through the machine's calibrated optical chain (false: ideal optics)

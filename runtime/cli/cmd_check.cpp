@@ -294,6 +294,7 @@ int run(Opts o, const CLI::App* c) {
                                {"set", ch.physics ? o.set : std::vector<std::string>{}}, {"compile_set", p.target.overrides}};
       if (ch.physics && o.noise) j["zero_reads"] = o.zero_reads, j["floor_patience"] = o.floor_patience;
       if (ch.physics && o.noise && o.after_programming_us) j["after_programming_us"] = *o.after_programming_us;
+      if (ch.physics && o.noise && o.zero_every_us) j["zero_every_us"] = *o.zero_every_us;
       if (ch.physics && o.write_verify > 0)
         j["write_verify"] = {{"tolerance", o.write_verify}, {"rounds", o.verify_rounds}, {"rewrites", ch.rewrites}};
       j["max_abs_error"] = band(ch.abs), j["max_rel_error"] = band(ch.rel), j["argmax_agreement"] = band(ch.arg);

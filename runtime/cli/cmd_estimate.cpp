@@ -33,6 +33,7 @@ struct Opts {
   double write_verify = 0;
   int verify_rounds = 8;
   int zero_reads = kZeroReads;
+  std::optional<double> zero_every_us;
   std::int64_t seq_len = 1024;
   std::uint64_t seed = 1;
   bool json = false;
@@ -267,6 +268,7 @@ int run(const Opts& given) {
     throw Error("--batch is for a program (PROG): the loop's fixed points already share one weight load; --gpu-batch batches "
                 "the GPU");
   if (o.write_verify > 0) throw Error("--write-verify is for a program (PROG): the loop's estimate bills one weight load without it");
+  if (o.zero_every_us) throw Error("--zero-every-us is for a program (PROG): the loop's estimate bills no auto-zero");
   Hardware hw = load_hardware(resolve_hardware_path(o.hw), o.set);
   const int n = o.n > 0 ? o.n : hw.channels;
   if (n > hw.channels) throw Error("--n: " + std::to_string(n) + " is more than the " + std::to_string(hw.channels) + " channels of " + hw.name);
@@ -446,6 +448,7 @@ int run_program(const Opts& o) {
   po.gpu = o.gpu;
   if (o.batch > 0) po.batch = po.gpu.batch = o.batch;
   po.write_verify = o.write_verify, po.verify_rounds = o.verify_rounds, po.zero_reads = o.zero_reads;
+  po.zero_every_us = o.zero_every_us;
   const ProgramEstimate e = estimate_program(p, hw, po);
   const EnergyReport& r = e.token;
   const Workload& w = r.work;
@@ -576,6 +579,9 @@ void add_estimate(CLI::App& app) {
                 "reprogrammed channel with the values at 0 (0: none)")
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();
+  c->add_option("--zero-every-us", o.zero_every_us,
+                "program: bill the auto-zero taken again every T microseconds, as aoc run --zero-every-us T: each zero's "
+                "--zero-reads ADC samples of every channel of the modules in use, a token's share of them (default: none)");
   c->add_option("--gpu-precision", o.gpu.precision,
                 "the GPU's precision (default: the machine's weights: fp8 for 8 bits or fewer, bf16 above)")
       ->check(CLI::IsMember({"bf16", "fp8", "int8"}));

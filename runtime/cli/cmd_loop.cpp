@@ -64,6 +64,7 @@ int run(const Opts& o) {
                      {"mode", o.mode}, {"rule", o.rule}, {"precision", o.precision}, {"seed", o.seed},
                      {"program_seed", seed_json(o.program_seed)}, {"zero_reads", o.noise ? o.zero_reads : 0},
                      {"after_programming_us", o.noise && o.after_programming_us ? nlohmann::json(*o.after_programming_us) : nlohmann::json(nullptr)},
+                     {"zero_every_us", o.noise && o.zero_every_us ? nlohmann::json(*o.zero_every_us) : nlohmann::json(nullptr)},
                      {"first_sample", o.first_sample},
                      {"batch", o.batch}, {"n", n}, {"quantize", o.quantize}, {"noise", o.noise},
                      {"bandwidth", o.bandwidth}, {"steps", r.steps}, {"converged", conv}, {"noise_floor_stops", at_floor},

@@ -61,7 +61,7 @@ void run_program(const Opts& o, const CLI::App* c) {
   if (o.output.empty()) throw Error("run: no output file (-o OUT.h5)");
   check_outputs({{"-o", o.output}}, {{"the program", o.input}, {"--inputs", o.program.inputs}});
   ProgramFlags f = o.program;
-  f.quantize = o.quantize, f.noise = o.noise, f.seed = o.seed, f.program_seed = o.program_seed, f.zero_reads = o.zero_reads, f.after_programming_us = o.after_programming_us, f.floor_patience = o.floor_patience, f.threads = o.threads, f.set = o.set, f.precision = o.precision, f.trace = o.trace;
+  f.quantize = o.quantize, f.noise = o.noise, f.seed = o.seed, f.program_seed = o.program_seed, f.zero_reads = o.zero_reads, f.after_programming_us = o.after_programming_us, f.zero_every_us = o.zero_every_us, f.floor_patience = o.floor_patience, f.threads = o.threads, f.set = o.set, f.precision = o.precision, f.trace = o.trace;
   // --ideal: the lowering alone, as aoc check --ideal: no converters or noise, exact optics, float64
   // unless --precision says otherwise
   if (o.ideal) f.ideal_optics = true, f.quantize = f.noise = false;
@@ -104,6 +104,7 @@ void run_program(const Opts& o, const CLI::App* c) {
       j["programming_seconds"] = r.programming_seconds;
     if (sim && m.noise) j["zero_reads"] = f.zero_reads, j["floor_patience"] = f.floor_patience;
     if (sim && m.noise && f.after_programming_us) j["after_programming_us"] = *f.after_programming_us;
+    if (sim && m.noise && f.zero_every_us) j["zero_every_us"] = *f.zero_every_us;
     if (sim && f.write_verify > 0)
       j["write_verify"] = {{"tolerance", f.write_verify}, {"rounds", f.verify_rounds}, {"rewrites", r.counters.slm_rewrites}};
     emit_json(j.dump(1), "");

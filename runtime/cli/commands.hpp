@@ -43,7 +43,9 @@ CLI::Validator seed_value();
 void add_program_seed_flag(CLI::App* c, std::optional<std::uint64_t>& program_seed);
 void add_zero_reads_flag(CLI::App* c, int& zero_reads);  // --zero-reads N (TileNoise::zero_reads)
 void add_floor_patience_flag(CLI::App* c, int& patience, const char* where);  // --floor-patience N (SolverOptions::floor_patience)
-void add_after_programming_flag(CLI::App* c, std::optional<double>& us);  // --after-programming-us T
+// --after-programming-us T and --zero-every-us T: the programming's moment on the clock and the
+// auto-zero taken again (TileNoise::after_programming_us, zero_every_us)
+void add_clock_flags(CLI::App* c, std::optional<double>& after_programming_us, std::optional<double>& zero_every_us);
 // --write-verify TOL and --verify-rounds R (aoc run, check, retina eval; aoc estimate PROG bills
 // them): `what` says what the flag does for that command.
 void add_write_verify_flags(CLI::App* c, double& tolerance, int& rounds, const std::string& what);

@@ -37,7 +37,7 @@ void add_machine_flags(CLI::App* c, LoopSettings& f, const char* seed_help) {
   c->add_option("--seed", f.seed, seed_help)->check(seed_value())->capture_default_str();
   add_program_seed_flag(c, f.program_seed);
   add_zero_reads_flag(c, f.zero_reads);
-  add_after_programming_flag(c, f.after_programming_us);
+  add_clock_flags(c, f.after_programming_us, f.zero_every_us);
   c->add_option("--threads", f.threads, "threads (results are identical for any count)")->check(positive())->capture_default_str();
 }
 

@@ -91,12 +91,18 @@ void add_program_seed_flag(CLI::App* c, std::optional<std::uint64_t>& program_se
       ->check(seed_value());
 }
 
-void add_after_programming_flag(CLI::App* c, std::optional<double>& us) {
+void add_clock_flags(CLI::App* c, std::optional<double>& us, std::optional<double>& every) {
   c->add_option("--after-programming-us", us,
                 "sim, with noise: run this many microseconds after the programming. The tiles are programmed and auto-zeroed at "
                 "clock 0, the zero reads taking out the drift and 1/f noise of that moment as well, and the run starts T later, "
                 "so the slow noise has drifted away from its zero by then (0: right after programming). Default: the "
                 "programming has no moment on the clock (the auto-zero leaves the slow noise out, the run starts at 0)");
+  c->add_option("--zero-every-us", every,
+                "sim, with noise and --after-programming-us: the auto-zero taken again every T microseconds of the clock, as an "
+                "operator would: each zero (--zero-reads reads) sets the bias again, taking out the drift and 1/f noise of its "
+                "moment to its reads' white noise; a solve uses the last zero before its slot. Its reads take --zero-reads loop "
+                "periods of every T (20 us per 1000 at 1024 reads and 20 ns), which the run's clock leaves out. Default: the "
+                "programming's zero only, the slow noise drifting from it for the whole run");
 }
 
 void add_floor_patience_flag(CLI::App* c, int& patience, const char* where) {

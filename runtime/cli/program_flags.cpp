@@ -48,7 +48,7 @@ void add_program_flags(CLI::App* c, ProgramFlags& f, bool with_shared) {
   c->add_option("--seed", f.seed, "sim: noise seed (the same seed gives the same run for any --threads)")->check(seed_value())->capture_default_str();
   add_program_seed_flag(c, f.program_seed);
   add_zero_reads_flag(c, f.zero_reads);
-  add_after_programming_flag(c, f.after_programming_us);
+  add_clock_flags(c, f.after_programming_us, f.zero_every_us);
   add_floor_patience_flag(c, f.floor_patience, "sim, with noise: each fixed point");
   c->add_option("--threads", f.threads, "threads (results are identical for any count)")->check(positive())->capture_default_str();
 }

@@ -402,6 +402,25 @@ ProgramEstimate estimate_program(const Program& p, const Hardware& hw, const Pro
   w.gpu_distinct_weights = static_cast<double>(e.parameters);  // the GPU holds every parameter
   e.utilisation = e.tile_runs > 0 ? *w.analog_macs / (e.tile_runs * static_cast<double>(e.channels) * e.channels) : 0;
   e.token = estimate(hw, w, o.gpu);
+  if (o.zero_every_us) {
+    // The tokens run between the zeros: a zero every T takes zero_us of it, so a token of t seconds
+    // carries t / (T - zero_us) zeros, on every channel of the modules in use (in parallel).
+    const double T = *o.zero_every_us;
+    if (!(T > 0 && std::isfinite(T))) throw Error("estimate: --zero-every-us must be a number above 0");
+    if (o.zero_reads <= 0) throw Error("estimate: --zero-every-us bills the auto-zero's reads, so it needs --zero-reads above 0");
+    if (!hw.timing) throw Error(hw.path + ": timing: the auto-zero's reads need the readout rate (or no --zero-every-us)");
+    const double zero_us = o.zero_reads / hw.timing->readout_rate_mhz;
+    if (T <= zero_us)
+      throw Error("estimate: --zero-every-us " + jsonr::g4(T) + " is no longer than one zero's " + std::to_string(o.zero_reads) + " reads (" +
+                  jsonr::g4(zero_us) + " us at the readout rate)");
+    const double zeros = e.token.total_seconds * 1e6 / (T - zero_us), channels = std::max(1, e.modules_used) * static_cast<double>(e.channels);
+    add_zero_reads(hw, o.zero_reads, zeros, channels * zeros, w);
+    e.token = estimate(hw, w, o.gpu);
+    e.notes.push_back("auto-zero taken again every " + jsonr::g4(T) + " us (aoc run --zero-every-us): " + std::to_string(o.zero_reads) +
+                      " ADC samples of each of the " + jsonr::g4(channels) + " channels of the modules in use, " + jsonr::g4(zero_us) +
+                      " us at the readout rate, " + jsonr::g4(100 * zero_us / T) + " % of the clock; a token carries " + jsonr::g4(zeros) +
+                      " of a zero");
+  }
 
   // The initial programming, once per model load: the pass-0 tiles in one reload (the modules in
   // parallel), the SLMs drawing their static power meanwhile.

@@ -40,6 +40,9 @@ struct ProgramEstimateOptions {
   // The auto-zero after each programming (as `aoc run --zero-reads`): this many ADC samples of every
   // reprogrammed channel with the values at 0, the channels lit and detected meanwhile (0: none).
   int zero_reads = kZeroReads;
+  // The auto-zero taken again this often on the machine's clock (as `aoc run --zero-every-us`): a
+  // token's share of its zero_reads ADC samples of every channel of the modules in use (none: never).
+  std::optional<double> zero_every_us;
   GpuChoice gpu;                              // the GPU the token is compared with
 };
 

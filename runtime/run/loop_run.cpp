@@ -20,6 +20,7 @@ NoiseRun noise_run(const Hardware& hw, std::uint64_t seed, int max_iter, std::op
   const TimingSpec t = hw.timing.value_or(TimingSpec{});
   n.loop_period_us = t.loop_period_ns * 1e-3;
   n.sample_spacing_us = (max_iter * t.loop_period_ns + t.settle_ns) * 1e-3 + t.readout_samples / t.readout_rate_mhz;
+  n.zero_read_us = 1 / t.readout_rate_mhz;
   return n;
 }
 
@@ -46,6 +47,7 @@ LoopRunResult run(const Hardware& hw, const CoreConfig& cfg, const LoopView<S>& 
     NoiseRun n = noise_run(hw, o.seed, o.solver.max_iter, o.program_seed);
     n.zero_reads = o.zero_reads;
     n.after_programming_us = o.after_programming_us;
+    n.zero_every_us = o.zero_every_us;
     core.set_noise(n);
   }
   // The SLM is programmed in double: a float32 W is widened once, a float64 one read in place.

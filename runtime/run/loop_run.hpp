@@ -24,6 +24,7 @@ struct LoopRunOptions {
   std::optional<std::uint64_t> program_seed;  // the SLM's programming errors (NoiseRun::program_seed); none: seed
   int zero_reads = kZeroReads;  // the auto-zero after each programming (NoiseRun::zero_reads; 0: none)
   std::optional<double> after_programming_us;  // the run this long after the programming (NoiseRun::after_programming_us)
+  std::optional<double> zero_every_us;         // the auto-zero again this often (NoiseRun::zero_every_us)
   int threads = 1;
   bool bandwidth = false;  // finite loop bandwidth from hw.timing (each iteration reaches part of its step)
   bool hardware_readout = false;  // read out on the machine's clock: settle, then average a sample window

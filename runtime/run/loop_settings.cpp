@@ -17,6 +17,15 @@ void check_after_programming(const std::optional<double>& us, bool noise) {
   if (!noise) throw Error("after_programming_us: places the noise on the clock after the programming, so it needs the noise on");
 }
 
+void check_zero_every(const std::optional<double>& us, const std::optional<double>& after_programming_us, int zero_reads, bool noise) {
+  if (!us) return;
+  if (!(*us > 0 && *us <= 1e15)) throw Error("zero_every_us: expected above 0 and at most 1e15 microseconds, got " + numbers_text({*us}));
+  if (!noise) throw Error("zero_every_us: takes out the slow noise again and again, so it needs the noise on");
+  if (!after_programming_us)
+    throw Error("zero_every_us: the zeros sit on the clock from the programming's moment, so it needs after_programming_us (0: right after it)");
+  if (zero_reads <= 0) throw Error("zero_every_us: each zero is zero_reads reads, so it needs zero_reads above 0");
+}
+
 void check_floor_patience(int steps) {
   if (steps < 0) throw Error("floor_patience: must be at least 0 (0: off), got " + std::to_string(steps));
 }
@@ -39,6 +48,7 @@ void check_settings(const LoopSettings& s) {
   if (s.threads < 1) throw Error("threads: must be at least 1, got " + std::to_string(s.threads));
   if (s.zero_reads < 0 || s.zero_reads > (1 << 20)) throw Error("zero_reads: expected 0 to 1048576, got " + std::to_string(s.zero_reads));
   check_after_programming(s.after_programming_us, s.noise);
+  check_zero_every(s.zero_every_us, s.after_programming_us, s.zero_reads, s.noise);
   if (s.first_sample < 0 || s.first_sample > (1 << 30)) throw Error("first_sample: must be from 0 to 2^30, got " + std::to_string(s.first_sample));
   if (!(s.tol > 0) || !std::isfinite(s.tol)) throw Error("tol: must be a positive finite number, got " + numbers_text({s.tol}));
   if (!(s.damping >= 1e-6 && s.damping <= 1)) throw Error("damping: must be from 1e-6 to 1, got " + numbers_text({s.damping}));
@@ -87,6 +97,7 @@ LoopRunOptions run_options(const LoopSettings& s) {
   r.program_seed = s.program_seed;
   r.zero_reads = s.zero_reads;
   r.after_programming_us = s.after_programming_us;
+  r.zero_every_us = s.zero_every_us;
   r.threads = s.threads;
   return r;
 }
@@ -120,6 +131,7 @@ std::string loop_config_hash(const LoopSettings& s, const Hardware& hw, const Co
   if (s.program_seed) t << "\nprogram_seed " << *s.program_seed;  // digests without one as before
   if (s.noise && s.zero_reads != kZeroReads) t << "\nzero_reads " << s.zero_reads;  // likewise
   if (s.noise && s.after_programming_us) t << "\nafter_programming_us " << numbers_text({*s.after_programming_us}, "");  // likewise
+  if (s.noise && s.zero_every_us) t << "\nzero_every_us " << numbers_text({*s.zero_every_us}, "");  // likewise
   t << "\nW " << p.W.rows() << " x " << p.W.cols() << "\nx " << p.x.rows() << " x " << p.x.cols() << "\n";
   std::string bytes = t.str();
   bytes.reserve(bytes.size() + sizeof(double) * static_cast<std::size_t>(p.W.size() + p.bias.size() + p.x.size() + p.z0.size()));

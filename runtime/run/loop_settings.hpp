@@ -24,6 +24,7 @@ struct LoopSettings {
   std::optional<std::uint64_t> program_seed;  // the SLM's programming errors apart from the read noise; none: seed
   int zero_reads = kZeroReads;  // the auto-zero after each programming (TileNoise::zero_reads; 0: none)
   std::optional<double> after_programming_us;  // the run this long after the programming (TileNoise::after_programming_us)
+  std::optional<double> zero_every_us;         // the auto-zero again this often (TileNoise::zero_every_us)
   bool quantize = false, noise = false, bandwidth = false, trace = false, hardware_readout = false;
   // with noise, under the twin and relative rules: a sample whose residual has stopped falling for
   // this many steps stops at its noise floor (SolverOptions::floor_patience; 0: off)
@@ -41,6 +42,9 @@ struct LoopCoefficients {
 // after_programming_us: 0 to 1e15 and only with noise (it places the noise on the clock), else
 // aoc::Error naming the field.
 void check_after_programming(const std::optional<double>& us, bool noise);
+// zero_every_us: above 0 and at most 1e15, with noise, after_programming_us (the zeros sit on the
+// clock from the programming) and zero reads, else aoc::Error naming the field.
+void check_zero_every(const std::optional<double>& us, const std::optional<double>& after_programming_us, int zero_reads, bool noise);
 // floor_patience: at least 0 (0: off), else aoc::Error naming the field.
 void check_floor_patience(int steps);
 

@@ -17,6 +17,7 @@ void check_settings(const ProgramSettings& s) {
   if (s.verify_rounds < 1 || s.verify_rounds > 64) throw Error("verify_rounds: expected 1 to 64, got " + std::to_string(s.verify_rounds));
   if (s.zero_reads < 0 || s.zero_reads > (1 << 20)) throw Error("zero_reads: expected 0 to 1048576, got " + std::to_string(s.zero_reads));
   check_after_programming(s.after_programming_us, s.noise);
+  check_zero_every(s.zero_every_us, s.after_programming_us, s.zero_reads, s.noise);
   check_floor_patience(s.floor_patience);
 }
 
@@ -28,6 +29,7 @@ BackendOptions backend_options(const ProgramSettings& f) {
   o.program_seed = f.program_seed;
   o.verify_tolerance = f.write_verify, o.verify_rounds = f.verify_rounds, o.zero_reads = f.zero_reads;
   o.after_programming_us = f.after_programming_us;
+  o.zero_every_us = f.zero_every_us;
   o.floor_patience = f.floor_patience;
   o.noise = f.noise;
   o.quantize = f.quantize;

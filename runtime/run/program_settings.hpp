@@ -24,6 +24,7 @@ struct ProgramSettings {
   int verify_rounds = 8;
   int zero_reads = kZeroReads;  // auto-zero reads after each programming (TileNoise::zero_reads; 0: none)
   std::optional<double> after_programming_us;  // the run this long after the programming (TileNoise::after_programming_us)
+  std::optional<double> zero_every_us;         // the auto-zero again this often (TileNoise::zero_every_us)
   // with noise, a fixed point whose residual has stopped falling for this many steps ends at its
   // noise floor with the mean of those iterates (BackendOptions::floor_patience; 0: off)
   int floor_patience = SolverOptions::kNoisyPatience;

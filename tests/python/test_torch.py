@@ -249,9 +249,12 @@ def test_a_solve_at_a_time_after_programming_sees_the_drift_grow_back_from_its_z
     (x, W, b, a), _ = problem(n=16)
     clean = Machine("aoc-16", seed=2).solve(x, W, b, a)
 
-    def off(after):
-        m = Machine("aoc-16", set=drift_only, noise=True, seed=2, advance_seed=False, after_programming_us=after)
+    def off(after, every=None):
+        m = Machine("aoc-16", set=drift_only, noise=True, seed=2, advance_seed=False, after_programming_us=after, zero_every_us=every)
         return float((m.solve(x, W, b, a) - clean).abs().max())
 
     assert off(0.0) < 0.01 * off(None)  # programmed and zeroed at clock 0: the drift of that moment is gone
     assert off(0.0) < off(3e5) < 10 * off(None)  # 0.3 s later it has drifted away from the zero
+    assert off(3e5, every=1000.0) < 0.05 * off(3e5)  # zeroed again every millisecond: gone again
+    with pytest.raises(aocsim.Error, match="zero_every_us: the zeros sit on the clock"):
+        off(None, every=1000.0)
