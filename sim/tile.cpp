@@ -845,29 +845,46 @@ void OpticalTile<T>::add_drift_at(std::int64_t tick, T kappa, int j0, int j1, T*
   for (int j = j0; j < j1; ++j) o[j] += kappa * static_cast<T>(static_cast<float>(d * ((1 - w) * k0[j] + w * k1[j])));
 }
 
-// The octaves of 1/f noise from kSlowOctave up, over the span [2^kSlowOctave s, 2^kSlowOctave (s + 1)):
-// their value at its start and slope per iteration, M each. Many rows and blocks share a span, so
-// spans are cached (the values are recomputed identically when the cache is dropped).
-template <class T>
-const std::vector<double>& OpticalTile<T>::slow_span(std::int64_t s) const {
-  // Rows next to each other share spans: each thread keeps the last ones it asked for, keyed by the
-  // programming (unique in the process, so no tile can see another's) and the span; many, direct
-  // mapped, as a program's reads go through its tiles in turn, each row (its own slots) in its own span.
+// The values of a pure function of (programming, key), cached: rows next to each other ask for the
+// same ones, so each thread keeps the last it asked for, direct mapped (many, as a program's reads
+// go through its tiles in turn), keyed by the programming (unique in the process, so no tile can
+// see another's); the tile keeps them all under its mutex, dropped past 4096 (bounded memory: they
+// are recomputed identically). Each call site's Compute is its own type, so its own thread cache.
+namespace {
+using Values = std::shared_ptr<const std::vector<double>>;
+template <class Compute>
+const std::vector<double>& cached(std::uint64_t programming, std::int64_t key, std::mutex& mutex,
+                                  std::unordered_map<std::int64_t, Values>& all, Compute&& compute) {
   struct Kept {
     std::uint64_t programming = 0;
-    std::int64_t span = 0;
-    std::shared_ptr<const std::vector<double>> values;
+    std::int64_t key = 0;
+    Values values;
   };
-  constexpr std::size_t kKept = 256;
-  thread_local std::array<Kept, kKept> kept;
-  Kept& k = kept[(static_cast<std::uint64_t>(s) * 0x9E3779B97F4A7C15ull + programming_id_ * 0xC2B2AE3D27D4EB4Full) >> 56];
-  if (k.values && k.programming == programming_id_ && k.span == s) return *k.values;
-  std::shared_ptr<const std::vector<double>> found;
+  thread_local std::array<Kept, 256> kept;
+  Kept& k = kept[(static_cast<std::uint64_t>(key) * 0x9E3779B97F4A7C15ull + programming * 0xC2B2AE3D27D4EB4Full) >> 56];
+  if (k.values && k.programming == programming && k.key == key) return *k.values;
+  Values found;
   {
-    std::lock_guard<std::mutex> lock(slow_mutex_);
-    if (auto i = slow_.find(s); i != slow_.end()) found = i->second;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto i = all.find(key); i != all.end()) found = i->second;
   }
   if (!found) {
+    Values v = compute();
+    std::lock_guard<std::mutex> lock(mutex);
+    if (all.size() > 4096) all.clear();
+    found = all.emplace(key, std::move(v)).first->second;
+  }
+  k.programming = programming, k.key = key, k.values = std::move(found);
+  return *k.values;
+}
+}  // namespace
+
+// The octaves of 1/f noise from kSlowOctave up, over the span [2^kSlowOctave s, 2^kSlowOctave (s + 1)):
+// their value at its start and slope per iteration, M each. Many rows and blocks share a span, each
+// row (its own slots) in its own span, so spans are cached.
+template <class T>
+const std::vector<double>& OpticalTile<T>::slow_span(std::int64_t s) const {
+  return cached(programming_id_, s, slow_mutex_, slow_, [&] {
     const int top = flicker_top();
     const double a = flicker_amplitude(top);
     const std::int64_t t0 = s << kSlowOctave;
@@ -876,12 +893,8 @@ const std::vector<double>& OpticalTile<T>::slow_span(std::int64_t s) const {
     std::vector<float> kn(st.size() * M_);
     noise::normals_f32_recent(noise_.seed, st.data(), octave_knots(kSlowOctave, top, t0, st.data()), noise_.channel0, M_, kn.data(), M_);
     add_octaves(kn.data(), M_, 2 * static_cast<size_t>(M_), kSlowOctave, top, t0, a, v->data(), v->data() + M_, M_);
-    std::lock_guard<std::mutex> lock(slow_mutex_);
-    if (slow_.size() > 4096) slow_.clear();  // bounded memory
-    found = slow_.emplace(s, std::move(v)).first->second;
-  }
-  k.programming = programming_id_, k.span = s, k.values = std::move(found);
-  return *k.values;
+    return Values(std::move(v));
+  });
 }
 
 // The drift and 1/f noise of every detector at one tick (tick >= 0), as a read at it adds them.
@@ -906,33 +919,15 @@ void OpticalTile<T>::slow_at(std::int64_t tick, double* v) const {
 // slow_span is.
 template <class T>
 const std::vector<double>& OpticalTile<T>::zero_change(std::int64_t k) const {
-  struct Kept {
-    std::uint64_t programming = 0;
-    std::int64_t k = 0;
-    std::shared_ptr<const std::vector<double>> values;
-  };
-  constexpr std::size_t kKept = 64;  // direct mapped: a program's reads go through its tiles in turn
-  thread_local std::array<Kept, kKept> all;
-  Kept& kept = all[(static_cast<std::uint64_t>(k) * 0x9E3779B97F4A7C15ull + programming_id_ * 0xC2B2AE3D27D4EB4Full) >> 58];
-  if (kept.values && kept.programming == programming_id_ && kept.k == k) return *kept.values;
-  std::shared_ptr<const std::vector<double>> found;
-  {
-    std::lock_guard<std::mutex> lock(slow_mutex_);
-    if (auto i = zeros_.find(k); i != zeros_.end()) found = i->second;
-  }
-  if (!found) {
+  return cached(programming_id_, k, slow_mutex_, zeros_, [&] {
     auto v = std::make_shared<std::vector<double>>(M_);
     std::vector<double> white(M_);
     slow_at(k * zero_ticks_, v->data());
     noise::normals(noise_.seed, keyed(noise::Source::Zero, noise_.stream), static_cast<std::uint32_t>(programmings_),
                    static_cast<std::uint32_t>(k), 0, M_, white.data());
     for (int j = 0; j < M_; ++j) (*v)[j] = zero0_[j] - (*v)[j] - zero_sd_[j] * white[j];
-    std::lock_guard<std::mutex> lock(slow_mutex_);
-    if (zeros_.size() > 4096) zeros_.clear();  // bounded memory
-    found = zeros_.emplace(k, std::move(v)).first->second;
-  }
-  kept.programming = programming_id_, kept.k = k, kept.values = std::move(found);
-  return *kept.values;
+    return Values(std::move(v));
+  });
 }
 
 template <class T>
