@@ -100,9 +100,10 @@ void add_clock_flags(CLI::App* c, std::optional<double>& us, std::optional<doubl
   c->add_option("--zero-every-us", every,
                 "sim, with noise and --after-programming-us: the auto-zero taken again every T microseconds of the clock, as an "
                 "operator would: each zero (--zero-reads reads) sets the bias again, taking out the drift and 1/f noise of its "
-                "moment to its reads' white noise; a solve uses the last zero before its slot. Its reads take --zero-reads loop "
-                "periods of every T (20 us per 1000 at 1024 reads and 20 ns), which the run's clock leaves out. Default: the "
-                "programming's zero only, the slow noise drifting from it for the whole run");
+                "moment to its reads' white noise; a solve uses the last zero before its slot. Each zero is --zero-reads ADC "
+                "samples at the readout rate (164 us on aoc-48 at 1024: 1.6 % of the clock every 10 ms), which the run's clock "
+                "leaves out and aoc estimate PROG --zero-every-us bills. Default: the programming's zero only, the slow noise "
+                "drifting from it for the whole run");
 }
 
 void add_floor_patience_flag(CLI::App* c, int& patience, const char* where) {
