@@ -29,7 +29,6 @@ void OpticalCore<T>::set_noise(const NoiseRun& noise) {
   t.after_programming_us = noise.after_programming_us;
   t.zero_every_us = noise.zero_every_us;
   t.loop_period_us = noise.loop_period_us;
-  t.zero_read_us = noise.zero_read_us;
   t.slot_ticks = std::max<std::int64_t>(1, std::llround(noise.sample_spacing_us / noise.loop_period_us));
   tile_->set_noise(t);
 }

@@ -29,7 +29,6 @@ struct NoiseRun {
   std::optional<double> zero_every_us;         // the auto-zero again this often (TileNoise::zero_every_us)
   double loop_period_us = 0.02;    // one iteration
   double sample_spacing_us = 10;   // time between the starts of consecutive samples' solves
-  double zero_read_us = 0;         // one of the auto-zero's reads, an ADC sample (TileNoise::zero_read_us)
 };
 
 template <class T>

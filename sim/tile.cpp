@@ -237,7 +237,9 @@ void OpticalTile<T>::set_noise(const TileNoise& n) {
   if (n.after_programming_us && !(*n.after_programming_us >= 0 && *n.after_programming_us <= 1e15))
     throw Error("after-programming: the time must be 0 to 1e15 us");
   if (n.zero_every_us) {
-    const double us = *n.zero_every_us, reads_us = n.zero_reads * (n.zero_read_us > 0 ? n.zero_read_us : n.loop_period_us);
+    // each read an ADC sample at the machine's readout rate (a loop period where it has no timing)
+    const double read_us = hw_.timing ? 1 / hw_.timing->readout_rate_mhz : n.loop_period_us;
+    const double us = *n.zero_every_us, reads_us = n.zero_reads * read_us;
     if (!(us > 0 && us <= 1e15)) throw Error("zero-every: the interval must be above 0 and at most 1e15 us");
     if (!n.after_programming_us) throw Error("zero-every: the zeros sit on the clock from the programming's moment, so it needs after-programming");
     if (n.zero_reads <= 0) throw Error("zero-every: needs the auto-zero's reads (zero reads above 0)");

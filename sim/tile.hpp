@@ -92,7 +92,6 @@ struct TileNoise {
   std::uint32_t stream = 0;       // which tile: keys its white noise and SLM pattern (< 2^28)
   std::uint32_t channel0 = 0;     // its first detector in the machine: keys its drift and 1/f noise
   double loop_period_us = 0.02;   // one iteration on the clock
-  double zero_read_us = 0;        // one of the auto-zero's reads: an ADC sample at the readout rate (0: a loop period)
   std::int64_t slot_ticks = 512;  // iterations from the start of one solve slot to the next
   // The programming's moment on the clock. None: it has none (the auto-zero leaves the slow noise
   // out, the run's clock starts at 0). Given: the tile is programmed and auto-zeroed at clock 0, the

@@ -363,19 +363,19 @@ TEST_CASE("tile: drift is continuous in time, has its rms and decorrelates over 
 }
 
 TEST_CASE("tile: the auto-zero taken again takes out the drift of its moment, and reads still depend only on slot and iteration") {
-  // drift of 5 mV over a 1 ms correlation time; reads 10 correlation times after the programming
-  TileNoise n = only(&NoiseSpec::drift_sigma, 0.005, 1000.0);
+  // drift of 5 mV over a 10 ms correlation time; reads 20 correlation times after the programming
+  TileNoise n = only(&NoiseSpec::drift_sigma, 0.005, 10000.0);
   n.after_programming_us = 0;
   const Reader clean(Optics::Ideal, nullptr), once(Optics::Ideal, &n);
   TileNoise again = n;
-  again.zero_every_us = 40;  // 2000 loop periods, each zero 1024 of them
+  again.zero_every_us = 400;  // each zero 1024 ADC samples at aoc-48's 6.25 MHz: 164 us
   const Reader rezeroed(Optics::Ideal, &again);
-  const int slot = 20000, rows = 64;  // 512 iterations a slot: 10.24 ms, 20 us apart
+  const int slot = 20000, rows = 64;  // 512 iterations a slot: 204.8 ms, 10.24 us apart
   const MatrixXdR y0 = clean.read(input(), rows, 3, slot);
   const double drifted = (once.read(input(), rows, 3, slot) - y0).norm(), zeroed = (rezeroed.read(input(), rows, 3, slot) - y0).norm();
-  INFO("zeroed once " << drifted << ", again every 40 us " << zeroed);
+  INFO("zeroed once " << drifted << ", again every 400 us " << zeroed);
   CHECK(drifted > 0.002 * std::sqrt(rows * M));
-  CHECK(zeroed < 0.05 * drifted);  // what is left: the drift over the last 40 us at most
+  CHECK(zeroed < 0.05 * drifted);  // what is left: the drift over the last 400 us at most
   // the programming's zero itself is unchanged before the first zero again
   CHECK(rezeroed.read(input(), 2, 3, 0) == once.read(input(), 2, 3, 0));
   // with white noise in the zeros' reads: a row's value depends on nothing but its slot and iteration
@@ -384,10 +384,10 @@ TEST_CASE("tile: the auto-zero taken again takes out the drift of its moment, an
   const MatrixXdR all = white.read(input(), 70, 3, slot), part = white.read(input(), 9, 3, slot + 61);
   CHECK(part == all.bottomRows(9));
   // zeros closer than their own reads take would leave the machine no clock to run on
-  again.zero_every_us = 20;
+  again.zero_every_us = 100;
   OpticalTile<double> tile(hw48(), linear_chain(), Optics::Ideal);
   CHECK_THROWS_WITH(tile.set_noise(again), Catch::Contains("zero-every") && Catch::Contains("no longer than one zero's 1024 reads"));
-  again.zero_every_us = 40, again.after_programming_us.reset();
+  again.zero_every_us = 400, again.after_programming_us.reset();
   CHECK_THROWS_WITH(tile.set_noise(again), Catch::Contains("needs after-programming"));
 }
 

@@ -236,7 +236,6 @@ class SimHooks : public ir::Hooks {
           n.stream = stream;
           n.channel0 = static_cast<std::uint32_t>(t.module * hw.channels + t.core_row0);
           n.loop_period_us = clock.loop_period_us;
-          n.zero_read_us = clock.zero_read_us;
           n.slot_ticks = std::max<std::int64_t>(1, std::llround(clock.sample_spacing_us / clock.loop_period_us));
           tile->set_noise(n);
         }

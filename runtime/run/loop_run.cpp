@@ -20,7 +20,6 @@ NoiseRun noise_run(const Hardware& hw, std::uint64_t seed, int max_iter, std::op
   const TimingSpec t = hw.timing.value_or(TimingSpec{});
   n.loop_period_us = t.loop_period_ns * 1e-3;
   n.sample_spacing_us = (max_iter * t.loop_period_ns + t.settle_ns) * 1e-3 + t.readout_samples / t.readout_rate_mhz;
-  n.zero_read_us = 1 / t.readout_rate_mhz;
   return n;
 }
 
